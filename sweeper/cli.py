@@ -1,0 +1,23 @@
+"""The `sweeper` command line: thin typer commands, one module per verb in `sweeper/commands/`."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    name="sweeper",
+    help="Sweep DDTree speculative-decoding configs, prove exactness, report.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+# Each verb registers itself here, one line each (imports stay local to keep start-up fast).
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""How the runtime is kept running on a host: the `Service` interface.
+
+A service starts one server config as an `Instance`, reports its state, hands out its log lines
+since a cursor, and stops it. `ProcessService` (a managed local process) lives in `process.py`;
+`SystemdService` (a systemd unit on a remote host) in `systemd.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+class ServiceError(RuntimeError):
+    """The service could not be started or stopped; the message says why (with a log tail)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything needed to start one server config of the runtime.
+
+    `argv` is the full command (python, -m, ddtree_runtime, serve, flags...). `secret_env` values
+    never reach logs or results: a systemd service puts them in a 0600 EnvironmentFile.
+    `launch_id` is passed as `--launch-id` and echoed by /server_info, so readiness can prove that
+    the instance answering is the one just started.
+    """
+
+    argv: tuple[str, ...]
+    port: int
+    launch_id: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    secret_env: Mapping[str, str] = field(default_factory=dict)
+    workdir: str | None = None
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One started runtime: where to reach it and what identifies it."""
+
+    launch: Launch
+    base_url: str
+    pid: int | None
+    #: systemd's InvocationID, when the service has one.
+    invocation_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """A snapshot: is it running, and if it ended, how."""
+
+    running: bool
+    exited: bool
+    exit_code: int | None = None
+    detail: str = ""
+
+
+@runtime_checkable
+class Service(Protocol):
+    """Starts, watches and stops the runtime on one host."""
+
+    def start(self, launch: Launch) -> Instance:
+        """Start a new instance; the previous one must already be stopped and its port free."""
+        ...
+
+    def state(self) -> ServiceState:
+        """Current state of the most recently started instance."""
+        ...
+
+    def logs(self, cursor: str | None = None) -> tuple[str, str]:
+        """Log text since `cursor` (None: from the instance's start) and the new cursor."""
+        ...
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the instance (SIGTERM, then SIGKILL after timeout) and wait until it is gone."""
+        ...
