@@ -1,0 +1,190 @@
+"""The runtime as a managed local process: own process group, a log file, a pidfile.
+
+Stopping signals the whole process group (SIGTERM, then SIGKILL after a timeout) and waits until
+the group is gone and the port is free, so the next config never races the previous one. Nothing
+is ever killed by name: only the group this service started, or one its pidfile recorded (checked
+against the process start time, so a recycled pid is left alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from sweeper.services import Instance, Launch, ServiceError, ServiceState
+
+LOG_TAIL_CHARS = 4000
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts connections on, or holds a listening bind of, host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.2)
+        if probe.connect_ex((host, port)) == 0:
+            return True
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR so a closed server's TIME_WAIT sockets do not count as "in use".
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def wait_port_free(port: int, timeout: float, host: str = "127.0.0.1") -> bool:
+    """Poll until the port is free; False if it is still in use after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while port_in_use(port, host):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _proc_start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (field 22 of /proc/pid/stat)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ProcessService:
+    """Starts the runtime as a child process in its own session, one instance at a time."""
+
+    def __init__(self, state_dir: Path, *, name: str = "runtime", port_wait_s: float = 10.0):
+        self.state_dir = Path(state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.name = name
+        self.port_wait_s = port_wait_s
+        self.pidfile = self.state_dir / f"{name}.pid"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._launch: Launch | None = None
+        self._log_path: Path | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, launch: Launch) -> Instance:
+        if self._proc is not None and self._proc.poll() is None:
+            raise ServiceError("the previous instance is still running; stop it first")
+        self.reap_stale()
+        if not wait_port_free(launch.port, self.port_wait_s):
+            raise ServiceError(
+                f"port {launch.port} is still in use after {self.port_wait_s:.0f} s "
+                "(a lingering previous instance or another program); not starting"
+            )
+        self._log_path = self.state_dir / f"{self.name}-{launch.launch_id}.log"
+        env = {**os.environ, **launch.env, **launch.secret_env}
+        with open(self._log_path, "ab") as log:
+            try:
+                self._proc = subprocess.Popen(
+                    list(launch.argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=launch.workdir,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise ServiceError(f"cannot start {launch.argv[0]!r}: {exc}") from exc
+        self._launch = launch
+        pid = self._proc.pid
+        record = {"pid": pid, "start_ticks": _proc_start_ticks(pid), "launch_id": launch.launch_id}
+        tmp = self.pidfile.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record))
+        os.replace(tmp, self.pidfile)
+        return Instance(launch=launch, base_url=f"http://127.0.0.1:{launch.port}", pid=pid)
+
+    def state(self) -> ServiceState:
+        if self._proc is None:
+            return ServiceState(running=False, exited=False, detail="never started")
+        code = self._proc.poll()
+        if code is None:
+            return ServiceState(running=True, exited=False, detail=f"pid {self._proc.pid}")
+        return ServiceState(running=False, exited=True, exit_code=code, detail=f"exited {code}")
+
+    def logs(self, cursor: str | None = None) -> tuple[str, str]:
+        if self._log_path is None or not self._log_path.exists():
+            return "", cursor or "0"
+        offset = int(cursor) if cursor else 0
+        with open(self._log_path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+        return data.decode("utf-8", "replace"), str(offset + len(data))
+
+    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
+        text, _ = self.logs(None)
+        return text[-chars:]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the child leads its own group
+        self._signal_group(pgid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._signal_group(pgid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        # Children of the runtime (if any) share the group: wait for all of them.
+        deadline = time.monotonic() + timeout
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if _group_alive(pgid):
+            self._signal_group(pgid, signal.SIGKILL)
+        if self._launch is not None and not wait_port_free(self._launch.port, timeout):
+            raise ServiceError(f"port {self._launch.port} still in use after stopping")
+        self.pidfile.unlink(missing_ok=True)
+
+    def reap_stale(self, timeout: float = 15.0) -> bool:
+        """Stop an instance recorded in the pidfile by an earlier sweeper (e.g. killed -9).
+
+        Only the exact process recorded (same pid and start time) is signalled, with its group.
+        Returns True when one was found and stopped.
+        """
+        try:
+            record = json.loads(self.pidfile.read_text())
+        except (OSError, ValueError):
+            return False
+        pid = int(record.get("pid", 0))
+        if pid <= 0 or self._proc is not None and self._proc.pid == pid:
+            return False
+        if _proc_start_ticks(pid) != record.get("start_ticks"):
+            self.pidfile.unlink(missing_ok=True)
+            return False
+        self._signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _group_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_alive(pid):
+            self._signal_group(pid, signal.SIGKILL)
+            while _group_alive(pid) and time.monotonic() < deadline + 5:
+                time.sleep(0.05)
+        self.pidfile.unlink(missing_ok=True)
+        return True
+
+    @staticmethod
+    def _signal_group(pgid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, sig)

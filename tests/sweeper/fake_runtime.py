@@ -1,0 +1,223 @@
+"""A small real HTTP server on loopback that speaks the runtime's contract, with misbehaviours.
+
+Used by the sweeper's tests and benches where the real runtime would be slow or cannot misbehave
+on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any `--flag value`,
+`--flag`, `--no-flag`), and its behaviour is steered through environment variables:
+
+- FAKE_START_DELAY: seconds during which /health answers 503 "loading" (default 0.2);
+- FAKE_CRASH: exit with this code at start, after printing a message;
+- FAKE_BAD_FINGERPRINT=1: report a fingerprint that does not match its inputs;
+- FAKE_LAUNCH_ID: report this launch id instead of the one passed;
+- FAKE_CONFIG_OVERRIDE: JSON merged into the fingerprinted config (a server running other params);
+- FAKE_TOKEN_DELAY: seconds between streamed tokens (default 0: as fast as it can);
+- FAKE_FAIL_REQUESTS=1: answer completions with a 500.
+
+Tokens are a pure function of (prompt, position), so repeated requests are identical.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+from typing import Any
+
+FINGERPRINTED = (
+    "model",
+    "draft",
+    "speculative",
+    "budget",
+    "topk",
+    "block_size",
+    "cuda_graph",
+    "dtype",
+    "device",
+    "max_batch",
+    "max_model_len",
+    "seed",
+)
+
+
+def parse_flags(argv: list[str]) -> dict[str, Any]:
+    """`--a 1 --b --no-c` -> {"a": 1, "b": True, "c": False}; numbers parsed, dashes -> _."""
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("--"):
+            i += 1
+            continue
+        key = arg[2:].replace("-", "_")
+        if "=" in key:
+            key, raw = key.split("=", 1)
+            out[key] = _value(raw)
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            out[key] = _value(argv[i + 1])
+            i += 1
+        elif key.startswith("no_"):
+            out[key[3:]] = False
+        else:
+            out[key] = True
+        i += 1
+    return out
+
+
+def _value(raw: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(raw.lower(), raw)
+
+
+def token_ids(prompt: str, n: int) -> list[int]:
+    seed = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16)
+    return [(seed + 7 * i) % 997 + 3 for i in range(n)]
+
+
+class FakeRuntime:
+    """The ASGI app: /health, /server_info, /v1/models, /v1/completions, /v1/chat/completions."""
+
+    def __init__(self, argv: list[str]) -> None:
+        flags = parse_flags(argv)
+        self.port = int(flags.get("port", 8000))
+        self.start_time = time.time()
+        self.start_delay = float(os.environ.get("FAKE_START_DELAY", "0.2"))
+        self.ready_at = self.start_time + self.start_delay
+        self.token_delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0"))
+        self.fail_requests = os.environ.get("FAKE_FAIL_REQUESTS") == "1"
+        config = {k: v for k, v in flags.items() if k not in ("host", "port", "launch_id")}
+        config.setdefault("model", "fake")
+        config.setdefault("speculative", "budget" in config)
+        fp_config = {k: config.get(k) for k in FINGERPRINTED if k in config}
+        fp_config.update(json.loads(os.environ.get("FAKE_CONFIG_OVERRIDE", "{}")))
+        inputs = {"config": fp_config, "weights_hash": "w0", "source_hash": "s0"}
+        canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+        fingerprint = hashlib.sha256(canonical.encode()).hexdigest()
+        if os.environ.get("FAKE_BAD_FINGERPRINT") == "1":
+            fingerprint = hashlib.sha256(b"something else").hexdigest()
+        self.info = {
+            "config": config,
+            "fingerprint": fingerprint,
+            "fingerprint_inputs": inputs,
+            "launch_id": os.environ.get("FAKE_LAUNCH_ID", str(flags.get("launch_id", ""))),
+            "runtime_version": "0.0.0-fake",
+            "source_hash": "s0",
+            "pid": os.getpid(),
+            "start_time": self.start_time,
+            "ready_at": self.ready_at,
+            "model": {"name": config["model"], "weights_hash": "w0"},
+            "device": "cpu",
+            "stats": {},
+        }
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                else:
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        path = scope["path"]
+        if path == "/health":
+            ready = time.time() >= self.ready_at
+            body = {"status": "ok"} if ready else {"status": "loading"}
+            await _json(send, 200 if ready else 503, body)
+        elif path == "/server_info":
+            await _json(send, 200, self.info)
+        elif path in ("/v1/completions", "/v1/chat/completions"):
+            raw = b""
+            while True:
+                msg = await receive()
+                raw += msg.get("body", b"")
+                if not msg.get("more_body"):
+                    break
+            await self.complete(json.loads(raw), send, chat=path.endswith("chat/completions"))
+        else:
+            await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
+
+    async def complete(self, req: dict, send: Any, *, chat: bool) -> None:
+        if self.fail_requests:
+            await _json(send, 500, {"error": {"message": "injected failure", "type": "server"}})
+            return
+        if chat:
+            prompt = "\n".join(m.get("content", "") for m in req.get("messages", []))
+        else:
+            prompt = req.get("prompt", "")
+        n = int(req.get("max_tokens", 16))
+        ids = token_ids(prompt, n)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        for i, tok in enumerate(ids):
+            if self.token_delay:
+                await asyncio.sleep(self.token_delay)
+            text = f"w{tok} "
+            choice: dict[str, Any] = {"index": 0, "token_ids": [tok], "finish_reason": None}
+            lp = {
+                "token": text,
+                "logprob": -0.1,
+                "top_logprobs": [{"token": text, "logprob": -0.1}, {"token": "x", "logprob": -2.5}],
+            }
+            if chat:
+                choice["delta"] = {"content": text}
+                choice["logprobs"] = {"content": [lp]}
+            else:
+                choice["text"] = text
+                choice["logprobs"] = {
+                    "tokens": [text],
+                    "token_logprobs": [-0.1],
+                    "top_logprobs": [{text: -0.1, "x": -2.5}],
+                }
+            if i == n - 1:
+                choice["finish_reason"] = "length"
+            await _chunk(send, {"id": "c", "object": "text_completion", "choices": [choice]})
+        usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+        ddtree = {
+            "verify_rounds": max(1, n // 2),
+            "accepted_tokens": n // 2,
+            "emitted_tokens": n,
+            "tau": n / max(1, n // 2),
+        }
+        await _chunk(send, {"id": "c", "choices": [], "usage": usage, "ddtree": ddtree})
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+async def _chunk(send: Any, obj: dict) -> None:
+    data = b"data: " + json.dumps(obj).encode() + b"\n\n"
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _json(send: Any, status: int, obj: dict) -> None:
+    body = json.dumps(obj).encode()
+    headers = [(b"content-type", b"application/json")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def main(argv: list[str]) -> None:
+    import uvicorn
+
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
+    crash = os.environ.get("FAKE_CRASH")
+    if crash:
+        print(f"fake runtime: injected start failure (exit {crash})", flush=True)
+        sys.exit(int(crash))
+    app = FakeRuntime(argv)
+    print(f"fake runtime listening on 127.0.0.1:{app.port}", flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=app.port, log_level="warning", lifespan="on")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
