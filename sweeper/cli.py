@@ -12,6 +12,11 @@ app = typer.Typer(
 )
 
 # Each verb registers itself here, one line each (imports stay local to keep start-up fast).
+from sweeper.commands import plan, schema, validate  # noqa: E402
+
+app.command("validate")(validate.command)
+app.command("plan")(plan.command)
+app.command("schema")(schema.command)
 
 
 def main() -> None:

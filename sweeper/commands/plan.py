@@ -1,0 +1,63 @@
+"""`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, notes on
+dropped points, totals and a rough time estimate; `--json` for machine output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sweeper.commands.validate import load_plan
+from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
+
+
+def command(
+    spec: Path = typer.Argument(..., help="Sweep spec (YAML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+    load_s: float = typer.Option(DEFAULT_LOAD_S, help="Assumed seconds per restart (estimate)."),
+    tok_s: float = typer.Option(DEFAULT_TOK_S, help="Assumed tokens/s per stream (estimate)."),
+) -> None:
+    """Show what a sweep would run, without running anything."""
+    plan = load_plan(spec)
+    seconds = estimate_seconds(plan, load_s=load_s, tok_s=tok_s)
+    if as_json:
+        data = plan.to_dict()
+        data["estimated_seconds"] = round(seconds, 1)
+        typer.echo(json.dumps(data, indent=2))
+        return
+    render(plan, seconds, Console())
+
+
+def render(plan: Plan, seconds: float, console: Console) -> None:
+    """The human view: one table per host, then notes and totals."""
+    for host in plan.hosts:
+        table = Table(title=f"host {host.name}: {len(host.steps)} server configs (restarts)")
+        table.add_column("#", justify="right")
+        table.add_column("server config")
+        table.add_column("id")
+        table.add_column("request configs")
+        for number, step in enumerate(host.steps, start=1):
+            table.add_row(
+                str(number),
+                step.server_config.label,
+                step.server_config.id,
+                ", ".join(rc.id for rc in step.request_configs),
+            )
+        console.print(table)
+    for note in plan.notes:
+        console.print(f"note: {note}", markup=False)
+    workload = plan.spec.workload
+    console.print(
+        f"{plan.restarts} restarts, {plan.n_points} points, {plan.n_requests} measured requests "
+        f"({len(workload.prompts)} prompts x {workload.repeats} repeats per point, "
+        f"max_tokens {workload.max_tokens})",
+        markup=False,
+    )
+    console.print(
+        f"estimate: about {seconds / 60:.1f} min (a rough model: restarts x load time + "
+        "requests x max_tokens / tok/s; see --load-s, --tok-s)",
+        markup=False,
+    )
