@@ -146,12 +146,13 @@ class SSHHostSpec(StrictModel):
 HostSpec = Annotated[LocalHostSpec | SSHHostSpec, Field(discriminator="kind")]
 
 
-def _host_shorthand(item: Any) -> Any:
+def _host_shorthand(item: Any, index: int) -> Any:
     """`local` (a string) means the local host; a mapping without `kind` is an SSH host."""
     if item == LOCAL_HOST_NAME:
         return {"kind": "local"}
     if isinstance(item, str):
-        raise _problem(f"a host given as a string must be {LOCAL_HOST_NAME!r}; got {item!r}")
+        message = f"a host given as a string must be {LOCAL_HOST_NAME!r}; got {item!r}"
+        raise _problem(message, at=(index,))
     if isinstance(item, dict) and "kind" not in item:
         return {"kind": "ssh", **item}
     return item
@@ -438,7 +439,7 @@ class Spec(StrictModel):
     @classmethod
     def _expand_host_shorthand(cls, value: Any) -> Any:
         if isinstance(value, list):
-            return [_host_shorthand(item) for item in value]
+            return [_host_shorthand(item, index) for index, item in enumerate(value)]
         return value
 
     @model_validator(mode="after")

@@ -35,6 +35,8 @@ class YamlLines:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark is not None else None
             problem = exc.problem or exc.context or "invalid YAML"
+            if exc.context and exc.context_mark is not None and exc.problem:
+                problem += f" ({exc.context} started at line {exc.context_mark.line + 1})"
             raise SpecError([SpecIssue(source, line, "", f"invalid YAML: {problem}")]) from None
         except yaml.YAMLError as exc:
             raise SpecError([SpecIssue(source, None, "", f"invalid YAML: {exc}")]) from None
