@@ -1,0 +1,245 @@
+"""Plan arithmetic: restarts, points, redundant points dropped with notes, AR baselines first,
+include/exclude, sharding, stable point ids, and the runtime argv of a server config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweeper.plan import (
+    Plan,
+    RequestConfig,
+    ServerConfig,
+    build_plan,
+    estimate_seconds,
+    runtime_flags,
+    serve_argv,
+)
+from sweeper.spec import load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOAD = "workload:\n  prompts: [{id: a, text: hi}, {id: b, text: ho}]\n"
+
+
+def plan_of(body: str, workload: str = WORKLOAD) -> Plan:
+    return build_plan(parse_spec("name: t\n" + body + workload))
+
+
+def labels(plan: Plan, host: int = 0) -> list[str]:
+    return [step.server_config.label for step in plan.hosts[host].steps]
+
+
+def test_local_sweep_arithmetic() -> None:
+    plan = build_plan(load_spec(ROOT / "sweeps" / "local.yaml"))
+    # 8 speculative configs + one AR baseline per cuda_graph value.
+    assert plan.restarts == 10
+    assert plan.n_points == 20  # x temperature {0, 0.7} x concurrency [1]
+    assert plan.n_requests == 160  # x 4 prompts x 2 repeats
+    assert labels(plan)[:2] == ["ar-cg1", "ar-cg0"]
+    assert all(label.startswith("b") for label in labels(plan)[2:])
+    assert plan.notes == ()
+
+
+def test_request_parameters_never_restart() -> None:
+    one = plan_of("grid: {budget: [8], topk: [1], temperature: [0]}\n")
+    many = plan_of(
+        "grid: {budget: [8], topk: [1], temperature: [0, 0.5, 1.0], top_p: [0.9, 1.0]}\n",
+        WORKLOAD + "  concurrency: [1, 2, 4]\n",
+    )
+    assert one.restarts == many.restarts == 2  # AR + b8-k1
+    assert one.n_points == 2
+    # temperature 0 ignores top_p: 1 + 2 x 2 = 5 request configs, x 3 concurrency levels;
+    # of the 18 grid points of b8-k1, the 3 at temperature 0 with top_p 1.0 repeat others.
+    assert many.n_points == 2 * 5 * 3
+    assert "dropped 3 points: top_p has no effect at temperature 0 (greedy)" in many.notes
+
+
+def test_server_parameters_restart() -> None:
+    plan = plan_of("grid: {budget: [8, 16], topk: [1, 2], block_size: [4, 8]}\n")
+    assert plan.restarts == 1 + 2 * 2 * 2
+    assert plan.n_points == plan.restarts  # one request config each
+
+
+def test_redundant_points_are_dropped_with_notes() -> None:
+    plan = plan_of("grid: {budget: [0, 2, 8], topk: [1, 4]}\n")
+    assert labels(plan) == ["ar-cg0", "b2-k1-bs8-cg0", "b8-k1-bs8-cg0", "b8-k4-bs8-cg0"]
+    assert set(plan.notes) == {
+        "dropped 1 point: topk has no meaning with budget 0 (autoregressive)",
+        "dropped 1 point: budget 0 is autoregressive decoding, which the AR baseline "
+        "already measures",
+        "dropped 1 point: topk 4 > budget 2 (a node cannot have more children than the tree nodes)",
+    }
+
+
+def test_budget_zero_is_the_baseline_when_baseline_is_off() -> None:
+    plan = plan_of("baseline: false\ngrid: {budget: [0, 8], topk: [1], block_size: [4, 8]}\n")
+    assert labels(plan) == ["ar-cg0", "b8-k1-bs4-cg0", "b8-k1-bs8-cg0"]
+    assert "dropped 1 point: block_size has no meaning with budget 0 (autoregressive)" in plan.notes
+    points = list(plan.points())
+    assert points[0].baseline_point_id is None
+    assert {p.baseline_point_id for p in points[1:]} == {"local-ar-cg0-t0-c1"}
+
+
+def test_no_baseline_means_no_ar_config() -> None:
+    plan = plan_of("baseline: false\ngrid: {budget: [8], topk: [1]}\n")
+    assert labels(plan) == ["b8-k1-bs8-cg0"]
+    assert next(plan.points()).baseline_point_id is None
+
+
+def test_baseline_runs_first_and_each_point_knows_its_baseline() -> None:
+    plan = plan_of(
+        "grid: {budget: [8], topk: [1], cuda_graph: [true, false], temperature: [0, 0.7]}\n"
+    )
+    assert labels(plan) == ["ar-cg1", "ar-cg0", "b8-k1-bs8-cg1", "b8-k1-bs8-cg0"]
+    by_id = {p.point_id: p for p in plan.points()}
+    assert by_id["local-b8-k1-bs8-cg0-t0.7-c1"].baseline_point_id == "local-ar-cg0-t0.7-c1"
+    assert by_id["local-b8-k1-bs8-cg1-t0-c1"].baseline_point_id == "local-ar-cg1-t0-c1"
+    assert by_id["local-ar-cg1-t0-c1"].baseline_point_id is None
+
+
+def test_exclude_drops_matching_points_and_include_adds_combinations() -> None:
+    plan = plan_of(
+        "grid:\n"
+        "  budget: [8, 16]\n"
+        "  topk: [1, 4]\n"
+        "  temperature: [0, 0.7]\n"
+        "  exclude:\n"
+        "    - {budget: 8, topk: 4}\n"  # a whole server config
+        "    - {budget: 16, temperature: [0.7]}\n"  # only some request configs
+        "  include:\n"
+        "    - {budget: 32, topk: 8, temperature: 0}\n"
+    )
+    steps = {
+        s.server_config.label: [rc.id for rc in s.request_configs] for s in plan.hosts[0].steps
+    }
+    assert steps == {
+        "ar-cg0": ["t0-c1", "t0.7-c1"],
+        "b8-k1-bs8-cg0": ["t0-c1", "t0.7-c1"],
+        "b16-k1-bs8-cg0": ["t0-c1"],
+        "b16-k4-bs8-cg0": ["t0-c1"],
+        "b32-k8-bs8-cg0": ["t0-c1"],
+    }
+
+
+def test_include_of_an_existing_point_is_not_duplicated() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], include: [{budget: 8}]}\n")
+    assert plan.n_points == 2
+    assert "dropped 1 point: listed twice by include rules" in plan.notes
+
+
+def test_extra_runtime_flags_are_server_parameters() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], tp: [4, 8]}\n")
+    # Each tp value is its own AR baseline: a speedup compares speculation alone.
+    assert plan.restarts == 4
+    ids = [p.point_id for p in plan.points()]
+    assert len(set(ids)) == len(ids)
+    assert all("tp4" in i or "tp8" in i for i in ids)
+
+
+SHARD_HOSTS = (
+    "hosts:\n"
+    "  - {name: a, address: 10.0.0.1}\n"
+    "  - {name: b, address: 10.0.0.2}\n"
+    "  - {name: c, address: 10.0.0.3}\n"
+)
+
+
+def test_shard_splits_speculative_configs_round_robin_and_runs_baseline_everywhere() -> None:
+    plan = plan_of(SHARD_HOSTS + "shard: true\ngrid: {budget: [8, 16], topk: [1, 2]}\n")
+    per_host = [labels(plan, i) for i in range(3)]
+    assert per_host == [
+        ["ar-cg0", "b8-k1-bs8-cg0", "b16-k2-bs8-cg0"],
+        ["ar-cg0", "b8-k2-bs8-cg0"],
+        ["ar-cg0", "b16-k1-bs8-cg0"],
+    ]
+    assert plan.restarts == 3 + 4
+    points = list(plan.points())
+    assert {p.baseline_point_id for p in points if p.host == "b" and p.baseline_point_id} == {
+        "b-ar-cg0-t0-c1"
+    }
+
+
+def test_without_shard_every_host_runs_everything() -> None:
+    plan = plan_of(SHARD_HOSTS + "grid: {budget: [8, 16], topk: [1, 2]}\n")
+    assert plan.restarts == 3 * 5
+    assert labels(plan, 0) == labels(plan, 2)
+
+
+def test_point_ids_are_stable_readable_and_unique() -> None:
+    body = "grid: {budget: [8, 16], topk: [1, 4], cuda_graph: [on, off], temperature: [0, 0.7]}\n"
+    first = [p.point_id for p in plan_of(body).points()]
+    second = [p.point_id for p in plan_of(body).points()]
+    assert first == second
+    assert len(set(first)) == len(first)
+    assert "local-b16-k4-bs8-cg1-t0-c1" in first
+    assert "local-ar-cg0-t0.7-c1" in first
+
+
+def test_server_config_id_is_a_hash_of_its_params() -> None:
+    a = ServerConfig.make("ddtree", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": True})
+    b = ServerConfig.make("ddtree", {"cuda_graph": True, "block_size": 8, "topk": 1, "budget": 8})
+    c = ServerConfig.make("ddtree", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": False})
+    assert a.id == b.id != c.id
+    assert len(a.id) == 10
+
+
+def test_runtime_flags_are_argv_elements() -> None:
+    spec = parse_spec(
+        "name: t\n"
+        "runtime:\n"
+        "  device: cpu\n"
+        "  dtype: float32\n"
+        "  max_batch: 4\n"
+        "  extra_args: ['--served-model-name', '\"; touch /tmp/pwned #\"']\n"
+        "grid: {budget: [16], topk: [4], cuda_graph: [false], tp: [2], eager: [true]}\n" + WORKLOAD
+    )
+    plan = build_plan(spec)
+    ar, ddtree = (step.server_config for step in plan.hosts[0].steps)
+    assert runtime_flags(ddtree, spec.runtime) == [
+        "--model", "smollm2-135m", "--draft", "ngram",
+        "--speculative", "ddtree", "--budget", "16", "--topk", "4", "--block-size", "8",
+        "--disable-cuda-graph",
+        "--device", "cpu", "--dtype", "float32", "--max-batch", "4",
+        "--tp", "2", "--eager",
+        "--served-model-name", '"; touch /tmp/pwned #"',
+    ]  # fmt: skip
+    assert runtime_flags(ar, spec.runtime)[:7] == [
+        "--model", "smollm2-135m", "--draft", "ngram", "--speculative", "none",
+        "--disable-cuda-graph",
+    ]  # fmt: skip
+    argv = serve_argv(ddtree, spec.runtime, python="py", host="127.0.0.1", port=9, launch_id="L")
+    assert argv[:4] == ["py", "-m", "ddtree_runtime", "serve"]
+    assert argv[-6:] == ["--host", "127.0.0.1", "--port", "9", "--launch-id", "L"]
+
+
+def test_grid_flag_overrides_runtime_setting() -> None:
+    spec = parse_spec(
+        "name: t\nruntime: {dtype: float32}\ngrid: {budget: [8], topk: [1], dtype: [bfloat16]}\n"
+        + WORKLOAD
+    )
+    flags = runtime_flags(build_plan(spec).hosts[0].steps[1].server_config, spec.runtime)
+    assert flags.count("--dtype") == 1
+    assert flags[flags.index("--dtype") + 1] == "bfloat16"
+
+
+def test_request_config_carries_workload_settings() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1]}\n", WORKLOAD + "  max_tokens: 7\n  seed: 3\n")
+    rc = plan.hosts[0].steps[0].request_configs[0]
+    assert rc == RequestConfig.make(0.0, 7, 1, None, 3)
+    assert (rc.max_tokens, rc.seed, rc.concurrency) == (7, 3, 1)
+
+
+def test_estimate_arithmetic() -> None:
+    plan = plan_of(
+        "grid: {budget: [8], topk: [1]}\n",
+        WORKLOAD + "  max_tokens: 12\n  repeats: 3\n  warmup: 1\n  concurrency: [1, 4]\n",
+    )
+    # 2 restarts x (10 s load + 1 warmup x 1 s) + per server config: c1 -> 6 rounds, c4 -> 2.
+    assert estimate_seconds(plan, load_s=10, tok_s=12) == pytest.approx(2 * (10 + 1 + 6 + 2))
+
+
+def test_ar_only_sweep_when_every_speculative_point_is_excluded() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], exclude: [{budget: 8}]}\n")
+    assert labels(plan) == ["ar-cg0"]
+    assert plan.n_points == 1
