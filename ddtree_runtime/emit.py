@@ -1,0 +1,60 @@
+"""Per-request output: tokens are emitted one by one through the same EOS / stop / max_tokens rules.
+
+DDTree may accept several tokens in one round; pushing them through ``Emitter.push`` one at a time
+makes generation end exactly where autoregressive decoding would. Text deltas hold back a suffix
+that could still become a stop string, and an incomplete UTF-8 sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Emitter:
+    tokenizer: Any
+    eos_token_ids: list[int]
+    max_tokens: int
+    stop: list[str] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""  # final visible text so far (stop string excluded)
+    sent: int = 0  # characters of `text` already returned as deltas
+    finish_reason: str | None = None
+
+    def push(self, token_id: int) -> bool:
+        """Add one generated token; True when generation is finished (then stop pushing)."""
+        self.token_ids.append(token_id)
+        if token_id in self.eos_token_ids:
+            self.finish_reason = "stop"
+            return True
+        full = self.tokenizer.decode(
+            [t for t in self.token_ids if t not in self.eos_token_ids], skip_special_tokens=True
+        )
+        cut = min((i for i in (full.find(s) for s in self.stop if s) if i >= 0), default=-1)
+        if cut >= 0:
+            self.text = full[:cut]
+            self.finish_reason = "stop"
+            return True
+        self.text = full
+        if len(self.token_ids) >= self.max_tokens:
+            self.finish_reason = "length"
+            return True
+        return False
+
+    def delta(self) -> str:
+        """New text safe to send now; everything once finished."""
+        end = len(self.text)
+        if self.finish_reason is None:
+            if self.text.endswith("\ufffd"):
+                end -= 1  # an incomplete multi-byte character: wait for the rest
+            visible = self.text[:end]
+            hold = max(
+                (n for s in self.stop for n in range(1, len(s)) if visible.endswith(s[:n])),
+                default=0,
+            )
+            end -= hold
+        end = max(end, self.sent)
+        out = self.text[self.sent : end]
+        self.sent = end
+        return out

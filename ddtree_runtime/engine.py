@@ -1,0 +1,370 @@
+"""The DDTree engine: request state, continuous batching and the draft-tree-verify-commit step.
+
+Threading: one engine thread calls ``step()``; ``add_request``/``abort``/``stats`` may be called from
+any thread (an internal ``threading.Lock`` guards the queues; new requests and aborts take effect
+at the start of the next step).
+
+Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
+drafts, builds one padded tree per request (q_len = 1 + budget for everyone), verifies all trees in
+one forward, emits the accepted tokens + bonus through the AR stopping rules and commits the
+accepted path's KV. Budget 0 (or speculative "none") is plain AR through the same code path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import torch
+
+from ddtree_runtime.cache import SlotCache
+from ddtree_runtime.drafters import Drafter
+from ddtree_runtime.emit import Emitter
+from ddtree_runtime.forward import VerifyForward
+from ddtree_runtime.mask import fill_tree_mask
+from ddtree_runtime.models import LoadedModel
+from ddtree_runtime.sampling import uniform
+from ddtree_runtime.tree import build_tree
+from ddtree_runtime.verify import RowSampling, target_choices, walk
+
+FINISHED_STATS_KEPT = 10_000
+
+
+@dataclass
+class EngineConfig:
+    speculative: str = "ddtree"  # "ddtree" | "none" (none == budget 0, plain AR)
+    budget: int = 16  # non-root tree nodes per request
+    topk: int = 4  # max children per node
+    block_size: int = 8  # drafter block; tree depth <= block_size - 1
+    max_batch: int = 8
+    max_model_len: int = 2048
+    cuda_graph: bool = False  # requested; applied only on CUDA
+    seed: int = 0  # base seed for requests without their own seed
+
+    def validate(self) -> None:
+        if self.speculative not in ("ddtree", "none"):
+            raise ValueError(f"speculative must be 'ddtree' or 'none', not {self.speculative!r}")
+        if self.budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if self.topk < 1:
+            raise ValueError(f"topk must be >= 1, got {self.topk}")
+        if self.block_size < 2:
+            raise ValueError(f"block_size must be >= 2, got {self.block_size}")
+        if self.max_batch < 1 or self.max_model_len < 2:
+            raise ValueError("max_batch must be >= 1 and max_model_len >= 2")
+
+
+@dataclass
+class SamplingParams:
+    max_tokens: int = 16
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    logprobs: int | None = None  # None: none; n >= 0: chosen token + top-n alternatives
+    budget: int | None = None  # per-request tree size override (<= engine budget)
+    topk: int | None = None
+
+
+@dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: list[tuple[int, float]]
+
+
+@dataclass
+class TokenEvent:
+    request_id: str
+    token_ids: list[int]
+    text: str
+    logprobs: list[TokenLogprob] | None
+    finished: bool
+    finish_reason: str | None
+
+
+@dataclass
+class RequestStats:
+    verify_rounds: int = 0
+    accepted_tokens: int = 0
+    emitted_tokens: int = 0
+    tau: float = 0.0
+    draft_s: float = 0.0
+    tree_s: float = 0.0
+    verify_s: float = 0.0
+    commit_s: float = 0.0
+
+
+@dataclass
+class GenerationResult:
+    token_ids: list[int]
+    text: str
+    finish_reason: str | None
+    stats: RequestStats
+    logprobs: list[TokenLogprob] | None
+
+
+@dataclass
+class _Request:
+    rid: str
+    tokens: list[int]
+    params: SamplingParams
+    emitter: Emitter
+    seed: int
+    budget: int
+    topk: int
+    stats: RequestStats = field(default_factory=RequestStats)
+
+
+class Engine:
+    def __init__(self, loaded: LoadedModel, drafter: Drafter, config: EngineConfig) -> None:
+        config.validate()
+        self.loaded, self.drafter, self.config = loaded, drafter, config
+        self.model = loaded.model
+        self.device = loaded.device
+        self.budget = config.budget if config.speculative == "ddtree" else 0
+        self.q_len = 1 + self.budget
+        self.depth = config.block_size - 1
+        self.max_len = config.max_model_len + self.q_len
+        n_layers = int(self.model.config.num_hidden_layers)
+        self.cache = SlotCache(n_layers, config.max_batch, self.max_len)
+        self.forward = VerifyForward(self.model, self.cache, config, self.q_len, self.max_len)
+        self.info: dict = {
+            "cuda_graph_applied": self.forward.graph_enabled,
+            "cuda_graph_reason": self.forward.graph_reason,
+            "q_len": self.q_len,
+            "max_len": self.max_len,
+        }
+        self._lock = threading.Lock()
+        self._waiting: list[_Request] = []
+        self._aborts: set[str] = set()
+        self._active: list[_Request] = []  # index == cache slot
+        self._finished: OrderedDict[str, RequestStats] = OrderedDict()
+        self._counter = 0
+
+    # ---- requests (any thread) -------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
+        c = self.config
+        if not prompt_ids:
+            raise ValueError("prompt must contain at least one token")
+        if params.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
+        if len(prompt_ids) + params.max_tokens > c.max_model_len:
+            raise ValueError(
+                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
+                f"max_model_len ({c.max_model_len})"
+            )
+        if params.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {params.temperature}")
+        if not 0 < params.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
+        if params.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {params.top_k}")
+        if params.logprobs is not None and params.logprobs < 0:
+            raise ValueError(f"logprobs must be >= 0, got {params.logprobs}")
+        budget = self.budget if params.budget is None else params.budget
+        if not 0 <= budget <= self.budget:
+            raise ValueError(f"budget must be between 0 and the engine budget {self.budget}")
+        topk = c.topk if params.topk is None else params.topk
+        if not 1 <= topk <= c.topk:
+            raise ValueError(f"topk must be between 1 and the engine topk {c.topk}")
+        vocab = int(self.model.config.vocab_size)
+        if any(not 0 <= t < vocab for t in prompt_ids):
+            raise ValueError(f"prompt token ids must be in [0, {vocab})")
+        with self._lock:
+            if request_id in self._finished or any(
+                r.rid == request_id for r in (*self._waiting, *self._active)
+            ):
+                raise ValueError(f"duplicate request id {request_id!r}")
+            self._counter += 1
+            seed = params.seed if params.seed is not None else c.seed * 1_000_003 + self._counter
+            emitter = Emitter(
+                self.loaded.tokenizer,
+                self.loaded.eos_token_ids,
+                params.max_tokens,
+                list(params.stop),
+            )
+            self._waiting.append(
+                _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
+            )
+
+    def abort(self, request_id: str) -> None:
+        with self._lock:
+            self._aborts.add(request_id)
+
+    def has_work(self) -> bool:
+        with self._lock:
+            return bool(self._waiting or self._active)
+
+    def stats(self, request_id: str) -> RequestStats:
+        """Stats of a live or finished request (finished ones are kept until ``pop_stats``)."""
+        with self._lock:
+            if request_id in self._finished:
+                return self._finished[request_id]
+            for r in (*self._active, *self._waiting):
+                if r.rid == request_id:
+                    return r.stats
+        raise KeyError(request_id)
+
+    def pop_stats(self, request_id: str) -> RequestStats:
+        with self._lock:
+            return self._finished.pop(request_id)
+
+    # ---- the step (engine thread) ----------------------------------------------------------
+    @torch.inference_mode()
+    def step(self) -> list[TokenEvent]:
+        with self._lock:
+            aborts, self._aborts = self._aborts, set()
+            self._waiting = [r for r in self._waiting if r.rid not in aborts]
+            admitted = []
+            while self._waiting and len(self._active) + len(admitted) < self.config.max_batch:
+                admitted.append(self._waiting.pop(0))
+        for slot in sorted(
+            (i for i, r in enumerate(self._active) if r.rid in aborts), reverse=True
+        ):
+            self._release(slot)
+        for r in admitted:
+            self._active.append(r)
+            self.forward.prefill(len(self._active) - 1, r.tokens[:-1])
+        if not self._active:
+            return []
+        return self._verify_round()
+
+    def _verify_round(self) -> list[TokenEvent]:
+        active = self._active
+        n = len(active)
+        dev = self.device
+        t0 = time.perf_counter()
+        budgets = torch.tensor([r.budget for r in active], device=dev)
+        k = max(r.topk for r in active)
+        if self.budget > 0 and int(budgets.max()) > 0:
+            lp, tok = self.drafter.propose([r.tokens for r in active], self.depth, k)
+        else:
+            lp = torch.full((n, self.depth, k), float("-inf"))
+            tok = torch.zeros((n, self.depth, k), dtype=torch.long)
+        t1 = time.perf_counter()
+        prefix = torch.tensor([len(r.tokens) - 1 for r in active], device=dev)
+        tree = build_tree(
+            lp.to(dev),
+            tok.to(dev),
+            torch.tensor([r.tokens[-1] for r in active], device=dev),
+            budgets,
+            torch.tensor([r.topk for r in active], device=dev),
+            torch.full((n,), self.depth, device=dev),
+            self.budget,
+        )
+        kv_len = self.forward.kv_len(int(prefix.max()) + self.q_len)
+        mask, positions = self.forward.buffers(n, kv_len)
+        fill_tree_mask(mask, positions, tree, prefix)
+        t2 = time.perf_counter()
+        logits = self.forward.verify(n, tree.tokens, prefix, kv_len)
+        rows = [
+            self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
+            for i, r in enumerate(active)
+        ]
+        verdict = walk(tree, target_choices(logits, tree, rows))
+        t3 = time.perf_counter()
+        src = torch.where(verdict.path >= 0, verdict.path, 0) + prefix[:, None]
+        dst = torch.arange(verdict.path.shape[1], device=dev)[None, :] + prefix[:, None]
+        dst = torch.where(verdict.path >= 0, dst, prefix[:, None])
+        self.cache.commit(src, dst)
+        events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
+        t4 = time.perf_counter()
+        for i, r in enumerate(active):
+            s = r.stats
+            s.verify_rounds += 1
+            s.draft_s += t1 - t0
+            s.tree_s += t2 - t1
+            s.verify_s += t3 - t2
+            s.commit_s += t4 - t3
+            s.tau = s.emitted_tokens / s.verify_rounds
+        finished = [i for i, e in enumerate(events) if e.finished]
+        for slot in reversed(finished):
+            rid = active[slot].rid
+            with self._lock:
+                self._finished[rid] = active[slot].stats
+                while len(self._finished) > FINISHED_STATS_KEPT:
+                    self._finished.popitem(last=False)
+            self._release(slot)
+        return events
+
+    def _row_sampling(self, r: _Request, prefix: int, max_depth: int) -> RowSampling:
+        p = r.params
+        if p.temperature <= 0:
+            return RowSampling(0.0, 0, 1.0, None)
+        # Node at depth d predicts absolute position prefix + 1 + d: same u as AR there.
+        us = [uniform(r.seed, prefix + 1 + d) for d in range(max_depth + 1)]
+        return RowSampling(p.temperature, p.top_k, p.top_p, us)
+
+    def _emit(self, i: int, r: _Request, verdict, logits: torch.Tensor) -> TokenEvent:
+        tokens, nodes = verdict.emitted(i)
+        r.stats.accepted_tokens += len(tokens) - 1
+        before = len(r.emitter.token_ids)
+        finished = False
+        for t in tokens:
+            r.tokens.append(t)
+            if r.emitter.push(t):
+                finished = True
+                break
+        new = r.emitter.token_ids[before:]
+        r.stats.emitted_tokens += len(new)
+        logprobs = None
+        if r.params.logprobs is not None:
+            logprobs = []
+            lsm = torch.log_softmax(logits[i, nodes[: len(new)]].double(), dim=-1)
+            top_n = min(r.params.logprobs, lsm.shape[-1])
+            top = lsm.topk(top_n, dim=-1) if top_n else None
+            for j, t in enumerate(new):
+                alts = (
+                    list(zip(top.indices[j].tolist(), top.values[j].tolist()))
+                    if top is not None
+                    else []
+                )
+                logprobs.append(TokenLogprob(t, float(lsm[j, t]), alts))
+        return TokenEvent(
+            r.rid, new, r.emitter.delta(), logprobs, finished, r.emitter.finish_reason
+        )
+
+    def _release(self, slot: int) -> None:
+        """Drop the request in `slot`; the last active request moves in to keep slots dense."""
+        last = len(self._active) - 1
+        if slot != last:
+            moved = self._active[last]
+            self.cache.move_slot(last, slot, len(moved.tokens) - 1)
+            self._active[slot] = moved
+        self._active.pop()
+
+    # ---- convenience -----------------------------------------------------------------------
+    def generate(
+        self, prompts: list[list[int]], params: list[SamplingParams]
+    ) -> list[GenerationResult]:
+        """Run the prompts to completion (batched by the step loop) and return their outputs."""
+        ids = [f"generate-{id(self)}-{self._counter}-{i}" for i in range(len(prompts))]
+        for rid, prompt, p in zip(ids, prompts, params):
+            self.add_request(rid, prompt, p)
+        tokens: dict[str, list[int]] = {rid: [] for rid in ids}
+        texts: dict[str, str] = {rid: "" for rid in ids}
+        lps: dict[str, list[TokenLogprob]] = {rid: [] for rid in ids}
+        reasons: dict[str, str | None] = {}
+        while self.has_work():
+            for e in self.step():
+                if e.request_id not in tokens:
+                    continue
+                tokens[e.request_id] += e.token_ids
+                texts[e.request_id] += e.text
+                lps[e.request_id] += e.logprobs or []
+                if e.finished:
+                    reasons[e.request_id] = e.finish_reason
+        return [
+            GenerationResult(
+                tokens[rid],
+                texts[rid],
+                reasons.get(rid),
+                self.pop_stats(rid),
+                lps[rid] if p.logprobs is not None else None,
+            )
+            for rid, p in zip(ids, params)
+        ]

@@ -1,0 +1,74 @@
+"""Target choice per node: argmax at temperature 0, otherwise an inverse-CDF sample.
+
+The uniform for a sample is a fixed function of (request seed, absolute token position), so every
+tree node predicting position p uses the same u autoregressive decoding uses at p. DDTree sampling
+therefore reproduces AR sampling token for token for the same seed (lossless by construction) and
+does not depend on which other requests share the batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def uniform(seed: int, position: int) -> float:
+    """A hash of (seed, position) mapped to [0, 1) with 53 bits."""
+    z = _splitmix64(_splitmix64(seed & _MASK64) ^ (position & _MASK64))
+    return (z >> 11) / float(1 << 53)
+
+
+def processed_probs(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float
+) -> torch.Tensor:
+    """Probabilities after temperature, top-k and top-p (over the last dim), in float64."""
+    scaled = logits.to(torch.float64) / temperature
+    vocab = scaled.shape[-1]
+    if 0 < top_k < vocab:
+        kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    if top_p < 1.0:
+        sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass strictly above each token
+        drop_sorted = before >= top_p  # keeps the smallest prefix reaching top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample_with_uniform(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """Inverse CDF in token-id order: the first id whose cumulative mass exceeds u."""
+    cdf = probs.cumsum(dim=-1)
+    total = cdf[..., -1:]
+    idx = torch.searchsorted(cdf, (u[..., None] * total).contiguous(), right=True)
+    idx = idx.clamp(max=probs.shape[-1] - 1)[..., 0]
+    # Never land on a zero-probability id (float edge at the top of the cdf).
+    zero = probs.gather(-1, idx[..., None])[..., 0] <= 0
+    if bool(zero.any()):
+        last_nonzero = (probs > 0).cumsum(dim=-1).argmax(dim=-1)
+        idx = torch.where(zero, last_nonzero, idx)
+    return idx
+
+
+def choose(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    u: torch.Tensor | None,
+) -> torch.Tensor:
+    """Target choice for rows of logits [..., V]; u (same leading shape) is needed when T > 0."""
+    if temperature <= 0:
+        return logits.argmax(dim=-1)
+    assert u is not None
+    return sample_with_uniform(processed_probs(logits, temperature, top_k, top_p), u)

@@ -1,0 +1,70 @@
+"""Verification walk: which tree nodes the target accepts, and the bonus token.
+
+Each node's target choice is taken from the logits at that node (the distribution of the token after
+it). A node is accepted iff it is real, its token equals its parent's choice and its parent is
+accepted. Siblings carry distinct tokens, so the accepted nodes form one path from the root; the
+emitted tokens are the choices along that path (the accepted tokens, then the bonus token chosen at
+the deepest accepted node). Padding is never accepted whatever its token id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ddtree_runtime.sampling import choose
+from ddtree_runtime.tree import TreeBatch
+
+
+@dataclass
+class Verdict:
+    choices: torch.Tensor  # [n, q] target choice at every node
+    path: torch.Tensor  # [n, D+1] accepted node index per depth (0 = root), -1 past the end
+    n_accepted: torch.Tensor  # [n] accepted draft nodes (path length - 1)
+
+    def emitted(self, row: int) -> tuple[list[int], list[int]]:
+        """(token ids, emitting node per token) for one request, in order."""
+        nodes = self.path[row, : int(self.n_accepted[row]) + 1]
+        return self.choices[row, nodes].tolist(), nodes.tolist()
+
+
+@dataclass
+class RowSampling:
+    temperature: float
+    top_k: int
+    top_p: float
+    uniforms: list[float] | None  # u for depth 0..D (position prefix+1+depth); None when greedy
+
+
+def target_choices(logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling]) -> torch.Tensor:
+    """[n, q] choice per node: argmax for greedy rows, seeded inverse-CDF sample otherwise."""
+    choices = logits.argmax(dim=-1)
+    for i, row in enumerate(rows):
+        if row.temperature > 0:
+            assert row.uniforms is not None
+            u_by_depth = torch.tensor(row.uniforms, dtype=torch.float64, device=logits.device)
+            u = u_by_depth[tree.depths[i].clamp(max=len(row.uniforms) - 1)]
+            choices[i] = choose(logits[i], row.temperature, row.top_k, row.top_p, u)
+    return choices
+
+
+def walk(tree: TreeBatch, choices: torch.Tensor) -> Verdict:
+    """Accept along the tree, depth by depth (parents precede children)."""
+    n, q = tree.tokens.shape
+    parent = tree.parents.clamp(min=0)
+    parent_choice = choices.gather(1, parent)
+    candidate = tree.real & (tree.parents >= 0) & (tree.tokens == parent_choice)
+    accepted = torch.zeros((n, q), dtype=torch.bool, device=choices.device)
+    accepted[:, 0] = True
+    max_depth = int(tree.depths.max()) if q > 1 else 0
+    for d in range(1, max_depth + 1):
+        at_d = candidate & (tree.depths == d) & accepted.gather(1, parent)
+        accepted |= at_d
+    path = torch.full((n, max_depth + 2), -1, dtype=torch.long, device=choices.device)
+    nodes = torch.arange(q, device=choices.device).expand(n, q)
+    # Scatter accepted nodes to their depth; rejected ones go to a spare last column.
+    where = torch.where(accepted, tree.depths, max_depth + 1)
+    path.scatter_(1, where, torch.where(accepted, nodes, -1))
+    path = path[:, : max_depth + 1]
+    return Verdict(choices=choices, path=path, n_accepted=accepted.sum(dim=1) - 1)
