@@ -1,0 +1,296 @@
+"""Load one run directory into the report's view model; a partial or failed run still loads.
+
+Reads only the columns it needs (a run may hold millions of request rows) and records, rather
+than raises on, whatever is absent: no manifest, no points yet, missing contract columns,
+points planned but not done. Those notes become the report's "What is missing" section.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from sweeper.report.outputs import Divergence, load_divergences
+from sweeper.report.verdicts import OK_VERDICTS, worst_verdict
+
+POINT_COLUMNS = [
+    "run_id",
+    "host",
+    "point_id",
+    "server_config_id",
+    "engine",
+    "budget",
+    "topk",
+    "block_size",
+    "cuda_graph",
+    "temperature",
+    "max_tokens",
+    "concurrency",
+    "status",
+    "reason",
+    "output_tok_s",
+    "request_s",
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "itl_p50",
+    "itl_p90",
+    "itl_p99",
+    "e2e_p50",
+    "e2e_p90",
+    "e2e_p99",
+    "tau",
+    "speedup",
+    "determinism",
+    "n_requests",
+    "fingerprint",
+    "started_at",
+    "finished_at",
+    "log_path",
+    "log_tail",
+]
+REQUEST_SCALARS = [
+    "host",
+    "point_id",
+    "prompt_id",
+    "repeat",
+    "temperature",
+    "ttft",
+    "e2e",
+    "output_tokens",
+    "tau",
+    "verdict",
+    "error",
+]
+LOG_TAIL_LINES = 40
+
+
+@dataclass
+class Failure:
+    """A failed point: what it was, why it failed, the end of its log."""
+
+    host: str
+    label: str
+    reason: str
+    log_tail: str
+
+
+@dataclass
+class RunView:
+    """Everything the template and the figures need, already shaped."""
+
+    run_dir: Path
+    run_id: str
+    sweep: str
+    status: str
+    manifest: dict[str, Any]
+    points: pd.DataFrame
+    requests: pd.DataFrame
+    itl_sample: pd.DataFrame
+    verdict_matrix: pd.DataFrame
+    missing: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    divergences: list[Divergence] = field(default_factory=list)
+    divergences_total: int = 0
+
+
+def point_label(row: Any) -> str:
+    """A short, stable, human name for a point's server config ('AR' or 'b16 k4 bs8 cg')."""
+    if str(row.get("engine", "")) == "ar":
+        return "AR"
+    parts = [f"b{_int(row.get('budget'))}", f"k{_int(row.get('topk'))}"]
+    parts.append(f"bs{_int(row.get('block_size'))}")
+    if bool(row.get("cuda_graph")) and pd.notna(row.get("cuda_graph")):
+        parts.append("cg")
+    return " ".join(parts)
+
+
+def _int(value: Any) -> str:
+    return "-" if value is None or pd.isna(value) else str(int(value))
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    """The run's manifest as a plain dict, or None when absent or unreadable."""
+    try:
+        loaded = json.loads((run_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
+def load_points(run_dir: Path) -> pd.DataFrame | None:
+    """points.parquet, else points.csv, else None."""
+    if (run_dir / "points.parquet").exists():
+        return pd.read_parquet(run_dir / "points.parquet")
+    if (run_dir / "points.csv").exists():
+        return pd.read_csv(run_dir / "points.csv", keep_default_na=False, na_values=[""])
+    return None
+
+
+def request_columns(path: Path) -> list[str]:
+    """Column names of a requests.parquet without reading its data."""
+    return list(pq.read_schema(path).names)
+
+
+def load_request_scalars(run_dir: Path) -> pd.DataFrame:
+    """The per-request scalar columns that exist (never the big list or text columns)."""
+    path = run_dir / "requests.parquet"
+    if not path.exists():
+        return pd.DataFrame(columns=REQUEST_SCALARS)
+    cols = [c for c in REQUEST_SCALARS if c in request_columns(path)]
+    return pq.read_table(path, columns=cols).to_pandas()
+
+
+def sample_itls(run_dir: Path, points: pd.DataFrame, per_point: int = 2000) -> pd.DataFrame:
+    """Up to `per_point` inter-token latencies per point, sampled uniformly (bounded memory)."""
+    path = run_dir / "requests.parquet"
+    if not path.exists() or not {"itls", "point_id"} <= set(request_columns(path)):
+        return pd.DataFrame({"point_id": [], "itl": []})
+    table = pq.read_table(path, columns=["point_id", "itls"])
+    lists = table.column("itls").combine_chunks()
+    values = lists.flatten().to_numpy(zero_copy_only=False)
+    lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+    codes, uniques = pd.factorize(table.column("point_id").to_numpy(zero_copy_only=False))
+    del table, lists
+    owner = np.repeat(codes, lengths)
+    rng = np.random.default_rng(0)
+    keep = rng.random(len(values)) < _keep_fraction(owner, len(uniques), per_point)[owner]
+    return pd.DataFrame({"point_id": uniques[owner[keep]], "itl": values[keep]})
+
+
+def _keep_fraction(owner: np.ndarray, n_points: int, per_point: int) -> np.ndarray:
+    counts = np.bincount(owner, minlength=n_points).astype(float)
+    return np.minimum(1.0, per_point / np.maximum(counts, 1.0))
+
+
+def mark_best(points: pd.DataFrame) -> pd.Series:
+    """True on the fastest exact (or near-tie) ok point per host, temperature and concurrency."""
+    best = pd.Series(False, index=points.index)
+    if points.empty or "output_tok_s" not in points:
+        return best
+    eligible = points[
+        (points.get("status", "ok") == "ok")
+        & points.get("determinism", pd.Series("n/a", index=points.index)).isin(OK_VERDICTS)
+        & points["output_tok_s"].notna()
+    ]
+    keys = [k for k in ("host", "temperature", "concurrency") if k in points]
+    if eligible.empty:
+        return best
+    winners = eligible.groupby(keys, dropna=False)["output_tok_s"].idxmax()
+    best[winners.to_numpy()] = True
+    return best
+
+
+def build_verdict_matrix(points: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """Config x prompt -> the worst verdict over repeats; failed points show 'failed'."""
+    if requests.empty or not {"verdict", "prompt_id", "point_id"} <= set(requests):
+        return pd.DataFrame()
+    worst = requests.groupby(["point_id", "prompt_id"], observed=True)["verdict"].agg(worst_verdict)
+    matrix = worst.unstack("prompt_id")
+    labels = points.set_index("point_id")["config"]
+    failed = points[points["status"] == "failed"]["point_id"]
+    for pid in failed:
+        matrix.loc[pid] = "failed"
+    matrix = matrix.reindex([p for p in points["point_id"] if p in matrix.index])
+    matrix.index = [labels.get(p, p) for p in matrix.index]
+    return matrix.fillna("missing")
+
+
+def _missing_notes(
+    manifest: dict[str, Any] | None, points: pd.DataFrame | None, run_dir: Path
+) -> list[str]:
+    notes: list[str] = []
+    if manifest is None:
+        notes.append("manifest.json is missing or unreadable: provenance unknown.")
+    elif manifest.get("status") not in ("complete", None):
+        notes.append(f"The run's status is '{manifest.get('status')}': it did not finish.")
+    if points is None:
+        notes.append("No points.parquet or points.csv: no point finished.")
+    else:
+        absent = [c for c in POINT_COLUMNS if c not in points.columns]
+        if absent:
+            notes.append("Points lack contract columns: " + ", ".join(absent) + ".")
+        total = (manifest or {}).get("points_total") or 0
+        if total and len(points) < int(total):
+            notes.append(f"Only {len(points)} of {total} planned points have results.")
+    if not (run_dir / "requests.parquet").exists():
+        notes.append("No requests.parquet: latency distributions and outputs are unavailable.")
+    return notes
+
+
+def _failures(points: pd.DataFrame, run_dir: Path) -> list[Failure]:
+    out = []
+    for _, row in points[points["status"] == "failed"].iterrows():
+        tail = str(row.get("log_tail") or "")
+        if not tail.strip():
+            tail = _log_tail(run_dir, str(row.get("log_path") or f"logs/{row['point_id']}.log"))
+        out.append(
+            Failure(str(row["host"]), row["config_long"], str(row.get("reason") or "?"), tail)
+        )
+    return out
+
+
+def _log_tail(run_dir: Path, log_path: str) -> str:
+    path = Path(log_path) if Path(log_path).is_absolute() else run_dir / log_path
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+    except OSError:
+        return f"(no log at {log_path})"
+
+
+def _normalise(points: pd.DataFrame) -> pd.DataFrame:
+    points = points.copy()
+    defaults: dict[str, Any] = {"host": "?", "engine": "ddtree", "status": "ok", "temperature": 0.0}
+    defaults |= {"concurrency": 1, "determinism": "n/a", "reason": ""}
+    for col, value in defaults.items():
+        if col not in points:
+            points[col] = value
+    points["config"] = [point_label(r) for r in points.to_dict("records")]
+    points["config_long"] = [
+        f"{c} T={t:g} c={n}"
+        for c, t, n in zip(
+            points["config"], points["temperature"], points["concurrency"], strict=True
+        )
+    ]
+    points["best"] = mark_best(points)
+    sort_keys = [k for k in ("host", "temperature", "concurrency", "engine") if k in points]
+    return points.sort_values(sort_keys, kind="stable").reset_index(drop=True)
+
+
+def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
+    """Assemble the view model of `run_dir`; never raises on a partial run."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"no run directory at {run_dir}")
+    manifest = read_manifest(run_dir)
+    raw_points = load_points(run_dir)
+    missing = _missing_notes(manifest, raw_points, run_dir)
+    points = _normalise(
+        raw_points if raw_points is not None else pd.DataFrame(columns=["point_id"])
+    )
+    requests = load_request_scalars(run_dir)
+    if "point_id" in points and "point_id" in requests:
+        requests = requests.merge(points[["point_id", "config_long"]], on="point_id", how="left")
+    matrix = build_verdict_matrix(points.assign(config=points["config_long"]), requests)
+    divergences, total = load_divergences(run_dir, points, max_divergences)
+    return RunView(
+        run_dir=run_dir,
+        run_id=str((manifest or {}).get("run_id") or run_dir.name),
+        sweep=str((manifest or {}).get("sweep") or run_dir.parent.name),
+        status=str((manifest or {}).get("status") or "unknown"),
+        manifest=manifest or {},
+        points=points,
+        requests=requests,
+        itl_sample=sample_itls(run_dir, points),
+        verdict_matrix=matrix,
+        missing=missing,
+        failures=_failures(points, run_dir),
+        divergences=divergences,
+        divergences_total=total,
+    )

@@ -1,0 +1,211 @@
+"""Matplotlib figures of a run, as PNG data URIs so the report is one self-contained file.
+
+Every figure is drawn from aggregates (per-point numbers, precomputed box statistics, a sampled
+set of inter-token latencies), never from raw rows, so a million-request run draws as fast as
+a small one. A figure with no data is skipped rather than drawn empty.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from sweeper.report.assemble import RunView  # noqa: E402
+from sweeper.report.verdicts import COLOURS, SEVERITY  # noqa: E402
+
+MAX_BOXES = 40  # latency plots show at most this many configs (the slowest by median)
+DPI = 80
+
+
+@dataclass
+class Chart:
+    """One embedded figure."""
+
+    title: str
+    uri: str
+    caption: str = ""
+
+
+def to_data_uri(fig: Figure) -> str:
+    """Encode a figure as a base64 PNG data URI and free it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _ok_ddtree(points: pd.DataFrame) -> pd.DataFrame:
+    if points.empty or "budget" not in points or "topk" not in points:
+        return points.iloc[0:0]
+    keep = (points["engine"] == "ddtree") & (points["status"] == "ok")
+    return points[keep & points["concurrency"].eq(points["concurrency"].min())]
+
+
+def speedup_heatmaps(points: pd.DataFrame) -> list[Chart]:
+    """Speedup vs AR over budget x topk, one panel per temperature and cuda graph, per host."""
+    charts: list[Chart] = []
+    data = _ok_ddtree(points)
+    if "speedup" not in data or data["speedup"].isna().all():
+        return charts
+    for host, hp in data.groupby("host"):
+        temps = sorted(hp["temperature"].unique())
+        graphs = sorted(hp["cuda_graph"].fillna(False).astype(bool).unique())
+        fig, axes = plt.subplots(
+            len(temps), len(graphs), figsize=(4.2 * len(graphs), 3.4 * len(temps)), squeeze=False
+        )
+        for i, temp in enumerate(temps):
+            for j, graph in enumerate(graphs):
+                cell = hp[(hp["temperature"] == temp) & (hp["cuda_graph"].fillna(False) == graph)]
+                grid = cell.pivot_table(index="budget", columns="topk", values="speedup")
+                _heatmap(axes[i][j], grid, f"T={temp:g}, cuda graph {'on' if graph else 'off'}")
+        fig.suptitle(f"{host}: speedup vs AR (concurrency {int(hp['concurrency'].min())})")
+        charts.append(Chart(f"Speedup heatmap: {host}", to_data_uri(fig)))
+    return charts
+
+
+def _heatmap(ax: plt.Axes, grid: pd.DataFrame, title: str) -> None:
+    ax.set_title(title, fontsize=10)
+    if grid.empty:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center")
+        return
+    image = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto", origin="lower")
+    ax.set_xticks(range(len(grid.columns)), [str(int(c)) for c in grid.columns])
+    ax.set_yticks(range(len(grid.index)), [str(int(b)) for b in grid.index])
+    ax.set_xlabel("topk")
+    ax.set_ylabel("budget")
+    for (r, c), value in np.ndenumerate(grid.to_numpy(dtype=float)):
+        if not np.isnan(value):
+            ax.text(c, r, f"{value:.2f}", ha="center", va="center", color="white", fontsize=9)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046)
+
+
+def throughput_and_tau(points: pd.DataFrame) -> list[Chart]:
+    """Output tok/s and tau against budget, a line per topk (and cuda graph), per host."""
+    charts: list[Chart] = []
+    data = _ok_ddtree(points)
+    if "output_tok_s" not in data:
+        return charts
+    for host, hp in data.groupby("host"):
+        temps = sorted(hp["temperature"].unique())
+        fig, axes = plt.subplots(2, len(temps), figsize=(5 * len(temps), 6.5), squeeze=False)
+        ar = points[(points["engine"] == "ar") & (points["host"] == host)]
+        for j, temp in enumerate(temps):
+            at = hp[hp["temperature"] == temp]
+            for (topk, graph), line in at.groupby(["topk", at["cuda_graph"].fillna(False)]):
+                line = line.groupby("budget").mean(numeric_only=True)
+                style = "-" if graph else "--"
+                name = f"topk {int(topk)}{' cg' if graph else ''}"
+                for row, metric in enumerate(("output_tok_s", "tau")):
+                    if metric in line:
+                        axes[row][j].plot(line.index, line[metric], style, marker="o", label=name)
+            ar_speed = ar.loc[ar["temperature"] == temp, "output_tok_s"].mean()
+            if not np.isnan(ar_speed):
+                axes[0][j].axhline(ar_speed, color="grey", linestyle=":", label="AR")
+            axes[0][j].set_title(f"T={temp:g}", fontsize=10)
+            axes[0][j].set_ylabel("output tok/s")
+            axes[1][j].set_ylabel("tau (tokens / verify round)")
+            axes[1][j].set_xlabel("budget")
+            axes[0][j].legend(fontsize=8)
+        fig.suptitle(f"{host}: throughput and acceptance vs budget")
+        charts.append(Chart(f"Throughput and tau: {host}", to_data_uri(fig)))
+    return charts
+
+
+def _box_stats(values: pd.Series, groups: pd.Series) -> list[dict]:
+    frame = pd.DataFrame({"v": values.to_numpy(), "g": groups.to_numpy()}).dropna()
+    if frame.empty:
+        return []
+    q = frame.groupby("g")["v"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+    q = q.sort_values(0.5, ascending=False).head(MAX_BOXES)
+    return [
+        {
+            "label": str(g),
+            "whislo": r[0.05],
+            "q1": r[0.25],
+            "med": r[0.5],
+            "q3": r[0.75],
+            "whishi": r[0.95],
+            "fliers": [],
+        }
+        for g, r in q.iterrows()
+    ]
+
+
+def latency_distributions(view: RunView) -> list[Chart]:
+    """TTFT and ITL per config as box plots (5/25/50/75/95th percentiles)."""
+    req = view.requests
+    ttft = (
+        _box_stats(req["ttft"], req["config_long"]) if {"ttft", "config_long"} <= set(req) else []
+    )
+    labels = view.points.set_index("point_id")["config_long"] if "point_id" in view.points else {}
+    itl_groups = view.itl_sample["point_id"].map(labels) if len(view.itl_sample) else pd.Series([])
+    itl = _box_stats(view.itl_sample["itl"] * 1000, itl_groups) if len(view.itl_sample) else []
+    panels = [(s, t) for s, t in ((ttft, "TTFT (s)"), (itl, "inter-token latency (ms)")) if s]
+    if not panels:
+        return []
+    rows = sum(len(s) for s, _ in panels)
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(9, 0.26 * rows + 1.2 * len(panels)),
+        squeeze=False,
+        gridspec_kw={"height_ratios": [len(s) for s, _ in panels]},
+    )
+    for ax, (stats, title) in zip(axes[:, 0], panels, strict=True):
+        ax.bxp(stats, orientation="horizontal", showfliers=False)
+        ax.set_xlabel(title)
+        ax.tick_params(axis="y", labelsize=8)
+    fig.tight_layout()
+    caption = f"Slowest {MAX_BOXES} configs by median shown." if len(ttft) >= MAX_BOXES else ""
+    return [Chart("Latency distributions", to_data_uri(fig), caption)]
+
+
+def determinism_matrix(matrix: pd.DataFrame) -> list[Chart]:
+    """Config x prompt, coloured by the worst verdict over repeats."""
+    if matrix.empty:
+        return []
+    codes = matrix.map(lambda v: SEVERITY.index(v) if v in SEVERITY else SEVERITY.index("diverged"))
+    cmap = ListedColormap([COLOURS[name] for name in SEVERITY])
+    rows, cols = matrix.shape
+    fig, ax = plt.subplots(figsize=(min(16, 3 + 0.35 * cols), 1.2 + 0.28 * rows))
+    ax.imshow(
+        codes.to_numpy(dtype=float),
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(SEVERITY) - 0.5,
+        aspect="auto",
+        interpolation="nearest",
+    )
+    ax.set_yticks(range(rows), [str(i) for i in matrix.index], fontsize=8)
+    if cols <= 40:
+        ax.set_xticks(range(cols), [str(c) for c in matrix.columns], rotation=45, ha="right")
+    ax.set_xlabel(f"prompt ({cols})")
+    present = sorted(
+        set(matrix.to_numpy().ravel()), key=lambda v: SEVERITY.index(v) if v in SEVERITY else 99
+    )
+    handles = [
+        plt.Rectangle((0, 0), 1, 1, color=COLOURS.get(v, COLOURS["diverged"])) for v in present
+    ]
+    ax.legend(handles, present, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return [Chart("Determinism matrix", to_data_uri(fig), "Worst verdict over repeats.")]
+
+
+def all_charts(view: RunView) -> list[Chart]:
+    """Every figure the report shows, in order."""
+    return [
+        *speedup_heatmaps(view.points),
+        *throughput_and_tau(view.points),
+        *latency_distributions(view),
+        *determinism_matrix(view.verdict_matrix),
+    ]

@@ -1,0 +1,111 @@
+"""Every non-exact output beside its reference text, from the first point where they differ.
+
+The reference is the AR baseline's output for the same host, prompt and temperature (repeat 0);
+without one (no baseline, or a repeat-to-repeat check) it is the point's own first repeat.
+Only the rows needed are read from requests.parquet, so a run with millions of rows is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from sweeper.report.verdicts import QUIET_VERDICTS
+
+CONTEXT_CHARS = 80  # shared text shown before the divergence
+REST_CHARS = 1500  # cap on each side's text after it
+
+
+@dataclass
+class Divergence:
+    """One non-exact output and its reference, split at the first differing character."""
+
+    host: str
+    config: str
+    prompt_id: str
+    repeat: int
+    verdict: str
+    token_index: int | None
+    reference_name: str
+    shared: str
+    reference_rest: str
+    output_rest: str
+
+
+def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[list[Divergence], int]:
+    """Up to `cap` divergences, and how many there are in all."""
+    path = run_dir / "requests.parquet"
+    if not path.exists() or points.empty:
+        return [], 0
+    names = set(pq.read_schema(path).names)
+    if not {"verdict", "text", "point_id", "prompt_id"} <= names:
+        return [], 0
+    extra = [c for c in ("repeat", "divergence_index") if c in names]
+    bad = pq.read_table(
+        path,
+        columns=["point_id", "prompt_id", "verdict", "text", *extra],
+        filters=[("verdict", "not in", list(QUIET_VERDICTS))],
+    ).to_pandas()
+    total = len(bad)
+    bad = bad.head(cap)
+    if bad.empty:
+        return [], total
+    info = points.set_index("point_id")
+    refs = _reference_texts(path, points, set(bad["point_id"]), "repeat" in names)
+    out = []
+    for row in bad.to_dict("records"):
+        point = info.loc[row["point_id"]] if row["point_id"] in info.index else None
+        host = str(point["host"]) if point is not None else "?"
+        config = str(point["config_long"]) if point is not None else str(row["point_id"])
+        ref_name, ref_text = _pick_reference(refs, points, row, point)
+        out.append(_split(host, config, row, ref_name, ref_text))
+    return out, total
+
+
+def _reference_texts(
+    path: Path, points: pd.DataFrame, bad_ids: set[str], has_repeat: bool
+) -> dict[tuple[str, str], str]:
+    ar_ids = set(points.loc[points["engine"] == "ar", "point_id"])
+    wanted = sorted(ar_ids | bad_ids)
+    filters = [("point_id", "in", wanted)]
+    cols = ["point_id", "prompt_id", "text"] + (["repeat"] if has_repeat else [])
+    rows = pq.read_table(path, columns=cols, filters=filters).to_pandas()
+    if has_repeat:
+        rows = rows.sort_values("repeat", kind="stable")
+    first = rows.drop_duplicates(["point_id", "prompt_id"])
+    return {(p, q): t for p, q, t in zip(first.point_id, first.prompt_id, first.text, strict=True)}
+
+
+def _pick_reference(
+    refs: dict[tuple[str, str], str], points: pd.DataFrame, row: dict, point: pd.Series | None
+) -> tuple[str, str]:
+    if point is not None and point.get("engine") != "ar":
+        same = (points["engine"] == "ar") & (points["host"] == point["host"])
+        same &= points["temperature"] == point["temperature"]
+        for ar_id in points.loc[same, "point_id"]:
+            if (ar_id, row["prompt_id"]) in refs:
+                return "AR baseline", refs[(ar_id, row["prompt_id"])]
+    own = refs.get((row["point_id"], row["prompt_id"]), "")
+    return "repeat 0 of this point", own
+
+
+def _split(host: str, config: str, row: dict, ref_name: str, ref_text: str) -> Divergence:
+    text = str(row.get("text") or "")
+    cut = len(os.path.commonprefix([ref_text, text]))
+    index = row.get("divergence_index")
+    return Divergence(
+        host=host,
+        config=config,
+        prompt_id=str(row["prompt_id"]),
+        repeat=int(row.get("repeat") or 0),
+        verdict=str(row["verdict"]),
+        token_index=int(index) if index is not None and index == index and index >= 0 else None,
+        reference_name=ref_name,
+        shared=ref_text[max(0, cut - CONTEXT_CHARS) : cut],
+        reference_rest=ref_text[cut : cut + REST_CHARS],
+        output_rest=text[cut : cut + REST_CHARS],
+    )

@@ -1,0 +1,168 @@
+"""Render a RunView (and optionally a Comparison) to one self-contained HTML file.
+
+jinja2 runs with autoescape on for the whole template, so model output and any other string
+from disk arrives in the page as text (`<script>`, `</pre>`, `&amp;` stay visible, never markup).
+The file is written atomically: a reader never sees half a report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from sweeper.compare import Comparison
+from sweeper.report.assemble import RunView
+from sweeper.report.figures import all_charts
+from sweeper.report.verdicts import OK_VERDICTS
+
+PROVENANCE_KEYS = [
+    "sweep",
+    "run_id",
+    "status",
+    "exit_code",
+    "sweeper_version",
+    "runtime_source_hash",
+    "spec_path",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "resumed_at",
+    "points_total",
+    "points_done",
+    "points_ok",
+    "points_failed",
+]
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent),
+        autoescape=True,  # on for every template, whatever its file name
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(fmt=fmt, pct=pct, ms=ms)
+    return env
+
+
+def _bad(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A number with `digits` decimals, or an em dash when absent."""
+    if _bad(value):
+        return "\u2014"
+    try:
+        return f"{float(value):.{digits}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def ms(seconds: Any) -> str:
+    """Seconds shown as milliseconds."""
+    return "\u2014" if _bad(seconds) else fmt(float(seconds) * 1000, 1)
+
+
+def pct(ratio: Any) -> str:
+    """A relative change shown as a signed percentage."""
+    return "\u2014" if _bad(ratio) else f"{float(ratio) * 100:+.1f}%"
+
+
+def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
+    out = []
+    for host, hp in view.points.groupby("host", sort=True):
+        rows = [
+            {
+                "config": r["config"],
+                "temperature": f"{r['temperature']:g}",
+                "concurrency": r["concurrency"],
+                "status": r["status"],
+                "tok_s": fmt(r.get("output_tok_s"), 1),
+                "speedup": fmt(r.get("speedup")),
+                "tau": fmt(r.get("tau")),
+                "ttft_p50": ms(r.get("ttft_p50")),
+                "ttft_p99": ms(r.get("ttft_p99")),
+                "itl_p50": ms(r.get("itl_p50")),
+                "itl_p99": ms(r.get("itl_p99")),
+                "determinism": r["determinism"],
+                "best": bool(r["best"]),
+            }
+            for r in hp.to_dict("records")
+        ]
+        out.append((str(host), rows))
+    return out
+
+
+def _provenance(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [(k, _text(manifest[k])) for k in PROVENANCE_KEYS if k in manifest]
+    if manifest.get("timings"):
+        rows.append(("timings", _text(manifest["timings"])))
+    return rows
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _hosts(manifest: dict[str, Any]) -> tuple[list[tuple[str, dict[str, str]]], list[str]]:
+    hosts = manifest.get("hosts") or {}
+    if not isinstance(hosts, dict):
+        return [], []
+    rows = [
+        (str(name), {k: _text(v) for k, v in (facts or {}).items() if k != "name"})
+        for name, facts in hosts.items()
+    ]
+    columns = list(dict.fromkeys(k for _, facts in rows for k in facts))
+    return rows, columns
+
+
+def render_html(view: RunView, comparison: Comparison | None = None) -> str:
+    """The report page as a string."""
+    hosts, host_columns = _hosts(view.manifest)
+    pts = view.points
+    counts = {
+        "points": len(pts),
+        "ok": int((pts["status"] == "ok").sum()),
+        "failed": int((pts["status"] == "failed").sum()),
+        "non_exact": int((~pts["determinism"].isin(OK_VERDICTS)).sum()),
+    }
+    spec = view.manifest.get("spec")
+    return (
+        _env()
+        .get_template("template.html.j2")
+        .render(
+            view=view,
+            counts=counts,
+            provenance=_provenance(view.manifest),
+            hosts=hosts,
+            host_columns=host_columns,
+            spec_text=json.dumps(spec, indent=2, default=str) if spec else "",
+            summary=_summary(view),
+            charts=all_charts(view),
+            comparison=comparison,
+            generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+        )
+    )
+
+
+def write_report(view: RunView, out: Path, comparison: Comparison | None = None) -> Path:
+    """Render and write atomically to `out`; returns the path."""
+    html = render_html(view, comparison)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(html)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is meant to be shared
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out

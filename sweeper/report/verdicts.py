@@ -1,0 +1,43 @@
+"""Determinism verdict names, their severity order and their colours (one place for all three)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Least to most severe; the matrix shows the worst verdict over a prompt's repeats.
+SEVERITY = [
+    "exact",
+    "n/a",
+    "near-tie",
+    "missing",
+    "nondeterministic",
+    "diverged",
+    "garbled",
+    "failed",
+]
+# Verdicts a config may have and still count as correct: near-tie is numerics, not a bug.
+OK_VERDICTS = frozenset({"exact", "near-tie", "n/a"})
+# Verdicts whose outputs need no side-by-side view.
+QUIET_VERDICTS = ("exact", "n/a")
+COLOURS = {
+    "exact": "#2e7d32",
+    "n/a": "#cfd8dc",
+    "near-tie": "#9ccc65",
+    "missing": "#eeeeee",
+    "nondeterministic": "#ffb300",
+    "diverged": "#e53935",
+    "garbled": "#6a1b9a",
+    "failed": "#424242",
+}
+
+
+def rank(verdict: object) -> int:
+    """Severity rank; an unknown verdict counts as worse than diverged (it needs a look)."""
+    name = str(verdict)
+    return SEVERITY.index(name) if name in SEVERITY else SEVERITY.index("diverged")
+
+
+def worst_verdict(verdicts: Iterable[object]) -> str:
+    """The most severe verdict of a group (nulls ignored; 'missing' when all are null)."""
+    present = [str(v) for v in verdicts if v is not None and v == v]
+    return max(present, key=rank) if present else "missing"

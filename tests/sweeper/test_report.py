@@ -1,0 +1,114 @@
+"""The report: assembly of full and partial runs, escaping of model output, self-containment."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from sweeper.report.assemble import load_run
+from sweeper.report.render import render_html, write_report
+from tests.sweeper.results_factory import RunShape, make_run
+
+HOSTILE = "<script>alert('x')</script> then </pre> and &amp; and <b>bold</b>"
+
+
+@pytest.fixture(scope="module")
+def planted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    shape = RunShape(
+        diverge={(8, 4, 0.0, False): "diverged", (16, 1, 0.0, True): "garbled"},
+        fail={(16, 4, 0.0, True): "server exited before ready: CUDA OOM"},
+        texts={0: HOSTILE},
+    )
+    return make_run(tmp_path_factory.mktemp("results"), shape)
+
+
+def test_model_output_with_markup_is_rendered_as_text(planted_run: Path) -> None:
+    html = render_html(load_run(planted_run))
+    assert "<script>" not in html  # neither ours nor the model's
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
+    assert "then &lt;/pre&gt; and &amp;amp; and &lt;b&gt;bold&lt;/b&gt;" in html
+    assert "<b>bold</b>" not in html
+
+
+def test_divergences_show_reference_and_output_from_first_difference(planted_run: Path) -> None:
+    view = load_run(planted_run)
+    # prompt 0 of two planted points, two repeats each
+    assert view.divergences_total == 4
+    verdicts = sorted(d.verdict for d in view.divergences)
+    assert verdicts == ["diverged", "diverged", "garbled", "garbled"]
+    first = view.divergences[0]
+    assert first.reference_name == "AR baseline"
+    assert first.output_rest == HOSTILE  # nothing shared with the baseline poem
+    assert first.reference_rest.startswith("Roses bloom")
+    assert first.token_index == 5
+
+
+def test_failed_point_has_reason_and_log_tail(planted_run: Path) -> None:
+    view = load_run(planted_run)
+    assert [f.reason for f in view.failures] == ["server exited before ready: CUDA OOM"]
+    assert "RuntimeError: boom" in view.failures[0].log_tail
+    assert view.failures[0].label == "b16 k4 bs8 cg T=0 c=1"
+
+
+def test_best_exact_config_per_temperature_is_marked(planted_run: Path) -> None:
+    points = load_run(planted_run).points
+    best = points[points["best"]]
+    assert sorted(best["temperature"]) == [0.0, 0.7]
+    for _, row in best.iterrows():
+        same = points[(points.temperature == row.temperature) & (points.status == "ok")]
+        exact = same[same.determinism.isin(["exact", "near-tie", "n/a"])]
+        assert row.output_tok_s == exact.output_tok_s.max()
+        assert row.determinism in ("exact", "n/a")
+
+
+def test_report_is_self_contained_with_decodable_figures(planted_run: Path, tmp_path: Path) -> None:
+    out = write_report(load_run(planted_run), tmp_path / "r.html")
+    html = out.read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)
+    uris = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(uris) == 4  # heatmap, throughput/tau, latency, determinism matrix
+    for uri in uris:
+        image = Image.open(io.BytesIO(base64.b64decode(uri)))
+        assert image.size[0] > 200 and image.size[1] > 100
+
+
+def test_partial_run_without_points_or_requests_still_renders(tmp_path: Path) -> None:
+    run = make_run(tmp_path, RunShape(status="running", write_points=False, write_requests=False))
+    html = render_html(load_run(run))
+    assert "What is missing" in html
+    assert "did not finish" in html and "No points.parquet" in html
+    assert "No requests.parquet" in html
+
+
+def test_run_with_half_its_points_says_how_many_are_missing(tmp_path: Path) -> None:
+    run = make_run(tmp_path, RunShape(status="interrupted"))
+    import pandas as pd
+
+    points = pd.read_parquet(run / "points.parquet")
+    points.head(5).drop(columns=["tau"]).to_parquet(run / "points.parquet")
+    view = load_run(run)
+    assert any("Only 5 of 18 planned points" in note for note in view.missing)
+    assert any("tau" in note for note in view.missing if "contract columns" in note)
+    assert "interrupted" in render_html(view)
+
+
+def test_run_without_manifest_renders_with_csv_points(tmp_path: Path) -> None:
+    run = make_run(tmp_path)
+    (run / "manifest.json").unlink()
+    (run / "points.parquet").unlink()
+    view = load_run(run)
+    assert len(view.points) == 18
+    assert any("manifest.json" in note for note in view.missing)
+    assert "Speedup heatmap" in render_html(view)
+
+
+def test_missing_run_dir_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no run directory"):
+        load_run(tmp_path / "nope")
+    shutil.rmtree(tmp_path)

@@ -1,0 +1,106 @@
+"""The report opened in real headless Chromium: no console errors, figures visibly drawn.
+
+A screenshot is judged by its pixels: matplotlib figures are the only large colourful areas of
+the page, so a blank page, a page whose images failed to decode, or one with no figures fails.
+Each check is first shown to fail on a planted bad page, so the test cannot pass vacuously.
+Chromium comes from `.ci/setup-report.sh`; without it these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sweeper.report.assemble import load_run
+from sweeper.report.render import write_report
+from tests.sweeper.results_factory import RunShape, make_run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium not installed: run .ci/setup-report.sh"
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--hide-scrollbars",
+]
+
+
+def screenshot(page: Path, png: Path, height: int = 5000) -> list[str]:
+    """Render `page` to `png`; return the console messages Chromium logged."""
+    assert CHROMIUM is not None
+    with tempfile.TemporaryDirectory() as profile:
+        done = subprocess.run(
+            [
+                CHROMIUM,
+                *FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size=1280,{height}",
+                f"--screenshot={png}",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert png.exists(), done.stderr[-2000:]
+    return [line for line in done.stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
+
+
+def colourful_fraction(png: Path) -> float:
+    """Share of pixels that are clearly coloured (not white, grey or black text)."""
+    rgb = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    return float(((rgb.max(axis=2) - rgb.min(axis=2)) > 60).mean())
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    shape = RunShape(
+        diverge={(8, 4, 0.0, False): "diverged"},
+        fail={(16, 4, 0.0, True): "server exited"},
+        texts={0: "<script>console.error('injected')</script></pre>&amp;"},
+    )
+    run = make_run(root, shape)
+    return write_report(load_run(run), run / "report.html")
+
+
+def test_report_in_chromium_has_no_console_errors_and_visible_figures(
+    report: Path, tmp_path: Path
+) -> None:
+    console = screenshot(report, tmp_path / "report.png")
+    assert console == []  # the injected model output did not run
+    with_figures = colourful_fraction(tmp_path / "report.png")
+    stripped = tmp_path / "no-figures.html"
+    stripped.write_text(re.sub(r'src="data:image/png;base64,[^"]+"', 'src=""', report.read_text()))
+    screenshot(stripped, tmp_path / "no-figures.png")
+    without = colourful_fraction(tmp_path / "no-figures.png")
+    assert with_figures > 0.02, with_figures
+    assert with_figures > 4 * without, (with_figures, without)
+
+
+def test_checks_fail_on_a_blank_page_and_a_page_with_errors(tmp_path: Path) -> None:
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><body></body></html>")
+    assert screenshot(blank, tmp_path / "blank.png", 800) == []
+    assert colourful_fraction(tmp_path / "blank.png") == 0.0
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>console.error('planted'); nope();</script></body></html>")
+    console = screenshot(bad, tmp_path / "bad.png", 800)
+    assert any("planted" in line for line in console)
+    assert any("nope is not defined" in line for line in console)
