@@ -17,6 +17,10 @@ from sweeper.commands import plan, schema, validate  # noqa: E402
 app.command("validate")(validate.command)
 app.command("plan")(plan.command)
 app.command("schema")(schema.command)
+from sweeper.commands import ls, run  # noqa: E402
+
+app.command("run")(run.command)
+app.command("ls")(ls.command)
 
 
 def main() -> None:

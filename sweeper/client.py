@@ -32,6 +32,8 @@ class RequestSpec:
     chat: bool = False
     top_p: float | None = None
     top_k: int | None = None
+    #: Chat messages ({"role", "content"}); when absent, `prompt` is one user message.
+    messages: tuple[dict[str, str], ...] | None = None
 
 
 def token_sha256(token_ids: list[int]) -> str:
@@ -57,7 +59,9 @@ def request_body(spec: RequestSpec, model: str | None = None) -> dict[str, Any]:
     if spec.top_k is not None:
         body["top_k"] = spec.top_k
     if spec.chat:
-        body["messages"] = [{"role": "user", "content": spec.prompt}]
+        body["messages"] = (
+            list(spec.messages) if spec.messages else [{"role": "user", "content": spec.prompt}]
+        )
         if spec.temperature == 0:
             body["logprobs"] = True
             body["top_logprobs"] = 2

@@ -106,6 +106,8 @@ class HostFacts(BaseModel):
     reported_source_hash: str | None = None
     model: dict[str, Any] = Field(default_factory=dict)
     device: str | None = None
+    #: The machine the sweeper itself ran on.
+    controller: str | None = None
 
 
 class Manifest(BaseModel):

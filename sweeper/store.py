@@ -98,6 +98,11 @@ class RunStore:
         self.manifest = manifest
         self.logs_dir = self.dir / "logs"
 
+    @staticmethod
+    def new_attempt() -> str:
+        """A fresh id for one attempt at a point (see the module docstring)."""
+        return secrets.token_hex(6)
+
     @property
     def run_id(self) -> str:
         return self.manifest.run_id

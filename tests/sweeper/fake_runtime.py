@@ -10,7 +10,9 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_LAUNCH_ID: report this launch id instead of the one passed;
 - FAKE_CONFIG_OVERRIDE: JSON merged into the fingerprinted config (a server running other params);
 - FAKE_TOKEN_DELAY: seconds between streamed tokens (default 0: as fast as it can);
-- FAKE_FAIL_REQUESTS=1: answer completions with a 500.
+- FAKE_FAIL_REQUESTS=1: answer completions with a 500;
+- FAKE_WHEN="key=value": apply the misbehaviours above only when that flag has that value
+  (e.g. "topk=4"), so one server config of a sweep misbehaves and the others do not.
 
 Tokens are a pure function of (prompt, position), so repeated requests are identical.
 """
@@ -59,6 +61,8 @@ def parse_flags(argv: list[str]) -> dict[str, Any]:
             i += 1
         elif key.startswith("no_"):
             out[key[3:]] = False
+        elif key.startswith("disable_"):
+            out[key[8:]] = False
         else:
             out[key] = True
         i += 1
@@ -92,7 +96,8 @@ class FakeRuntime:
         self.fail_requests = os.environ.get("FAKE_FAIL_REQUESTS") == "1"
         config = {k: v for k, v in flags.items() if k not in ("host", "port", "launch_id")}
         config.setdefault("model", "fake")
-        config.setdefault("speculative", "budget" in config)
+        config.setdefault("speculative", "ddtree" if "budget" in config else "none")
+        config.setdefault("cuda_graph", False)
         fp_config = {k: config.get(k) for k in FINGERPRINTED if k in config}
         fp_config.update(json.loads(os.environ.get("FAKE_CONFIG_OVERRIDE", "{}")))
         inputs = {"config": fp_config, "weights_hash": "w0", "source_hash": "s0"}
@@ -205,11 +210,23 @@ async def _json(send: Any, status: int, obj: dict) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _misbehaviour_applies(argv: list[str]) -> bool:
+    when = os.environ.get("FAKE_WHEN")
+    if not when:
+        return True
+    key, value = when.split("=", 1)
+    return str(parse_flags(argv).get(key)) == value
+
+
 def main(argv: list[str]) -> None:
     import uvicorn
 
     if argv and argv[0] == "serve":
         argv = argv[1:]
+    if not _misbehaviour_applies(argv):
+        for name in list(os.environ):
+            if name.startswith("FAKE_") and name not in ("FAKE_START_DELAY", "FAKE_TOKEN_DELAY"):
+                del os.environ[name]
     crash = os.environ.get("FAKE_CRASH")
     if crash:
         print(f"fake runtime: injected start failure (exit {crash})", flush=True)

@@ -1,0 +1,112 @@
+"""`sweeper run SPEC`: run a whole sweep into `results/<sweep>/<run id>/`, or resume one.
+
+Exit codes: 0 every point ok and exact or near-tie; 2 bad spec or usage; 3 some point failed;
+4 a determinism violation (diverged, garbled, nondeterministic); 130 interrupted (resumable).
+The run directory is always the last line printed (stdout).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections import Counter
+from pathlib import Path
+from types import FrameType
+
+import typer
+from rich.console import Console
+
+from sweeper import __version__
+from sweeper.backends import open_backend
+from sweeper.commands.plan import render
+from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan
+from sweeper.launch import runtime_source_hash
+from sweeper.plan import Plan, estimate_seconds
+from sweeper.progress import PlainProgress, RichProgress, SweepProgress
+from sweeper.runner import Runner
+from sweeper.store import RunStore, latest_run
+
+
+def _usage(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_BAD_SPEC)
+
+
+def _open_store(
+    plan: Plan, spec_path: Path, results: Path, resume: Path | None, resume_latest: bool
+) -> RunStore:
+    spec = plan.spec
+    if resume is not None and resume_latest:
+        raise _usage("give --resume RUN_DIR or --resume-latest, not both")
+    if resume_latest:
+        resume = latest_run(results, spec.name)
+        if resume is None:
+            raise _usage(f"no run of sweep {spec.name!r} under {results} to resume")
+    if resume is not None:
+        try:
+            store = RunStore.open(resume)
+        except (FileNotFoundError, ValueError) as exc:
+            raise _usage(str(exc)) from None
+        if store.manifest.sweep != spec.name:
+            raise _usage(f"{resume} is a run of sweep {store.manifest.sweep!r}, not {spec.name!r}")
+        if store.manifest.spec != spec.model_dump(mode="json"):
+            typer.echo("warning: the spec changed since this run started", err=True)
+        return store
+    return RunStore.create(
+        results,
+        {
+            "sweep": spec.name,
+            "sweeper_version": __version__,
+            "spec_path": str(spec_path),
+            "spec": spec.model_dump(mode="json"),
+            "runtime_source_hash": runtime_source_hash(),
+        },
+    )
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def command(
+    spec: Path = typer.Argument(..., help="Sweep spec (YAML)."),
+    results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue this run directory."),
+    resume_latest: bool = typer.Option(False, "--resume-latest", help="Continue the newest run."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and exit."),
+    plain: bool = typer.Option(False, "--plain", help="Plain log lines instead of live display."),
+) -> None:
+    """Run a sweep: every server config started, proven and measured; results on disk."""
+    plan = load_plan(spec)
+    if dry_run:
+        render(plan, estimate_seconds(plan), Console())
+        return
+    store = _open_store(plan, spec, results, resume, resume_latest)
+    console = Console(stderr=True)
+    backends = {h.name: open_backend(h, plan.spec, store.dir / "service") for h in plan.spec.hosts}
+    live = not plain and console.is_terminal
+    progress: SweepProgress = RichProgress(console) if live else PlainProgress(console)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with progress:  # type: ignore[attr-defined]
+            code = Runner(plan.spec, plan, store, backends, progress).run()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for backend in backends.values():
+            backend.host.close()
+    points = store.points()
+    statuses = Counter(p["status"] for p in points.values())
+    verdicts = Counter(p["determinism"] for p in points.values() if p["status"] == "ok")
+    console.print(
+        f"{store.manifest.status}: {statuses['ok']} ok, {statuses['failed']} failed of "
+        f"{plan.n_points} points; determinism "
+        + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "-")
+        + f"; exit {code}",
+        markup=False,
+        highlight=False,
+    )
+    if code == 130:
+        console.print(f"resume with: sweeper run {spec} --resume {store.dir}", markup=False)
+    sys.stdout.write(f"{store.dir}\n")
+    sys.stdout.flush()
+    raise typer.Exit(code)

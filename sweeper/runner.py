@@ -1,0 +1,415 @@
+"""The one place that knows the order of a sweep.
+
+Per host (hosts in parallel, one thread each): for each server config, AR baseline first:
+stop the previous instance -> start -> readiness + identity -> for each request config: measure
+-> record. A point that cannot be measured (start failure, readiness timeout, identity mismatch,
+request errors) is recorded as failed with its reason and log tail, and the sweep goes on.
+Points already complete in the run directory are skipped (resume). On a stop request (Ctrl-C)
+the point in flight is discarded, never recorded half, and the server is stopped.
+"""
+
+from __future__ import annotations
+
+import platform
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sweeper.backends import Backend
+from sweeper.client import RequestSpec
+from sweeper.launch import build_launch, expected_config
+from sweeper.plan import HostPlan, Plan, Point, ServerConfig
+from sweeper.point_summary import VIOLATIONS, summarize
+from sweeper.progress import SweepProgress
+from sweeper.readiness import Identity, ReadinessError, wait_ready
+from sweeper.records import HostFacts, PointRecord, RequestRecord
+from sweeper.services import ServiceError
+from sweeper.spec import Spec
+from sweeper.store import RunStore, utc_now
+from sweeper.workload import run_requests_sync
+
+LOG_TAIL_CHARS = 4000
+
+EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
+
+
+def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
+    """4 if any determinism violation, else 3 if any point failed, else 0."""
+    rows = list(points.values())
+    if any(p.get("determinism") in VIOLATIONS for p in rows):
+        return EXIT_VIOLATION
+    if any(p.get("status") != "ok" for p in rows):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def server_columns(sc: ServerConfig) -> dict[str, Any]:
+    """The server config as record columns: engine, budget, topk, block_size, cuda_graph, extras."""
+    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": sc.engine_mode}
+    cols.update({k: None for k in ("budget", "topk", "block_size")})
+    cols.update(dict(sc.params))
+    return cols
+
+
+@dataclass
+class _Step:
+    """What one host thread knows about the instance currently serving."""
+
+    base_url: str = ""
+    identity: Identity | None = None
+    log_cursor: str | None = None
+    warm: bool = False
+
+
+@dataclass
+class Runner:
+    """Runs a plan into a store; `run()` returns the exit code."""
+
+    spec: Spec
+    plan: Plan
+    store: RunStore
+    backends: Mapping[str, Backend]
+    progress: SweepProgress
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    #: Seconds spent outside model load and measurement, per point (for the overhead bench).
+    overhead_s: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _errors: list[str] = field(default_factory=list)
+
+    # -- whole run ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        manifest = self.store.manifest
+        manifest.points_total = self.plan.n_points
+        already = self.store.points()
+        manifest.points_done = len(already)
+        manifest.points_ok = sum(p["status"] == "ok" for p in already.values())
+        manifest.points_failed = manifest.points_done - manifest.points_ok
+        manifest.status = "running"
+        if manifest.started_at is None:
+            manifest.started_at = utc_now()
+        else:
+            manifest.resumed_at.append(utc_now())
+        self.store.save_manifest()
+        started = time.monotonic()
+        threads = [
+            threading.Thread(target=self._host_thread, args=(hp,), name=f"host-{hp.name}")
+            for hp in self.plan.hosts
+        ]
+        for t in threads:
+            t.start()
+        try:
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(timeout=0.2)
+        except KeyboardInterrupt:
+            self.stop_event.set()
+            self._stop_all()  # in-flight requests then fail fast; their point is discarded
+            for t in threads:
+                t.join()
+        finally:
+            self._stop_all(final=True)
+        points = self.store.points()
+        self.store.consolidate()
+        manifest.points_done = len(points)
+        manifest.points_ok = sum(p["status"] == "ok" for p in points.values())
+        manifest.points_failed = manifest.points_done - manifest.points_ok
+        manifest.timings["wall_s"] = manifest.timings.get("wall_s", 0.0) + (
+            time.monotonic() - started
+        )
+        if self.stop_event.is_set():
+            manifest.status, code = "interrupted", EXIT_INTERRUPTED
+        elif self._errors:
+            manifest.status, code = "failed", EXIT_FAILED
+        else:
+            code = exit_code_for(points)
+            manifest.status = "complete"
+        manifest.exit_code = code
+        manifest.finished_at = utc_now()
+        self.store.save_manifest()
+        return code
+
+    def _stop_all(self, final: bool = False) -> None:
+        for name, backend in self.backends.items():
+            if final and self.spec.leave_running and not self.stop_event.is_set():
+                continue
+            try:
+                backend.service.stop()
+            except ServiceError as exc:
+                self._errors.append(f"{name}: {exc}")
+
+    # -- one host ----------------------------------------------------------------------------
+
+    def _host_thread(self, host_plan: HostPlan) -> None:
+        try:
+            self._run_host(host_plan)
+        except Exception as exc:  # noqa: BLE001 - a host's crash must not hide the others
+            self._errors.append(f"{host_plan.name}: {type(exc).__name__}: {exc}")
+            self.progress.status(host_plan.name, f"error: {exc}")
+        finally:
+            self.progress.host_done(host_plan.name)
+
+    def _run_host(self, host_plan: HostPlan) -> None:
+        backend = self.backends[host_plan.name]
+        done = self.store.points()
+        all_points = list(host_plan.points())
+        self.progress.host_started(
+            host_plan.name, len(all_points), sum(p.point_id in done for p in all_points)
+        )
+        baseline_rows: dict[str, list[dict[str, Any]]] = {}
+        for row in self.store.requests(done):
+            if row["host"] == host_plan.name and row["engine"] == "ar":
+                baseline_rows.setdefault(row["point_id"], []).append(row)
+        previous: Identity | None = None
+        for step in host_plan.steps:
+            points = [p for p in all_points if p.server_config.id == step.server_config.id]
+            pending = [p for p in points if p.point_id not in done]
+            if not pending or self.stop_event.is_set():
+                continue
+            with ExitStack() as tunnel:
+                state = self._start(
+                    backend, host_plan.name, step.server_config, pending, previous, tunnel
+                )
+                if state is None:
+                    continue
+                previous = state.identity
+                for n, point in enumerate(pending):
+                    if self.stop_event.is_set():
+                        return
+                    exited = backend.service.state()
+                    if exited.exited:
+                        reason = f"runtime exited (code {exited.exit_code}) during the sweep"
+                        self._fail(backend, pending[n:], reason, state.log_cursor)
+                        break
+                    record = self._measure(backend, point, state, done, baseline_rows)
+                    if record is None:
+                        return  # stopped mid-point: discarded, redone on resume
+                    done[point.point_id] = record
+
+    def _start(
+        self,
+        backend: Backend,
+        host: str,
+        sc: ServerConfig,
+        pending: list[Point],
+        previous: Identity | None,
+        tunnel: ExitStack,
+    ) -> _Step | None:
+        """Stop the previous instance, start this config, prove it; None (points failed) if not."""
+        t0 = time.monotonic()
+        self.progress.status(host, f"starting {sc.label}")
+        runtime = self.spec.runtime
+        launch = build_launch(
+            sc,
+            runtime,
+            python=backend.python,
+            listen_host=backend.listen_host,
+            workdir=backend.workdir,
+        )
+        try:
+            backend.service.stop()
+            backend.service.start(launch)
+        except ServiceError as exc:
+            self._fail(backend, pending, f"start failed: {exc}", None)
+            return None
+        if self.stop_event.is_set():
+            return None
+        state = _Step(base_url=self._base_url(backend, launch.port, tunnel))
+        try:
+            identity, waited = wait_ready(
+                backend.service,
+                state.base_url,
+                launch_id=launch.launch_id,
+                expected=expected_config(sc, runtime),
+                deadline_s=runtime.ready_timeout_s,
+                previous=previous,
+                log_tail=lambda: self._log_tail(backend),
+            )
+        except ReadinessError as exc:
+            if not self.stop_event.is_set():
+                self._fail(backend, pending, exc.reason, None, log_tail=exc.log_tail)
+            return None
+        state.identity = identity
+        self._note_host(backend, host, identity)
+        with self._lock:
+            timings = self.store.manifest.timings
+            timings[f"{host}.ready_s"] = timings.get(f"{host}.ready_s", 0.0) + waited
+            timings[f"{host}.restarts"] = timings.get(f"{host}.restarts", 0.0) + 1
+        self.overhead_s.append(time.monotonic() - t0 - waited)
+        return state
+
+    @staticmethod
+    def _base_url(backend: Backend, port: int, tunnel: ExitStack) -> str:
+        """The runtime's URL as the controller reaches it; a tunnel stays open for the step."""
+        if backend.use_tunnel:
+            local_port = tunnel.enter_context(backend.host.open_tunnel(port))
+            return f"http://127.0.0.1:{local_port}"
+        return f"http://{backend.host.address}:{port}"
+
+    def _measure(
+        self,
+        backend: Backend,
+        point: Point,
+        state: _Step,
+        done: dict[str, dict[str, Any]],
+        baseline_rows: dict[str, list[dict[str, Any]]],
+    ) -> dict[str, Any] | None:
+        host, sc, rc = point.host, point.server_config, point.request_config
+        t0 = time.monotonic()
+        started_at = utc_now()
+        self.progress.status(host, f"{sc.label} {rc.id}")
+        workload = self.spec.workload
+        requests = [
+            RequestSpec(
+                prompt_id=prompt.id,
+                prompt=prompt.text or "\n".join(m.content for m in prompt.messages or []),
+                messages=tuple(m.model_dump() for m in prompt.messages)
+                if prompt.messages
+                else None,
+                max_tokens=rc.max_tokens,
+                temperature=rc.temperature,
+                seed=rc.seed,
+                top_p=rc.top_p,
+                repeat=repeat,
+                chat=workload.api == "chat",
+            )
+            for prompt in workload.prompts
+            for repeat in range(workload.repeats)
+        ]
+        result = run_requests_sync(
+            state.base_url,
+            requests,
+            concurrency=rc.concurrency,
+            warmup=0 if state.warm else workload.warmup,
+            model=None,
+            on_record=lambda _s, r: self.progress.tokens(host, r["output_tokens"]),
+        )
+        state.warm = True
+        if self.stop_event.is_set():
+            return None
+        log_text, state.log_cursor = backend.service.logs(state.log_cursor)
+        attempt = RunStore.new_attempt()
+        base = {
+            "run_id": self.store.run_id,
+            "host": host,
+            "point_id": point.point_id,
+            "attempt": attempt,
+            **server_columns(sc),
+            "concurrency": rc.concurrency,
+            "temperature": rc.temperature,
+            "max_tokens": rc.max_tokens,
+        }
+        rows = [
+            {**base, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
+            for spec, rec in result.records
+        ]
+        errors = [r["error"] for r in rows if r["error"]]
+        baseline = done.get(point.baseline_point_id or "") if point.baseline_point_id else None
+        numbers, per_row = summarize(
+            rows,
+            result.wall_s,
+            baseline_rows=baseline_rows.get(point.baseline_point_id or ""),
+            baseline_point=baseline,
+            near_tie_margin=self.spec.determinism.near_tie_margin,
+        )
+        for row, (verdict, index) in zip(rows, per_row, strict=True):
+            row["verdict"], row["divergence_index"] = verdict, index
+        if errors or (point.baseline_point_id and baseline is None):
+            # Failed requests, or no baseline to compare with (it failed): no verdict.
+            numbers["determinism"] = "n/a"
+        log_path = self.store.write_log(point.point_id, log_text)
+        status: Literal["ok", "failed"] = "failed" if errors else "ok"
+        reason = f"{len(errors)}/{len(rows)} requests failed: {errors[0]}" if errors else ""
+        point_row = PointRecord(
+            **base,
+            status=status,
+            reason=reason,
+            fingerprint=state.identity.fingerprint if state.identity else None,
+            started_at=started_at,
+            finished_at=utc_now(),
+            log_path=str(log_path.relative_to(self.store.dir)),
+            log_tail=log_text[-LOG_TAIL_CHARS:] if errors else "",
+            **numbers,
+        )
+        records = [RequestRecord(**r) for r in rows]
+        self._commit(point_row, records)
+        if sc.engine_mode == "ar":
+            baseline_rows[point.point_id] = [r.model_dump() for r in records]
+        self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
+        detail = (
+            f"{numbers['output_tok_s'] or 0:.1f} tok/s  {numbers['determinism']}"
+            if status == "ok"
+            else reason
+        )
+        self.progress.point_done(host, point.point_id, status, detail)
+        return point_row.model_dump()
+
+    def _fail(
+        self,
+        backend: Backend,
+        points: list[Point],
+        reason: str,
+        cursor: str | None,
+        *,
+        log_tail: str | None = None,
+    ) -> None:
+        """Record every point in `points` as failed with the reason and the service log tail."""
+        log_text = backend.service.logs(cursor)[0]
+        tail = log_tail if log_tail else log_text[-LOG_TAIL_CHARS:]
+        for point in points:
+            sc, rc = point.server_config, point.request_config
+            now = utc_now()
+            log_path = self.store.write_log(point.point_id, log_text)
+            row = PointRecord(
+                run_id=self.store.run_id,
+                host=point.host,
+                point_id=point.point_id,
+                attempt=RunStore.new_attempt(),
+                **server_columns(sc),
+                temperature=rc.temperature,
+                max_tokens=rc.max_tokens,
+                concurrency=rc.concurrency,
+                status="failed",
+                reason=reason,
+                started_at=now,
+                finished_at=now,
+                log_path=str(log_path.relative_to(self.store.dir)),
+                log_tail=tail,
+            )
+            self._commit(row, [])
+            self.progress.point_done(point.host, point.point_id, "failed", reason)
+
+    def _commit(self, point: PointRecord, requests: list[RequestRecord]) -> None:
+        with self._lock:
+            self.store.append_point(point, requests)
+            self.store.consolidate()
+            manifest = self.store.manifest
+            manifest.points_done += 1
+            manifest.points_ok += point.status == "ok"
+            manifest.points_failed += point.status != "ok"
+            self.store.save_manifest()
+
+    def _note_host(self, backend: Backend, host: str, identity: Identity) -> None:
+        info = identity.info
+        facts = HostFacts(
+            name=host,
+            address=backend.host.address,
+            runtime_version=identity.runtime_version,
+            reported_source_hash=identity.source_hash,
+            model=dict(info.get("model") or {}),
+            device=info.get("device"),
+            controller=platform.node(),
+        )
+        with self._lock:
+            self.store.manifest.hosts[host] = facts
+            self.store.save_manifest()
+
+    @staticmethod
+    def _log_tail(backend: Backend) -> str:
+        return backend.service.logs(None)[0][-LOG_TAIL_CHARS:]
+
+
+ProgressFactory = Callable[[], SweepProgress]

@@ -1,0 +1,133 @@
+"""The runner against real loopback servers (the fake runtime): every point recorded, failures
+recorded with reasons and the sweep going on, and a wrong instance never measured."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweeper.backends import Backend
+from sweeper.hosts.local import LocalHost
+from sweeper.plan import build_plan
+from sweeper.progress import PlainProgress
+from sweeper.runner import Runner
+from sweeper.services.process import ProcessService, port_in_use, wait_port_free
+from sweeper.spec import load_spec
+from sweeper.store import RunStore
+from tests.sweeper.conftest import fake_argv
+from tests.sweeper.sweep_fixtures import fake_python, write_spec
+
+pytestmark = pytest.mark.slow
+
+POINT_COLUMNS = (
+    "host point_id engine budget topk block_size cuda_graph temperature concurrency status "
+    "output_tok_s speedup tau ttft_p50 itl_p50 e2e_p50 determinism reason log_tail"
+).split()
+REQUEST_COLUMNS = (
+    "host point_id prompt_id repeat temperature ttft e2e output_tokens tau sha256 text "
+    "finish_reason token_ids itls top2_margins verdict divergence_index"
+).split()
+
+
+def _run(tmp: Path, port: int, env: dict[str, str], port_wait_s: float = 10.0, **kw):
+    spec = load_spec(write_spec(tmp, port, python=fake_python(tmp, env), **kw))
+    plan = build_plan(spec)
+    store = RunStore.create(
+        tmp / "results",
+        {"sweep": spec.name, "sweeper_version": "t", "spec": {}, "runtime_source_hash": "h"},
+    )
+    backend = Backend(
+        host=LocalHost(),
+        service=ProcessService(store.dir / "service", port_wait_s=port_wait_s),
+        python=str(spec.runtime.python),
+    )
+    code = Runner(spec, plan, store, {"local": backend}, PlainProgress()).run()
+    points = pd.read_parquet(store.dir / "points.parquet").set_index("point_id")
+    requests = pd.read_parquet(store.dir / "requests.parquet")
+    return code, store, points, requests
+
+
+def test_sweep_measures_every_point(tmp_path: Path, port: int) -> None:
+    code, store, points, requests = _run(tmp_path, port, {"FAKE_START_DELAY": "0.3"})
+    assert code == 0
+    assert list(points.engine) == ["ar", "ddtree", "ddtree"]  # baseline first
+    assert set(POINT_COLUMNS) <= set(points.reset_index().columns)
+    assert set(REQUEST_COLUMNS) <= set(requests.columns)
+    assert (points.status == "ok").all() and (points.determinism == "exact").all()
+    assert (points.n_requests == 4).all() and len(requests) == 12
+    assert points.speedup.iloc[1:].notna().all() and points.output_tok_s.gt(0).all()
+    assert (requests.verdict == "exact").all()
+    csv = pd.read_csv(store.dir / "points.csv")
+    assert list(csv.point_id) == list(points.index)
+    m = store.manifest
+    assert (m.status, m.points_done, m.points_ok, m.exit_code) == ("complete", 3, 3, 0)
+    assert m.hosts["local"].runtime_version == "0.0.0-fake"
+    for pid in points.index:
+        assert (store.dir / "logs" / f"{pid}.log").exists()
+    assert not port_in_use(port)  # stopped at the end
+
+
+def test_failed_start_is_recorded_and_sweep_goes_on(tmp_path: Path, port: int) -> None:
+    env = {"FAKE_CRASH": "9", "FAKE_WHEN": "topk=4"}
+    code, _store, points, requests = _run(tmp_path, port, env)
+    assert code == 3
+    bad = points[points.topk == 4].iloc[0]
+    assert bad.status == "failed" and "exited (code 9)" in bad.reason
+    assert "injected start failure" in bad.log_tail
+    assert (points[points.topk != 4].status == "ok").all()
+    assert set(requests.point_id) == set(points[points.status == "ok"].index)
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        ({"FAKE_BAD_FINGERPRINT": "1"}, "fingerprint mismatch"),
+        ({"FAKE_LAUNCH_ID": "an-older-launch"}, "launch id mismatch"),
+        ({"FAKE_CONFIG_OVERRIDE": '{"budget": 16}'}, "budget: requested 8, server runs 16"),
+    ],
+)
+def test_wrong_instance_is_never_measured(
+    tmp_path: Path, port: int, env: dict[str, str], reason: str
+) -> None:
+    code, _store, points, requests = _run(tmp_path, port, {**env, "FAKE_WHEN": "topk=4"})
+    assert code == 3
+    bad = points[points.topk == 4].iloc[0]
+    assert bad.status == "failed" and reason in bad.reason
+    assert bad.name not in set(requests.point_id)  # not one request sent to it was recorded
+    assert bad.n_requests == 0
+
+
+def test_lingering_instance_on_the_port_is_never_measured(tmp_path: Path, port: int) -> None:
+    lingering = subprocess.Popen(
+        fake_argv(port, "lingering", "--budget", "8"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = 50
+        while not port_in_use(port) and deadline:
+            time.sleep(0.1)
+            deadline -= 1
+        code, _store, points, requests = _run(tmp_path, port, {}, port_wait_s=0.5)
+    finally:
+        lingering.terminate()
+        lingering.wait(10)
+    assert code == 3
+    assert (points.status == "failed").all()
+    assert points.reason.str.contains(f"port {port} is still in use").all()
+    assert len(requests) == 0
+    assert wait_port_free(port, 5)
+
+
+def test_request_configs_share_one_restart(tmp_path: Path, port: int) -> None:
+    code, store, points, _ = _run(tmp_path, port, {}, temperature=(0.0, 0.7), topk=(1,))
+    assert code == 0 and len(points) == 4
+    assert sorted(points.temperature) == [0.0, 0.0, 0.7, 0.7]
+    assert store.manifest.timings["local.restarts"] == 2  # AR + one ddtree config
+    # Each restart's instance got its own launch: two fingerprints, two per temperature.
+    assert points.fingerprint.nunique() == 2
