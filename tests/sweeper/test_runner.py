@@ -23,14 +23,46 @@ from tests.sweeper.sweep_fixtures import fake_python, write_spec
 
 pytestmark = pytest.mark.slow
 
-POINT_COLUMNS = (
-    "host point_id engine budget topk block_size cuda_graph temperature concurrency status "
-    "output_tok_s speedup tau ttft_p50 itl_p50 e2e_p50 determinism reason log_tail"
-).split()
-REQUEST_COLUMNS = (
-    "host point_id prompt_id repeat temperature ttft e2e output_tokens tau sha256 text "
-    "finish_reason token_ids itls top2_margins verdict divergence_index"
-).split()
+POINT_COLUMNS = [
+    "host",
+    "point_id",
+    "engine",
+    "budget",
+    "topk",
+    "block_size",
+    "cuda_graph",
+    "temperature",
+    "concurrency",
+    "status",
+    "output_tok_s",
+    "speedup",
+    "tau",
+    "ttft_p50",
+    "itl_p50",
+    "e2e_p50",
+    "determinism",
+    "reason",
+    "log_tail",
+]
+REQUEST_COLUMNS = [
+    "host",
+    "point_id",
+    "prompt_id",
+    "repeat",
+    "temperature",
+    "ttft",
+    "e2e",
+    "output_tokens",
+    "tau",
+    "sha256",
+    "text",
+    "finish_reason",
+    "token_ids",
+    "itls",
+    "top2_margins",
+    "verdict",
+    "divergence_index",
+]
 
 
 def _run(tmp: Path, port: int, env: dict[str, str], port_wait_s: float = 10.0, **kw):
