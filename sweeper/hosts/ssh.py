@@ -1,0 +1,447 @@
+"""A remote machine reached over SSH (paramiko) as a `Host`.
+
+One connection per host, reused for every command, SFTP transfer and tunnel; keepalive on it, a
+timeout on every command, and reconnection with backoff when it drops. Host keys are checked
+strictly against known_hosts: an unknown or changed key stops with the command that fixes it, and
+only the spec's `accept_new_host_key` accepts (and records) a key never seen before. Commands are
+argv lists joined with `shlex.join`, so a spec value reaches the remote shell only quoted.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from sweeper.hosts import CommandResult, HostError
+
+#: Seconds between reconnection attempts after a drop (the last one repeats).
+RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
+
+
+class HostKeyError(HostError):
+    """The host's key is unknown or changed: nothing was run, the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Where and as whom to connect, after ~/.ssh/config is applied."""
+
+    hostname: str
+    port: int = 22
+    user: str = "root"
+    key_files: tuple[str, ...] = ()
+    proxy_jump: SSHTarget | None = None
+    known_hosts: str = field(default_factory=lambda: os.path.expanduser("~/.ssh/known_hosts"))
+
+
+def resolve_target(
+    address: str,
+    *,
+    port: int | None = None,
+    user: str | None = None,
+    key_file: str | None = None,
+    known_hosts: str | None = None,
+    ssh_config: str | None = None,
+) -> SSHTarget:
+    """Apply ~/.ssh/config (HostName, User, Port, IdentityFile, ProxyJump) to an address or alias.
+
+    Values given explicitly (from the spec) win over the config file.
+    """
+    config_path = Path(os.path.expanduser(ssh_config or "~/.ssh/config"))
+    config = paramiko.SSHConfig.from_path(str(config_path)) if config_path.exists() else None
+    found = config.lookup(address) if config else {"hostname": address}
+    keys = [key_file] if key_file else list(found.get("identityfile", []))
+    jump = None
+    if found.get("proxyjump") and found["proxyjump"].lower() != "none":
+        # ProxyJump may chain (a,b): the first hop is the outermost; user@host:port allowed.
+        hops = [h.strip() for h in found["proxyjump"].split(",")]
+        for hop in hops:
+            hop_user, _, rest = hop.rpartition("@")
+            hop_host, _, hop_port = rest.partition(":")
+            base = resolve_target(hop_host, ssh_config=ssh_config, known_hosts=known_hosts)
+            jump = SSHTarget(
+                hostname=base.hostname,
+                port=int(hop_port) if hop_port else base.port,
+                user=hop_user or base.user,
+                key_files=base.key_files,
+                proxy_jump=jump,
+                known_hosts=base.known_hosts,
+            )
+    return SSHTarget(
+        hostname=found.get("hostname", address),
+        port=port or int(found.get("port", 22)),
+        user=user or found.get("user") or os.environ.get("USER", "root"),
+        key_files=tuple(os.path.expanduser(k) for k in keys),
+        proxy_jump=jump,
+        known_hosts=os.path.expanduser(known_hosts or "~/.ssh/known_hosts"),
+    )
+
+
+class _RecordNewKey(paramiko.MissingHostKeyPolicy):
+    """Accept an unknown key (only when the spec says so) and append it to known_hosts."""
+
+    def __init__(self, known_hosts: str) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        Path(self.known_hosts).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.known_hosts, "a", encoding="ascii") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class SSHHost:
+    """A `Host` over one reused, keepalive'd paramiko connection; safe to share between threads."""
+
+    def __init__(
+        self,
+        name: str,
+        target: SSHTarget,
+        *,
+        accept_new_host_key: bool = False,
+        connect_timeout: float = 15.0,
+        keepalive_s: int = 15,
+        sudo_allowed: bool = False,
+    ) -> None:
+        self.name = name
+        self.target = target
+        self.address = target.hostname
+        self.accept_new_host_key = accept_new_host_key
+        self.connect_timeout = connect_timeout
+        self.keepalive_s = keepalive_s
+        self.sudo_allowed = sudo_allowed
+        self._lock = threading.RLock()
+        self._client: paramiko.SSHClient | None = None
+        self._jump: SSHHost | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._sftp_lock = threading.Lock()
+        self._closed = False
+        #: How many times the connection was (re)established; tests and the bench read it.
+        self.connects = 0
+
+    # ------------------------------------------------------------------ connection
+
+    def _transport(self) -> paramiko.Transport:
+        """The live transport, connecting (with backoff) when there is none or it dropped."""
+        with self._lock:
+            if self._closed:
+                raise HostError(f"{self.name}: host is closed")
+            client = self._client
+            transport = client.get_transport() if client else None
+            if transport is not None and transport.is_active():
+                return transport
+            self._drop()
+            last: Exception | None = None
+            for delay in (0.0, *RECONNECT_BACKOFF_S):
+                time.sleep(delay)
+                try:
+                    return self._connect()
+                except HostKeyError:
+                    raise
+                except (OSError, EOFError, paramiko.SSHException) as exc:
+                    last = exc
+            raise HostError(
+                f"{self.name}: cannot connect to {self.target.user}@{self.target.hostname}:"
+                f"{self.target.port} after {len(RECONNECT_BACKOFF_S) + 1} attempts: {last}"
+            )
+
+    def _connect(self) -> paramiko.Transport:
+        t = self.target
+        client = paramiko.SSHClient()
+        if Path(t.known_hosts).exists():
+            client.load_host_keys(t.known_hosts)
+        policy = (
+            _RecordNewKey(t.known_hosts) if self.accept_new_host_key else paramiko.RejectPolicy()
+        )
+        client.set_missing_host_key_policy(policy)
+        sock: socket.socket | paramiko.Channel
+        if t.proxy_jump is None:
+            sock = socket.create_connection((t.hostname, t.port), timeout=self.connect_timeout)
+            # Small request/response packets: without NODELAY, Nagle + delayed ACK add ~40 ms.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            self._jump = SSHHost(
+                f"{self.name}-jump", t.proxy_jump, connect_timeout=self.connect_timeout
+            )
+            sock = self._jump._transport().open_channel(
+                "direct-tcpip", (t.hostname, t.port), ("127.0.0.1", 0)
+            )
+        try:
+            client.connect(
+                t.hostname,
+                port=t.port,
+                username=t.user,
+                key_filename=list(t.key_files) or None,  # type: ignore[arg-type]
+                allow_agent=True,  # ssh-agent keys work
+                look_for_keys=not t.key_files,
+                timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout,
+                auth_timeout=self.connect_timeout,
+                sock=sock,
+            )
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise HostKeyError(
+                f"{self.name}: the host key of {t.hostname}:{t.port} CHANGED (got "
+                f"{exc.key.get_name()} {exc.key.get_fingerprint().hex()}); this may be an attack. "
+                f"If the host was reinstalled, verify its new key out of band, then run "
+                f"`ssh-keygen -R {_known_hosts_name(t)} -f {t.known_hosts}` and "
+                f"`ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}`."
+            ) from None
+        except paramiko.SSHException as exc:
+            client.close()
+            if "not found in known_hosts" in str(exc):
+                raise HostKeyError(
+                    f"{self.name}: {t.hostname}:{t.port} is not in {t.known_hosts}, so its "
+                    f"identity cannot be checked and nothing was run. Verify its key out of band "
+                    f"and add it: `ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}` (or "
+                    f"log in once with ssh), or set `accept_new_host_key: true` on this host in "
+                    f"the spec to accept and record it."
+                ) from None
+            raise
+        transport = client.get_transport()
+        assert transport is not None
+        transport.set_keepalive(self.keepalive_s)
+        self._client = client
+        self.connects += 1
+        return transport
+
+    def _drop(self) -> None:
+        with self._lock:
+            for closable in (self._sftp, self._client, self._jump):
+                try:
+                    if closable is not None:
+                        closable.close()
+                except Exception:  # noqa: BLE001 - a dead connection may fail to close
+                    pass
+            self._sftp, self._client, self._jump = None, None, None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+            self._closed = True
+
+    # ------------------------------------------------------------------ commands
+
+    def command_line(
+        self, argv: Sequence[str], env: Mapping[str, str] | None = None, sudo: bool = False
+    ) -> str:
+        """The exact remote command line: every element quoted, env via `env K=V`."""
+        parts: list[str] = []
+        if sudo:
+            if not self.sudo_allowed and self.target.user != "root":
+                raise HostError(f"{self.name}: sudo is needed but the spec does not allow it")
+            if self.target.user != "root":
+                parts += ["sudo", "-n", "--"]
+        if env:
+            parts += ["env", *(f"{k}={v}" for k, v in env.items())]
+        return shlex.join([*parts, *argv])
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 60.0,
+        check: bool = True,
+        env: Mapping[str, str] | None = None,
+        sudo: bool = False,
+    ) -> CommandResult:
+        if not argv:
+            raise HostError(f"{self.name}: empty command")
+        line = self.command_line(argv, env, sudo)
+        for attempt in (1, 2):
+            try:
+                exit_code, out, err = self._exec(line, timeout)
+                break
+            except _ConnectionLost as exc:
+                # One retry on a fresh connection: the sweeper's commands are idempotent.
+                if attempt == 2:
+                    raise HostError(
+                        f"{self.name}: connection lost running {argv[0]!r}: {exc}"
+                    ) from None
+                self._drop()
+        result = CommandResult(tuple(argv), exit_code, out, err)
+        if check and not result.ok:
+            raise HostError(
+                f"{self.name}: {shlex.join(argv)[:200]} exited {exit_code}: {err.strip()[-2000:]}"
+            )
+        return result
+
+    def _exec(self, line: str, timeout: float | None) -> tuple[int, str, str]:
+        try:
+            channel = self._transport().open_session(timeout=self.connect_timeout)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise _ConnectionLost(str(exc)) from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out, err = bytearray(), bytearray()
+        try:
+            channel.exec_command(line)
+            channel.shutdown_write()  # no stdin
+            while True:
+                while channel.recv_ready():
+                    out += channel.recv(65536)
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                if channel.exit_status_ready() or channel.closed:
+                    break
+                if not channel.get_transport() or not channel.get_transport().is_active():
+                    raise _ConnectionLost("transport closed")
+                wait = 0.02 if deadline is None else min(0.02, deadline - time.monotonic())
+                if wait <= 0:
+                    raise HostError(
+                        f"{self.name}: command timed out after {timeout} s: {line[:200]}"
+                    )
+                select.select([channel], [], [], wait)
+            # exit-status comes after the data and EOF: drain what is left.
+            channel.settimeout(10.0)
+            while chunk := channel.recv(65536):
+                out += chunk
+            while chunk := channel.recv_stderr(65536):
+                err += chunk
+            if not channel.exit_status_ready():
+                raise _ConnectionLost("channel closed without an exit status")
+            code = channel.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise _ConnectionLost(str(exc)) from None
+        finally:
+            channel.close()
+        if code == -1:
+            raise _ConnectionLost("no exit status (killed session?)")
+        return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    # ------------------------------------------------------------------ files
+
+    @contextmanager
+    def _sftp_client(self) -> Iterator[paramiko.SFTPClient]:
+        with self._sftp_lock:
+            transport = self._transport()
+            if self._sftp is None or self._sftp.get_channel().get_transport() is not transport:  # type: ignore[union-attr]
+                self._sftp = paramiko.SFTPClient.from_transport(transport)
+            assert self._sftp is not None
+            yield self._sftp
+
+    def put_file(self, path: str, data: bytes, *, mode: int = 0o644) -> None:
+        parent, _, base = path.rpartition("/")
+        tmp = f"{parent}/.{base}.{uuid.uuid4().hex[:8]}.tmp"
+        for attempt in (1, 2):
+            try:
+                with self._sftp_client() as sftp:
+                    _sftp_makedirs(sftp, parent or "/")
+                    # Create with the final mode from the start: a secret is never world-readable.
+                    with sftp.open(tmp, "wb") as fh:
+                        fh.chmod(mode)
+                        fh.write(data)
+                    sftp.posix_rename(tmp, path)
+                return
+            except (EOFError, paramiko.SSHException, OSError) as exc:
+                # An SFTP status error (permission, no such directory) carries an errno; a
+                # dropped connection does not and is worth one retry on a fresh one.
+                if (isinstance(exc, OSError) and exc.errno is not None) or attempt == 2:
+                    raise HostError(f"{self.name}: cannot write {path}: {exc}") from None
+                self._drop()
+
+    def put_local_file(self, local: str, path: str, *, mode: int = 0o644) -> None:
+        """Upload a local file (large bundles) to `path` atomically."""
+        self.put_file(path, Path(local).read_bytes(), mode=mode)
+
+    def read_file(self, path: str) -> bytes:
+        with self._sftp_client() as sftp:
+            try:
+                with sftp.open(path, "rb") as fh:
+                    return fh.read()
+            except FileNotFoundError:
+                raise
+            except OSError as exc:
+                if getattr(exc, "errno", None) == 2:
+                    raise FileNotFoundError(path) from None
+                raise HostError(f"{self.name}: cannot read {path}: {exc}") from None
+
+    # ------------------------------------------------------------------ tunnel
+
+    def open_tunnel(self, remote_port: int) -> AbstractContextManager[int]:
+        return self._tunnel(remote_port)
+
+    @contextmanager
+    def _tunnel(self, remote_port: int) -> Iterator[int]:
+        """Listen on a free loopback port; each connection becomes a direct-tcpip channel."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        stop = threading.Event()
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    conn, peer = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(
+                    target=self._forward, args=(conn, peer, remote_port, stop), daemon=True
+                ).start()
+
+        acceptor = threading.Thread(target=serve, name=f"tunnel-{self.name}", daemon=True)
+        acceptor.start()
+        try:
+            yield int(listener.getsockname()[1])
+        finally:
+            stop.set()
+            listener.close()
+            acceptor.join(timeout=2)
+
+    def _forward(
+        self, conn: socket.socket, peer: tuple[str, int], port: int, stop: threading.Event
+    ) -> None:
+        try:
+            channel = self._transport().open_channel("direct-tcpip", ("127.0.0.1", port), peer)
+        except (OSError, EOFError, paramiko.SSHException, HostError):
+            conn.close()
+            return
+        try:
+            while not stop.is_set():
+                readable, _, _ = select.select([conn, channel], [], [], 0.5)  # type: ignore[type-var]
+                if conn in readable:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    channel.sendall(data)
+                if channel in readable:
+                    data = channel.recv(65536)
+                    if not data:
+                        break
+                    conn.sendall(data)
+        except (OSError, EOFError, paramiko.SSHException):
+            pass
+        finally:
+            channel.close()
+            conn.close()
+
+
+class _ConnectionLost(Exception):
+    """The SSH connection dropped under a command (internal: triggers one reconnect + retry)."""
+
+
+def _known_hosts_name(target: SSHTarget) -> str:
+    return target.hostname if target.port == 22 else f"[{target.hostname}]:{target.port}"
+
+
+def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
+    parts = [p for p in path.split("/") if p]
+    current = ""
+    for part in parts:
+        current += "/" + part
+        try:
+            sftp.stat(current)
+        except FileNotFoundError:
+            sftp.mkdir(current)

@@ -1,0 +1,3 @@
+"""Suite-wide pytest plugins: the disposable SSH + systemd test hosts (root-only fixtures)."""
+
+pytest_plugins = ["tests.sweeper.testhost_fixture"]
