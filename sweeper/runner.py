@@ -25,7 +25,7 @@ from sweeper.plan import HostPlan, Plan, Point, ServerConfig
 from sweeper.point_summary import VIOLATIONS, summarize
 from sweeper.progress import SweepProgress
 from sweeper.readiness import Identity, ReadinessError, wait_ready
-from sweeper.records import HostFacts, PointRecord, RequestRecord
+from sweeper.record_schema import HostFacts, PointRecord, RequestRecord
 from sweeper.services import ServiceError
 from sweeper.spec import Spec
 from sweeper.store import RunStore, utc_now
@@ -301,6 +301,7 @@ class Runner:
             "concurrency": rc.concurrency,
             "temperature": rc.temperature,
             "max_tokens": rc.max_tokens,
+            "top_p": rc.top_p,
         }
         rows = [
             {**base, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
@@ -311,15 +312,17 @@ class Runner:
         numbers, per_row = summarize(
             rows,
             result.wall_s,
+            temperature=rc.temperature,
+            seed=rc.seed,
+            is_baseline=sc.engine_mode == "ar",
             baseline_rows=baseline_rows.get(point.baseline_point_id or ""),
             baseline_point=baseline,
-            near_tie_margin=self.spec.determinism.near_tie_margin,
+            policy=self.spec.determinism,
         )
         for row, (verdict, index) in zip(rows, per_row, strict=True):
             row["verdict"], row["divergence_index"] = verdict, index
-        if errors or (point.baseline_point_id and baseline is None):
-            # Failed requests, or no baseline to compare with (it failed): no verdict.
-            numbers["determinism"] = "n/a"
+        if errors:
+            numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
         log_path = self.store.write_log(point.point_id, log_text)
         status: Literal["ok", "failed"] = "failed" if errors else "ok"
         reason = f"{len(errors)}/{len(rows)} requests failed: {errors[0]}" if errors else ""

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.records import Manifest, PointRecord, RequestRecord
+from sweeper.record_schema import Manifest, PointRecord, RequestRecord
 
 REQUESTS_LOG = "requests.jsonl"
 POINTS_LOG = "points.jsonl"

@@ -89,10 +89,12 @@ def test_sweep_measures_every_point(tmp_path: Path, port: int) -> None:
     assert list(points.engine) == ["ar", "ddtree", "ddtree"]  # baseline first
     assert set(POINT_COLUMNS) <= set(points.reset_index().columns)
     assert set(REQUEST_COLUMNS) <= set(requests.columns)
-    assert (points.status == "ok").all() and (points.determinism == "exact").all()
+    assert (points.status == "ok").all()
+    # The baseline has nothing to compare with (its repeats agree); the others match it.
+    assert list(points.determinism) == ["n/a", "exact", "exact"]
     assert (points.n_requests == 4).all() and len(requests) == 12
     assert points.speedup.iloc[1:].notna().all() and points.output_tok_s.gt(0).all()
-    assert (requests.verdict == "exact").all()
+    assert list(requests.verdict) == ["n/a"] * 4 + ["exact"] * 8
     csv = pd.read_csv(store.dir / "points.csv")
     assert list(csv.point_id) == list(points.index)
     m = store.manifest

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.records import PointRecord, RequestRecord
+from sweeper.record_schema import PointRecord, RequestRecord
 from sweeper.store import POINTS_LOG, REQUESTS_LOG, RunStore, latest_run, list_runs
 
 

@@ -1,0 +1,133 @@
+"""Pydantic schemas for what a run writes: one request record, one point record, the manifest.
+
+Column names are a contract (README, "Results on disk"): users query them and the report reads
+them. Records allow extra fields so any further server flag of the grid becomes its own column.
+`attempt` ties a point's request rows to the one attempt that completed, so rows left by an
+attempt interrupted mid-point (SIGKILL) are dropped on resume, never counted twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RequestRecord(BaseModel):
+    """One measured request (README: requests columns)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    host: str
+    point_id: str
+    attempt: str
+    server_config_id: str
+    engine: str
+    budget: int | None = None
+    topk: int | None = None
+    block_size: int | None = None
+    cuda_graph: bool | None = None
+    prompt_id: str
+    repeat: int
+    concurrency: int
+    temperature: float
+    max_tokens: int
+    seed: int | None = None
+    ttft: float | None = None
+    itls: list[float] = Field(default_factory=list)
+    e2e: float | None = None
+    output_tokens: int = 0
+    token_ids: list[int] = Field(default_factory=list)
+    tau: float | None = None
+    verify_rounds: int | None = None
+    sha256: str = ""
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None
+    top2_margins: list[float] = Field(default_factory=list)
+    verdict: str | None = None
+    divergence_index: int | None = None
+
+
+class PointRecord(BaseModel):
+    """One point: a (host, server config, request config) and its numbers (README: points)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    host: str
+    point_id: str
+    attempt: str
+    server_config_id: str
+    engine: str
+    budget: int | None = None
+    topk: int | None = None
+    block_size: int | None = None
+    cuda_graph: bool | None = None
+    temperature: float
+    max_tokens: int
+    concurrency: int
+    status: Literal["ok", "failed"]
+    reason: str = ""
+    output_tok_s: float | None = None
+    request_s: float | None = None
+    ttft_p50: float | None = None
+    ttft_p90: float | None = None
+    ttft_p99: float | None = None
+    itl_p50: float | None = None
+    itl_p90: float | None = None
+    itl_p99: float | None = None
+    e2e_p50: float | None = None
+    e2e_p90: float | None = None
+    e2e_p99: float | None = None
+    tau: float | None = None
+    speedup: float | None = None
+    determinism: str = "n/a"
+    n_requests: int = 0
+    fingerprint: str | None = None
+    started_at: str
+    finished_at: str
+    log_path: str = ""
+    log_tail: str = ""
+
+
+RunStatus = Literal["running", "complete", "failed", "interrupted"]
+
+
+class HostFacts(BaseModel):
+    """What the run learned about one host and the runtime it served."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    address: str = ""
+    runtime_version: str | None = None
+    reported_source_hash: str | None = None
+    model: dict[str, Any] = Field(default_factory=dict)
+    device: str | None = None
+    #: The machine the sweeper itself ran on.
+    controller: str | None = None
+
+
+class Manifest(BaseModel):
+    """`manifest.json`: what was run, with which code, where, when, and how far it got."""
+
+    sweep: str
+    run_id: str
+    sweeper_version: str
+    spec_path: str | None = None
+    spec: dict[str, Any]
+    runtime_source_hash: str
+    hosts: dict[str, HostFacts] = Field(default_factory=dict)
+    created_at: str
+    started_at: str | None = None
+    finished_at: str | None = None
+    resumed_at: list[str] = Field(default_factory=list)
+    status: RunStatus = "running"
+    exit_code: int | None = None
+    points_total: int = 0
+    points_done: int = 0
+    points_ok: int = 0
+    points_failed: int = 0
+    timings: dict[str, float] = Field(default_factory=dict)
