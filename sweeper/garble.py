@@ -6,10 +6,9 @@ of three fractions, each in [0, 1]:
 
 - `runs`: characters inside runs of one repeated character (4 or more, digits and whitespace
   excepted: "1000000" and indentation are fine), over all non-space characters;
-- `fragments`: words glued to other letters by punctuation ("The.r", "ca,t") that are not the
-  usual shapes of real text (abbreviations "e.g.", decimals, identifiers like self.items or
-  file.py are still counted, which is why a score is always compared with the AR baseline's
-  score for the same prompt rather than with a fixed threshold alone);
+- `fragments`: words with letters glued to letters by sentence punctuation ("The.r", "ca,t");
+  real text has some too ("e.g.", self.items, file.py), which is why a score is always compared
+  with the AR baseline's score for the same prompt, not with a fixed threshold alone;
 - `symbols`: characters that are neither alphanumeric, space nor sentence punctuation
   (`.,;:'"-`) over all non-space characters: code scores ~0.2, prose ~0, symbol soup ~1.
 """
@@ -21,8 +20,8 @@ from dataclasses import dataclass
 
 _RUN = re.compile(r"([^\s\d])\1{3,}")
 _WORD = re.compile(r"\S+")
-# Letters, then punctuation other than apostrophes and hyphens, then letters again.
-_FRAGMENT = re.compile(r"[^\W\d_]+[^\w\s'’\-]+[^\W\d_]+")
+# Letters, then sentence punctuation, then letters again: "The.r", "ca,t" (not "f(x)").
+_FRAGMENT = re.compile(r"[^\W\d_]+[.,;:!?]+[^\W\d_]+")
 _SENTENCE_PUNCTUATION = frozenset(".,;:'\"-’")
 
 
