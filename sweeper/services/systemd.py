@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 
-from sweeper.hosts import Host, HostError
+from sweeper.hosts import Host
 from sweeper.services import Instance, Launch, ServiceError, ServiceState
 from sweeper.services.unit import UnitOptions, environment_file_text, render_unit
 
@@ -92,6 +92,7 @@ class SystemdService:
         timeout_start_s: float = 900.0,
         timeout_stop_s: float = 15.0,
         activation_timeout_s: float = 30.0,
+        prepare: Callable[[], object] | None = None,
     ) -> None:
         self.host = host
         self.unit = unit if unit.endswith(".service") else f"{unit}.service"
@@ -102,6 +103,8 @@ class SystemdService:
         self.timeout_start_s = timeout_start_s
         self.timeout_stop_s = timeout_stop_s
         self.activation_timeout_s = activation_timeout_s
+        #: Called once before the first start (deploying the bundle); its errors fail the start.
+        self._prepare = prepare
         self._lock = threading.Lock()
         self._instance: Instance | None = None
         self._start_cursor: str | None = None
@@ -162,10 +165,15 @@ class SystemdService:
         with self._lock:
             try:
                 return self._start(launch)
-            except HostError as exc:
+            except ServiceError:
+                raise
+            except (RuntimeError, OSError) as exc:  # HostError, a failed bundle deploy
                 raise ServiceError(f"{self.host.name}: cannot start {self.unit}: {exc}") from exc
 
     def _start(self, launch: Launch) -> Instance:
+        if self._prepare is not None:
+            self._prepare()
+            self._prepare = None
         before = self.show()
         if before.running:
             self._stop(self.timeout_stop_s)
@@ -278,7 +286,9 @@ class SystemdService:
         with self._lock:
             try:
                 self._stop(timeout)
-            except HostError as exc:
+            except ServiceError:
+                raise
+            except (RuntimeError, OSError) as exc:
                 raise ServiceError(f"{self.host.name}: cannot stop {self.unit}: {exc}") from exc
             finally:
                 self._tunnels.close()
