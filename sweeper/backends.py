@@ -40,4 +40,6 @@ def open_backend(host_spec: HostSpec, spec: Spec, state_dir: Path) -> Backend:
             service=ProcessService(Path(state_dir) / host_spec.name),
             python=spec.runtime.python or sys.executable,
         )
-    raise NotImplementedError(f"host kind {host_spec.kind!r} has no backend yet")
+    from sweeper.remote import open_ssh_backend  # paramiko loads only when a spec has SSH hosts
+
+    return open_ssh_backend(host_spec, spec)
