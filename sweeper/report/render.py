@@ -8,7 +8,6 @@ The file is written atomically: a reader never sees half a report.
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -20,6 +19,7 @@ import jinja2
 from sweeper.compare import Comparison
 from sweeper.report.assemble import RunView
 from sweeper.report.figures import all_charts
+from sweeper.report.formatting import fmt, ms, pct
 from sweeper.report.verdicts import OK_VERDICTS
 
 PROVENANCE_KEYS = [
@@ -49,30 +49,6 @@ def _env() -> jinja2.Environment:
     )
     env.globals.update(fmt=fmt, pct=pct, ms=ms)
     return env
-
-
-def _bad(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def fmt(value: Any, digits: int = 2) -> str:
-    """A number with `digits` decimals, or an em dash when absent."""
-    if _bad(value):
-        return "\u2014"
-    try:
-        return f"{float(value):.{digits}f}"
-    except (TypeError, ValueError):
-        return str(value)
-
-
-def ms(seconds: Any) -> str:
-    """Seconds shown as milliseconds."""
-    return "\u2014" if _bad(seconds) else fmt(float(seconds) * 1000, 1)
-
-
-def pct(ratio: Any) -> str:
-    """A relative change shown as a signed percentage."""
-    return "\u2014" if _bad(ratio) else f"{float(ratio) * 100:+.1f}%"
 
 
 def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:

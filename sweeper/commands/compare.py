@@ -1,0 +1,72 @@
+"""`sweeper compare RUN_A RUN_B`: per-point deltas of B against A; exit 1 on a regression."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sweeper.compare import Comparison, compare_runs, parse_threshold
+from sweeper.report.assemble import load_run
+from sweeper.report.formatting import pct
+
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+
+
+def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
+    """Load two run directories and compare B against A."""
+    a, b = load_run(run_a), load_run(run_b)
+    return compare_runs(a.points, b.points, a.requests, b.requests, threshold, run_a.name)
+
+
+def threshold_option(text: str) -> float:
+    """Parse --threshold or exit 2 with the reason."""
+    try:
+        return parse_threshold(text)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def print_table(comparison: Comparison, console: Console, everything: bool) -> None:
+    """The comparison as a rich table (only changed points unless `everything`)."""
+    table = Table(title=f"against {comparison.baseline_name}: {comparison.summary}")
+    for name in ("host", "point", "tok/s", "Δ tok/s", "Δ tau", "Δ TTFT", "noise ±", "flags"):
+        table.add_column(name, justify="left" if name in ("host", "point", "flags") else "right")
+    for row in comparison.rows:
+        if not (everything or row.flags):
+            continue
+        style = "bold red" if row.is_regression else ("green" if row.flags else "")
+        table.add_row(
+            row.host,
+            row.label,
+            "—" if row.b["output_tok_s"] is None else f"{row.b['output_tok_s']:.1f}",
+            pct(row.delta.get("output_tok_s")),
+            pct(row.delta.get("tau")),
+            pct(row.delta.get("ttft_p50")),
+            pct(row.noise.get("output_tok_s")),
+            ", ".join(row.flags),
+            style=style,
+        )
+    console.print(table)
+
+
+def command(
+    run_a: Path = typer.Argument(..., help="The earlier run directory (the baseline)."),
+    run_b: Path = typer.Argument(..., help="The later run directory."),
+    threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
+    everything: bool = typer.Option(False, "--all", help="Show unchanged points too."),
+) -> None:
+    """Compare two runs point by point; exit 1 when B regressed against A."""
+    limit = threshold_option(threshold)
+    for path in (run_a, run_b):
+        if not path.is_dir():
+            typer.echo(f"error: no run directory at {path}", err=True)
+            raise typer.Exit(EXIT_USAGE)
+    comparison = compare_dirs(run_a, run_b, limit)
+    print_table(comparison, Console(), everything)
+    if comparison.regressed:
+        raise typer.Exit(EXIT_REGRESSION)

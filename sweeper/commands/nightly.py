@@ -1,0 +1,21 @@
+"""`sweeper nightly SPEC`: the job cron runs (lock, run, report, compare, prune)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sweeper.commands.compare import threshold_option
+
+
+def command(
+    spec: Path = typer.Argument(..., help="Sweep spec (YAML)."),
+    results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
+    keep: int = typer.Option(14, "--keep", min=1, help="Runs of this sweep to keep."),
+    threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
+) -> None:
+    """Run the sweep once under a lock, report, compare with the last finished run, prune."""
+    from sweeper.nightly import nightly  # matplotlib: only when the job runs
+
+    raise typer.Exit(nightly(spec, results, keep, threshold_option(threshold)))

@@ -1,0 +1,70 @@
+"""`sweeper report RUN_DIR [-o FILE]` (or `--latest`): write the run's self-contained report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from sweeper.commands.compare import EXIT_USAGE, compare_dirs, threshold_option
+from sweeper.compare import Comparison
+from sweeper.report.assemble import load_run
+from sweeper.report.runs import latest_run, previous_finished
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _run_dir(run_dir: Path | None, latest: bool, results: Path) -> Path:
+    if (run_dir is None) == (not latest):
+        raise _fail("give a RUN_DIR or --latest (not both)")
+    if latest:
+        found = latest_run(results)
+        if found is None:
+            raise _fail(f"no runs under {results}")
+        return found
+    assert run_dir is not None
+    if not run_dir.is_dir():
+        raise _fail(f"no run directory at {run_dir}")
+    return run_dir
+
+
+def _comparison(
+    run_dir: Path, against: Path | None, baseline: str | None, threshold: float
+) -> Comparison | None:
+    if against is not None and baseline is not None:
+        raise _fail("give --compare RUN or --baseline previous, not both")
+    if baseline is not None:
+        if baseline != "previous":
+            raise _fail("--baseline accepts only 'previous'")
+        against = previous_finished(run_dir)
+        if against is None:
+            typer.echo("note: no earlier finished run of this sweep; no comparison", err=True)
+            return None
+    if against is None:
+        return None
+    if not against.is_dir():
+        raise _fail(f"no run directory at {against}")
+    return compare_dirs(against, run_dir, threshold)
+
+
+def command(
+    run_dir: Path | None = typer.Argument(None, help="The run directory to report on."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Output file [RUN_DIR/report.html]."),
+    latest: bool = typer.Option(False, "--latest", help="Report the newest run under --results."),
+    results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
+    against: Path | None = typer.Option(None, "--compare", help="Compare with this earlier run."),
+    baseline: str | None = typer.Option(
+        None, "--baseline", help="'previous': compare with the last finished run of the sweep."
+    ),
+    threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
+) -> None:
+    """Write one self-contained HTML report; the file's path is the last line printed."""
+    from sweeper.report.render import write_report  # matplotlib: only when a report is made
+
+    target = _run_dir(run_dir, latest, results)
+    comparison = _comparison(target, against, baseline, threshold_option(threshold))
+    path = write_report(load_run(target), out or target / "report.html", comparison)
+    typer.echo(str(path))

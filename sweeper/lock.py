@@ -1,0 +1,62 @@
+"""An exclusive, non-blocking run lock: `fcntl.flock` on a file that holds the holder's pid.
+
+The kernel drops a flock when its holder dies, however it dies, so a dead run's lock is
+recovered by simply taking it; the pid left in the file says whose it was. The file is never
+deleted (deleting a lock file while another process waits on it would split the lock in two).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class LockBusy(RuntimeError):
+    """Another live process holds the lock."""
+
+    def __init__(self, path: Path, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid else "an unknown process"
+        super().__init__(f"{path} is held by {holder}: another run is in progress")
+        self.pid = pid
+
+
+@dataclass
+class Held:
+    """A taken lock; `recovered_from` is the pid of a dead holder whose lock this took over."""
+
+    path: Path
+    recovered_from: int | None
+
+
+def _read_pid(handle: object) -> int | None:
+    assert hasattr(handle, "seek") and hasattr(handle, "read")
+    handle.seek(0)
+    text = handle.read().strip()
+    return int(text) if text.isdigit() else None
+
+
+@contextmanager
+def run_lock(path: Path) -> Iterator[Held]:
+    """Hold `path` exclusively for the block; raise LockBusy at once if a live process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise LockBusy(path, _read_pid(handle)) from None
+        previous = _read_pid(handle)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        try:
+            yield Held(path, previous if previous and previous != os.getpid() else None)
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
