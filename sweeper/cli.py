@@ -21,6 +21,12 @@ from sweeper.commands import ls, run  # noqa: E402
 
 app.command("run")(run.command)
 app.command("ls")(ls.command)
+from sweeper.commands import compare, cron, nightly, report  # noqa: E402
+
+app.command("report")(report.command)
+app.command("compare")(compare.command)
+app.command("nightly")(nightly.command)
+app.add_typer(cron.app, name="cron")
 
 
 def main() -> None:
