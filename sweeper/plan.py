@@ -8,8 +8,8 @@ has nodes), any topk but 1 with budget 0, and budget 0 itself when the AR baseli
 that share their non-speculative flags (cuda_graph, extra flags) gets an AR server config with the
 same flags, so a speedup compares speculation alone; AR configs run first on each host.
 
-Everything here is plain data; `runtime_flags` turns a server config into argv elements, never a
-shell string.
+Everything here is plain data; `sweeper.runtime_argv` (re-exported here) turns a server config
+into argv elements, never a shell string.
 """
 
 from __future__ import annotations
@@ -24,7 +24,23 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, HostSpec, RuntimeSpec, Spec
+from sweeper.runtime_argv import runtime_flags, serve_argv
+from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, HostSpec, Spec
+
+# Re-exported: the plan's users build a server config's command line from here.
+__all__ = [
+    "HostPlan",
+    "Plan",
+    "Point",
+    "RequestConfig",
+    "ServerConfig",
+    "Step",
+    "build_plan",
+    "estimate_seconds",
+    "point_id",
+    "runtime_flags",
+    "serve_argv",
+]
 
 #: Parameters that only mean something to speculative decoding; an AR config has none of them.
 SPECULATIVE_KEYS = ("budget", "topk", "block_size")
@@ -446,70 +462,3 @@ def _assign_hosts(
             f"{len(spec.hosts)} hosts; the AR baseline runs on every host"
         )
     return plans
-
-
-# --- argv ----------------------------------------------------------------------------------------
-
-
-def runtime_flags(server_config: ServerConfig, runtime: RuntimeSpec) -> list[str]:
-    """Flags for `python -m ddtree_runtime serve` (without --host/--port/--launch-id, which each
-    launch adds). Every value is its own argv element; nothing is joined into a shell string.
-    A grid flag that names a runtime setting (e.g. `dtype`) overrides the runtime's value."""
-    params = dict(server_config.params)
-    settings: dict[str, Any] = {
-        "model": runtime.model,
-        "draft": runtime.draft,
-        "device": runtime.device,
-        "dtype": runtime.dtype,
-        "max_batch": runtime.max_batch,
-        "max_model_len": runtime.max_model_len,
-    }
-    for key in list(settings):
-        if key in params:
-            settings[key] = params.pop(key)
-    argv = ["--model", str(settings.pop("model")), "--draft", str(settings.pop("draft"))]
-    if server_config.engine_mode == "ar":
-        argv += ["--speculative", "none"]
-    else:
-        argv += ["--speculative", "ddtree"]
-        argv += ["--budget", str(params.pop("budget")), "--topk", str(params.pop("topk"))]
-        argv += ["--block-size", str(params.pop("block_size"))]
-    argv.append("--cuda-graph" if params.pop("cuda_graph") else "--disable-cuda-graph")
-    for key, value in [*settings.items(), *params.items()]:
-        argv += _flag(key, value)
-    return argv + list(runtime.extra_args)
-
-
-def _flag(key: str, value: Any) -> list[str]:
-    """`max_batch=8` -> ['--max-batch', '8']; bools follow argparse's BooleanOptionalAction."""
-    name = key.replace("_", "-")
-    if value is None:
-        return []
-    if isinstance(value, bool):
-        return [f"--{name}"] if value else [f"--no-{name}"]
-    return [f"--{name}", str(value)]
-
-
-def serve_argv(
-    server_config: ServerConfig,
-    runtime: RuntimeSpec,
-    *,
-    python: str,
-    host: str,
-    port: int,
-    launch_id: str,
-) -> list[str]:
-    """The whole command line that starts one server config of the bundled runtime."""
-    return [
-        python,
-        "-m",
-        "ddtree_runtime",
-        "serve",
-        *runtime_flags(server_config, runtime),
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--launch-id",
-        launch_id,
-    ]

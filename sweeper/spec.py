@@ -194,9 +194,18 @@ class RuntimeSpec(StrictModel):
     dtype: NonEmptyStr | None = None
     max_batch: Annotated[StrictInt, Field(ge=1)] | None = None
     max_model_len: Annotated[StrictInt, Field(ge=1)] | None = None
+    #: engine sglang only: its --speculative-algorithm for speculative configs (e.g. EAGLE3).
+    speculative_algorithm: NonEmptyStr | None = None
 
     @model_validator(mode="after")
-    def _check_secrets(self) -> RuntimeSpec:
+    def _check_engine_and_secrets(self) -> RuntimeSpec:
+        if self.engine == "sglang" and self.speculative_algorithm is None:
+            raise _problem(
+                "engine 'sglang' needs runtime.speculative_algorithm (e.g. EAGLE3)", at=("engine",)
+            )
+        if self.engine != "sglang" and self.speculative_algorithm is not None:
+            message = "speculative_algorithm is for engine 'sglang' only"
+            raise _problem(message, at=("speculative_algorithm",))
         for name, reference in self.secrets.items():
             try:
                 secret_source(reference)

@@ -13,8 +13,6 @@ from sweeper.plan import (
     ServerConfig,
     build_plan,
     estimate_seconds,
-    runtime_flags,
-    serve_argv,
 )
 from sweeper.spec import load_spec, parse_spec
 
@@ -182,45 +180,6 @@ def test_server_config_id_is_a_hash_of_its_params() -> None:
     c = ServerConfig.make("ddtree", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": False})
     assert a.id == b.id != c.id
     assert len(a.id) == 10
-
-
-def test_runtime_flags_are_argv_elements() -> None:
-    spec = parse_spec(
-        "name: t\n"
-        "runtime:\n"
-        "  device: cpu\n"
-        "  dtype: float32\n"
-        "  max_batch: 4\n"
-        "  extra_args: ['--served-model-name', '\"; touch /tmp/pwned #\"']\n"
-        "grid: {budget: [16], topk: [4], cuda_graph: [false], tp: [2], eager: [true]}\n" + WORKLOAD
-    )
-    plan = build_plan(spec)
-    ar, ddtree = (step.server_config for step in plan.hosts[0].steps)
-    assert runtime_flags(ddtree, spec.runtime) == [
-        "--model", "smollm2-135m", "--draft", "ngram",
-        "--speculative", "ddtree", "--budget", "16", "--topk", "4", "--block-size", "8",
-        "--disable-cuda-graph",
-        "--device", "cpu", "--dtype", "float32", "--max-batch", "4",
-        "--tp", "2", "--eager",
-        "--served-model-name", '"; touch /tmp/pwned #"',
-    ]  # fmt: skip
-    assert runtime_flags(ar, spec.runtime)[:7] == [
-        "--model", "smollm2-135m", "--draft", "ngram", "--speculative", "none",
-        "--disable-cuda-graph",
-    ]  # fmt: skip
-    argv = serve_argv(ddtree, spec.runtime, python="py", host="127.0.0.1", port=9, launch_id="L")
-    assert argv[:4] == ["py", "-m", "ddtree_runtime", "serve"]
-    assert argv[-6:] == ["--host", "127.0.0.1", "--port", "9", "--launch-id", "L"]
-
-
-def test_grid_flag_overrides_runtime_setting() -> None:
-    spec = parse_spec(
-        "name: t\nruntime: {dtype: float32}\ngrid: {budget: [8], topk: [1], dtype: [bfloat16]}\n"
-        + WORKLOAD
-    )
-    flags = runtime_flags(build_plan(spec).hosts[0].steps[1].server_config, spec.runtime)
-    assert flags.count("--dtype") == 1
-    assert flags[flags.index("--dtype") + 1] == "bfloat16"
 
 
 def test_request_config_carries_workload_settings() -> None:
