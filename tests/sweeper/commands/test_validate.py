@@ -1,0 +1,70 @@
+"""`sweeper validate`, `sweeper plan`, `sweeper schema` through the real CLI: output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from sweeper.cli import app
+
+ROOT = Path(__file__).resolve().parents[3]
+LOCAL = str(ROOT / "sweeps" / "local.yaml")
+BAD = str(ROOT / "tests" / "sweeper" / "bad_specs" / "unknown_grid_key.yaml")
+runner = CliRunner()
+
+
+def test_validate_ok() -> None:
+    result = runner.invoke(app, ["validate", LOCAL])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == "ok: 10 server configs, 20 points"
+
+
+def test_validate_bad_spec_exits_2_with_file_line_field() -> None:
+    result = runner.invoke(app, ["validate", BAD])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert f"{BAD}:4: grid.budgets: unknown key 'budgets' (did you mean 'budget'?)" in result.stderr
+
+
+def test_plan_table_lists_restarts_notes_and_estimate(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\ngrid: {budget: [2, 8], topk: [1, 4]}\nworkload:\n  prompts: [{id: a, text: hi}]\n"
+    )
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())  # rich wraps long lines
+    assert "ar-cg0" in out and "b8-k4-bs8-cg0" in out
+    assert "note: dropped 1 point: topk 4 > budget 2" in out
+    assert "4 restarts, 4 points, 4 measured requests" in out
+    assert "estimate: about" in out
+
+
+def test_plan_json() -> None:
+    result = runner.invoke(app, ["plan", LOCAL, "--json", "--load-s", "8", "--tok-s", "12"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["restarts"], data["n_points"], data["n_requests"]) == (10, 20, 160)
+    steps = data["hosts"][0]["steps"]
+    assert steps[0]["server_config"]["engine_mode"] == "ar"
+    # 10 x 8 s load + (10 warmup + 160) requests x 32 tokens / 12 tok/s, the file's arithmetic.
+    assert data["estimated_seconds"] == round(10 * 8 + 170 * 32 / 12, 1)
+    assert data["hosts"][0]["points"][0]["point_id"] == "local-ar-cg1-t0-c1"
+
+
+def test_plan_bad_spec_exits_2() -> None:
+    result = runner.invoke(app, ["plan", BAD, "--json"])
+    assert result.exit_code == 2
+    assert "grid.budgets" in result.stderr
+
+
+def test_schema_is_json_schema_of_the_spec() -> None:
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "Spec"
+    assert {"name", "hosts", "runtime", "grid", "workload", "determinism"} <= set(
+        schema["properties"]
+    )
