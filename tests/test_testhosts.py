@@ -1,0 +1,54 @@
+"""The disposable test hosts themselves: two boot at once, and nothing of them is left behind.
+
+Root only (skips with the reason elsewhere).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests import testhosts
+from tests.sweeper.testhost_fixture import free_index, ssh_host
+
+
+@pytest.fixture(autouse=True)
+def _needs_root() -> None:
+    reason = testhosts.skip_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def test_two_hosts_boot_at_once_are_isolated_and_leave_nothing() -> None:
+    first = free_index()
+    second = next(i for i in range(first + 1, 250) if f"10.200.{i}." not in _addresses())
+    names = [(f"swl{first}", first), (f"swl{second}", second)]
+    with ThreadPoolExecutor(2) as pool:
+        hosts = list(pool.map(lambda nv: testhosts.boot(*nv), names))
+    try:
+        for host in hosts:
+            ssh = ssh_host(host)
+            assert ssh.run(["hostname"]).stdout.strip() == host.name
+            # the overlay root: writes inside never reach this machine's files
+            ssh.run(["touch", "/etc/sweeper-overlay-probe"])
+            ssh.close()
+            assert not Path("/etc/sweeper-overlay-probe").exists()
+            # no route out of the namespace
+            routes = host.exec(["ip", "route"]).stdout
+            assert "default" not in routes
+            assert host.exec(["systemctl", "is-system-running"]).stdout.strip() in (
+                "running",
+                "degraded",
+            )
+    finally:
+        for host in hosts:
+            testhosts.shutdown(host)
+    for host in hosts:
+        assert testhosts.leftovers(host.name, host.pid) == []
+
+
+def _addresses() -> str:
+    return subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
