@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -67,6 +68,7 @@ def command(
             typer.echo(f"error: no run directory at {path}", err=True)
             raise typer.Exit(EXIT_USAGE)
     comparison = compare_dirs(run_a, run_b, limit)
-    print_table(comparison, Console(), everything)
+    # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.
+    print_table(comparison, Console(width=None if sys.stdout.isatty() else 160), everything)
     if comparison.regressed:
         raise typer.Exit(EXIT_REGRESSION)
