@@ -248,6 +248,11 @@ RESERVED_FLAGS = ("host", "port", "launch_id", "speculative")
 _FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same kind: True and 1 are different grid values."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
 def _dashed(name: str) -> str:
     return name.replace("_", "-")
 
@@ -308,6 +313,13 @@ class GridSpec(BaseModel):
     @model_validator(mode="after")
     def _check_rules(self) -> GridSpec:
         keys = self.keys()
+        for key in keys:
+            if key == "concurrency":
+                continue
+            values = self.values(key)
+            for index, value in enumerate(values):
+                if any(_same_value(value, earlier) for earlier in values[:index]):
+                    raise _problem(f"duplicate value {value!r}", at=(key, index))
         for rule_kind in ("exclude", "include"):
             for index, rule in enumerate(getattr(self, rule_kind)):
                 if not rule:
@@ -400,8 +412,14 @@ class WorkloadSpec(StrictModel):
             if prompt.id in seen:
                 raise _problem(f"duplicate prompt id {prompt.id!r}", at=("prompts", index, "id"))
             seen.add(prompt.id)
-        if len(set(self.concurrency)) != len(self.concurrency):
-            raise _problem("duplicate concurrency level", at=("concurrency",))
+        for index, level in enumerate(self.concurrency):
+            if level in self.concurrency[:index]:
+                raise _problem(f"duplicate concurrency level {level}", at=("concurrency", index))
+        if self.api == "completions":
+            for index, prompt in enumerate(self.prompts):
+                if prompt.messages is not None:
+                    message = "chat messages need api: chat (completions takes 'text')"
+                    raise _problem(message, at=("prompts", index, "messages"))
         return self
 
 

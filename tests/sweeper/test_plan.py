@@ -202,3 +202,15 @@ def test_ar_only_sweep_when_every_speculative_point_is_excluded() -> None:
     plan = plan_of("grid: {budget: [8], topk: [1], exclude: [{budget: 8}]}\n")
     assert labels(plan) == ["ar-cg0"]
     assert plan.n_points == 1
+
+
+def test_rules_may_name_concurrency() -> None:
+    plan = plan_of(
+        "grid: {budget: [8, 16], topk: [1], exclude: [{budget: 16, concurrency: 4}]}\n",
+        WORKLOAD + "  concurrency: [1, 4]\n",
+    )
+    steps = {
+        s.server_config.label: [rc.id for rc in s.request_configs] for s in plan.hosts[0].steps
+    }
+    assert steps["b16-k1-bs8-cg0"] == ["t0-c1"]
+    assert steps["b8-k1-bs8-cg0"] == ["t0-c1", "t0-c4"]
