@@ -16,7 +16,8 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from sweeper.plan import SPECULATIVE_KEYS, ServerConfig, serve_argv
+from sweeper.plan import SPECULATIVE_KEYS, ServerConfig
+from sweeper.runtime_argv import serve_argv
 from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec, resolve_secrets
 

@@ -1,0 +1,93 @@
+"""The load generator's ceiling: how many streamed chunks per second the sweeper's client can
+take in on one core, against a loopback server that streams as fast as it can.
+
+The fake runtime (tests/sweeper/fake_runtime.py, uvicorn) runs pinned to another core when there
+is one; this process is pinned to core 0. We report chunks received per wall second and per
+second of this process's CPU time: the second is the one-core ceiling of the client itself, the
+first is bounded by whichever side is slower (on a 2-core machine often the server).
+
+    python bench/loadgen_ceiling.py [--tokens 2000] [--concurrency 1 4 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sweeper.client import RequestSpec  # noqa: E402
+from sweeper.workload import run_requests  # noqa: E402
+
+FAKE = ROOT / "tests" / "sweeper" / "fake_runtime.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    args = parser.parse_args()
+    cores = sorted(os.sched_getaffinity(0))
+    server_cores = {cores[-1]} if len(cores) > 1 else set(cores)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(FAKE), "serve", "--port", str(port)],
+        env={**os.environ, "FAKE_START_DELAY": "0"},
+        preexec_fn=lambda: os.sched_setaffinity(0, server_cores),
+        stdout=subprocess.DEVNULL,
+    )
+    os.sched_setaffinity(0, {cores[0]})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "fake server did not start"
+            time.sleep(0.05)
+        base = f"http://127.0.0.1:{port}"
+        for conc in args.concurrency:
+            reqs = [
+                RequestSpec(
+                    prompt_id=f"p{i}",
+                    prompt=f"p{i}",
+                    max_tokens=args.tokens,
+                    temperature=0.0,
+                    repeat=0,
+                )
+                for i in range(max(conc, 2))
+            ]
+            cpu0 = time.process_time()
+            result = asyncio.run(run_requests(base, reqs, concurrency=conc, warmup=1))
+            cpu = time.process_time() - cpu0
+            chunks = sum(r["output_tokens"] for _s, r in result.records)
+            assert all(r["error"] is None for _s, r in result.records)
+            print(
+                f"concurrency {conc:>3}: {chunks} chunks in {result.wall_s:.2f} s wall = "
+                f"{chunks / result.wall_s:,.0f} chunks/s; client CPU {cpu:.2f} s = "
+                f"{chunks / cpu:,.0f} chunks per client-CPU-second (one-core ceiling)"
+            )
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()
