@@ -14,9 +14,10 @@ import difflib
 import json
 import os
 import re
+import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -86,20 +87,11 @@ def suggest(key: str, known: Sequence[str]) -> str:
 
 
 class StrictModel(BaseModel):
-    """Base of every spec model: unknown keys are errors that suggest the closest known key."""
+    """Base of every spec model: unknown keys are errors (`extra_forbidden`), which `_issue`
+    words as "unknown key 'x' (did you mean 'y'?)" using the model found at the error's location.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse_unknown_keys(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            known = list(cls.model_fields)
-            unknown = [k for k in data if k not in known]
-            if unknown:
-                key = unknown[0]
-                raise _problem(suggest(str(key), known), at=(key,))
-        return data
 
 
 # --- hosts --------------------------------------------------------------------------------------
@@ -505,19 +497,72 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = Non
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError([_issue(lines, error) for error in exc.errors()]) from None
+        issues = [_issue(lines, error, Spec) for error in exc.errors()]
+        raise SpecError(sorted(issues, key=lambda issue: issue.line or 0)) from None
     if spec.workload.prompts_file is not None:
         spec = _with_prompts_file(spec, lines, base_dir or Path.cwd())
     return spec
 
 
-def _issue(lines: YamlLines, error: Any) -> SpecIssue:
-    loc = tuple(error["loc"]) + tuple((error.get("ctx") or {}).get("at", ()))
+def _issue(lines: YamlLines, error: Any, root: type[BaseModel] = BaseModel) -> SpecIssue:
+    loc = _error_loc(error)
     line, field = lines.locate(loc)
-    message = error["msg"]
+    return SpecIssue(lines.source, line, field, _error_message(error, root))
+
+
+def _error_loc(error: Any) -> tuple[str | int, ...]:
+    return tuple(error["loc"]) + tuple((error.get("ctx") or {}).get("at", ()))
+
+
+def _error_message(error: Any, root: type[BaseModel]) -> str:
+    """Pydantic's message, except: "required" for a missing key, and a suggestion for an
+    unknown one (the known keys are those of the model the key was found in)."""
     if error["type"] == "missing":
-        message = "required"
-    return SpecIssue(lines.source, line, field, message)
+        return "required"
+    if error["type"] == "extra_forbidden":
+        model = _model_at(root, tuple(error["loc"])[:-1])
+        known = list(model.model_fields) if model is not None else []
+        return suggest(str(error["loc"][-1]), known)
+    return str(error["msg"])
+
+
+def _model_at(root: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseModel] | None:
+    """The model class validating the value at `loc` (a pydantic error location below `root`)."""
+    current: Any = root
+    parts = list(loc)
+    while True:
+        origin, args = get_origin(current), get_args(current)
+        if origin is Annotated:
+            current = args[0]
+        elif origin in (Union, types.UnionType):
+            members = [a for a in args if a is not type(None)]
+            tagged = [m for m in members if parts and _tag(m) == parts[0]]
+            if tagged:  # a discriminated union puts the member's tag in the location
+                current = tagged[0]
+                parts.pop(0)
+            elif len(members) == 1:
+                current = members[0]
+            else:
+                return None
+        elif not parts:
+            return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        elif origin is list and isinstance(parts[0], int):
+            current, parts = args[0], parts[1:]
+        elif origin is dict:
+            current, parts = args[1], parts[1:]
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(parts[0]))
+            if field is None:
+                return None
+            current, parts = field.annotation, parts[1:]
+        else:
+            return None
+
+
+def _tag(model: Any) -> Any:
+    """The `kind` literal of a host model (the discriminator of `HostSpec`)."""
+    fields = getattr(model, "model_fields", {})
+    return fields["kind"].default if "kind" in fields else None
 
 
 def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
@@ -550,9 +595,9 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
             issues.append(SpecIssue(str(path), number, "", f"not JSON: {exc.msg}"))
         except ValidationError as exc:
             for error in exc.errors():
-                loc = tuple(error["loc"]) + tuple((error.get("ctx") or {}).get("at", ()))
-                where = ".".join(str(part) for part in loc)
-                issues.append(SpecIssue(str(path), number, where, error["msg"]))
+                where = ".".join(str(part) for part in _error_loc(error))
+                message = _error_message(error, PromptSpec)
+                issues.append(SpecIssue(str(path), number, where, message))
     if not prompts and not issues:
         issues.append(
             SpecIssue(lines.source, line, field, f"prompts file {str(path)!r} has no prompts")

@@ -197,3 +197,29 @@ def test_json_schema_forbids_unknown_keys() -> None:
     assert schema["additionalProperties"] is False
     assert "workload" in schema["required"]
     assert schema["$defs"]["RuntimeSpec"]["additionalProperties"] is False
+
+
+def test_every_unknown_key_and_bad_value_is_reported_at_once() -> None:
+    text = (
+        "name: x\n"
+        "hosts:\n"
+        "  - name: gpu1\n"
+        "    adress: gpu1.example\n"
+        "runtime: {modle: x, port: 0}\n"
+        "grid:\n"
+        "  budget: [8, -1]\n"
+        "workload:\n"
+        "  prompts: [{id: a, txt: hi}]\n"
+        "  repeat: 2\n"
+    )
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, source="s.yaml")
+    assert [str(issue) for issue in caught.value.issues] == [
+        "s.yaml:3: hosts[0].address: required",
+        "s.yaml:4: hosts[0].adress: unknown key 'adress' (did you mean 'address'?)",
+        "s.yaml:5: runtime.port: Input should be greater than or equal to 1",
+        "s.yaml:5: runtime.modle: unknown key 'modle' (did you mean 'model'?)",
+        "s.yaml:7: grid.budget[1]: Input should be greater than or equal to 0",
+        "s.yaml:9: workload.prompts[0].txt: unknown key 'txt' (did you mean 'text'?)",
+        "s.yaml:10: workload.repeat: unknown key 'repeat' (did you mean 'repeats'?)",
+    ]
