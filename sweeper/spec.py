@@ -1,11 +1,11 @@
 """The sweep spec: the YAML schema (pydantic, unknown keys refused) and its loading.
 
 `load_spec(path)` reads a YAML file and returns a validated `Spec`, or raises one `SpecError` that
-lists every problem as `file:line: field.path: message`. Line numbers come from a second pass of
-PyYAML's composer over the same text (`sweeper/yaml_lines.py`), so a pydantic error location maps
-back to the line the user must edit. Values that would make a sweep meaningless (negative
-temperature, budget < 0, block size < 2, an empty grid list, a missing prompts file...) are refused
-here, before anything starts.
+lists every problem as `file:line: field.path: message`. Line numbers come from PyYAML's composer
+(`sweeper/yaml_lines.py`), so a pydantic error location maps back to the line the user must edit;
+`sweeper/spec_errors.py` words the errors (unknown keys with a suggestion). Values that would make
+a sweep meaningless (negative temperature, budget < 0, block size < 2, an empty grid list, a
+missing prompts file...) are refused here, before anything starts.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ import difflib
 import json
 import os
 import re
-import types
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple, Union, get_args, get_origin
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -31,8 +29,15 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
+from sweeper.spec_errors import (
+    SpecError,
+    SpecIssue,
+    error_loc,
+    error_message,
+    problem,
+    suggest,
+)
 from sweeper.yaml_lines import YamlLines
 
 SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
@@ -43,47 +48,6 @@ NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 
 #: Where the `local` host shorthand and the default `hosts` point.
 LOCAL_HOST_NAME = "local"
-
-
-class SpecIssue(NamedTuple):
-    """One problem in a spec: where it is and what is wrong."""
-
-    file: str
-    line: int | None
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line is not None else self.file
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
-
-
-class SpecError(ValueError):
-    """A spec that cannot be used; `issues` lists every problem (file, line, field, message)."""
-
-    def __init__(self, issues: Sequence[SpecIssue]) -> None:
-        self.issues = list(issues)
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        return "\n".join(str(issue) for issue in self.issues)
-
-
-def _problem(message: str, at: tuple[str | int, ...] = ()) -> PydanticCustomError:
-    """A validation error whose location is `at` below the model raising it.
-
-    The message travels in the context (not the template) so braces in it are never formatted.
-    """
-    return PydanticCustomError("spec", "{message}", {"message": message, "at": at})
-
-
-def suggest(key: str, known: Sequence[str]) -> str:
-    """`unknown key 'budgets' (did you mean 'budget'?)`; no hint when nothing is close."""
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown key {key!r}{hint}"
 
 
 class StrictModel(BaseModel):
@@ -144,7 +108,7 @@ def _host_shorthand(item: Any, index: int) -> Any:
         return {"kind": "local"}
     if isinstance(item, str):
         message = f"a host given as a string must be {LOCAL_HOST_NAME!r}; got {item!r}"
-        raise _problem(message, at=(index,))
+        raise problem(message, at=(index,))
     if isinstance(item, dict) and "kind" not in item:
         return {"kind": "ssh", **item}
     return item
@@ -192,19 +156,19 @@ class RuntimeSpec(StrictModel):
     @model_validator(mode="after")
     def _check_engine_and_secrets(self) -> RuntimeSpec:
         if self.engine == "sglang" and self.speculative_algorithm is None:
-            raise _problem(
+            raise problem(
                 "engine 'sglang' needs runtime.speculative_algorithm (e.g. EAGLE3)", at=("engine",)
             )
         if self.engine != "sglang" and self.speculative_algorithm is not None:
             message = "speculative_algorithm is for engine 'sglang' only"
-            raise _problem(message, at=("speculative_algorithm",))
+            raise problem(message, at=("speculative_algorithm",))
         for name, reference in self.secrets.items():
             try:
                 secret_source(reference)
             except ValueError as exc:
-                raise _problem(str(exc), at=("secrets", name)) from None
+                raise problem(str(exc), at=("secrets", name)) from None
             if name in self.env:
-                raise _problem(f"{name!r} is both in env and in secrets", at=("secrets", name))
+                raise problem(f"{name!r} is both in env and in secrets", at=("secrets", name))
         return self
 
 
@@ -283,21 +247,21 @@ class GridSpec(BaseModel):
             if key in known:
                 continue
             if not isinstance(key, str) or difflib.get_close_matches(key, known, n=1, cutoff=0.75):
-                raise _problem(suggest(str(key), known), at=(key,))
+                raise problem(suggest(str(key), known), at=(key,))
             if key in RESERVED_FLAGS:
-                raise _problem(
+                raise problem(
                     f"{key!r} is set by the sweeper for each launch, not in the grid", at=(key,)
                 )
             if not _FLAG_NAME.match(key):
-                raise _problem(
+                raise problem(
                     f"runtime flag {key!r} must be snake_case (it becomes --{_dashed(key)})",
                     at=(key,),
                 )
             if not isinstance(values, list) or not values:
-                raise _problem(f"grid value for {key!r} must be a non-empty list", at=(key,))
+                raise problem(f"grid value for {key!r} must be a non-empty list", at=(key,))
             for index, value in enumerate(values):
                 if value is None or not isinstance(value, (bool, int, float, str)):
-                    raise _problem(
+                    raise problem(
                         "a runtime flag value must be a number, a string or a bool", at=(key, index)
                     )
         return data
@@ -311,32 +275,32 @@ class GridSpec(BaseModel):
             values = self.values(key)
             for index, value in enumerate(values):
                 if any(_same_value(value, earlier) for earlier in values[:index]):
-                    raise _problem(f"duplicate value {value!r}", at=(key, index))
+                    raise problem(f"duplicate value {value!r}", at=(key, index))
         for rule_kind in ("exclude", "include"):
             for index, rule in enumerate(getattr(self, rule_kind)):
                 if not rule:
-                    raise _problem("an empty rule matches everything", at=(rule_kind, index))
+                    raise problem("an empty rule matches everything", at=(rule_kind, index))
                 for key, value in rule.items():
                     if key not in keys:
-                        raise _problem(suggest(key, keys), at=(rule_kind, index, key))
+                        raise problem(suggest(key, keys), at=(rule_kind, index, key))
                     self._check_rule_value(key, value, at=(rule_kind, index, key))
         return self
 
     def _check_rule_value(self, key: str, value: Any, at: tuple[str | int, ...]) -> None:
         values = value if isinstance(value, list) else [value]
         if not values:
-            raise _problem("an empty list matches nothing", at=at)
+            raise problem("an empty list matches nothing", at=at)
         field = type(self).model_fields.get(key)
         if key == "concurrency":
             field = WorkloadSpec.model_fields["concurrency"]
         if field is None:  # an extra runtime flag: same shape check as the grid's own list
             if any(v is None or not isinstance(v, (bool, int, float, str)) for v in values):
-                raise _problem("a runtime flag value must be a number, a string or a bool", at=at)
+                raise problem("a runtime flag value must be a number, a string or a bool", at=at)
             return
         try:
             TypeAdapter(field.annotation or Any).validate_python(values)
         except ValidationError as exc:
-            raise _problem(exc.errors()[0]["msg"], at=at) from None
+            raise problem(exc.errors()[0]["msg"], at=at) from None
 
     def extra_flags(self) -> dict[str, list[Any]]:
         """Runtime flags beyond the named ones, in spec order: name -> values."""
@@ -374,7 +338,7 @@ class PromptSpec(StrictModel):
     @model_validator(mode="after")
     def _one_form(self) -> PromptSpec:
         if (self.text is None) == (self.messages is None):
-            raise _problem("a prompt needs exactly one of 'text' or 'messages'")
+            raise problem("a prompt needs exactly one of 'text' or 'messages'")
         return self
 
 
@@ -398,20 +362,20 @@ class WorkloadSpec(StrictModel):
     @model_validator(mode="after")
     def _check_prompts(self) -> WorkloadSpec:
         if not self.prompts and self.prompts_file is None:
-            raise _problem("the workload needs 'prompts' or 'prompts_file'")
+            raise problem("the workload needs 'prompts' or 'prompts_file'")
         seen: set[str] = set()
         for index, prompt in enumerate(self.prompts):
             if prompt.id in seen:
-                raise _problem(f"duplicate prompt id {prompt.id!r}", at=("prompts", index, "id"))
+                raise problem(f"duplicate prompt id {prompt.id!r}", at=("prompts", index, "id"))
             seen.add(prompt.id)
         for index, level in enumerate(self.concurrency):
             if level in self.concurrency[:index]:
-                raise _problem(f"duplicate concurrency level {level}", at=("concurrency", index))
+                raise problem(f"duplicate concurrency level {level}", at=("concurrency", index))
         if self.api == "completions":
             for index, prompt in enumerate(self.prompts):
                 if prompt.messages is not None:
                     message = "chat messages need api: chat (completions takes 'text')"
-                    raise _problem(message, at=("prompts", index, "messages"))
+                    raise problem(message, at=("prompts", index, "messages"))
         return self
 
 
@@ -466,7 +430,7 @@ class Spec(StrictModel):
         seen: set[str] = set()
         for index, host in enumerate(self.hosts):
             if host.name in seen:
-                raise _problem(f"duplicate host name {host.name!r}", at=("hosts", index))
+                raise problem(f"duplicate host name {host.name!r}", at=("hosts", index))
             seen.add(host.name)
         return self
 
@@ -497,72 +461,16 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = Non
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        issues = [_issue(lines, error, Spec) for error in exc.errors()]
+        issues = [_issue(lines, error) for error in exc.errors()]
         raise SpecError(sorted(issues, key=lambda issue: issue.line or 0)) from None
     if spec.workload.prompts_file is not None:
         spec = _with_prompts_file(spec, lines, base_dir or Path.cwd())
     return spec
 
 
-def _issue(lines: YamlLines, error: Any, root: type[BaseModel] = BaseModel) -> SpecIssue:
-    loc = _error_loc(error)
-    line, field = lines.locate(loc)
-    return SpecIssue(lines.source, line, field, _error_message(error, root))
-
-
-def _error_loc(error: Any) -> tuple[str | int, ...]:
-    return tuple(error["loc"]) + tuple((error.get("ctx") or {}).get("at", ()))
-
-
-def _error_message(error: Any, root: type[BaseModel]) -> str:
-    """Pydantic's message, except: "required" for a missing key, and a suggestion for an
-    unknown one (the known keys are those of the model the key was found in)."""
-    if error["type"] == "missing":
-        return "required"
-    if error["type"] == "extra_forbidden":
-        model = _model_at(root, tuple(error["loc"])[:-1])
-        known = list(model.model_fields) if model is not None else []
-        return suggest(str(error["loc"][-1]), known)
-    return str(error["msg"])
-
-
-def _model_at(root: type[BaseModel], loc: tuple[str | int, ...]) -> type[BaseModel] | None:
-    """The model class validating the value at `loc` (a pydantic error location below `root`)."""
-    current: Any = root
-    parts = list(loc)
-    while True:
-        origin, args = get_origin(current), get_args(current)
-        if origin is Annotated:
-            current = args[0]
-        elif origin in (Union, types.UnionType):
-            members = [a for a in args if a is not type(None)]
-            tagged = [m for m in members if parts and _tag(m) == parts[0]]
-            if tagged:  # a discriminated union puts the member's tag in the location
-                current = tagged[0]
-                parts.pop(0)
-            elif len(members) == 1:
-                current = members[0]
-            else:
-                return None
-        elif not parts:
-            return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-        elif origin is list and isinstance(parts[0], int):
-            current, parts = args[0], parts[1:]
-        elif origin is dict:
-            current, parts = args[1], parts[1:]
-        elif isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(parts[0]))
-            if field is None:
-                return None
-            current, parts = field.annotation, parts[1:]
-        else:
-            return None
-
-
-def _tag(model: Any) -> Any:
-    """The `kind` literal of a host model (the discriminator of `HostSpec`)."""
-    fields = getattr(model, "model_fields", {})
-    return fields["kind"].default if "kind" in fields else None
+def _issue(lines: YamlLines, error: Any) -> SpecIssue:
+    line, field = lines.locate(error_loc(error))
+    return SpecIssue(lines.source, line, field, error_message(error, Spec))
 
 
 def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
@@ -595,8 +503,8 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
             issues.append(SpecIssue(str(path), number, "", f"not JSON: {exc.msg}"))
         except ValidationError as exc:
             for error in exc.errors():
-                where = ".".join(str(part) for part in _error_loc(error))
-                message = _error_message(error, PromptSpec)
+                where = ".".join(str(part) for part in error_loc(error))
+                message = error_message(error, PromptSpec)
                 issues.append(SpecIssue(str(path), number, where, message))
     if not prompts and not issues:
         issues.append(

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from sweeper.spec_errors import SpecError, SpecIssue
+
 
 @dataclass(frozen=True)
 class YamlLines:
@@ -26,8 +28,6 @@ class YamlLines:
     @classmethod
     def parse(cls, text: str, source: str) -> YamlLines:
         """Parse `text`; raise `SpecError` for YAML syntax errors and duplicate keys."""
-        from sweeper.spec import SpecError, SpecIssue  # spec imports this module
-
         try:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
             data = yaml.safe_load(text)
