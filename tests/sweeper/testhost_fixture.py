@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,10 @@ import pytest
 from sweeper.hosts.ssh import SSHHost, SSHTarget
 from tests import testhosts
 from tests.testhosts import TestHost
+
+#: The test hosts see this machine's root filesystem (copy-on-write overlay), so the Python
+#: running the tests (the project's venv, torch included) exists on them at the same path.
+VENV_PYTHON = sys.executable
 
 
 def free_index() -> int:
@@ -91,3 +96,20 @@ def host_a(testhost_pair: list[TestHost], session_known_hosts: str) -> Iterator[
     host = ssh_host(testhost_pair[0], session_known_hosts)
     yield host
     host.close()
+
+
+def hosts_yaml(hosts: list[TestHost], known_hosts: str, **extra: str) -> str:
+    """The `hosts:` block of a spec for the test hosts (the venv's Python runs the runtime)."""
+    lines = ["hosts:"]
+    for host in hosts:
+        lines += [
+            f"  - name: {host.name}",
+            f"    address: {host.address}",
+            f"    user: {host.user}",
+            f"    key_file: {host.key_file}",
+            f"    known_hosts: {known_hosts}",
+            f"    python: {VENV_PYTHON}",
+            "    remote_root: /opt/ddtree-sweeper",
+        ]
+        lines += [f"    {key}: {value}" for key, value in extra.items()]
+    return "\n".join(lines) + "\n"
