@@ -27,6 +27,9 @@ app.command("report")(report.command)
 app.command("compare")(compare.command)
 app.command("nightly")(nightly.command)
 app.add_typer(cron.app, name="cron")
+from sweeper.commands import doctor  # noqa: E402
+
+app.command("doctor")(doctor.command)
 
 
 def main() -> None:
