@@ -6,6 +6,9 @@ from sending the request to the first chunk carrying tokens; ITLs are the gaps b
 successive token-carrying chunks (a speculative step may deliver several tokens in one chunk;
 the gap is recorded once per chunk, not split). `sha256` is the hex sha256 of the decimal token
 ids joined by "," (e.g. "12,7,99"), UTF-8 encoded; an empty output hashes the empty string.
+A margin is NaN where fewer than two alternatives came back: the legacy completions format keys
+`top_logprobs` by token text, so two tokens that decode alike collapse into one entry (the chat
+format lists them, so prefer `api: chat` when near ties matter).
 """
 
 from __future__ import annotations

@@ -54,6 +54,13 @@ def server_columns(sc: ServerConfig) -> dict[str, Any]:
     return cols
 
 
+def served_model_name(info: Mapping[str, Any], fallback: str) -> str:
+    """The name the runtime serves under (/server_info config), else the spec's model."""
+    config = info.get("config") or {}
+    model = info.get("model") or {}
+    return str(config.get("served_model_name") or model.get("name") or fallback)
+
+
 @dataclass
 class _Step:
     """What one host thread knows about the instance currently serving."""
@@ -62,6 +69,8 @@ class _Step:
     identity: Identity | None = None
     log_cursor: str | None = None
     warm: bool = False
+    #: The served model name requests must carry (OpenAI's required `model`).
+    model: str | None = None
 
 
 @dataclass
@@ -233,6 +242,7 @@ class Runner:
                 self._fail(backend, pending, exc.reason, None, log_tail=exc.log_tail)
             return None
         state.identity = identity
+        state.model = served_model_name(identity.info, runtime.model)
         self._note_host(backend, host, identity)
         with self._lock:
             timings = self.store.manifest.timings
@@ -284,7 +294,7 @@ class Runner:
             requests,
             concurrency=rc.concurrency,
             warmup=0 if state.warm else workload.warmup,
-            model=None,
+            model=state.model,
             on_record=lambda _s, r: self.progress.tokens(host, r["output_tokens"]),
         )
         state.warm = True

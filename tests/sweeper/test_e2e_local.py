@@ -1,0 +1,68 @@
+"""End to end: `sweeper run` on a small sweep against the real bundled runtime (tiny-random model):
+AR baseline + 2 speculative configs, 2 prompts x 2 repeats, 16 tokens; every point proven,
+measured, recorded, and exact (or a near tie) against the baseline."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweeper.launch import runtime_source_hash
+from sweeper.store import RunStore
+from tests.sweeper.sweep_fixtures import write_spec
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("ddtree_runtime.__main__") is None,
+        reason="the runtime has no `python -m ddtree_runtime serve` entry point yet",
+    ),
+]
+
+
+def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
+    spec = write_spec(
+        tmp_path,
+        port,
+        python=None,
+        max_tokens=16,
+        repeats=2,
+        ready_timeout_s=240,
+        extra_runtime={"device": "cpu"},
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeper.cli",
+            "run",
+            str(spec),
+            "--plain",
+            "--results",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    points = pd.read_parquet(run_dir / "points.parquet")
+    assert done.returncode == 0, done.stderr[-3000:] + "\n" + points.to_string()
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    assert list(points.engine) == ["ar", "ddtree", "ddtree"]
+    assert (points.status == "ok").all()
+    assert set(points.determinism[1:]) <= {"exact", "near-tie"}
+    assert points.fingerprint.nunique() == 3  # three distinct configs, each proven
+    assert len(requests) == 12 and (requests.output_tokens > 0).all()
+    assert (requests.output_tokens <= 16).all()
+    assert requests[requests.engine == "ddtree"].tau.ge(1).all()
+    manifest = RunStore.open(run_dir).manifest
+    assert manifest.status == "complete"
+    # The runtime reports the same source hash the controller computes from the package files.
+    assert manifest.hosts["local"].reported_source_hash == runtime_source_hash()
+    assert manifest.runtime_source_hash == runtime_source_hash()
