@@ -22,7 +22,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweeper.hosts.ssh import SSHHost
 from tests.sweeper.conftest import FAKE_RUNTIME
 from tests.sweeper.testhost_fixture import VENV_PYTHON, hosts_yaml, ssh_host
 from tests.testhosts import TestHost
