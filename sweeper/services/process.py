@@ -86,6 +86,7 @@ class ProcessService:
     def start(self, launch: Launch) -> Instance:
         if self._proc is not None and self._proc.poll() is None:
             raise ServiceError("the previous instance is still running; stop it first")
+        self._proc, self._launch, self._log_path = None, None, None  # forget the previous one
         self.reap_stale()
         if not wait_port_free(launch.port, self.port_wait_s):
             raise ServiceError(
