@@ -88,7 +88,7 @@ def command(
     progress: SweepProgress = RichProgress(console) if live else PlainProgress(console)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        with progress:  # type: ignore[attr-defined]
+        with progress:
             code = Runner(plan.spec, plan, store, backends, progress).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
