@@ -20,6 +20,9 @@ from sweeper.spec import LocalHostSpec, Spec, SSHHostSpec
 #: Below this much free space under the remote root a sweep may fail mid-way (logs, bundle).
 MIN_FREE_BYTES = 2 * 1024**3
 SELFTEST_TIMEOUT_S = 600.0
+#: A small selftest config: seconds on a CPU, still AR-vs-DDTree token identity end to end.
+SELFTEST_ARGS: tuple[str, ...] = ("--model", "tiny-random", "--budgets", "4", "--topk", "2")
+SELFTEST_ARGS += ("--block-size", "4", "--max-new-tokens", "8")
 #: Prints the versions of the packages the runtime needs, as JSON, on the host's Python.
 VERSIONS_SCRIPT = """
 import importlib, json, platform, sys
@@ -56,7 +59,7 @@ def check_host(
     python: str,
     sglang: bool = False,
     selftest: bool = True,
-    selftest_args: tuple[str, ...] = ("--model", "tiny-random"),
+    selftest_args: tuple[str, ...] = SELFTEST_ARGS,
 ) -> list[Check]:
     """Run every check against one host; never raises for a failing check."""
     checks: list[Check] = []
