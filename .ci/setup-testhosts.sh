@@ -15,6 +15,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 [ -x /lib/systemd/systemd ] || need+=(systemd)
 command -v systemd-id128 >/dev/null 2>&1 || need+=(systemd)
 [ -e /usr/share/dbus-1/system.conf ] || need+=(dbus)
+command -v sudo >/dev/null 2>&1 || need+=(sudo)   # the non-root + sudo path of SystemdService
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

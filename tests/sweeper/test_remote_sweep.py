@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 import yaml
@@ -123,6 +124,11 @@ def test_failed_units_are_failed_points_and_values_arrive_literally(
     assert "not ready after 8 s" in hung.reason and "Started" in hung.log_tail
     for point_id in points.point_id:
         assert (run_dir / "logs" / f"{point_id}.log").exists()
+    # each point's journal lines, captured by cursor, are in its log
+    crashed_log = (run_dir / "logs" / f"{crashed.point_id}.log").read_text()
+    assert "injected start failure (exit 2)" in crashed_log
+    ok_log = (run_dir / "logs" / f"{ok.point_id.iloc[0]}.log").read_text()
+    assert "fake runtime listening" in ok_log and "injected" not in ok_log
     # The metacharacters reached the runtime as one literal argument and env value.
     for host in testhost_pair:
         argv = (host.root / FAKE_DIR.lstrip("/") / "argv").read_bytes().split(b"\0")
@@ -168,6 +174,7 @@ def test_two_host_sweep_of_the_real_runtime_survives_dropped_connections(
             },
             "grid": {"budget": [8], "topk": [2], "block_size": [4], "cuda_graph": [False]},
             "baseline": True,
+            "leave_running": True,
             "workload": _workload(prompts=2, max_tokens=12),
         },
     )
@@ -191,6 +198,12 @@ def test_two_host_sweep_of_the_real_runtime_survives_dropped_connections(
     # same tokens.
     assert len(requests) == 8
     assert requests.groupby("prompt_id").sha256.nunique().max() == 1
+    # leave_running: the last config still serves on each host, under systemd
+    for host in testhost_pair:
+        assert host.exec(["systemctl", "is-active", "ddtree-remotereal"]).stdout.strip() == "active"
+        info = httpx.get(f"http://{host.address}:18400/server_info", timeout=10).json()
+        assert info["fingerprint_inputs"]["config"]["speculative"] == "ddtree"
+        host.exec(["systemctl", "stop", "ddtree-remotereal"])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     for host in testhost_pair:
         facts = manifest["hosts"][host.name]

@@ -6,6 +6,7 @@ Needs root (the test hosts); skips with the reason elsewhere. The pure parts (co
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import uuid
@@ -218,3 +219,30 @@ def test_proxy_jump_through_a_bastion(testhost_pair: list[TestHost], tmp_path: P
         assert who[0] == "127.0.0.1"  # the inner login came from the bastion itself
     finally:
         host.close()
+
+
+def test_ssh_agent_keys_are_used(
+    testhost_pair: list[TestHost],
+    session_known_hosts: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No key file given: the key comes from an ssh-agent (our own, on a private socket)."""
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if socket_path.exists():
+                break
+            time.sleep(0.05)
+        env = {"SSH_AUTH_SOCK": str(socket_path), "PATH": "/usr/bin:/bin"}
+        subprocess.run(["ssh-add", "-q", testhost_pair[0].key_file], env=env, check=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh keys to fall back on
+        target = SSHTarget(testhost_pair[0].address, 22, "root", (), None, session_known_hosts)
+        host = SSHHost("agent", target)
+        assert host.run(["hostname"]).stdout.strip() == testhost_pair[0].name
+        host.close()
+    finally:
+        agent.terminate()
+        agent.wait(10)

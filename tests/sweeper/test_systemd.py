@@ -9,12 +9,13 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from sweeper.hosts.ssh import SSHHost
+from sweeper.hosts.ssh import SSHHost, SSHTarget
 from sweeper.readiness import ReadinessError, wait_healthy
-from sweeper.services import Launch
+from sweeper.services import Launch, ServiceError
 from sweeper.services.systemd import SystemdService, parse_show
 from tests.testhosts import TestHost
 
@@ -147,3 +148,50 @@ def test_stop_frees_the_port(service: SystemdService, host_a: SSHHost) -> None:
     service.stop()
     assert not host_a.run(["ss", "-Hltn", "sport = :18500"]).stdout.strip()
     assert service.show().active_state == "inactive"
+
+
+def _add_sudo_user(host: TestHost, name: str, sudo: bool) -> None:
+    """A non-root login on the test host (in its overlay), with passwordless sudo or none."""
+    script = (
+        f"id {name} >/dev/null 2>&1 || useradd -m -s /bin/sh {name}; "
+        f"install -d -m 700 -o {name} -g {name} /home/{name}/.ssh; "
+        f"install -m 600 -o {name} -g {name} /root/.ssh/authorized_keys /home/{name}/.ssh/; "
+        + (f"echo '{name} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{name}" if sudo else "true")
+    )
+    assert host.exec(["sh", "-c", script]).returncode == 0
+
+
+def test_non_root_user_manages_the_unit_through_sudo(
+    testhost_pair: list[TestHost], session_known_hosts: str
+) -> None:
+    if not Path("/usr/bin/sudo").exists():
+        pytest.skip("sudo is not installed (run .ci/setup-testhosts.sh)")
+    host = testhost_pair[1]
+    _add_sudo_user(host, "ops", sudo=True)
+    target = SSHTarget(host.address, 22, "ops", (host.key_file,), None, session_known_hosts)
+    ssh = SSHHost("ops", target, sudo_allowed=True)
+    service = SystemdService(
+        ssh, unit="sweeper-sudo-test", remote_root="/home/ops/ddtree", sudo=True
+    )
+    try:
+        assert ssh.run(["id", "-un"]).stdout.strip() == "ops"
+        instance = service.start(launch("-c", SLEEPER, secret_env={"TOKEN": "t"}))
+        assert service.state().running and instance.pid
+        assert "Restart=no" in host.exec(["cat", service.unit_path]).stdout
+        mode = ssh.run(["stat", "-c", "%a %U", service.secrets_path]).stdout.split()
+        assert mode == ["600", "ops"]
+        service.stop()
+        assert not service.state().running
+    finally:
+        service.stop()
+        service.remove()
+        ssh.close()
+    # The same user without sudo rights: a clear error, nothing installed.
+    _add_sudo_user(host, "nosudo", sudo=False)
+    target = SSHTarget(host.address, 22, "nosudo", (host.key_file,), None, session_known_hosts)
+    plain = SSHHost("nosudo", target, sudo_allowed=True)
+    refused = SystemdService(plain, unit="sweeper-nosudo", remote_root="/home/nosudo/d", sudo=True)
+    with pytest.raises(ServiceError, match="sudo"):
+        refused.start(launch("-c", SLEEPER))
+    assert host.exec(["test", "-e", "/etc/systemd/system/sweeper-nosudo.service"]).returncode == 1
+    plain.close()
