@@ -104,9 +104,12 @@ def command(
         + f"; exit {code}",
         markup=False,
         highlight=False,
+        soft_wrap=True,
     )
     if code == 130:
-        console.print(f"resume with: sweeper run {spec} --resume {store.dir}", markup=False)
+        console.print(
+            f"resume with: sweeper run {spec} --resume {store.dir}", markup=False, soft_wrap=True
+        )
     sys.stdout.write(f"{store.dir}\n")
     sys.stdout.flush()
     raise typer.Exit(code)
