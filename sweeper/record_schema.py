@@ -108,6 +108,8 @@ class HostFacts(BaseModel):
     device: str | None = None
     #: The machine the sweeper itself ran on.
     controller: str | None = None
+    #: uname, cpus, mem_total as the host reports them.
+    system: dict[str, str] = Field(default_factory=dict)
 
 
 class Manifest(BaseModel):

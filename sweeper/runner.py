@@ -13,7 +13,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -407,6 +407,8 @@ class Runner:
 
     def _note_host(self, backend: Backend, host: str, identity: Identity) -> None:
         info = identity.info
+        known = self.store.manifest.hosts.get(host)
+        system = known.system if known and known.system else _system_facts(backend)
         facts = HostFacts(
             name=host,
             address=backend.host.address,
@@ -415,6 +417,7 @@ class Runner:
             model=dict(info.get("model") or {}),
             device=info.get("device"),
             controller=platform.node(),
+            system=system,
         )
         with self._lock:
             self.store.manifest.hosts[host] = facts
@@ -425,4 +428,18 @@ class Runner:
         return backend.service.logs(None)[0][-LOG_TAIL_CHARS:]
 
 
-ProgressFactory = Callable[[], SweepProgress]
+def _system_facts(backend: Backend) -> dict[str, str]:
+    """uname, CPU count and memory of the host, best effort (facts, never a reason to fail)."""
+    facts: dict[str, str] = {}
+    for key, argv in (
+        ("uname", ["uname", "-srmn"]),
+        ("cpus", ["nproc"]),
+        ("mem_total", ["sh", "-c", "grep MemTotal /proc/meminfo"]),
+    ):
+        try:
+            result = backend.host.run(argv, timeout=10, check=False)
+        except Exception:  # noqa: BLE001 - a missing tool only leaves the fact out
+            continue
+        if result.ok:
+            facts[key] = result.stdout.strip().removeprefix("MemTotal:").strip()
+    return facts

@@ -100,6 +100,7 @@ def test_sweep_measures_every_point(tmp_path: Path, port: int) -> None:
     m = store.manifest
     assert (m.status, m.points_done, m.points_ok, m.exit_code) == ("complete", 3, 3, 0)
     assert m.hosts["local"].runtime_version == "0.0.0-fake"
+    assert m.hosts["local"].system["cpus"].isdigit() and "Linux" in m.hosts["local"].system["uname"]
     for pid in points.index:
         assert (store.dir / "logs" / f"{pid}.log").exists()
     assert not port_in_use(port)  # stopped at the end
