@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweeper.report.outputs import Divergence, load_divergences
-from sweeper.report.verdicts import OK_VERDICTS, worst_verdict
+from sweeper.report.verdicts import OK_VERDICTS, worst_by_group
 
 POINT_COLUMNS = [
     "run_id",
@@ -144,29 +145,38 @@ def load_request_scalars(run_dir: Path) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=REQUEST_SCALARS)
     cols = [c for c in REQUEST_SCALARS if c in request_columns(path)]
-    return pq.read_table(path, columns=cols).to_pandas()
+    # Repeated strings come back as categoricals: a fraction of the memory and fast groupbys.
+    categorical = [c for c in ("host", "point_id", "prompt_id", "verdict") if c in cols]
+    return pq.read_table(path, columns=cols, read_dictionary=categorical).to_pandas()
 
 
-def sample_itls(run_dir: Path, points: pd.DataFrame, per_point: int = 2000) -> pd.DataFrame:
-    """Up to `per_point` inter-token latencies per point, sampled uniformly (bounded memory)."""
+def sample_itls(run_dir: Path, per_point: int = 200, seed: int = 0) -> pd.DataFrame:
+    """Inter-token latencies of up to `per_point` requests per point, picked at random.
+
+    Sampling rows (not values) keeps memory and time flat however many requests a run has.
+    """
     path = run_dir / "requests.parquet"
     if not path.exists() or not {"itls", "point_id"} <= set(request_columns(path)):
-        return pd.DataFrame({"point_id": [], "itl": []})
-    table = pq.read_table(path, columns=["point_id", "itls"])
-    lists = table.column("itls").combine_chunks()
-    values = lists.flatten().to_numpy(zero_copy_only=False)
+        return pd.DataFrame({"point_id": pd.Series([], dtype=str), "itl": []})
+    ids = pq.read_table(path, columns=["point_id"]).column("point_id")
+    codes, uniques = pd.factorize(ids.to_numpy(zero_copy_only=False))
+    order = np.random.default_rng(seed).permutation(len(codes))
+    rank = pd.Series(codes[order]).groupby(codes[order]).cumcount().to_numpy()
+    rows = np.sort(order[rank < per_point])
+    picked = []
+    start = 0
+    # Streamed in batches: only the sampled rows' lists are ever held, not all of them.
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=131072, columns=["itls"]):
+        lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
+        if hi > lo:
+            picked.append(batch.column(0).take(rows[lo:hi] - start))
+        start += batch.num_rows
+    if not picked:
+        return pd.DataFrame({"point_id": pd.Series([], dtype=str), "itl": []})
+    lists = pa.concat_arrays(picked)
     lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
-    codes, uniques = pd.factorize(table.column("point_id").to_numpy(zero_copy_only=False))
-    del table, lists
-    owner = np.repeat(codes, lengths)
-    rng = np.random.default_rng(0)
-    keep = rng.random(len(values)) < _keep_fraction(owner, len(uniques), per_point)[owner]
-    return pd.DataFrame({"point_id": uniques[owner[keep]], "itl": values[keep]})
-
-
-def _keep_fraction(owner: np.ndarray, n_points: int, per_point: int) -> np.ndarray:
-    counts = np.bincount(owner, minlength=n_points).astype(float)
-    return np.minimum(1.0, per_point / np.maximum(counts, 1.0))
+    values = lists.flatten().to_numpy(zero_copy_only=False)
+    return pd.DataFrame({"point_id": np.repeat(uniques[codes[rows]], lengths), "itl": values})
 
 
 def mark_best(points: pd.DataFrame) -> pd.Series:
@@ -191,8 +201,9 @@ def build_verdict_matrix(points: pd.DataFrame, requests: pd.DataFrame) -> pd.Dat
     """Config x prompt -> the worst verdict over repeats; failed points show 'failed'."""
     if requests.empty or not {"verdict", "prompt_id", "point_id"} <= set(requests):
         return pd.DataFrame()
-    worst = requests.groupby(["point_id", "prompt_id"], observed=True)["verdict"].agg(worst_verdict)
+    worst = worst_by_group(requests["verdict"], [requests["point_id"], requests["prompt_id"]])
     matrix = worst.unstack("prompt_id")
+    matrix.index = matrix.index.astype(str)
     labels = points.set_index("point_id")["config"]
     failed = points[points["status"] == "failed"]["point_id"]
     for pid in failed:
@@ -275,9 +286,10 @@ def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
         raw_points if raw_points is not None else pd.DataFrame(columns=["point_id"])
     )
     requests = load_request_scalars(run_dir)
-    if "point_id" in points and "point_id" in requests:
-        requests = requests.merge(points[["point_id", "config_long"]], on="point_id", how="left")
-    matrix = build_verdict_matrix(points.assign(config=points["config_long"]), requests)
+    rows = points["config_long"]
+    if points["host"].nunique() > 1:  # the same config on two hosts is two rows
+        rows = points["host"].astype(str) + " " + rows
+    matrix = build_verdict_matrix(points.assign(config=rows), requests)
     divergences, total = load_divergences(run_dir, points, max_divergences)
     return RunView(
         run_dir=run_dir,
@@ -287,7 +299,7 @@ def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
         manifest=manifest or {},
         points=points,
         requests=requests,
-        itl_sample=sample_itls(run_dir, points),
+        itl_sample=sample_itls(run_dir),
         verdict_matrix=matrix,
         missing=missing,
         failures=_failures(points, run_dir),

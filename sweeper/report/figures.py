@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.image import AxesImage  # noqa: E402
 
 from sweeper.report.assemble import RunView  # noqa: E402
 from sweeper.report.verdicts import COLOURS, SEVERITY  # noqa: E402
@@ -40,7 +41,9 @@ class Chart:
 def to_data_uri(fig: Figure) -> str:
     """Encode a figure as a base64 PNG data URI and free it."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    # Layout is decided when the figure is made (constrained); bbox_inches="tight" would draw
+    # every figure twice.
+    fig.savefig(buf, format="png", dpi=DPI)
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
@@ -59,35 +62,56 @@ def speedup_heatmaps(points: pd.DataFrame) -> list[Chart]:
     if "speedup" not in data or data["speedup"].isna().all():
         return charts
     for host, hp in data.groupby("host"):
+        limits = (float(hp["speedup"].min()), float(hp["speedup"].max()))
+        image = None
         temps = sorted(hp["temperature"].unique())
         graphs = sorted(hp["cuda_graph"].fillna(False).astype(bool).unique())
         fig, axes = plt.subplots(
-            len(temps), len(graphs), figsize=(4.2 * len(graphs), 3.4 * len(temps)), squeeze=False
+            len(temps),
+            len(graphs),
+            figsize=(4.4 * len(graphs), 3.4 * len(temps)),
+            squeeze=False,
+            layout="constrained",
         )
         for i, temp in enumerate(temps):
             for j, graph in enumerate(graphs):
                 cell = hp[(hp["temperature"] == temp) & (hp["cuda_graph"].fillna(False) == graph)]
                 grid = cell.pivot_table(index="budget", columns="topk", values="speedup")
-                _heatmap(axes[i][j], grid, f"T={temp:g}, cuda graph {'on' if graph else 'off'}")
+                title = f"T={temp:g}, cuda graph {'on' if graph else 'off'}"
+                image = _heatmap(axes[i][j], grid, title, limits) or image
+        if image is not None:  # one shared scale, so panels compare at a glance
+            fig.colorbar(image, ax=axes, shrink=0.8, label="speedup vs AR")
         fig.suptitle(f"{host}: speedup vs AR (concurrency {int(hp['concurrency'].min())})")
         charts.append(Chart(f"Speedup heatmap: {host}", to_data_uri(fig)))
     return charts
 
 
-def _heatmap(ax: plt.Axes, grid: pd.DataFrame, title: str) -> None:
+def _heatmap(
+    ax: plt.Axes, grid: pd.DataFrame, title: str, limits: tuple[float, float]
+) -> AxesImage | None:
     ax.set_title(title, fontsize=10)
     if grid.empty:
         ax.text(0.5, 0.5, "no data", ha="center", va="center")
-        return
-    image = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto", origin="lower")
+        return None
+    image = ax.imshow(
+        grid.to_numpy(dtype=float),
+        cmap="viridis",
+        aspect="auto",
+        origin="lower",
+        vmin=limits[0],
+        vmax=limits[1],
+    )
     ax.set_xticks(range(len(grid.columns)), [str(int(c)) for c in grid.columns])
     ax.set_yticks(range(len(grid.index)), [str(int(b)) for b in grid.index])
     ax.set_xlabel("topk")
     ax.set_ylabel("budget")
-    for (r, c), value in np.ndenumerate(grid.to_numpy(dtype=float)):
-        if not np.isnan(value):
-            ax.text(c, r, f"{value:.2f}", ha="center", va="center", color="white", fontsize=9)
-    ax.figure.colorbar(image, ax=ax, fraction=0.046)
+    values = grid.to_numpy(dtype=float)
+    middle = (limits[0] + limits[1]) / 2
+    for (r, c), value in np.ndenumerate(values):
+        if not np.isnan(value):  # dark text on the bright end of viridis, light on the dark end
+            colour = "black" if value >= middle else "white"
+            ax.text(c, r, f"{value:.2f}", ha="center", va="center", color=colour, fontsize=9)
+    return image
 
 
 def throughput_and_tau(points: pd.DataFrame) -> list[Chart]:
@@ -98,7 +122,9 @@ def throughput_and_tau(points: pd.DataFrame) -> list[Chart]:
         return charts
     for host, hp in data.groupby("host"):
         temps = sorted(hp["temperature"].unique())
-        fig, axes = plt.subplots(2, len(temps), figsize=(5 * len(temps), 6.5), squeeze=False)
+        fig, axes = plt.subplots(
+            2, len(temps), figsize=(5 * len(temps), 6.5), squeeze=False, layout="constrained"
+        )
         ar = points[(points["engine"] == "ar") & (points["host"] == host)]
         for j, temp in enumerate(temps):
             at = hp[hp["temperature"] == temp]
@@ -122,11 +148,12 @@ def throughput_and_tau(points: pd.DataFrame) -> list[Chart]:
     return charts
 
 
-def _box_stats(values: pd.Series, groups: pd.Series) -> list[dict]:
+def _box_stats(values: pd.Series, groups: pd.Series, labels: dict[str, str]) -> list[dict]:
     frame = pd.DataFrame({"v": values.to_numpy(), "g": groups.to_numpy()}).dropna()
     if frame.empty:
         return []
-    q = frame.groupby("g")["v"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+    q = frame.groupby("g", observed=True)["v"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+    q.index = [labels.get(str(g), str(g)) for g in q.index]
     q = q.sort_values(0.5, ascending=False).head(MAX_BOXES)
     return [
         {
@@ -144,13 +171,11 @@ def _box_stats(values: pd.Series, groups: pd.Series) -> list[dict]:
 
 def latency_distributions(view: RunView) -> list[Chart]:
     """TTFT and ITL per config as box plots (5/25/50/75/95th percentiles)."""
-    req = view.requests
-    ttft = (
-        _box_stats(req["ttft"], req["config_long"]) if {"ttft", "config_long"} <= set(req) else []
-    )
-    labels = view.points.set_index("point_id")["config_long"] if "point_id" in view.points else {}
-    itl_groups = view.itl_sample["point_id"].map(labels) if len(view.itl_sample) else pd.Series([])
-    itl = _box_stats(view.itl_sample["itl"] * 1000, itl_groups) if len(view.itl_sample) else []
+    req, sample = view.requests, view.itl_sample
+    labels = view.points.set_index("point_id")["config_long"].to_dict()
+    has_ttft = {"ttft", "point_id"} <= set(req)
+    ttft = _box_stats(req["ttft"], req["point_id"], labels) if has_ttft else []
+    itl = _box_stats(sample["itl"] * 1000, sample["point_id"], labels) if len(sample) else []
     panels = [(s, t) for s, t in ((ttft, "TTFT (s)"), (itl, "inter-token latency (ms)")) if s]
     if not panels:
         return []
@@ -161,12 +186,12 @@ def latency_distributions(view: RunView) -> list[Chart]:
         figsize=(9, 0.26 * rows + 1.2 * len(panels)),
         squeeze=False,
         gridspec_kw={"height_ratios": [len(s) for s, _ in panels]},
+        layout="constrained",
     )
     for ax, (stats, title) in zip(axes[:, 0], panels, strict=True):
         ax.bxp(stats, orientation="horizontal", showfliers=False)
         ax.set_xlabel(title)
         ax.tick_params(axis="y", labelsize=8)
-    fig.tight_layout()
     caption = f"Slowest {MAX_BOXES} configs by median shown." if len(ttft) >= MAX_BOXES else ""
     return [Chart("Latency distributions", to_data_uri(fig), caption)]
 
@@ -175,12 +200,16 @@ def determinism_matrix(matrix: pd.DataFrame) -> list[Chart]:
     """Config x prompt, coloured by the worst verdict over repeats."""
     if matrix.empty:
         return []
-    codes = matrix.map(lambda v: SEVERITY.index(v) if v in SEVERITY else SEVERITY.index("diverged"))
+    lookup = {name: i for i, name in enumerate(SEVERITY)}
+    cells = [lookup.get(v, lookup["diverged"]) for v in matrix.to_numpy().ravel()]
+    codes = np.array(cells, dtype=float).reshape(matrix.shape)
     cmap = ListedColormap([COLOURS[name] for name in SEVERITY])
     rows, cols = matrix.shape
-    fig, ax = plt.subplots(figsize=(min(16, 3 + 0.35 * cols), 1.2 + 0.28 * rows))
+    fig, ax = plt.subplots(
+        figsize=(min(16, 3 + 0.35 * cols), 1.2 + 0.28 * rows), layout="constrained"
+    )
     ax.imshow(
-        codes.to_numpy(dtype=float),
+        codes,
         cmap=cmap,
         vmin=-0.5,
         vmax=len(SEVERITY) - 0.5,

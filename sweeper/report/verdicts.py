@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pandas as pd
+
 # Least to most severe; the matrix shows the worst verdict over a prompt's repeats.
 SEVERITY = [
     "exact",
@@ -41,3 +43,12 @@ def worst_verdict(verdicts: Iterable[object]) -> str:
     """The most severe verdict of a group (nulls ignored; 'missing' when all are null)."""
     present = [str(v) for v in verdicts if v is not None and v == v]
     return max(present, key=rank) if present else "missing"
+
+
+def worst_by_group(verdicts: pd.Series, keys: list[pd.Series]) -> pd.Series:
+    """The worst verdict per group, vectorised (severity codes, max, back to names)."""
+    names = verdicts.astype("string").fillna("missing")
+    known = names.where(names.isin(SEVERITY), "diverged")
+    codes = known.map({name: i for i, name in enumerate(SEVERITY)}).astype("int64")
+    worst = codes.groupby(keys, observed=True).max()
+    return worst.map(dict(enumerate(SEVERITY)))
