@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -64,9 +65,10 @@ def test_doctor_fails_on_a_busy_port_and_an_unknown_host_key(
     host_a.run(["systemd-run", f"--unit={unit}", "python3", "-m", "http.server", str(port)])
     try:
         spec = _spec(tmp_path, testhost_pair, str(known), port)
-        for _ in range(50):
-            if host_a.run(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip():
-                break
+        deadline = time.monotonic() + 30
+        while not host_a.run(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip():
+            assert time.monotonic() < deadline, "the busy-port server never listened"
+            time.sleep(0.1)
         result = CliRunner().invoke(app, ["doctor", str(spec), "--no-selftest"])
     finally:
         host_a.run(["systemctl", "stop", unit], check=False)
