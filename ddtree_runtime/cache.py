@@ -65,7 +65,7 @@ class SlotLayer(CacheLayerMixin):
 
 
 class SlotCache(Cache):
-    """Per-slot KV buffers for all layers; set ``rows``/``write_pos``/``kv_len`` before a forward."""
+    """Per-slot KV buffers for all layers; ``target`` says where the next forward writes."""
 
     def __init__(self, num_layers: int, max_batch: int, max_len: int) -> None:
         self.max_batch = max_batch
@@ -73,7 +73,8 @@ class SlotCache(Cache):
         self.rows = slice(0, 0)
         self.write_pos = torch.zeros((0, 0), dtype=torch.long)
         self.kv_len = 0
-        super().__init__(layers=[SlotLayer(self) for _ in range(num_layers)])
+        self.slot_layers = [SlotLayer(self) for _ in range(num_layers)]
+        super().__init__(layers=list(self.slot_layers))
 
     def target(self, rows: slice, write_pos: torch.Tensor, kv_len: int) -> None:
         """Where the next forward writes (per-row absolute positions) and how much it reads."""
@@ -83,7 +84,7 @@ class SlotCache(Cache):
         """For slots 0..n-1 copy positions src[i, :] to dst[i, :] (gather first, then write)."""
         n, p = src.shape
         bi = torch.arange(n, device=src.device)[:, None].expand(n, p)
-        for layer in self.layers:
+        for layer in self.slot_layers:
             for buf in (layer.keys, layer.values):
                 if buf is None:
                     continue
@@ -92,7 +93,7 @@ class SlotCache(Cache):
 
     def move_slot(self, src: int, dst: int, length: int) -> None:
         """Copy slot src's first `length` positions into slot dst (compacting active slots)."""
-        for layer in self.layers:
+        for layer in self.slot_layers:
             for buf in (layer.keys, layer.values):
                 if buf is not None:
                     buf[dst, :, :length] = buf[src, :, :length]
@@ -100,7 +101,7 @@ class SlotCache(Cache):
     def slot_kv(self, slot: int, length: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The committed (keys, values) of one slot per layer, for tests against AR."""
         out = []
-        for layer in self.layers:
+        for layer in self.slot_layers:
             assert layer.keys is not None and layer.values is not None
             out.append((layer.keys[slot, :, :length], layer.values[slot, :, :length]))
         return out

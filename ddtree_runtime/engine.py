@@ -1,8 +1,8 @@
 """The DDTree engine: request state, continuous batching and the draft-tree-verify-commit step.
 
-Threading: one engine thread calls ``step()``; ``add_request``/``abort``/``stats`` may be called from
-any thread (an internal ``threading.Lock`` guards the queues; new requests and aborts take effect
-at the start of the next step).
+Threading: one engine thread calls ``step()``; ``add_request``, ``abort`` and ``stats`` may be
+called from any thread (an internal ``threading.Lock`` guards the queues; new requests and aborts
+take effect at the start of the next step).
 
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
 drafts, builds one padded tree per request (q_len = 1 + budget for everyone), verifies all trees in
@@ -144,6 +144,7 @@ class Engine:
         self._active: list[_Request] = []  # index == cache slot
         self._finished: OrderedDict[str, RequestStats] = OrderedDict()
         self._counter = 0
+        self.pad_token = 0  # token id on padding nodes (tests set it to the target's choice)
 
     # ---- requests (any thread) -------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
@@ -219,7 +220,7 @@ class Engine:
         with self._lock:
             aborts, self._aborts = self._aborts, set()
             self._waiting = [r for r in self._waiting if r.rid not in aborts]
-            admitted = []
+            admitted: list[_Request] = []
             while self._waiting and len(self._active) + len(admitted) < self.config.max_batch:
                 admitted.append(self._waiting.pop(0))
         for slot in sorted(
@@ -255,6 +256,7 @@ class Engine:
             torch.tensor([r.topk for r in active], device=dev),
             torch.full((n,), self.depth, device=dev),
             self.budget,
+            pad_token=self.pad_token,
         )
         kv_len = self.forward.kv_len(int(prefix.max()) + self.q_len)
         mask, positions = self.forward.buffers(n, kv_len)
@@ -273,7 +275,7 @@ class Engine:
         self.cache.commit(src, dst)
         events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
         t4 = time.perf_counter()
-        for i, r in enumerate(active):
+        for _i, r in enumerate(active):
             s = r.stats
             s.verify_rounds += 1
             s.draft_s += t1 - t0
@@ -319,7 +321,7 @@ class Engine:
             top = lsm.topk(top_n, dim=-1) if top_n else None
             for j, t in enumerate(new):
                 alts = (
-                    list(zip(top.indices[j].tolist(), top.values[j].tolist()))
+                    list(zip(top.indices[j].tolist(), top.values[j].tolist(), strict=False))
                     if top is not None
                     else []
                 )
@@ -343,7 +345,7 @@ class Engine:
     ) -> list[GenerationResult]:
         """Run the prompts to completion (batched by the step loop) and return their outputs."""
         ids = [f"generate-{id(self)}-{self._counter}-{i}" for i in range(len(prompts))]
-        for rid, prompt, p in zip(ids, prompts, params):
+        for rid, prompt, p in zip(ids, prompts, params, strict=False):
             self.add_request(rid, prompt, p)
         tokens: dict[str, list[int]] = {rid: [] for rid in ids}
         texts: dict[str, str] = {rid: "" for rid in ids}
@@ -366,5 +368,5 @@ class Engine:
                 self.pop_stats(rid),
                 lps[rid] if p.logprobs is not None else None,
             )
-            for rid, p in zip(ids, params)
+            for rid, p in zip(ids, params, strict=False)
         ]

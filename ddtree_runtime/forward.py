@@ -1,4 +1,4 @@
-"""Target forwards over the slot cache: prefill one request, verify all trees (optionally a CUDA graph).
+"""Target forwards over the slot cache: prefill one request, verify all trees (or a CUDA graph).
 
 The verify forward reads static buffers (input ids, mask, position ids, write positions) that are
 rewritten in place every step. On CPU the key length is bucketed to a multiple of 64 to save
@@ -82,7 +82,12 @@ class VerifyForward:
             position_ids=self.positions[:n],
             cache=self.cache,
         )
-        return out.logits.float()
+        return self._upcast(out.logits)
+
+    @staticmethod
+    def _upcast(logits: torch.Tensor) -> torch.Tensor:
+        # Choices and logprobs in at least fp32; float64 models keep float64 (exactness tests).
+        return logits if logits.dtype == torch.float64 else logits.float()
 
     def _inert_rows(self, n: int) -> None:
         """Inactive slots: root-only rows at position 0 that see only themselves."""
@@ -120,4 +125,4 @@ class VerifyForward:
                 self._graph_logits = run()
         self._graph.replay()
         assert self._graph_logits is not None
-        return self._graph_logits.float()
+        return self._upcast(self._graph_logits)

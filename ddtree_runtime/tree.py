@@ -1,11 +1,12 @@
 """Draft-tree building: the best-first DDTree tree as a pure, batched tensor function.
 
-A node is a tuple of ranks (r1..rd) into the drafter's per-position top-K lists; its score is the sum
-of lp[i][r_i] (cumulative draft log-prob). DDTree pops the best node from a heap and pushes its next
-sibling and its first child, which selects the B best-scoring nodes whose parents are also chosen.
-``build_tree`` computes the same set without a heap: the best B tuples of length d extend the best B
-tuples of length d-1 (a prefix never scores below its extension), so a beam of width B per depth
-followed by the best B of the union is exact. ``build_tree_reference`` is the per-request heap.
+A node is a tuple of ranks (r1..rd) into the drafter's per-position top-K lists; its score is
+the sum of lp[i][r_i] (cumulative draft log-prob). DDTree pops the best node from a heap and
+pushes its next sibling and its first child, which selects the B best-scoring nodes whose
+parents are also chosen. ``build_tree`` computes the same set without a heap: the best B tuples
+of length d extend the best B tuples of length d-1 (a prefix never scores below its extension),
+so a beam of width B per depth followed by the best B of the union is exact (stable sorts break
+ties toward shallower, earlier nodes). ``build_tree_reference`` is the per-request heap.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def build_tree(
     max_budget: int,
     pad_token: int = 0,
 ) -> TreeBatch:
-    """Best-first trees for a batch. logprobs/tokens: [batch, L, K] sorted descending per position."""
+    """Best-first trees; logprobs/tokens [batch, L, K] sorted descending per position."""
     batch, length, k = logprobs.shape
     dev = logprobs.device
     q_len = 1 + max_budget
@@ -125,8 +126,8 @@ def build_tree(
 
 
 def build_tree_reference(
-    logprobs: list[list[list[float]]],
-    tokens: list[list[list[int]]],
+    logprobs: list[list[float]],
+    tokens: list[list[int]],
     budget: int,
     topk: int,
     depth: int,
