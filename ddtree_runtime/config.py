@@ -43,16 +43,16 @@ class ServeConfig(BaseModel):
     served_model_name: str = "smollm2-135m"
     draft: str = "ngram"
     speculative: Literal["ddtree", "none"] = "ddtree"
-    budget: int = Field(16, ge=1)
-    topk: int = Field(4, ge=1)
-    block_size: int = Field(8, ge=1)
+    budget: int = Field(default=16, ge=1)
+    topk: int = Field(default=4, ge=1)
+    block_size: int = Field(default=8, ge=1)
     cuda_graph: bool = False
     dtype: str = "float32"
     device: str = "cpu"
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    max_batch: int = Field(8, ge=1)
-    max_model_len: int = Field(2048, ge=2)
+    port: int = Field(default=8000, ge=0, le=65535)
+    max_batch: int = Field(default=8, ge=1)
+    max_model_len: int = Field(default=2048, ge=2)
     seed: int = 0
     launch_id: str = ""
 

@@ -1,0 +1,140 @@
+"""From a validated request to engine work: prompt token ids, sampling params, and the event stream.
+
+`EngineRequest` is the only place a request meets the engine loop; closing it early (client gone,
+server stopping) aborts the request in the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ddtree_runtime.engine import SamplingParams
+from ddtree_runtime.engine_loop import EngineFailure
+from ddtree_runtime.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    RequestError,
+    SamplingFields,
+)
+from ddtree_runtime.state import RuntimeState
+
+
+def new_request_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def check_model_name(state: RuntimeState, request: SamplingFields) -> None:
+    if request.model != state.config.served_model_name:
+        raise RequestError(
+            f"model '{request.model}' is not served here; "
+            f"this server serves '{state.config.served_model_name}'",
+            param="model",
+        )
+
+
+def completion_prompt_ids(state: RuntimeState, request: CompletionRequest) -> list[int]:
+    tokenizer = state.loaded.tokenizer
+    if isinstance(request.prompt, str):
+        ids = list(tokenizer.encode(request.prompt))
+    else:
+        ids = list(request.prompt)
+        vocab = len(tokenizer)
+        if any(not 0 <= token < vocab for token in ids):
+            raise RequestError(f"prompt token ids must be in [0, {vocab})", param="prompt")
+    if not ids:
+        raise RequestError("prompt must not be empty", param="prompt")
+    return ids
+
+
+def chat_prompt_ids(state: RuntimeState, request: ChatCompletionRequest) -> list[int]:
+    tokenizer = state.loaded.tokenizer
+    messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+    if state.loaded.chat_template:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    else:
+        # Test models ship no template; a plain transcript keeps chat usable with them.
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    if not ids:
+        raise RequestError("messages produce an empty prompt", param="messages")
+    return ids
+
+
+def sampling_params(
+    state: RuntimeState,
+    request: SamplingFields,
+    prompt_len: int,
+    max_tokens: int | None,
+    logprobs: int | None,
+) -> SamplingParams:
+    """Checks the length limits (400 on excess) and builds the engine's SamplingParams."""
+    limit = state.config.max_model_len
+    if max_tokens is not None and max_tokens > limit:
+        raise RequestError(
+            f"max_tokens ({max_tokens}) is larger than max_model_len ({limit})",
+            param="max_tokens",
+        )
+    if max_tokens is None:
+        max_tokens = limit - prompt_len
+    if prompt_len + max_tokens > limit:
+        raise RequestError(
+            f"prompt ({prompt_len} tokens) plus max_tokens ({max_tokens}) exceeds "
+            f"max_model_len ({limit})",
+            param="max_tokens",
+        )
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        top_k=max(request.top_k, 0),
+        seed=request.seed,
+        stop=request.stop_list(),
+        logprobs=logprobs,
+    )
+
+
+class EngineRequest:
+    """One request submitted to the engine loop (on construction); `events()` yields its
+    TokenEvents as they are accepted, ending after the finished one. Always `close()` it: closing
+    before the end aborts the request, so no work is done for a client that is gone."""
+
+    def __init__(
+        self, state: RuntimeState, request_id: str, prompt_ids: list[int], params: SamplingParams
+    ) -> None:
+        self.state = state
+        self.request_id = request_id
+        self.finished = False
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        try:
+            state.loop.submit(request_id, prompt_ids, params, self._sink)
+        except ValueError as error:
+            raise RequestError(str(error)) from error
+        except RuntimeError as error:
+            raise RequestError(str(error), status=503) from error
+
+    def _sink(self, item: Any) -> None:
+        # Runs on the engine thread.
+        # RuntimeError: the event loop is closed, the server is gone.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    async def events(self) -> AsyncIterator[Any]:
+        while not self.finished:
+            item = await self._queue.get()
+            if isinstance(item, EngineFailure):
+                self.finished = True
+                self.state.stats.failed += 1
+                raise item
+            self.finished = bool(item.finished)
+            yield item
+
+    def close(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self.state.loop.abort(self.request_id)
+            self.state.stats.aborted += 1

@@ -1,0 +1,138 @@
+"""Pydantic models of the OpenAI-style requests the server accepts, and the OpenAI error shape.
+
+Validation is strict (no "5" -> 5 coercion): a wrong type is a client error the sweeper should
+see, not something to guess around. Unknown fields are ignored, as OpenAI clients send extras.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+MAX_TOP_LOGPROBS = 5
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    include_usage: bool = False
+
+
+class SamplingFields(BaseModel):
+    """Fields shared by completions and chat completions."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    model: str
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=-1)  # 0 or -1: disabled (vLLM spells it -1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    n: int = 1
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    return_token_ids: bool = False
+
+    @field_validator("n")
+    @classmethod
+    def _only_one_choice(cls, value: int) -> int:
+        if value != 1:
+            raise ValueError("only n = 1 is supported")
+        return value
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
+        items = [value] if isinstance(value, str) else value or []
+        if any(item == "" for item in items):
+            raise ValueError("stop strings must not be empty")
+        return value
+
+    def stop_list(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else list(self.stop)
+
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+
+class CompletionRequest(SamplingFields):
+    """POST /v1/completions. `prompt` is text or a list of token ids."""
+
+    prompt: str | list[int]
+    max_tokens: int | None = Field(default=16, ge=1)  # OpenAI's default for completions
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+    echo: Literal[False] = False
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str | list[TextPart]
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ChatCompletionRequest(SamplingFields):
+    """POST /v1/chat/completions."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens if self.max_completion_tokens else self.max_tokens
+
+
+class RequestError(Exception):
+    """A client error: becomes an OpenAI-style error body with this status."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.status = status
+
+
+def error_body(
+    message: str,
+    param: str | None = None,
+    code: str | None = None,
+    error_type: str = "invalid_request_error",
+) -> dict[str, Any]:
+    return {
+        "error": {
+            "message": message,
+            "type": error_type,
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def validation_error(error: ValidationError) -> RequestError:
+    """The first pydantic error as a RequestError naming the offending field."""
+    first = error.errors(include_url=False)[0]
+    param = ".".join(str(part) for part in first["loc"]) or None
+    if first["type"] == "json_invalid":
+        return RequestError(f"request body is not valid JSON: {first['msg']}")
+    if first["type"] == "model_type":
+        return RequestError("request body must be a JSON object")
+    message = first["msg"].removeprefix("Value error, ")
+    return RequestError(f"{param}: {message}" if param else message, param=param)

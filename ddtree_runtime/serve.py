@@ -1,0 +1,218 @@
+"""`python -m ddtree_runtime serve`: flags -> model + engine -> warm-up -> uvicorn.
+
+A bad flag, a missing model or a bad draft spec is one line on stderr and exit 2 at once (torch is
+imported only after the flags parsed). /health turns 200 once a one-token generation succeeded.
+SIGTERM: uvicorn stops accepting, gives in-flight requests a short grace period, then the engine
+thread is stopped and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import threading
+import time
+import uuid
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from ddtree_runtime.config import ServeConfig, source_hash
+
+log = logging.getLogger("ddtree_runtime.serve")
+
+EXIT_BAD_CONFIG = 2
+# On SIGTERM, in-flight requests get this long to finish before they are aborted (their clients
+# get a 503 error); uvicorn's own cancel is only the backstop. Both well under 10 s.
+IN_FLIGHT_GRACE_S = 2.0
+UVICORN_BACKSTOP_S = 6
+WARMUP_TIMEOUT_S = 600.0
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad flag in one line (no usage block), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"bad flag: {message} (see --help)")
+
+
+def fail(message: str) -> NoReturn:
+    print(f"ddtree_runtime serve: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(EXIT_BAD_CONFIG)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="ddtree_runtime serve", description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m", help="smollm2-135m, tiny-random or a dir")
+    p.add_argument("--served-model-name", default=None, help="default: the --model value")
+    p.add_argument("--draft", default="ngram", help="ngram | dflash:PATH")
+    p.add_argument("--speculative", choices=["ddtree", "none"], default="ddtree")
+    p.add_argument("--budget", type=positive_int, default=16, help="tree nodes per verify")
+    p.add_argument("--topk", type=positive_int, default=4, help="children per tree node")
+    p.add_argument("--block-size", type=positive_int, default=8, help="draft block size")
+    graph = p.add_mutually_exclusive_group()
+    graph.add_argument("--cuda-graph", dest="cuda_graph", action="store_true", default=False)
+    graph.add_argument("--disable-cuda-graph", dest="cuda_graph", action="store_false")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
+    p.add_argument("--device", default="auto", help="cpu | cuda | cuda:N | auto")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-batch", type=positive_int, default=8)
+    p.add_argument("--max-model-len", type=positive_int, default=2048)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--launch-id", default="", help="echoed in /server_info, not fingerprinted")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def warm_up(state: Any, server: Any, outcome: dict[str, Any]) -> None:
+    """One-token generation through the engine thread; /health turns 200 only if it succeeds."""
+    from ddtree_runtime.engine import SamplingParams
+
+    done = threading.Event()
+    result: list[Any] = []
+
+    def sink(item: Any) -> None:
+        if getattr(item, "finished", True):
+            result.append(item)
+            done.set()
+
+    started = time.monotonic()
+    try:
+        prompt = list(state.loaded.tokenizer.encode("Hello")) or [0]
+        params = SamplingParams(max_tokens=1, temperature=0.0)
+        state.loop.submit(f"warmup-{uuid.uuid4().hex}", prompt, params, sink)
+        if not done.wait(WARMUP_TIMEOUT_S) or not hasattr(result[0], "token_ids"):
+            raise RuntimeError(f"warm-up generation failed: {result[0] if result else 'timeout'}")
+    except Exception as error:  # noqa: BLE001 - reported, then the server exits non-zero
+        log.error("warm-up failed, shutting down: %s", error)
+        outcome["exit_code"] = 1
+        server.should_exit = True
+        return
+    state.ready = True
+    c = state.config
+    line = (
+        f"ddtree_runtime ready on http://{c.host}:{c.port} model={c.model} "
+        f"served_as={c.served_model_name} speculative={c.speculative} device={c.device} "
+        f"fingerprint={state.fingerprint} launch_id={c.launch_id or '-'} "
+        f"warmup_s={time.monotonic() - started:.2f}"
+    )
+    print(line, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Import torch-heavy modules only after the flags are known to be good.
+    from ddtree_runtime.drafters import make_drafter
+    from ddtree_runtime.engine import Engine, EngineConfig
+    from ddtree_runtime.models import ModelNotFound, load_model
+
+    device = resolve_device(args.device)
+    try:
+        loaded = load_model(args.model, dtype=args.dtype, device=device)
+    except (ModelNotFound, ValueError, OSError) as error:
+        fail(f"cannot load model {args.model!r}: {error}")
+    try:
+        config = ServeConfig(
+            model=args.model,
+            served_model_name=args.served_model_name or args.model,
+            draft=args.draft,
+            speculative=args.speculative,
+            budget=args.budget,
+            topk=args.topk,
+            block_size=args.block_size,
+            cuda_graph=args.cuda_graph,
+            dtype=str(loaded.dtype).removeprefix("torch."),
+            device=device,
+            host=args.host,
+            port=args.port,
+            max_batch=args.max_batch,
+            max_model_len=args.max_model_len,
+            seed=args.seed,
+            launch_id=args.launch_id,
+        )
+        drafter = make_drafter(args.draft, loaded)
+        engine = Engine(
+            loaded,
+            drafter,
+            EngineConfig(
+                speculative=config.speculative,
+                budget=config.budget,
+                topk=config.topk,
+                block_size=config.block_size,
+                max_batch=config.max_batch,
+                max_model_len=config.max_model_len,
+                cuda_graph=config.cuda_graph,
+                seed=config.seed,
+            ),
+        )
+    except (ValueError, ValidationError) as error:
+        fail(str(error).splitlines()[0])
+    return run_server(config, loaded, engine)
+
+
+def run_server(config: ServeConfig, loaded: Any, engine: Any) -> int:
+    import uvicorn
+
+    from ddtree_runtime.engine_loop import EngineLoop
+    from ddtree_runtime.server import create_app
+    from ddtree_runtime.state import RuntimeState
+
+    loop = EngineLoop(engine)
+    state = RuntimeState(
+        config=config, loaded=loaded, engine=engine, loop=loop, source_hash=source_hash()
+    )
+
+    class GracefulServer(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            asyncio.get_running_loop().call_later(IN_FLIGHT_GRACE_S, loop.stop, 0)
+            await super().shutdown(sockets)
+
+    server = GracefulServer(
+        uvicorn.Config(
+            create_app(state),
+            host=config.host,
+            port=config.port,
+            log_config=None,
+            access_log=False,
+            use_colors=False,
+            timeout_graceful_shutdown=UVICORN_BACKSTOP_S,
+        )
+    )
+    # uvicorn re-raises a caught SIGTERM once it has shut down; a no-op handler underneath makes
+    # that re-raise harmless, so a requested stop ends with exit code 0.
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    outcome: dict[str, Any] = {"exit_code": 0}
+    loop.start()
+    threading.Thread(
+        target=warm_up, args=(state, server, outcome), name="ddtree-warmup", daemon=True
+    ).start()
+    try:
+        server.run()
+    finally:
+        loop.stop()
+    log.info("stopped")
+    return int(outcome["exit_code"]) if server.started else 1

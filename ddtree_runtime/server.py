@@ -1,0 +1,256 @@
+"""The OpenAI-compatible HTTP app (FastAPI): routes, error mapping, streaming and non-streaming.
+
+The contract is README.md "Runtime HTTP API". Every client error is an OpenAI-style JSON error
+(400; 404 for an unknown route) and never stops the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ddtree_runtime.engine_loop import EngineFailure
+from ddtree_runtime.formatting import (
+    Accumulated,
+    ResponseHead,
+    TokenText,
+    chat_logprobs,
+    legacy_logprobs,
+    sse,
+    usage,
+)
+from ddtree_runtime.generation import (
+    EngineRequest,
+    chat_prompt_ids,
+    check_model_name,
+    completion_prompt_ids,
+    new_request_id,
+    sampling_params,
+)
+from ddtree_runtime.protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    RequestError,
+    SamplingFields,
+    error_body,
+    validation_error,
+)
+from ddtree_runtime.state import RuntimeState, request_stats_dict
+
+log = logging.getLogger("ddtree_runtime.server")
+
+# How often a non-streaming request checks whether its client is still there.
+DISCONNECT_POLL_S = 0.25
+
+RequestModel = TypeVar("RequestModel", bound=BaseModel)
+
+
+def parse_body(model: type[RequestModel], body: bytes) -> RequestModel:
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as error:
+        raise validation_error(error) from error
+
+
+@dataclass
+class Job:
+    """One validated generation request and how to shape its answer."""
+
+    state: RuntimeState
+    head: ResponseHead
+    request: SamplingFields
+    prompt_ids: list[int]
+    top_logprobs: int | None  # None: no logprobs
+    token_text: TokenText
+
+    def choice(
+        self, text_before: str, token_ids: list[int], logprobs: list[Any] | None
+    ) -> dict[str, Any]:
+        """The per-choice fields shared by bodies and chunks (no finish_reason); `text_before`
+        is the completion text before these tokens (legacy logprobs count offsets from it)."""
+        choice: dict[str, Any] = {"index": 0, "logprobs": None}
+        if self.top_logprobs is not None and logprobs is not None:
+            if self.head.chat:
+                choice["logprobs"] = chat_logprobs(logprobs, self.token_text, self.top_logprobs)
+            else:
+                choice["logprobs"] = legacy_logprobs(
+                    logprobs, self.token_text, self.top_logprobs, len(text_before)
+                )
+        if self.request.return_token_ids:
+            choice["token_ids"] = token_ids
+        return choice
+
+    def finish(self, completion_tokens: int) -> dict[str, Any]:
+        """usage + ddtree stats, recorded in the live totals."""
+        # pop: the engine keeps a finished request's stats until the server has read them.
+        stats = request_stats_dict(self.state.engine.pop_stats(self.head.id))
+        self.state.stats.record(stats)
+        return {"usage": usage(len(self.prompt_ids), completion_tokens), "ddtree": stats}
+
+
+async def complete(job: Job, engine_request: EngineRequest) -> dict[str, Any]:
+    whole = Accumulated()
+    async for event in engine_request.events():
+        whole.add(event)
+    choice = job.choice("", whole.token_ids, whole.logprobs)
+    if job.head.chat:
+        choice["message"] = {"role": "assistant", "content": whole.text}
+    else:
+        choice["text"] = whole.text
+    choice["finish_reason"] = whole.finish_reason
+    body = job.head.body([choice], chunk=False)
+    body.update(job.finish(len(whole.token_ids)))
+    return body
+
+
+async def complete_unless_gone(job: Job, engine_request: EngineRequest, http: Request) -> Any:
+    """A non-streaming answer; if the client disconnects first, the request is aborted."""
+    task = asyncio.ensure_future(complete(job, engine_request))
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if not task.done() and await http.is_disconnected():
+                task.cancel()
+                log.info("client gone, aborted %s", job.head.id)
+                return JSONResponse(error_body("client disconnected"), status_code=499)
+        return JSONResponse(task.result())
+    except EngineFailure as error:
+        return JSONResponse(
+            error_body(str(error), code="engine_error", error_type="server_error"),
+            status_code=error.status,
+        )
+    finally:
+        task.cancel()
+        engine_request.close()
+
+
+async def stream(job: Job, engine_request: EngineRequest) -> AsyncIterator[str]:
+    """SSE chunks as tokens are accepted; leaving early (client gone) aborts the request."""
+    text_so_far = ""
+    completion_tokens = 0
+    try:
+        if job.head.chat:
+            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
+            first["finish_reason"] = None
+            yield sse(job.head.body([first], chunk=True))
+        async for event in engine_request.events():
+            choice = job.choice(text_so_far, list(event.token_ids), event.logprobs)
+            if job.head.chat:
+                choice["delta"] = {"content": event.text}
+            else:
+                choice["text"] = event.text
+            choice["finish_reason"] = event.finish_reason if event.finished else None
+            text_so_far += event.text
+            completion_tokens += len(event.token_ids)
+            yield sse(job.head.body([choice], chunk=True))
+        tail = job.finish(completion_tokens)
+        if job.request.include_usage():
+            final = job.head.body([], chunk=True)
+            final.update(tail)
+            yield sse(final)
+    except EngineFailure as error:
+        yield sse(error_body(str(error), code="engine_error", error_type="server_error"))
+    finally:
+        engine_request.close()
+    yield sse("[DONE]")
+
+
+async def respond(job: Job, http: Request, max_tokens: int | None) -> Any:
+    state = job.state
+    params = sampling_params(state, job.request, len(job.prompt_ids), max_tokens, job.top_logprobs)
+    engine_request = EngineRequest(state, job.head.id, job.prompt_ids, params)
+    if job.request.stream:
+        return StreamingResponse(stream(job, engine_request), media_type="text/event-stream")
+    return await complete_unless_gone(job, engine_request, http)
+
+
+def create_app(state: RuntimeState) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # Shutdown: in-flight requests had their grace period; end the engine thread.
+        state.loop.stop()
+
+    app = FastAPI(title="ddtree_runtime", lifespan=lifespan)
+    token_text = TokenText(state.loaded.tokenizer)
+    app.state.runtime = state
+
+    @app.exception_handler(RequestError)
+    async def request_error(_: Request, error: RequestError) -> JSONResponse:
+        return JSONResponse(error_body(error.message, error.param), status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def fastapi_validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+        param = ".".join(str(part) for part in first["loc"] if part != "body") or None
+        return JSONResponse(error_body(str(first["msg"]), param), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            error_body(str(error.detail), code=str(error.status_code)),
+            status_code=error.status_code,
+        )
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        if state.ready:
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "loading"}, status_code=503)
+
+    @app.get("/server_info")
+    async def server_info() -> dict[str, Any]:
+        return state.server_info()
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        model = {
+            "id": state.config.served_model_name,
+            "object": "model",
+            "created": int(state.start_time),
+            "owned_by": "ddtree_runtime",
+            "root": state.config.model,
+            "max_model_len": state.config.max_model_len,
+        }
+        return {"object": "list", "data": [model]}
+
+    @app.post("/v1/completions")
+    async def completions(http: Request) -> Any:
+        request = parse_body(CompletionRequest, await http.body())
+        check_model_name(state, request)
+        job = Job(
+            state=state,
+            head=ResponseHead(new_request_id("cmpl"), request.model, chat=False),
+            request=request,
+            prompt_ids=completion_prompt_ids(state, request),
+            top_logprobs=request.logprobs,
+            token_text=token_text,
+        )
+        return await respond(job, http, request.max_tokens)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(http: Request) -> Any:
+        request = parse_body(ChatCompletionRequest, await http.body())
+        check_model_name(state, request)
+        top = (request.top_logprobs or 0) if request.logprobs else None
+        job = Job(
+            state=state,
+            head=ResponseHead(new_request_id("chatcmpl"), request.model, chat=True),
+            request=request,
+            prompt_ids=chat_prompt_ids(state, request),
+            top_logprobs=top,
+            token_text=token_text,
+        )
+        return await respond(job, http, request.token_limit())
+
+    return app

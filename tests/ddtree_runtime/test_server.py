@@ -1,0 +1,287 @@
+"""The OpenAI-compatible server, against one real `tiny-random` server process on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from ddtree_runtime.local_server import LocalServer
+
+MODEL = "tiny-random"
+MAX_MODEL_LEN = 256
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LocalServer]:
+    flags = ["--model", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--launch-id", "test-1"]
+    with LocalServer(flags) as running:
+        yield running
+
+
+def post(server: LocalServer, path: str, body: Any) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"content-type": "application/json"}
+    return httpx.post(f"{server.url}{path}", content=content, headers=headers, timeout=60)
+
+
+def completion(server: LocalServer, **fields: Any) -> dict[str, Any]:
+    body = {"model": MODEL, "prompt": "The quick brown fox", "max_tokens": 12, "temperature": 0}
+    response = post(server, "/v1/completions", {**body, **fields})
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def stream_events(server: LocalServer, path: str, body: dict[str, Any]) -> list[Any]:
+    """Every SSE data payload, parsed; the literal '[DONE]' stays a string."""
+    events: list[Any] = []
+    with httpx.stream("POST", f"{server.url}{path}", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                data = line.removeprefix("data: ")
+                events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def test_health_models_and_server_info(server: LocalServer) -> None:
+    assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
+    models = httpx.get(f"{server.url}/v1/models").json()
+    assert models["data"][0]["id"] == MODEL
+    assert models["data"][0]["max_model_len"] == MAX_MODEL_LEN
+    info = httpx.get(f"{server.url}/server_info").json()
+    canonical = json.dumps(info["fingerprint_inputs"], sort_keys=True, separators=(",", ":"))
+    assert info["fingerprint"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert info["launch_id"] == "test-1"
+    assert info["pid"] == server.process.pid
+    assert info["config"]["max_model_len"] == MAX_MODEL_LEN
+    assert info["config"]["port"] == server.port
+    assert info["fingerprint_inputs"]["source_hash"] == info["source_hash"]
+    assert info["model"]["weights_hash"] == info["fingerprint_inputs"]["weights_hash"]
+    assert "cuda_graph_applied" in info["engine"]
+    assert {"requests", "verify_rounds", "emitted_tokens", "tau", "in_flight"} <= set(info["stats"])
+
+
+def test_completion_carries_usage_stats_token_ids_and_logprobs(server: LocalServer) -> None:
+    body = completion(server, logprobs=3, return_token_ids=True)
+    choice = body["choices"][0]
+    ids = choice["token_ids"]
+    assert body["object"] == "text_completion"
+    assert choice["finish_reason"] in {"length", "stop"}
+    assert body["usage"]["completion_tokens"] == len(ids) > 0
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + len(ids)
+    stats = body["ddtree"]
+    assert stats["emitted_tokens"] == len(ids)
+    assert stats["tau"] == pytest.approx(stats["emitted_tokens"] / stats["verify_rounds"])
+    logprobs = choice["logprobs"]
+    assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == len(ids)
+    assert all(lp <= 0 for lp in logprobs["token_logprobs"])
+    assert all(1 <= len(top) <= 3 for top in logprobs["top_logprobs"])
+    assert logprobs["text_offset"][0] == 0
+    # Temperature 0 picks the most likely token: nothing in the top list beats it.
+    for chosen, top in zip(logprobs["token_logprobs"], logprobs["top_logprobs"], strict=True):
+        assert max(top.values()) <= chosen + 1e-4
+
+
+def test_streamed_completion_equals_non_streamed(server: LocalServer) -> None:
+    whole = completion(server, return_token_ids=True)
+    body = {
+        "model": MODEL,
+        "prompt": "The quick brown fox",
+        "max_tokens": 12,
+        "temperature": 0,
+        "stream": True,
+        "return_token_ids": True,
+        "stream_options": {"include_usage": True},
+    }
+    events = stream_events(server, "/v1/completions", body)
+    assert events[-1] == "[DONE]"
+    usage_chunk, chunks = events[-2], events[:-2]
+    assert usage_chunk["choices"] == []
+    assert usage_chunk["usage"] == whole["usage"]
+    assert usage_chunk["ddtree"]["emitted_tokens"] == len(whole["choices"][0]["token_ids"])
+    streamed_ids = [t for c in chunks for t in c["choices"][0]["token_ids"]]
+    assert streamed_ids == whole["choices"][0]["token_ids"]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == whole["choices"][0]["text"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
+
+
+def test_chat_completion_and_stream_with_logprobs(server: LocalServer) -> None:
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Say something."}],
+        "max_tokens": 8,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": 2,
+        "return_token_ids": True,
+    }
+    response = post(server, "/v1/chat/completions", body)
+    assert response.status_code == 200, response.text
+    whole = response.json()
+    choice = whole["choices"][0]
+    assert whole["object"] == "chat.completion"
+    assert choice["message"]["role"] == "assistant"
+    content = choice["logprobs"]["content"]
+    assert len(content) == len(choice["token_ids"]) == whole["usage"]["completion_tokens"]
+    for item in content:
+        assert set(item) == {"token", "logprob", "bytes", "top_logprobs"}
+        assert item["bytes"] == list(item["token"].encode())
+        assert len(item["top_logprobs"]) == 2
+    events = stream_events(server, "/v1/chat/completions", {**body, "stream": True})
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == choice["message"]["content"]
+    ids = [t for c in chunks[1:] for t in c["choices"][0]["token_ids"]]
+    assert ids == choice["token_ids"]
+    streamed = [e for c in chunks[1:] for e in c["choices"][0]["logprobs"]["content"]]
+    assert [e["logprob"] for e in streamed] == pytest.approx([e["logprob"] for e in content])
+
+
+def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:
+    text = completion(server, max_tokens=24)["choices"][0]["text"]
+    # A stop string that first occurs inside the output (not at its very start).
+    start = next((i for i in range(1, len(text) - 1) if text.find(text[i : i + 2]) == i), None)
+    if start is None:
+        pytest.skip(f"no usable stop string in {text!r}")
+    stop = text[start : start + 2]
+    stopped = completion(server, max_tokens=24, stop=[stop, "never-appears"])["choices"][0]
+    assert stopped["finish_reason"] == "stop"
+    assert stopped["text"] == text[:start]
+
+
+def test_seeded_sampling_is_reproducible(server: LocalServer) -> None:
+    fields = {"temperature": 1.0, "seed": 1234, "max_tokens": 16, "return_token_ids": True}
+    first = completion(server, **fields)["choices"][0]["token_ids"]
+    assert completion(server, **fields)["choices"][0]["token_ids"] == first
+
+
+async def test_simultaneous_requests_equal_one_at_a_time(server: LocalServer) -> None:
+    prompts = ["Once upon a time", "1 2 3 4", "def main():", "Hello, my name is", "Zebra"]
+    alone = [completion(server, prompt=p, return_token_ids=True) for p in prompts]
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        responses = await asyncio.gather(
+            *[
+                client.post(
+                    "/v1/completions",
+                    json={
+                        "model": MODEL,
+                        "prompt": p,
+                        "max_tokens": 12,
+                        "temperature": 0,
+                        "return_token_ids": True,
+                    },
+                )
+                for p in prompts
+            ]
+        )
+    together = [r.json()["choices"][0]["token_ids"] for r in responses]
+    assert together == [a["choices"][0]["token_ids"] for a in alone]
+
+
+C = "/v1/completions"
+CHAT = "/v1/chat/completions"
+
+
+def comp(**fields: Any) -> dict[str, Any]:
+    return {"model": MODEL, "prompt": "hi", **fields}
+
+
+def chat(**fields: Any) -> dict[str, Any]:
+    return {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], **fields}
+
+
+# (name, path, body, the param the error names or None)
+BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
+    ("malformed json", C, b'{"model": "tiny-random", "prompt": ', None),
+    ("not an object", C, b"[1, 2, 3]", None),
+    ("missing prompt", C, {"model": MODEL}, "prompt"),
+    ("missing model", C, {"prompt": "hi"}, "model"),
+    ("max_tokens as string", C, comp(max_tokens="5"), "max_tokens"),
+    ("stream as string", C, comp(stream="yes"), "stream"),
+    ("max_tokens too large", C, comp(max_tokens=100000), "max_tokens"),
+    ("context too long", C, comp(prompt="a" * 300, max_tokens=4), "max_tokens"),
+    ("prompt + max_tokens too long", C, comp(prompt="a" * 200, max_tokens=100), "max_tokens"),
+    ("unknown model", C, comp(model="gpt-4"), "model"),
+    ("n > 1", C, comp(n=2), "n"),
+    ("logprobs > 5", C, comp(logprobs=6), "logprobs"),
+    ("negative temperature", C, comp(temperature=-0.5), "temperature"),
+    ("top_p 0", C, comp(top_p=0), "top_p"),
+    ("top_p > 1", C, comp(top_p=1.5), "top_p"),
+    ("empty prompt", C, comp(prompt=""), "prompt"),
+    ("token id out of range", C, comp(prompt=[1, 10**9]), "prompt"),
+    ("empty stop string", C, comp(stop=[""]), "stop"),
+    ("chat top_logprobs > 5", CHAT, chat(logprobs=True, top_logprobs=6), "top_logprobs"),
+    ("chat no messages", CHAT, chat(messages=[]), "messages"),
+    ("chat bad role", CHAT, chat(messages=[{"role": "robot", "content": "hi"}]), None),
+    ("chat content not text", CHAT, chat(messages=[{"role": "user", "content": 5}]), None),
+    ("chat unknown model", CHAT, chat(model="other"), "model"),
+    ("chat max_tokens too large", CHAT, chat(max_tokens=100000), "max_tokens"),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [case[1:] for case in BAD_REQUESTS],
+    ids=[case[0] for case in BAD_REQUESTS],
+)
+def test_bad_request_is_an_openai_400(
+    server: LocalServer, path: str, body: Any, param: str | None
+) -> None:
+    response = post(server, path, body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert error["message"]
+    if param is not None:
+        assert error["param"] == param
+
+
+def test_server_keeps_serving_after_bad_requests(server: LocalServer) -> None:
+    for _, path, body, _ in BAD_REQUESTS:
+        assert post(server, path, body).status_code == 400
+    assert httpx.get(f"{server.url}/health").status_code == 200
+    assert completion(server)["choices"][0]["finish_reason"] in {"length", "stop"}
+
+
+def test_unknown_route_is_an_openai_404(server: LocalServer) -> None:
+    response = httpx.get(f"{server.url}/v1/nothing-here")
+    assert response.status_code == 404
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def in_flight_after(server: LocalServer, timeout_s: float) -> dict[str, Any]:
+    """Server stats once nothing is in flight (or at the deadline)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stats = httpx.get(f"{server.url}/server_info").json()["stats"]
+        if stats["in_flight"] == 0 or time.monotonic() > deadline:
+            return dict(stats)
+        time.sleep(0.05)
+
+
+def test_client_disconnect_aborts_the_request(server: LocalServer) -> None:
+    before = in_flight_after(server, 10)
+    # Greedy "zzz" runs to max_tokens on tiny-random (no EOS), so there is work left to abort.
+    body = {"model": MODEL, "prompt": "zzz", "max_tokens": 250, "temperature": 0, "stream": True}
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=60) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                break  # one chunk, then hang up
+    after = in_flight_after(server, 10)
+    assert after["in_flight"] == 0
+    assert after["aborted"] == before["aborted"] + 1
+    assert after["requests"] == before["requests"]  # it never completed
