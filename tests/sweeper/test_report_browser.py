@@ -8,9 +8,11 @@ Chromium comes from `.ci/setup-report.sh`; without it these tests skip and say s
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,7 +22,9 @@ from PIL import Image
 
 from sweeper.report.assemble import load_run
 from sweeper.report.render import write_report
+from tests.sweeper.conftest import free_port
 from tests.sweeper.results_factory import RunShape, make_run
+from tests.sweeper.sweep_fixtures import write_spec
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -68,6 +72,16 @@ def colourful_fraction(png: Path) -> float:
     return float(((rgb.max(axis=2) - rgb.min(axis=2)) > 60).mean())
 
 
+def open_in_chromium(report: Path, tmp_path: Path) -> tuple[list[str], float, float]:
+    """Console messages, and the colourful share of the page with and without its figures."""
+    console = screenshot(report, tmp_path / "report.png")
+    stripped = tmp_path / "no-figures.html"
+    stripped.write_text(re.sub(r'src="data:image/png;base64,[^"]+"', 'src=""', report.read_text()))
+    screenshot(stripped, tmp_path / "no-figures.png")
+    without = colourful_fraction(tmp_path / "no-figures.png")
+    return console, colourful_fraction(tmp_path / "report.png"), without
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("results")
@@ -83,13 +97,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_in_chromium_has_no_console_errors_and_visible_figures(
     report: Path, tmp_path: Path
 ) -> None:
-    console = screenshot(report, tmp_path / "report.png")
+    console, with_figures, without = open_in_chromium(report, tmp_path)
     assert console == []  # the injected model output did not run
-    with_figures = colourful_fraction(tmp_path / "report.png")
-    stripped = tmp_path / "no-figures.html"
-    stripped.write_text(re.sub(r'src="data:image/png;base64,[^"]+"', 'src=""', report.read_text()))
-    screenshot(stripped, tmp_path / "no-figures.png")
-    without = colourful_fraction(tmp_path / "no-figures.png")
     assert with_figures > 0.02, with_figures
     assert with_figures > 4 * without, (with_figures, without)
 
@@ -104,3 +113,36 @@ def test_checks_fail_on_a_blank_page_and_a_page_with_errors(tmp_path: Path) -> N
     console = screenshot(bad, tmp_path / "bad.png", 800)
     assert any("planted" in line for line in console)
     assert any("nope is not defined" in line for line in console)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("ddtree_runtime") is None, reason="the bundled runtime is absent"
+)
+def test_report_of_a_real_local_run_in_chromium(tmp_path: Path) -> None:
+    """`sweeper run` serving the tiny-random model for real, `sweeper report`, then Chromium."""
+    spec = write_spec(tmp_path, free_port(), python=None, topk=(4,), max_tokens=8)
+    results = tmp_path / "results"
+    cli = [sys.executable, "-m", "sweeper.cli"]
+    run = subprocess.run(
+        [*cli, "run", str(spec), "--results", str(results), "--plain"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    run_dir = Path(run.stdout.strip().splitlines()[-1])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    made = subprocess.run(
+        [*cli, "report", "--latest", "--results", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    report = Path(made.stdout.strip().splitlines()[-1])
+    assert report == run_dir / "report.html"
+    html = report.read_text()
+    assert "b8 k4 bs4" in html and "What is missing" not in html
+    console, with_figures, without = open_in_chromium(report, tmp_path)
+    assert console == []
+    assert with_figures > 0.005 and with_figures > 4 * without, (with_figures, without)
