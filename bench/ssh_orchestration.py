@@ -9,6 +9,10 @@ paramiko connection:
     a tiny stdlib HTTP server that is ready as soon as Python has started; its own start-up
     time (exec to listening) is reported apart and excluded, as is measurement.
 
+Then a whole `Runner` sweep on the host (SSHHost + SystemdService + bundle, through an SSH tunnel)
+with the fake runtime of the tests (FAKE_START_DELAY=1.0 s "model load"), measured like
+bench/orchestration_overhead.py: wall time minus readiness waits minus measurement windows.
+
 Run: `sudo .venv/bin/python bench/ssh_orchestration.py [--commands 200] [--points 10]`.
 """
 
@@ -54,6 +58,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--points", type=int, default=10)
+    parser.add_argument("--sweep-configs", type=int, default=4, help="0 skips the sweep part")
     args = parser.parse_args()
     reason = testhosts.skip_reason()
     if reason:
@@ -63,7 +68,10 @@ def main() -> int:
     test_host = testhosts.boot("swbench", 240)
     boot_s = time.monotonic() - boot_started
     try:
-        return run(test_host, boot_s, args.commands, args.points)
+        run(test_host, boot_s, args.commands, args.points)
+        if args.sweep_configs:
+            run_sweep(test_host, args.sweep_configs)
+        return 0
     finally:
         down_started = time.monotonic()
         testhosts.shutdown(test_host)
@@ -139,6 +147,83 @@ def run(test_host: testhosts.TestHost, boot_s: float, n_commands: int, n_points:
     )
     print(f"  connections opened: {host.connects}")
     return 0
+
+
+def run_sweep(test_host: testhosts.TestHost, n_configs: int) -> None:
+    """A Runner sweep over SSH; orchestration = wall - readiness waits - measurement."""
+    import tempfile
+
+    import yaml
+
+    from sweeper.backends import open_backend
+    from sweeper.plan import build_plan
+    from sweeper.progress import PlainProgress
+    from sweeper.runner import Runner
+    from sweeper.spec import load_spec
+    from sweeper.store import RunStore
+    from tests.sweeper.testhost_fixture import hosts_yaml
+
+    fake = ROOT / "tests" / "sweeper" / "fake_runtime.py"
+    wrapper = (
+        f'#!/bin/sh\nexport FAKE_START_DELAY=1.0\nshift 2\nexec "{sys.executable}" "{fake}" "$@"\n'
+    )
+    target = SSHTarget(
+        test_host.address, 22, "root", (test_host.key_file,), None, test_host.known_hosts
+    )
+    setup = SSHHost("setup", target)
+    setup.put_file("/opt/bench-fake/python", wrapper.encode(), mode=0o755)
+    setup.close()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        hosts = hosts_yaml([test_host], test_host.known_hosts, access="tunnel")
+        hosts = hosts.replace(f"python: {sys.executable}", "python: /opt/bench-fake/python")
+        body = {
+            "runtime": {"model": "fake", "port": PORT + 1},
+            "grid": {
+                "budget": [8 * (i + 1) for i in range(n_configs)],
+                "topk": [1],
+                "block_size": [4],
+                "temperature": [0.0, 0.7],
+            },
+            "workload": {
+                "api": "completions",
+                "prompts": [{"id": "a", "text": "a"}, {"id": "b", "text": "b"}],
+                "max_tokens": 16,
+                "repeats": 2,
+                "warmup": 1,
+                "seed": 1,
+            },
+        }
+        spec_path = tmp / "bench.yaml"
+        spec_path.write_text("name: sshbench\n" + hosts + yaml.safe_dump(body, sort_keys=False))
+        spec = load_spec(spec_path)
+        plan = build_plan(spec)
+        fields = {
+            "sweep": "sshbench",
+            "sweeper_version": "b",
+            "spec": {},
+            "runtime_source_hash": "",
+        }
+        store = RunStore.create(tmp / "results", fields)
+        backends = {h.name: open_backend(h, spec, store.dir / "service") for h in spec.hosts}
+        runner = Runner(spec, plan, store, backends, PlainProgress())
+        t0 = time.monotonic()
+        code = runner.run()
+        wall = time.monotonic() - t0
+        for backend in backends.values():
+            backend.host.close()
+        points = store.points()
+        ready = store.manifest.timings[f"{test_host.name}.ready_s"]
+        measured = sum(p["wall_s"] for p in points.values())
+        overhead = wall - ready - measured
+    print(f"Runner sweep over SSH (tunnel): exit {code}, {len(points)} points, ")
+    print(f"  {plan.restarts} restarts in {wall:.2f} s (first restart includes the bundle upload)")
+    print(f"  readiness waits (interpreter start + 1.0 s load, excluded): {ready:.2f} s")
+    print(f"  measurement windows (excluded): {measured:.2f} s")
+    print(
+        f"  orchestration: {overhead:.2f} s total = {overhead / len(points):.3f} s per point, "
+        f"{overhead / plan.restarts:.3f} s per restart"
+    )
 
 
 if __name__ == "__main__":

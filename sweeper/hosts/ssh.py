@@ -9,6 +9,8 @@ argv lists joined with `shlex.join`, so a spec value reaches the remote shell on
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import select
 import shlex
@@ -24,6 +26,10 @@ from pathlib import Path
 import paramiko
 
 from sweeper.hosts import CommandResult, HostError
+
+# paramiko logs failures it also raises (e.g. a tunnel channel refused while the runtime is still
+# loading); without a handler Python would print them to stderr mid-progress.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 #: Seconds between reconnection attempts after a drop (the last one repeats).
 RECONNECT_BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 4.0)
@@ -397,6 +403,9 @@ class SSHHost:
             yield int(listener.getsockname()[1])
         finally:
             stop.set()
+            # close() alone does not wake a thread blocked in accept(); shutdown() does.
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
             listener.close()
             acceptor.join(timeout=2)
 
