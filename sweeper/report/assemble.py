@@ -126,11 +126,19 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
 
 
 def load_points(run_dir: Path) -> pd.DataFrame | None:
-    """points.parquet, else points.csv, else None."""
+    """points.parquet, else points.csv, else the store's append-only points.jsonl, else None."""
     if (run_dir / "points.parquet").exists():
         return pd.read_parquet(run_dir / "points.parquet")
     if (run_dir / "points.csv").exists():
         return pd.read_csv(run_dir / "points.csv", keep_default_na=False, na_values=[""])
+    if (run_dir / "points.jsonl").exists():
+        rows = []
+        for line in (run_dir / "points.jsonl").read_text(errors="replace").splitlines():
+            try:  # a killed run may leave a torn last line: it was never a record
+                rows.append(json.loads(line))
+            except ValueError:
+                continue
+        return pd.DataFrame(rows).drop_duplicates("point_id") if rows else None
     return None
 
 

@@ -112,3 +112,50 @@ def test_missing_run_dir_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no run directory"):
         load_run(tmp_path / "nope")
     shutil.rmtree(tmp_path)
+
+
+def test_killed_run_with_only_the_append_only_points_log_renders(tmp_path: Path) -> None:
+    run = make_run(tmp_path, RunShape(status="running"))
+    import pandas as pd
+
+    points = pd.read_parquet(run / "points.parquet").head(3)
+    lines = [points.iloc[i].to_json() for i in range(3)] + ['{"point_id": "torn']
+    (run / "points.jsonl").write_text("\n".join(lines))
+    for name in ("points.parquet", "points.csv"):
+        (run / name).unlink()
+    view = load_run(run)
+    assert len(view.points) == 3
+    assert any("Only 3 of 18 planned points" in note for note in view.missing)
+
+
+def test_report_cli_options(tmp_path: Path) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from sweeper.commands import report
+
+    app = typer.Typer()
+    app.command()(report.command)
+    old = make_run(tmp_path, RunShape(run_id="20261128T020000Z-aaaa"))
+    new = make_run(
+        tmp_path, RunShape(run_id="20261129T020000Z-bbbb", slow={(8, 1, 0.0, True): 0.7})
+    )
+    invoke = CliRunner().invoke
+    latest = invoke(app, ["--latest", "--results", str(tmp_path), "-o", str(tmp_path / "x.html")])
+    assert latest.exit_code == 0 and latest.output.strip() == str(tmp_path / "x.html")
+    assert "20261129T020000Z-bbbb" in (tmp_path / "x.html").read_text()
+    compared = invoke(app, [str(new), "--compare", str(old)])
+    assert compared.exit_code == 0, compared.output
+    assert "Regression:" in (new / "report.html").read_text()
+    for bad in (
+        [str(new), "--latest"],
+        [],
+        [str(new), "--baseline", "yesterday"],
+        [str(new), "--compare", str(old), "--baseline", "previous"],
+        [str(tmp_path / "nope")],
+        [str(new), "--threshold", "lots"],
+    ):
+        result = invoke(app, bad)
+        assert result.exit_code == 2 and "error:" in result.output, (bad, result.output)
+    first = invoke(app, [str(old), "--baseline", "previous"])
+    assert first.exit_code == 0 and "no earlier finished run" in first.output
