@@ -84,6 +84,13 @@ def command(
     store = _open_store(plan, spec, results, resume, resume_latest)
     console = Console(stderr=True)
     backends = {h.name: open_backend(h, plan.spec, store.dir / "service") for h in plan.spec.hosts}
+    console.print(
+        f"sweep {plan.spec.name}: {plan.n_points} points, {plan.restarts} restarts, "
+        f"estimate ~{estimate_seconds(plan) / 60:.0f} min; run {store.dir}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
     live = not plain and console.is_terminal
     progress: SweepProgress = RichProgress(console) if live else PlainProgress(console)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
