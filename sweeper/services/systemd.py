@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 
-from sweeper.hosts import Host
+from sweeper.hosts import Host, HostError
 from sweeper.services import Instance, Launch, ServiceError, ServiceState
 from sweeper.services.unit import UnitOptions, environment_file_text, render_unit
 
@@ -279,7 +279,12 @@ class SystemdService:
         )
 
     def logs(self, cursor: str | None = None) -> tuple[str, str]:
-        text, new_cursor = self.journal(cursor or self._start_cursor)
+        # Logs are evidence for a point, never a reason to lose it: an unreachable host gives a
+        # note in place of the journal (the point's own reason says what failed).
+        try:
+            text, new_cursor = self.journal(cursor or self._start_cursor)
+        except (HostError, OSError) as exc:
+            return f"(journal unavailable: {exc})\n", cursor or ""
         return text, new_cursor or cursor or self._start_cursor or ""
 
     def stop(self, timeout: float = 15.0) -> None:

@@ -140,6 +140,41 @@ def test_failed_units_are_failed_points_and_values_arrive_literally(
     assert set(manifest["hosts"]) == {h.name for h in testhost_pair}
 
 
+def test_an_unreachable_host_fails_its_points_and_the_other_host_goes_on(
+    testhost_pair: list[TestHost], session_known_hosts: str, tmp_path: Path
+) -> None:
+    """The second host's key is unknown: its points fail with the fix; the first host runs."""
+    first, second = testhost_pair
+    ssh = ssh_host(first, session_known_hosts)
+    ssh.run(["mkdir", "-p", FAKE_DIR])
+    wrapper = WRAPPER.format(dir=FAKE_DIR, python=VENV_PYTHON, fake=FAKE_RUNTIME, misbehave="true")
+    ssh.put_file(f"{FAKE_DIR}/python", wrapper.encode(), mode=0o755)
+    ssh.close()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"{first.address} {first.host_key_line}\n")
+    hosts = hosts_yaml(testhost_pair, str(known), access="tunnel")
+    hosts = hosts.replace(f"python: {VENV_PYTHON}", f"python: {FAKE_DIR}/python")
+    spec = _write_spec(
+        tmp_path,
+        "remotehalf",
+        hosts,
+        {
+            "runtime": {"model": "fake", "port": 18310, "ready_timeout_s": 20},
+            "grid": {"budget": [8], "topk": [1], "block_size": [4], "cuda_graph": [False]},
+            "baseline": True,
+            "workload": _workload(prompts=1, max_tokens=4),
+        },
+    )
+    code, run_dir, stderr = _run_sweep(spec, tmp_path / "results")
+    points = pd.read_parquet(run_dir / "points.parquet").set_index("point_id")
+    assert code == 3, stderr[-3000:]
+    assert (points[points.host == first.name].status == "ok").all()
+    lost = points[points.host == second.name]
+    assert len(lost) == 2 and (lost.status == "failed").all()
+    assert lost.reason.str.contains("ssh-keyscan").all()
+    assert known.read_text() == f"{first.address} {first.host_key_line}\n"  # nothing accepted
+
+
 def _drop_connections(host: TestHost, stop: threading.Event, drops: list[float]) -> None:
     """Kill the sshd session processes of `host` every few seconds while the sweep runs."""
     started = time.monotonic()
