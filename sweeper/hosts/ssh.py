@@ -358,10 +358,6 @@ class SSHHost:
                     raise HostError(f"{self.name}: cannot write {path}: {exc}") from None
                 self._drop()
 
-    def put_local_file(self, local: str, path: str, *, mode: int = 0o644) -> None:
-        """Upload a local file (large bundles) to `path` atomically."""
-        self.put_file(path, Path(local).read_bytes(), mode=mode)
-
     def read_file(self, path: str) -> bytes:
         with self._sftp_client() as sftp:
             try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 
 from sweeper.hosts import Host, HostError
@@ -87,7 +86,6 @@ class SystemdService:
         unit: str = "ddtree-runtime",
         remote_root: str = "/opt/ddtree-sweeper",
         sudo: bool = False,
-        tunnel: bool = False,
         extra_env: Mapping[str, str] | None = None,
         timeout_start_s: float = 900.0,
         timeout_stop_s: float = 15.0,
@@ -98,7 +96,6 @@ class SystemdService:
         self.unit = unit if unit.endswith(".service") else f"{unit}.service"
         self.remote_root = remote_root.rstrip("/")
         self.sudo = sudo
-        self.tunnel = tunnel
         self.extra_env = dict(extra_env or {})
         self.timeout_start_s = timeout_start_s
         self.timeout_stop_s = timeout_stop_s
@@ -108,7 +105,6 @@ class SystemdService:
         self._lock = threading.Lock()
         self._instance: Instance | None = None
         self._start_cursor: str | None = None
-        self._tunnels = ExitStack()
         #: The unit text last installed (tests and reports show it).
         self.unit_text = ""
 
@@ -259,11 +255,8 @@ class SystemdService:
         return self.host.run(["test", "-d", f"/proc/{pid}"], check=False, timeout=30.0).ok
 
     def _base_url(self, port: int) -> str:
-        if not self.tunnel:
-            return f"http://{self.host.address}:{port}"
-        tunnel: AbstractContextManager[int] = self.host.open_tunnel(port)
-        local_port = self._tunnels.enter_context(tunnel)
-        return f"http://127.0.0.1:{local_port}"
+        # The runner opens its own SSH tunnel instead when the spec says `access: tunnel`.
+        return f"http://{self.host.address}:{port}"
 
     def state(self) -> ServiceState:
         status = self.show()
@@ -295,8 +288,6 @@ class SystemdService:
                 raise
             except (RuntimeError, OSError) as exc:
                 raise ServiceError(f"{self.host.name}: cannot stop {self.unit}: {exc}") from exc
-            finally:
-                self._tunnels.close()
 
     def _stop(self, timeout: float) -> None:
         # TimeoutStopSec in the unit makes systemd SIGKILL the whole control group after it.
