@@ -180,6 +180,8 @@ def _drop_connections(host: TestHost, stop: threading.Event, drops: list[float])
     started = time.monotonic()
     while not stop.wait(4.0):
         listener = host.exec(["systemctl", "show", "-p", "MainPID", "--value", "ssh.service"])
+        if listener.stdout.strip() in ("", "0"):
+            continue  # no listener pid: never ask for children of pid 0
         sessions = host.exec(["ps", "-o", "pid=", "--ppid", listener.stdout.strip()]).stdout
         for pid in sessions.split():
             host.exec(["kill", "-9", pid])

@@ -144,6 +144,7 @@ def _sshd_session_pids(host: TestHost) -> list[str]:
     """PIDs of sshd's per-connection processes (children of the listening sshd)."""
     listener = host.exec(["systemctl", "show", "-p", "MainPID", "--value", "ssh.service"])
     parent = listener.stdout.strip()
+    assert parent not in ("", "0"), "sshd is not running"
     children = host.exec(["ps", "-o", "pid=", "--ppid", parent]).stdout.split()
     return children
 
@@ -158,6 +159,28 @@ def test_reconnects_after_the_connection_drops(
         testhost_pair[0].exec(["kill", "-9", pid])
     assert host_a.run(["echo", "back"]).stdout == "back\n"
     assert host_a.connects == 2
+
+
+def test_reconnects_with_backoff_while_sshd_is_down(
+    host_a: SSHHost, testhost_pair: list[TestHost]
+) -> None:
+    host = testhost_pair[0]
+    assert host_a.run(["true"]).ok
+    sessions = _sshd_session_pids(host)  # before the stop: then the listener has no pid
+    assert sessions
+    assert host.exec(["systemctl", "stop", "ssh.service"]).returncode == 0
+    for pid in sessions:  # ssh.service leaves sessions running (KillMode=process)
+        host.exec(["kill", "-9", pid])
+    restart = threading.Timer(1.5, lambda: host.exec(["systemctl", "start", "ssh.service"]))
+    restart.start()
+    try:
+        started = time.monotonic()
+        assert host_a.run(["echo", "back"]).stdout == "back\n"
+        assert time.monotonic() - started >= 1.0  # waited through the backoff, then got in
+        assert host_a.connects == 2
+    finally:
+        restart.join()
+        host.exec(["systemctl", "start", "ssh.service"])
 
 
 def test_threads_share_one_connection(host_a: SSHHost) -> None:
