@@ -15,14 +15,18 @@ from tests import testhosts
 from tests.sweeper.testhost_fixture import free_index, ssh_host
 
 
-@pytest.fixture(autouse=True)
-def _needs_root() -> None:
-    reason = testhosts.skip_reason()
-    if reason:
-        pytest.skip(reason)
+def test_skip_reason_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(testhosts.os, "geteuid", lambda: 1000)
+    assert "need root" in (testhosts.skip_reason() or "")
+    monkeypatch.setattr(testhosts.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(testhosts.shutil, "which", lambda tool: None if tool == "unshare" else "/x")
+    assert "'unshare'" in (testhosts.skip_reason() or "")
 
 
 def test_two_hosts_boot_at_once_are_isolated_and_leave_nothing() -> None:
+    reason = testhosts.skip_reason()
+    if reason:
+        pytest.skip(reason)
     first = free_index()
     second = next(i for i in range(first + 1, 250) if f"10.200.{i}." not in _addresses())
     names = [(f"swl{first}", first), (f"swl{second}", second)]
