@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import pandas as pd
 
 # Least to most severe; the matrix shows the worst verdict over a prompt's repeats.
@@ -31,18 +29,6 @@ COLOURS = {
     "garbled": "#6a1b9a",
     "failed": "#424242",
 }
-
-
-def rank(verdict: object) -> int:
-    """Severity rank; an unknown verdict counts as worse than diverged (it needs a look)."""
-    name = str(verdict)
-    return SEVERITY.index(name) if name in SEVERITY else SEVERITY.index("diverged")
-
-
-def worst_verdict(verdicts: Iterable[object]) -> str:
-    """The most severe verdict of a group (nulls ignored; 'missing' when all are null)."""
-    present = [str(v) for v in verdicts if v is not None and v == v]
-    return max(present, key=rank) if present else "missing"
 
 
 def worst_by_group(verdicts: pd.Series, keys: list[pd.Series]) -> pd.Series:
