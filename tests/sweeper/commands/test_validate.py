@@ -68,3 +68,15 @@ def test_schema_is_json_schema_of_the_spec() -> None:
     assert {"name", "hosts", "runtime", "grid", "workload", "determinism"} <= set(
         schema["properties"]
     )
+
+
+def test_shipped_gpu_specs_validate() -> None:
+    """The realistic B300 and RTX PRO 6000 specs stay valid as the schema evolves."""
+    expected = {
+        "b300.yaml": "ok: 16 server configs, 96 points",
+        "rtx6000.yaml": "ok: 14 server configs, 84 points",
+    }
+    for name, summary in expected.items():
+        result = runner.invoke(app, ["validate", str(ROOT / "sweeps" / name)])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.strip() == summary
