@@ -44,6 +44,9 @@ class EngineLoop:
         self._wake = threading.Condition()
         self._sinks: dict[str, Sink] = {}
         self._stopping = False
+        # Engine steps that did work: fewer than the requests' summed verify rounds when requests
+        # were verified together (continuous batching), which /server_info shows.
+        self.steps = 0
         self._thread = threading.Thread(target=self._run, name="ddtree-engine", daemon=True)
 
     def start(self) -> None:
@@ -97,6 +100,8 @@ class EngineLoop:
                 log.exception("engine step failed; failing its requests")
                 self._fail_all(EngineFailure(f"engine step failed: {error}"))
                 continue
+            if events:
+                self.steps += 1
             self._deliver(events)
 
     def _deliver(self, events: list[Any]) -> None:

@@ -49,13 +49,14 @@ class LiveStats:
         self.accepted_tokens += int(stats["accepted_tokens"])
         self.emitted_tokens += int(stats["emitted_tokens"])
 
-    def as_dict(self, in_flight: int) -> dict[str, Any]:
+    def as_dict(self, in_flight: int, engine_steps: int) -> dict[str, Any]:
         tau = self.emitted_tokens / self.verify_rounds if self.verify_rounds else 0.0
         return {
             "requests": self.requests,
             "aborted": self.aborted,
             "failed": self.failed,
             "in_flight": in_flight,
+            "engine_steps": engine_steps,
             "verify_rounds": self.verify_rounds,
             "accepted_tokens": self.accepted_tokens,
             "emitted_tokens": self.emitted_tokens,
@@ -98,5 +99,5 @@ class RuntimeState:
             },
             "device": self.config.device,
             "engine": dict(getattr(self.engine, "info", {}) or {}),
-            "stats": self.stats.as_dict(self.loop.in_flight()),
+            "stats": self.stats.as_dict(self.loop.in_flight(), self.loop.steps),
         }

@@ -192,6 +192,20 @@ async def test_simultaneous_requests_equal_one_at_a_time(server: LocalServer) ->
     assert together == [a["choices"][0]["token_ids"] for a in alone]
 
 
+async def test_simultaneous_requests_are_verified_together(server: LocalServer) -> None:
+    before = httpx.get(f"{server.url}/server_info").json()["stats"]
+    body = {"model": MODEL, "prompt": "zzz", "max_tokens": 24, "temperature": 0}
+    async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+        responses = await asyncio.gather(
+            *[client.post("/v1/completions", json=body) for _ in range(4)]
+        )
+    rounds = sum(r.json()["ddtree"]["verify_rounds"] for r in responses)
+    after = httpx.get(f"{server.url}/server_info").json()["stats"]
+    steps = after["engine_steps"] - before["engine_steps"]
+    # One at a time would take `rounds` steps; batched, the four share most of them.
+    assert steps < rounds * 0.75, (steps, rounds)
+
+
 C = "/v1/completions"
 CHAT = "/v1/chat/completions"
 
@@ -271,6 +285,17 @@ def in_flight_after(server: LocalServer, timeout_s: float) -> dict[str, Any]:
         if stats["in_flight"] == 0 or time.monotonic() > deadline:
             return dict(stats)
         time.sleep(0.05)
+
+
+def test_client_gone_aborts_a_non_streaming_request(server: LocalServer) -> None:
+    before = in_flight_after(server, 10)
+    body = {"model": MODEL, "prompt": "zzz", "max_tokens": 250, "temperature": 0}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{server.url}/v1/completions", json=body, timeout=0.5)
+    after = in_flight_after(server, 10)
+    assert after["in_flight"] == 0
+    assert after["aborted"] == before["aborted"] + 1
+    assert after["requests"] == before["requests"]
 
 
 def test_client_disconnect_aborts_the_request(server: LocalServer) -> None:
