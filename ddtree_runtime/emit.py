@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
+from ddtree_runtime.params import TokenLogprob
+
 
 @dataclass
 class Emitter:
@@ -58,3 +62,19 @@ class Emitter:
         out = self.text[self.sent : end]
         self.sent = end
         return out
+
+
+def token_logprobs(logits: torch.Tensor, tokens: list[int], top_n: int) -> list[TokenLogprob]:
+    """Raw log-softmax of the target at each emitting node (rows of `logits`), plus top-n."""
+    lsm = torch.log_softmax(logits.double(), dim=-1)
+    top_n = min(top_n, lsm.shape[-1])
+    top = lsm.topk(top_n, dim=-1) if top_n else None
+    out = []
+    for j, t in enumerate(tokens):
+        alts = (
+            list(zip(top.indices[j].tolist(), top.values[j].tolist(), strict=True))
+            if top is not None
+            else []
+        )
+        out.append(TokenLogprob(t, float(lsm[j, t]), alts))
+    return out

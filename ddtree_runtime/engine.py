@@ -21,90 +21,33 @@ import torch
 
 from ddtree_runtime.cache import SlotCache
 from ddtree_runtime.drafters import Drafter
-from ddtree_runtime.emit import Emitter
+from ddtree_runtime.emit import Emitter, token_logprobs
 from ddtree_runtime.forward import VerifyForward
 from ddtree_runtime.mask import fill_tree_mask
 from ddtree_runtime.models import LoadedModel
+from ddtree_runtime.params import (
+    EngineConfig,
+    GenerationResult,
+    RequestStats,
+    SamplingParams,
+    TokenEvent,
+    TokenLogprob,
+)
 from ddtree_runtime.sampling import uniform
 from ddtree_runtime.tree import build_tree
-from ddtree_runtime.verify import RowSampling, target_choices, walk
+from ddtree_runtime.verify import RowSampling, Verdict, target_choices, walk
 
 FINISHED_STATS_KEPT = 10_000
 
-
-@dataclass
-class EngineConfig:
-    speculative: str = "ddtree"  # "ddtree" | "none" (none == budget 0, plain AR)
-    budget: int = 16  # non-root tree nodes per request
-    topk: int = 4  # max children per node
-    block_size: int = 8  # drafter block; tree depth <= block_size - 1
-    max_batch: int = 8
-    max_model_len: int = 2048
-    cuda_graph: bool = False  # requested; applied only on CUDA
-    seed: int = 0  # base seed for requests without their own seed
-
-    def validate(self) -> None:
-        if self.speculative not in ("ddtree", "none"):
-            raise ValueError(f"speculative must be 'ddtree' or 'none', not {self.speculative!r}")
-        if self.budget < 0:
-            raise ValueError(f"budget must be >= 0, got {self.budget}")
-        if self.topk < 1:
-            raise ValueError(f"topk must be >= 1, got {self.topk}")
-        if self.block_size < 2:
-            raise ValueError(f"block_size must be >= 2, got {self.block_size}")
-        if self.max_batch < 1 or self.max_model_len < 2:
-            raise ValueError("max_batch must be >= 1 and max_model_len >= 2")
-
-
-@dataclass
-class SamplingParams:
-    max_tokens: int = 16
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0  # 0 = off
-    seed: int | None = None
-    stop: list[str] = field(default_factory=list)
-    logprobs: int | None = None  # None: none; n >= 0: chosen token + top-n alternatives
-    budget: int | None = None  # per-request tree size override (<= engine budget)
-    topk: int | None = None
-
-
-@dataclass
-class TokenLogprob:
-    token_id: int
-    logprob: float
-    top: list[tuple[int, float]]
-
-
-@dataclass
-class TokenEvent:
-    request_id: str
-    token_ids: list[int]
-    text: str
-    logprobs: list[TokenLogprob] | None
-    finished: bool
-    finish_reason: str | None
-
-
-@dataclass
-class RequestStats:
-    verify_rounds: int = 0
-    accepted_tokens: int = 0
-    emitted_tokens: int = 0
-    tau: float = 0.0
-    draft_s: float = 0.0
-    tree_s: float = 0.0
-    verify_s: float = 0.0
-    commit_s: float = 0.0
-
-
-@dataclass
-class GenerationResult:
-    token_ids: list[int]
-    text: str
-    finish_reason: str | None
-    stats: RequestStats
-    logprobs: list[TokenLogprob] | None
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "GenerationResult",
+    "RequestStats",
+    "SamplingParams",
+    "TokenEvent",
+    "TokenLogprob",
+]
 
 
 @dataclass
@@ -301,7 +244,7 @@ class Engine:
         us = [uniform(r.seed, prefix + 1 + d) for d in range(max_depth + 1)]
         return RowSampling(p.temperature, p.top_k, p.top_p, us)
 
-    def _emit(self, i: int, r: _Request, verdict, logits: torch.Tensor) -> TokenEvent:
+    def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
         tokens, nodes = verdict.emitted(i)
         r.stats.accepted_tokens += len(tokens) - 1
         before = len(r.emitter.token_ids)
@@ -315,17 +258,7 @@ class Engine:
         r.stats.emitted_tokens += len(new)
         logprobs = None
         if r.params.logprobs is not None:
-            logprobs = []
-            lsm = torch.log_softmax(logits[i, nodes[: len(new)]].double(), dim=-1)
-            top_n = min(r.params.logprobs, lsm.shape[-1])
-            top = lsm.topk(top_n, dim=-1) if top_n else None
-            for j, t in enumerate(new):
-                alts = (
-                    list(zip(top.indices[j].tolist(), top.values[j].tolist(), strict=False))
-                    if top is not None
-                    else []
-                )
-                logprobs.append(TokenLogprob(t, float(lsm[j, t]), alts))
+            logprobs = token_logprobs(logits[i, nodes[: len(new)]], new, r.params.logprobs)
         return TokenEvent(
             r.rid, new, r.emitter.delta(), logprobs, finished, r.emitter.finish_reason
         )

@@ -18,19 +18,19 @@ from ddtree_runtime.tree import TreeBatch
 _FAULTS: set[str] = set()
 
 
-def ancestors(tree: TreeBatch) -> torch.Tensor:
-    """[batch, q, q] bool: node j sees node i (i is j or an ancestor of j); padding sees itself."""
-    batch, q = tree.parents.shape
-    eye = torch.eye(q, dtype=torch.bool, device=tree.parents.device).expand(batch, q, q)
-    anc = eye.clone()
-    max_depth = int(tree.depths.max()) if q > 1 else 0
-    parent_rows = tree.parents.clamp(min=0)
-    for d in range(1, max_depth + 1):
-        # Parents come before children, so rows at depth d-1 are final when depth d is filled.
-        inherited = anc.gather(1, parent_rows[:, :, None].expand(batch, q, q))
-        at_d = (tree.depths == d) & tree.real
-        anc = torch.where(at_d[:, :, None], inherited | eye, anc)
-    return anc
+def ancestor_index(tree: TreeBatch) -> torch.Tensor:
+    """[batch, q, D+1] node indices each row sees: itself and its ancestors (repeats allowed).
+
+    Pointer chasing up the parent links; the root and padding rows stay on themselves, so padding
+    sees only itself.
+    """
+    ptr = torch.arange(tree.parents.shape[1], device=tree.parents.device).expand_as(tree.parents)
+    steps = [ptr]
+    for _ in range(int(tree.depths.max())):
+        up = tree.parents.gather(1, ptr)
+        ptr = torch.where(up >= 0, up, ptr)
+        steps.append(ptr)
+    return torch.stack(steps, dim=-1)
 
 
 def fill_tree_mask(
@@ -42,18 +42,18 @@ def fill_tree_mask(
     """Write the verify mask [n,1,q,kv] (0 / -inf) and position ids [n,q] for the active rows."""
     n, q = tree.parents.shape
     kv = mask.shape[-1]
-    anc = ancestors(tree)
-    if "pad_visible" in _FAULTS:
-        anc = anc | (tree.real[:, :, None] & ~tree.real[:, None, :])
-    real_rows = tree.real[:, :, None]
-    cols = torch.arange(kv, device=mask.device)
-    sees_prefix = (cols[None, None, :] < prefix_lens[:, None, None]) & real_rows
     view = mask[:n, 0]
-    zero = torch.zeros((), dtype=mask.dtype, device=mask.device)
-    ninf = torch.full((), float("-inf"), dtype=mask.dtype, device=mask.device)
-    view.copy_(torch.where(sees_prefix, zero, ninf))
-    tree_cols = (prefix_lens[:, None] + torch.arange(q, device=mask.device)[None, :])[:, None, :]
-    view.scatter_(2, tree_cols.expand(n, q, q), torch.where(anc, zero, ninf))
+    view.fill_(float("-inf"))
+    cols = torch.arange(kv, device=mask.device)
+    sees_prefix = (cols[None, None, :] < prefix_lens[:, None, None]) & tree.real[:, :, None]
+    view.masked_fill_(sees_prefix, 0.0)
+    # Tree node j of row b lives in cache column prefix[b] + j.
+    view.scatter_(2, prefix_lens[:, None, None] + ancestor_index(tree), 0.0)
+    if "pad_visible" in _FAULTS:  # test-only fault: real rows also see the padding columns
+        pad_cols = (prefix_lens[:, None] + torch.arange(q, device=mask.device))[:, None, :]
+        pad_cols = pad_cols.expand(n, q, q)
+        leak = tree.real[:, :, None] & ~tree.real[:, None, :]
+        view.scatter_(2, pad_cols, view.gather(2, pad_cols).masked_fill(leak, 0.0))
     if "stale_positions" not in _FAULTS:
         position_ids[:n].copy_(prefix_lens[:, None] + tree.depths)
 

@@ -179,6 +179,9 @@ def load_model(name: str, *, dtype: str | None = None, device: str = "cpu") -> L
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     torch_dtype = DTYPES[dtype]
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # keep CLI output (selftest, server logs) to our own lines
     if name == "tiny-random":
         tokenizer = byte_tokenizer()
         model = tiny_random_model(len(tokenizer))

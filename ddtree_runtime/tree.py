@@ -65,21 +65,27 @@ def build_tree(
         return TreeBatch(out_tokens, parents, out_depths, real, torch.zeros_like(roots))
     lp = mask_drafts(logprobs.to(torch.float64), budgets, topks, depths)
 
+    # Depths where some request still has a candidate (one check, not one per level).
+    alive = torch.isfinite(lp).any(dim=2).any(dim=0).tolist()
+    length = next((d for d, ok in enumerate(alive) if not ok), length)
+    if length == 0:
+        return TreeBatch(out_tokens, parents, out_depths, real, torch.zeros_like(roots))
     # Beam per depth: scores, parent index into the previous level, rank at this depth.
+    # Which of several equal scores a full beam keeps does not matter for correctness: every
+    # kept node's parent is in the previous beam, and the union sort below is stable by depth.
     level_scores, level_parents, level_ranks = [], [], []
     beam = torch.zeros((batch, 1), dtype=torch.float64, device=dev)
     for d in range(length):
         cand = (beam[:, :, None] + lp[:, d, None, :]).reshape(batch, -1)  # [batch, W*K]
-        width = min(max_budget, cand.shape[1])
-        # Stable sort: equal scores keep earlier (better parent, lower rank) first, like the heap.
-        scores, idx = torch.sort(cand, dim=1, descending=True, stable=True)
-        scores, idx = scores[:, :width], idx[:, :width]
+        if cand.shape[1] > max_budget:
+            scores, idx = torch.topk(cand, max_budget, dim=1)
+        else:
+            scores = cand
+            idx = torch.arange(cand.shape[1], device=dev).expand(batch, -1)
         level_scores.append(scores)
         level_parents.append(idx // k)
         level_ranks.append(idx % k)
         beam = scores
-        if not torch.isfinite(scores).any():
-            break
     n_levels = len(level_scores)
     widths = [s.shape[1] for s in level_scores]
     offsets = [0]
