@@ -6,11 +6,13 @@ up to and including the pending root. ``hidden`` (target hidden states of accept
 drafters that condition on them, as DFlash does.
 
 ``ngram`` looks up suffix matches in the context; ``oracle`` (tests only) knows the target's greedy
-continuations and adds controllable noise; ``dflash:PATH`` loads a DFlash checkpoint (GPU hosts).
+continuations and adds controllable noise; ``dflash:PATH`` validates a DFlash checkpoint but
+cannot draft yet and says so.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
@@ -128,12 +130,12 @@ class OracleDrafter:
 
 
 class DFlashDrafter:
-    """A DFlash draft checkpoint from a local directory (GPU hosts; NOT exercised on CPU CI).
+    """A DFlash draft checkpoint from a local directory: validated, NOT runnable in this build.
 
-    DFlash drafts a whole block in one forward, conditioned on the target's hidden states of the
-    accepted tokens; its per-position logits give the [L, K] top-K lists the tree needs. The
-    checkpoint must provide its own modeling code (trust_remote_code, loaded from the local dir
-    only) and a ``block_size`` in its config.
+    DFlash drafts a whole block in one forward conditioned on the target's hidden states of the
+    accepted tokens. This engine does not collect those hidden states yet, and no checkpoint or
+    GPU was available to develop against, so after checking the checkpoint this raises a clear
+    error instead of pretending to draft.
     """
 
     name = "dflash"
@@ -142,32 +144,18 @@ class DFlashDrafter:
         directory = Path(path)
         if not (directory / "config.json").is_file():
             raise ValueError(f"dflash: {directory} is not a checkpoint directory (no config.json)")
-        from transformers import AutoConfig, AutoModel
-
-        config = AutoConfig.from_pretrained(
-            str(directory), trust_remote_code=True, local_files_only=True
-        )
-        if getattr(config, "block_size", None) is None:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        if "block_size" not in config and "block_size" not in config.get("dflash_config", {}):
             raise ValueError(f"dflash: {directory}/config.json has no block_size")
-        self.block_size = int(config.block_size)
-        self.model = (
-            AutoModel.from_pretrained(str(directory), trust_remote_code=True, local_files_only=True)
-            .to(loaded.device)
-            .eval()
+        raise ValueError(
+            "dflash: drafting from a DFlash checkpoint is not implemented in this runtime yet "
+            "(it needs the target's hidden states); use --draft ngram"
         )
-        self.target = loaded.model
 
     def propose(
         self, contexts: list[list[int]], depth: int, k: int, hidden: Any = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if hidden is None:
-            raise RuntimeError(
-                "dflash: needs the target's hidden states of the accepted tokens; this engine "
-                "build does not collect them yet (use --draft ngram)"
-            )
-        logits = self.model(hidden, contexts=contexts).logits[:, :depth]  # [B, L, V]
-        top = torch.log_softmax(logits.float(), dim=-1).topk(k, dim=-1)
-        return top.values.cpu(), top.indices.cpu()
+        raise NotImplementedError("dflash drafting is not implemented")
 
 
 def make_drafter(spec: str, loaded: LoadedModel, **oracle_args: Any) -> Drafter:

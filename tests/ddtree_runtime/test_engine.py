@@ -186,3 +186,31 @@ def test_logprobs_are_raw_log_softmax_of_the_target() -> None:
         assert [t for t, _ in lp.top] == want.topk(3).indices.tolist()
         ctx.append(lp.token_id)
     assert greedy_reference(m.model, prompts[2], 6, m.eos_token_ids) == res.token_ids
+
+
+def test_requests_added_from_another_thread_while_stepping() -> None:
+    """The server's pattern: its event loop adds requests while the engine thread steps."""
+    import threading
+
+    prompts, refs = prompts_and_refs()
+    engine = oracle_engine(8, 2, 8, max_batch=2)
+    out: dict[str, list[int]] = {f"r{i}": [] for i in range(4)}
+    done = threading.Event()
+
+    def loop() -> None:
+        finished = 0
+        while finished < 4:
+            for e in engine.step():
+                out[e.request_id] += e.token_ids
+                finished += e.finished
+
+    worker = threading.Thread(target=loop)
+    worker.start()
+    for i in range(4):
+        engine.add_request(f"r{i}", prompts[i], SamplingParams(max_tokens=NEW_TOKENS))
+        done.wait(0.01)
+    worker.join(timeout=300)
+    assert not worker.is_alive()
+    assert [out[f"r{i}"] for i in range(4)] == refs[:4]
+    assert engine.info["cuda_graph_applied"] is False
+    assert engine.info["cuda_graph_reason"] == "not applicable on cpu"
