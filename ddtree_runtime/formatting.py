@@ -33,6 +33,17 @@ class TokenText:
         return text
 
 
+def top_dict(top: list[tuple[int, float]], token_text: TokenText) -> dict[str, float]:
+    """Legacy top_logprobs {text: logprob}. Different ids can decode to the same text (partial
+    UTF-8 bytes all read as U+FFFD); a repeated key gets `[id]` appended so no alternative is lost
+    (the sweeper takes top-1 minus top-2 from these values)."""
+    out: dict[str, float] = {}
+    for token_id, logprob in top:
+        key = token_text(token_id)
+        out[key if key not in out else f"{key}[{token_id}]"] = logprob
+    return out
+
+
 def legacy_logprobs(
     entries: list[Any], token_text: TokenText, top_n: int, offset: int
 ) -> dict[str, Any]:
@@ -42,7 +53,7 @@ def legacy_logprobs(
         text = token_text(entry.token_id)
         tokens.append(text)
         token_logprobs.append(entry.logprob)
-        tops.append({token_text(tid): lp for tid, lp in entry.top[:top_n]})
+        tops.append(top_dict(entry.top[:top_n], token_text))
         offsets.append(offset)
         offset += len(text)
     return {

@@ -40,7 +40,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def fail(message: str) -> NoReturn:
-    print(f"ddtree_runtime serve: error: {message}", file=sys.stderr, flush=True)
+    one_line = " ".join(message.split("\n"))
+    print(f"ddtree_runtime serve: error: {one_line}", file=sys.stderr, flush=True)
     sys.exit(EXIT_BAD_CONFIG)
 
 
@@ -135,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         loaded = load_model(args.model, dtype=args.dtype, device=device)
     except (ModelNotFound, ValueError, OSError) as error:
         fail(f"cannot load model {args.model!r}: {error}")
+    except Exception as error:  # noqa: BLE001 - e.g. a CUDA device on a machine without one
+        fail(f"cannot load model {args.model!r} on {device}: {type(error).__name__}: {error}")
     try:
         config = ServeConfig(
             model=args.model,
@@ -171,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     except (ValueError, ValidationError) as error:
         fail(str(error).splitlines()[0])
+    except Exception as error:  # noqa: BLE001 - a drafter that cannot load, say
+        fail(f"cannot build the engine: {type(error).__name__}: {error}")
     return run_server(config, loaded, engine)
 
 

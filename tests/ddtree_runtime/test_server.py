@@ -85,7 +85,7 @@ def test_completion_carries_usage_stats_token_ids_and_logprobs(server: LocalServ
     logprobs = choice["logprobs"]
     assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == len(ids)
     assert all(lp <= 0 for lp in logprobs["token_logprobs"])
-    assert all(1 <= len(top) <= 3 for top in logprobs["top_logprobs"])
+    assert all(len(top) == 3 for top in logprobs["top_logprobs"])
     assert logprobs["text_offset"][0] == 0
     # Temperature 0 picks the most likely token: nothing in the top list beats it.
     for chosen, top in zip(logprobs["token_logprobs"], logprobs["top_logprobs"], strict=True):

@@ -42,6 +42,13 @@ def test_bad_flag_is_one_line_and_exit_2(flags: list[str]) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_bad_draft_spec_is_one_line_and_exit_2() -> None:
+    result = run_serve("--model", "tiny-random", "--draft", "telepathy", "--port", "1")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "telepathy" in result.stderr.strip().splitlines()[-1]
+
+
 def test_missing_model_is_one_line_and_exit_2() -> None:
     started = time.monotonic()
     result = run_serve("--model", "/nonexistent/model-dir", "--port", "1")
