@@ -207,9 +207,10 @@ def run_server(config: ServeConfig, loaded: Any, engine: Any) -> int:
             timeout_graceful_shutdown=UVICORN_BACKSTOP_S,
         )
     )
-    # uvicorn re-raises a caught SIGTERM once it has shut down; a no-op handler underneath makes
-    # that re-raise harmless, so a requested stop ends with exit code 0.
-    signal.signal(signal.SIGTERM, lambda *_: None)
+    # uvicorn re-raises a caught SIGTERM/SIGINT once it has shut down; a no-op handler underneath
+    # makes that re-raise harmless, so a requested stop ends with exit code 0.
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, lambda *_: None)
     outcome: dict[str, Any] = {"exit_code": 0}
     loop.start()
     threading.Thread(
