@@ -5,8 +5,8 @@ called from any thread (an internal ``threading.Lock`` guards the queues; new re
 take effect at the start of the next step).
 
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
-drafts, builds one padded tree per request (q_len = 1 + budget for everyone), verifies all trees in
-one forward, emits the accepted tokens + bonus through the AR stopping rules and commits the
+drafts, builds one padded tree per request (q_len = 1 + budget for everyone under a CUDA graph;
+elsewhere 1 + the largest tree in the batch), verifies all trees in one forward, emits the accepted tokens + bonus through the AR stopping rules and commits the
 accepted path's KV. Budget 0 (or speculative "none") is plain AR through the same code path.
 """
 
@@ -201,8 +201,14 @@ class Engine:
             self.budget,
             pad_token=self.pad_token,
         )
-        kv_len = self.forward.kv_len(int(prefix.max()) + self.q_len)
-        mask, positions = self.forward.buffers(n, kv_len)
+        if not self.forward.graph_enabled:
+            # Without a captured graph the query length need not stay fixed: trim the padding
+            # columns no request uses (a round with no drafts then costs one AR step). Requests
+            # with smaller trees than the largest still carry padding rows.
+            tree = tree.narrow(1 + int(tree.n_nodes.max()))
+        q_len = tree.tokens.shape[1]
+        kv_len = self.forward.kv_len(int(prefix.max()) + q_len)
+        mask, positions = self.forward.buffers(n, kv_len, q_len)
         fill_tree_mask(mask, positions, tree, prefix)
         t2 = time.perf_counter()
         logits = self.forward.verify(n, tree.tokens, prefix, kv_len)

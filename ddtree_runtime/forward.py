@@ -43,9 +43,9 @@ class VerifyForward:
             return self.max_len
         return min(self.max_len, -(-needed // KV_BUCKET) * KV_BUCKET)
 
-    def buffers(self, n: int, kv_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def buffers(self, n: int, kv_len: int, q_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views of the static mask [n,1,q,kv] and positions [n,q] to fill in place."""
-        return self.mask[:n, :, :, :kv_len], self.positions
+        return self.mask[:n, :, :q_len, :kv_len], self.positions[:n, :q_len]
 
     @torch.inference_mode()
     def prefill(self, slot: int, ids: list[int]) -> None:
@@ -69,17 +69,21 @@ class VerifyForward:
     def verify(
         self, n: int, tokens: torch.Tensor, prefix: torch.Tensor, kv_len: int
     ) -> torch.Tensor:
-        """Logits [n, q, V] of all tree nodes (mask and positions already filled for n rows)."""
-        q = self.q_len
-        self.input_ids[:n].copy_(tokens)
-        self.write_pos[:n].copy_(prefix[:, None] + torch.arange(q, device=self.device)[None, :])
+        """Logits [n, q, V] of all tree nodes (mask and positions already filled for n rows).
+
+        q is the trees' width: the fixed q_len under a CUDA graph, possibly less elsewhere.
+        """
+        q = tokens.shape[1]
+        self.input_ids[:n, :q].copy_(tokens)
+        self.write_pos[:n, :q].copy_(prefix[:, None] + torch.arange(q, device=self.device)[None, :])
         if self.graph_enabled:
+            assert q == self.q_len, "a captured graph replays at its fixed query length"
             return self._replay(n)[:n]
-        self.cache.target(slice(0, n), self.write_pos[:n], kv_len)
+        self.cache.target(slice(0, n), self.write_pos[:n, :q], kv_len)
         out = self.model(
-            input_ids=self.input_ids[:n],
-            attention_mask=self.mask[:n, :, :, :kv_len],
-            position_ids=self.positions[:n],
+            input_ids=self.input_ids[:n, :q],
+            attention_mask=self.mask[:n, :, :q, :kv_len],
+            position_ids=self.positions[:n, :q],
             cache=self.cache,
         )
         return self._upcast(out.logits)

@@ -1,6 +1,7 @@
 """Tree attention mask and position ids, written in place into preallocated buffers.
 
-Query length is fixed at 1+B so a captured CUDA graph can replay on fresh values. Tree node j of
+Under a CUDA graph the query length is fixed at 1+B so the captured graph replays on fresh
+values; elsewhere the engine passes views trimmed to the batch's largest tree. Tree node j of
 request b is written to cache column prefix[b]+j. Real rows see the committed prefix, their
 ancestors and themselves; padding rows see only themselves (a finite softmax, never NaN); real rows
 never see padding columns. Position ids are prefix + depth.

@@ -29,6 +29,16 @@ class TreeBatch:
     real: torch.Tensor  # bool; root and drafted nodes
     n_nodes: torch.Tensor  # long [batch]; real non-root nodes
 
+    def narrow(self, q_len: int) -> TreeBatch:
+        """The first `q_len` columns: all real nodes when q_len > max(n_nodes) (padding trimmed)."""
+        return TreeBatch(
+            self.tokens[:, :q_len],
+            self.parents[:, :q_len],
+            self.depths[:, :q_len],
+            self.real[:, :q_len],
+            self.n_nodes,
+        )
+
 
 def mask_drafts(
     logprobs: torch.Tensor, budgets: torch.Tensor, topks: torch.Tensor, depths: torch.Tensor
