@@ -5,9 +5,10 @@ called from any thread (an internal ``threading.Lock`` guards the queues; new re
 take effect at the start of the next step).
 
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
-drafts, builds one padded tree per request (q_len = 1 + budget for everyone under a CUDA graph;
-elsewhere 1 + the largest tree in the batch), verifies all trees in one forward, emits the accepted tokens + bonus through the AR stopping rules and commits the
-accepted path's KV. Budget 0 (or speculative "none") is plain AR through the same code path.
+drafts, builds one padded tree per request, verifies all trees in one forward (query length
+1 + budget under a CUDA graph; elsewhere 1 + the largest tree in the batch), emits the accepted
+tokens + bonus through the AR stopping rules and commits the accepted path's KV. Budget 0 (or
+speculative "none") is plain AR through the same code path.
 """
 
 from __future__ import annotations
