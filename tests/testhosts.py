@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BASE = Path(os.environ.get("SWEEPER_TESTHOST_BASE", "/tmp/sweeper-testhosts"))
+PROJECT_DIR = Path(__file__).resolve().parents[1]
 CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BOOT_TIMEOUT_S = 60.0
 UPPER_SIZE = "4g"
@@ -480,6 +481,13 @@ def _stage2(name: str, index: str) -> None:
     _check(["mount", "-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "tmpfs", f"{r}/run"])
     # also hides this machine's /tmp (where the harness keeps its keys)
     _check(["mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", f"{r}/tmp"])
+    # The checkout (with its .venv) must be visible inside at the same path wherever it was cloned:
+    # under /tmp the tmpfs above would hide it, and on another filesystem the overlay of / would
+    # not include it. Read-only, so a host cannot write the checkout.
+    inside = f"{r}{PROJECT_DIR}"
+    os.makedirs(inside, exist_ok=True)
+    _check(["mount", "--bind", str(PROJECT_DIR), inside])
+    _check(["mount", "-o", "remount,bind,ro", inside])
     _write_identity(root, name, index, work)
     os.replace(work / "pid.tmp", work / "pid")
     # pivot_root(".", ".") + lazy umount drops every mount of this machine from the namespace.
