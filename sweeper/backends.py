@@ -30,6 +30,8 @@ class Backend:
     workdir: str | None = None
     #: Reach the runtime through `host.open_tunnel` instead of `host.address` directly.
     use_tunnel: bool = False
+    #: Content hash of the runtime bundle deployed to the host (None: the local checkout runs).
+    bundle_sha256: str | None = None
 
 
 def open_backend(host_spec: HostSpec, spec: Spec, state_dir: Path) -> Backend:

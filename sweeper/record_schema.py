@@ -106,6 +106,8 @@ class HostFacts(BaseModel):
     reported_source_hash: str | None = None
     model: dict[str, Any] = Field(default_factory=dict)
     device: str | None = None
+    #: Content hash of the runtime bundle deployed there (SSH hosts; None when run in place).
+    bundle_sha256: str | None = None
     #: The machine the sweeper itself ran on.
     controller: str | None = None
     #: uname, cpus, mem_total as the host reports them.

@@ -73,4 +73,5 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
         listen_host="127.0.0.1" if tunnel else "0.0.0.0",
         workdir=release,
         use_tunnel=tunnel,
+        bundle_sha256=bundle.sha256,
     )

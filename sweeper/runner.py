@@ -416,6 +416,7 @@ class Runner:
             reported_source_hash=identity.source_hash,
             model=dict(info.get("model") or {}),
             device=info.get("device"),
+            bundle_sha256=backend.bundle_sha256,
             controller=platform.node(),
             system=system,
         )

@@ -23,6 +23,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from sweeper.bundle import release_dir
+from sweeper.remote import runtime_bundle
 from tests.sweeper.conftest import FAKE_RUNTIME
 from tests.sweeper.testhost_fixture import VENV_PYTHON, hosts_yaml, ssh_host
 from tests.testhosts import TestHost
@@ -138,6 +140,12 @@ def test_failed_units_are_failed_points_and_values_arrive_literally(
         assert host.exec(["systemctl", "is-active", "ddtree-remotefake"]).stdout.strip() != "active"
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert set(manifest["hosts"]) == {h.name for h in testhost_pair}
+    # the deployed bundle's content hash is in the manifest, and is the release that ran
+    bundle = runtime_bundle()
+    for host in testhost_pair:
+        assert manifest["hosts"][host.name]["bundle_sha256"] == bundle.sha256
+        release = host.root / release_dir("/opt/ddtree-sweeper", bundle).lstrip("/")
+        assert (release / "ddtree_runtime" / "__init__.py").exists()
 
 
 def test_an_unreachable_host_fails_its_points_and_the_other_host_goes_on(
