@@ -5,7 +5,8 @@ asks the service each time whether the instance died, to fail fast with its log 
 then checks /server_info: the launch id is the one just launched, the fingerprint is the sha256
 of its canonical inputs, the fingerprinted config equals the requested server params, and the
 pid / start time differ from the previous instance. Any mismatch raises `ReadinessError`; the
-runner records a failed point and never measures that server.
+runner records a failed point and never measures that server. For `engine: sglang`, which has no
+launch id or fingerprint, SGLang's /get_server_info must report every requested flag instead.
 """
 
 from __future__ import annotations
@@ -157,9 +158,40 @@ def check_identity(
     return identity
 
 
-def fetch_server_info(base_url: str) -> dict[str, Any]:
+def check_sglang_identity(
+    info: Mapping[str, Any], *, launch_id: str, expected: Mapping[str, Any]
+) -> Identity:
+    """SGLang has no launch id or fingerprint: its server args must match the requested flags.
+
+    That the answering process is the new one rests on the service's own proof (systemd: a new
+    InvocationID with the old MainPID gone before the start; a local process: the old process
+    group gone and the port free before the start), so no stale SGLang can hold the port.
+    """
+    wrong = []
+    for key, want in expected.items():
+        if key not in info:
+            if want is None:
+                continue
+            wrong.append(f"{key}: requested {want!r}, server does not report it")
+        elif not (want is None and info[key] is None) and not _same(want, info[key]):
+            wrong.append(f"{key}: requested {want!r}, server runs {info[key]!r}")
+    if wrong:
+        raise ReadinessError("config mismatch: " + "; ".join(wrong))
+    reported = {key: info.get(key) for key in sorted(expected)}
+    return Identity(
+        launch_id=launch_id,
+        fingerprint=fingerprint_of({"engine": "sglang", "server_args": reported}),
+        pid=None,
+        start_time=None,
+        source_hash=None,
+        runtime_version=str(info.get("version")) if info.get("version") else None,
+        info={"engine": "sglang", "server_args": dict(info)},
+    )
+
+
+def fetch_server_info(base_url: str, path: str = "/server_info") -> dict[str, Any]:
     try:
-        resp = httpx.get(f"{base_url}/server_info", timeout=5.0)
+        resp = httpx.get(f"{base_url}{path}", timeout=5.0)
         resp.raise_for_status()
         data = resp.json()
     except (httpx.HTTPError, ValueError) as exc:
@@ -178,12 +210,19 @@ def wait_ready(
     deadline_s: float,
     previous: Identity | None = None,
     log_tail: Any = None,
+    engine: str = "ddtree_runtime",
 ) -> tuple[Identity, float]:
     """Wait for health, then prove identity. Returns (identity, seconds to ready)."""
     waited = wait_healthy(service, base_url, deadline_s, log_tail=log_tail)
-    info = fetch_server_info(base_url)
     try:
-        identity = check_identity(info, launch_id=launch_id, expected=expected, previous=previous)
+        if engine == "sglang":
+            info = fetch_server_info(base_url, "/get_server_info")
+            identity = check_sglang_identity(info, launch_id=launch_id, expected=expected)
+        else:
+            info = fetch_server_info(base_url)
+            identity = check_identity(
+                info, launch_id=launch_id, expected=expected, previous=previous
+            )
     except ReadinessError as exc:
         exc.log_tail = (log_tail or (lambda: ""))()
         raise

@@ -26,6 +26,7 @@ from sweeper.point_summary import VIOLATIONS, summarize
 from sweeper.progress import SweepProgress
 from sweeper.readiness import Identity, ReadinessError, wait_ready
 from sweeper.record_schema import HostFacts, PointRecord, RequestRecord
+from sweeper.runtime_argv import sglang_server_args
 from sweeper.services import ServiceError
 from sweeper.spec import Spec
 from sweeper.store import RunStore, utc_now
@@ -232,10 +233,15 @@ class Runner:
                 backend.service,
                 state.base_url,
                 launch_id=launch.launch_id,
-                expected=expected_config(sc, runtime),
+                expected=(
+                    sglang_server_args(sc, runtime)
+                    if runtime.engine == "sglang"
+                    else expected_config(sc, runtime)
+                ),
                 deadline_s=runtime.ready_timeout_s,
                 previous=previous,
                 log_tail=lambda: self._log_tail(backend),
+                engine=runtime.engine,
             )
         except ReadinessError as exc:
             if not self.stop_event.is_set():

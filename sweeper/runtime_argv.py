@@ -70,6 +70,31 @@ def sglang_flags(server_config: ServerConfig, runtime: RuntimeSpec) -> list[str]
     return argv + list(runtime.extra_args)
 
 
+def sglang_server_args(server_config: ServerConfig, runtime: RuntimeSpec) -> dict[str, Any]:
+    """What SGLang's /get_server_info must report for this config: its flags as server_args keys.
+
+    `--speculative-num-steps 7` -> {"speculative_num_steps": "7"}, `--disable-cuda-graph` ->
+    {"disable_cuda_graph": True}, `--no-x` -> {"x": False}; values stay strings (compared as text).
+    """
+    args: dict[str, Any] = {}
+    flags = sglang_flags(server_config, runtime)
+    i = 0
+    while i < len(flags):
+        name = flags[i].removeprefix("--").replace("-", "_")
+        if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+            args[name] = flags[i + 1]
+            i += 2
+        elif name.startswith("no_"):
+            args[name.removeprefix("no_")] = False
+            i += 1
+        else:
+            args[name] = True
+            i += 1
+    if server_config.engine_mode == "ar":
+        args["speculative_algorithm"] = None  # a baseline must not be speculating
+    return args
+
+
 def serve_argv(
     server_config: ServerConfig,
     runtime: RuntimeSpec,
