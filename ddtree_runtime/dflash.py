@@ -148,6 +148,8 @@ def load_dflash(path: str) -> DFlashModel:
         raise ValueError(
             "dflash: DFlash2 checkpoints (convolutions, candidate selector) are not supported"
         )
+    if "sliding_attention" in (config.get("layer_types") or []) or config.get("is_causal"):
+        raise ValueError("dflash: sliding-window or causal draft attention is not supported")
     if int(_field(config, "block_size")) < 2:
         raise ValueError("dflash: block_size must be at least 2")
     files = sorted(directory.glob("*.safetensors"))

@@ -182,5 +182,7 @@ def test_bad_checkpoints_are_clear(tmp_path: Path) -> None:
                 tmp_path / "far", dflash_config={"target_layer_ids": [1, 9], "mask_token_id": 5}
             )
         )
+    with pytest.raises(ValueError, match="sliding-window or causal"):
+        load(write_checkpoint(tmp_path / "causal", is_causal=True))
     with pytest.raises(ValueError, match="vocab_size 1000"):
         load(write_checkpoint(tmp_path / "vocab", vocab_size=1000))
