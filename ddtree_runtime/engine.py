@@ -9,6 +9,11 @@ drafts, builds one padded tree per request, verifies all trees in one forward (q
 1 + budget under a CUDA graph; elsewhere 1 + the largest tree in the batch), emits the accepted
 tokens + bonus through the AR stopping rules and commits the accepted path's KV. Budget 0 (or
 speculative "none") is plain AR through the same code path.
+
+A drafter with a ``feature_layers`` attribute (DFlash) conditions on the target's hidden states:
+the engine then keeps, per request, the selected layers' outputs for exactly the cached tokens
+(prefill, then the accepted path of every verify, the same rows the KV commit keeps) and passes
+them to ``propose``. Other drafters cost nothing extra.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class _Request:
     budget: int
     topk: int
     stats: RequestStats = field(default_factory=RequestStats)
+    hidden: torch.Tensor | None = None  # target features of tokens[0:len-1] (feature drafters)
 
 
 class Engine:
@@ -76,6 +82,14 @@ class Engine:
         n_layers = int(self.model.config.num_hidden_layers)
         self.cache = SlotCache(n_layers, config.max_batch, self.max_len)
         self.forward = VerifyForward(self.model, self.cache, config, self.q_len, self.max_len)
+        layers = getattr(drafter, "feature_layers", None)
+        self.wants_features = layers is not None
+        if layers is not None:
+            if not all(0 <= i < n_layers for i in layers):
+                raise ValueError(
+                    f"drafter needs target layers {list(layers)} but the target has {n_layers}"
+                )
+            self.forward.want_features(list(layers))
         self.info: dict = {
             "cuda_graph_applied": self.forward.graph_enabled,
             "cuda_graph_reason": self.forward.graph_reason,
@@ -173,7 +187,7 @@ class Engine:
             self._release(slot)
         for r in admitted:
             self._active.append(r)
-            self.forward.prefill(len(self._active) - 1, r.tokens[:-1])
+            r.hidden = self.forward.prefill(len(self._active) - 1, r.tokens[:-1])
         if not self._active:
             return []
         return self._verify_round()
@@ -186,7 +200,8 @@ class Engine:
         budgets = torch.tensor([r.budget for r in active], device=dev)
         k = max(r.topk for r in active)
         if self.budget > 0 and int(budgets.max()) > 0:
-            lp, tok = self.drafter.propose([r.tokens for r in active], self.depth, k)
+            hidden = [r.hidden for r in active] if self.wants_features else None
+            lp, tok = self.drafter.propose([r.tokens for r in active], self.depth, k, hidden)
         else:
             lp = torch.full((n, self.depth, k), float("-inf"))
             tok = torch.zeros((n, self.depth, k), dtype=torch.long)
@@ -223,6 +238,8 @@ class Engine:
         dst = torch.arange(verdict.path.shape[1], device=dev)[None, :] + prefix[:, None]
         dst = torch.where(verdict.path >= 0, dst, prefix[:, None])
         self.cache.commit(src, dst)
+        if self.wants_features:
+            self._commit_features(verdict)
         events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
         t4 = time.perf_counter()
         for _i, r in enumerate(active):
@@ -242,6 +259,15 @@ class Engine:
                     self._finished.popitem(last=False)
             self._release(slot)
         return events
+
+    def _commit_features(self, verdict: Verdict) -> None:
+        """Append the accepted path's features (root included, bonus not: it is the new root)."""
+        feats = self.forward.last_features
+        assert feats is not None
+        for i, r in enumerate(self._active):
+            nodes = verdict.path[i, : int(verdict.n_accepted[i]) + 1]
+            new = feats[i, nodes]
+            r.hidden = new if r.hidden is None else torch.cat([r.hidden, new], dim=0)
 
     def _row_sampling(self, r: _Request, prefix: int, max_depth: int) -> RowSampling:
         p = r.params

@@ -5,6 +5,10 @@ rewritten in place every step. On CPU the key length is bucketed to a multiple o
 compute. On CUDA with ``cuda_graph`` the forward is captured once at (max_batch, q_len, max_len)
 and replayed; inactive slots then carry inert root-only rows. The CUDA path could not be run on the
 CPU-only development machine.
+
+When a drafter conditions on the target's hidden states (DFlash), ``feature_layers`` names the
+target layers whose outputs it needs: prefill returns them and verify leaves them in
+``last_features``; the forward then runs eagerly (no CUDA graph). Otherwise nothing is collected.
 """
 
 from __future__ import annotations
@@ -37,6 +41,22 @@ class VerifyForward:
             self.graph_reason = "captured at first verify" if config.cuda_graph else "disabled"
         self._graph: Any = None
         self._graph_logits: torch.Tensor | None = None
+        self.feature_layers: list[int] | None = None
+        self.last_features: torch.Tensor | None = None
+
+    def want_features(self, layers: list[int]) -> None:
+        """Collect the outputs of these target layers (0-based) in every forward from now on."""
+        self.feature_layers = list(layers)
+        if self.graph_enabled:
+            self.graph_enabled = False
+            self.graph_reason = "disabled: the drafter needs the target's hidden states"
+
+    def _features(self, out: Any) -> torch.Tensor | None:
+        """Selected layers' outputs concatenated on the last axis: [rows, q, len(layers) * H]."""
+        if self.feature_layers is None:
+            return None
+        states = out.hidden_states  # [embeddings, layer 0 output, ...]
+        return torch.cat([states[i + 1] for i in self.feature_layers], dim=-1)
 
     def kv_len(self, needed: int) -> int:
         if self.graph_enabled:
@@ -48,22 +68,34 @@ class VerifyForward:
         return self.mask[:n, :, :q_len, :kv_len], self.positions[:n, :q_len]
 
     @torch.inference_mode()
-    def prefill(self, slot: int, ids: list[int]) -> None:
-        """Write the KV of `ids` (the prompt without its last token) into `slot` from position 0."""
+    def prefill(self, slot: int, ids: list[int]) -> torch.Tensor | None:
+        """Write the KV of `ids` (the prompt without its last token) into `slot` from position 0.
+
+        Returns the selected layers' features [len(ids), F] when ``feature_layers`` is set.
+        """
         if not ids:
-            return
+            return self._no_features()
         length = len(ids)
         kv = self.kv_len(length)
         self.cache.target(
             slice(slot, slot + 1), torch.arange(length, device=self.device)[None, :], kv
         )
-        self.model(
+        out = self.model(
             input_ids=torch.tensor([ids], device=self.device),
             attention_mask=causal_mask(length, kv, 0, self.dtype, str(self.device)),
             position_ids=torch.arange(length, device=self.device)[None, :],
             cache=self.cache,
             logits_to_keep=1,
+            output_hidden_states=self.feature_layers is not None,
         )
+        feats = self._features(out)
+        return None if feats is None else feats[0]
+
+    def _no_features(self) -> torch.Tensor | None:
+        if self.feature_layers is None:
+            return None
+        width = len(self.feature_layers) * int(self.model.config.hidden_size)
+        return torch.zeros((0, width), dtype=self.dtype, device=self.device)
 
     @torch.inference_mode()
     def verify(
@@ -85,7 +117,9 @@ class VerifyForward:
             attention_mask=self.mask[:n, :, :q, :kv_len],
             position_ids=self.positions[:n, :q],
             cache=self.cache,
+            output_hidden_states=self.feature_layers is not None,
         )
+        self.last_features = self._features(out)
         return self._upcast(out.logits)
 
     @staticmethod
