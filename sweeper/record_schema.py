@@ -13,8 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class RequestRecord(BaseModel):
-    """One measured request (README: requests columns)."""
+class PointKey(BaseModel):
+    """What every request and point row starts with: its run, host, point and server config."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -28,6 +28,11 @@ class RequestRecord(BaseModel):
     topk: int | None = None
     block_size: int | None = None
     cuda_graph: bool | None = None
+
+
+class RequestRecord(PointKey):
+    """One measured request (README: requests columns)."""
+
     prompt_id: str
     repeat: int
     concurrency: int
@@ -50,21 +55,9 @@ class RequestRecord(BaseModel):
     divergence_index: int | None = None
 
 
-class PointRecord(BaseModel):
+class PointRecord(PointKey):
     """One point: a (host, server config, request config) and its numbers (README: points)."""
 
-    model_config = ConfigDict(extra="allow")
-
-    run_id: str
-    host: str
-    point_id: str
-    attempt: str
-    server_config_id: str
-    engine: str
-    budget: int | None = None
-    topk: int | None = None
-    block_size: int | None = None
-    cuda_graph: bool | None = None
     temperature: float
     max_tokens: int
     concurrency: int
