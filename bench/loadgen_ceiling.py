@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,14 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from sweeper.client import RequestSpec  # noqa: E402
 from sweeper.workload import run_requests  # noqa: E402
-
-FAKE = ROOT / "tests" / "sweeper" / "fake_runtime.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402
+from tests.sweeper.conftest import free_port  # noqa: E402
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ recording, consolidating parquet/csv, manifest, logs), reported per point and pe
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 import tempfile
 import time
@@ -31,14 +30,8 @@ from sweeper.runner import Runner  # noqa: E402
 from sweeper.services.process import ProcessService  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402
 from sweeper.store import RunStore  # noqa: E402
-
-FAKE = ROOT / "tests" / "sweeper" / "fake_runtime.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402
+from tests.sweeper.conftest import free_port  # noqa: E402
 
 
 def main() -> None:
