@@ -22,14 +22,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.backends import Backend  # noqa: E402
 from sweeper.hosts.local import LocalHost  # noqa: E402
 from sweeper.plan import build_plan  # noqa: E402
 from sweeper.progress import PlainProgress  # noqa: E402
+from sweeper.results.store import RunStore  # noqa: E402
 from sweeper.runner import Runner  # noqa: E402
+from sweeper.services.backends import Backend  # noqa: E402
 from sweeper.services.process import ProcessService  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402
-from sweeper.store import RunStore  # noqa: E402
 from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402
 from tests.sweeper.conftest import free_port  # noqa: E402
 

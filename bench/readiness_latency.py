@@ -1,7 +1,7 @@
 """How soon readiness notices a runtime that just became ready (goal: median <= 0.25 s).
 
 Starts the fake runtime (a real loopback server, tests/sweeper/fake_runtime.py) N times through
-ProcessService with a loading phase of random length, waits with `sweeper.readiness.wait_healthy`,
+ProcessService with a loading phase of random length, waits with `readiness.wait_healthy`,
 and compares the moment it returned with the moment /health turned 200 (`ready_at`, reported by
 the server itself; same clock, same machine). Prints median / p90 / max of the detection lag.
 
@@ -23,7 +23,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.readiness import wait_healthy  # noqa: E402
+from sweeper.measure.readiness import wait_healthy  # noqa: E402
 from sweeper.services import Launch  # noqa: E402
 from sweeper.services.process import ProcessService  # noqa: E402
 from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402

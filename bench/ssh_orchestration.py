@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sweeper.hosts.ssh import SSHHost, SSHTarget  # noqa: E402
-from sweeper.readiness import wait_healthy  # noqa: E402
+from sweeper.measure.readiness import wait_healthy  # noqa: E402
 from sweeper.services import Launch  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
 from tests import testhosts  # noqa: E402
@@ -155,12 +155,12 @@ def run_sweep(test_host: testhosts.TestHost, n_configs: int) -> None:
 
     import yaml
 
-    from sweeper.backends import open_backend
     from sweeper.plan import build_plan
     from sweeper.progress import PlainProgress
+    from sweeper.results.store import RunStore
     from sweeper.runner import Runner
+    from sweeper.services.backends import open_backend
     from sweeper.spec import load_spec
-    from sweeper.store import RunStore
     from tests.sweeper.testhost_fixture import hosts_yaml
 
     fake = ROOT / "tests" / "sweeper" / "fake_runtime.py"

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sweeper.bundle import deploy, pack_runtime
 from sweeper.hosts import Host, HostError
+from sweeper.services.bundle import deploy, pack_runtime
 from sweeper.spec import LocalHostSpec, Spec, SSHHostSpec
 
 #: Below this much free space under the remote root a sweep may fail mid-way (logs, bundle).

@@ -16,23 +16,28 @@ import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from sweeper.backends import Backend
-from sweeper.client import RequestSpec
-from sweeper.launch import build_launch, expected_config
+from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.engines.argv import sglang_server_args
+from sweeper.engines.launch import build_launch, expected_config
+from sweeper.hosts.facts import system_facts
+from sweeper.measure.point import (
+    LOG_TAIL_CHARS,
+    failed_point,
+    measured_point,
+    point_columns,
+    point_requests,
+)
+from sweeper.measure.readiness import Identity, ReadinessError, wait_ready
+from sweeper.measure.workload import run_requests_sync
 from sweeper.plan import HostPlan, Plan, Point, ServerConfig
-from sweeper.point_summary import VIOLATIONS, summarize
 from sweeper.progress import SweepProgress
-from sweeper.readiness import Identity, ReadinessError, wait_ready
-from sweeper.record_schema import HostFacts, PointRecord, RequestRecord
-from sweeper.runtime_argv import sglang_server_args
+from sweeper.results.records import HostFacts, PointRecord, RequestRecord
+from sweeper.results.store import RunStore, utc_now
 from sweeper.services import ServiceError
+from sweeper.services.backends import Backend
 from sweeper.spec import Spec
-from sweeper.store import RunStore, utc_now
-from sweeper.workload import run_requests_sync
-
-LOG_TAIL_CHARS = 4000
 
 EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
 
@@ -45,14 +50,6 @@ def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
     if any(p.get("status") != "ok" for p in rows):
         return EXIT_FAILED
     return EXIT_OK
-
-
-def server_columns(sc: ServerConfig) -> dict[str, Any]:
-    """The server config as record columns: engine, budget, topk, block_size, cuda_graph, extras."""
-    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": sc.engine_mode}
-    cols.update({k: None for k in ("budget", "topk", "block_size")})
-    cols.update(dict(sc.params))
-    return cols
 
 
 def served_model_name(info: Mapping[str, Any], fallback: str) -> str:
@@ -94,10 +91,7 @@ class Runner:
     def run(self) -> int:
         manifest = self.store.manifest
         manifest.points_total = self.plan.n_points
-        already = self.store.points()
-        manifest.points_done = len(already)
-        manifest.points_ok = sum(p["status"] == "ok" for p in already.values())
-        manifest.points_failed = manifest.points_done - manifest.points_ok
+        self.store.count_points()
         manifest.status = "running"
         if manifest.started_at is None:
             manifest.started_at = utc_now()
@@ -123,10 +117,8 @@ class Runner:
         finally:
             self._stop_all(final=True)
         points = self.store.points()
-        self.store.consolidate()
-        manifest.points_done = len(points)
-        manifest.points_ok = sum(p["status"] == "ok" for p in points.values())
-        manifest.points_failed = manifest.points_done - manifest.points_ok
+        self.store.consolidate(points)
+        self.store.count_points(points)
         manifest.timings["wall_s"] = manifest.timings.get("wall_s", 0.0) + (
             time.monotonic() - started
         )
@@ -273,32 +265,15 @@ class Runner:
         done: dict[str, dict[str, Any]],
         baseline_rows: dict[str, list[dict[str, Any]]],
     ) -> dict[str, Any] | None:
-        host, sc, rc = point.host, point.server_config, point.request_config
+        host, sc = point.host, point.server_config
         t0 = time.monotonic()
         started_at = utc_now()
-        self.progress.status(host, f"{sc.label} {rc.id}")
+        self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload = self.spec.workload
-        requests = [
-            RequestSpec(
-                prompt_id=prompt.id,
-                prompt=prompt.text or "\n".join(m.content for m in prompt.messages or []),
-                messages=tuple(m.model_dump() for m in prompt.messages)
-                if prompt.messages
-                else None,
-                max_tokens=rc.max_tokens,
-                temperature=rc.temperature,
-                seed=rc.seed,
-                top_p=rc.top_p,
-                repeat=repeat,
-                chat=workload.api == "chat",
-            )
-            for prompt in workload.prompts
-            for repeat in range(workload.repeats)
-        ]
         result = run_requests_sync(
             state.base_url,
-            requests,
-            concurrency=rc.concurrency,
+            point_requests(point, workload),
+            concurrency=point.request_config.concurrency,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
             on_record=lambda _s, r: self.progress.tokens(host, r["output_tokens"]),
@@ -307,64 +282,31 @@ class Runner:
         if self.stop_event.is_set():
             return None
         log_text, state.log_cursor = backend.service.logs(state.log_cursor)
-        attempt = RunStore.new_attempt()
-        base = {
-            "run_id": self.store.run_id,
-            "host": host,
-            "point_id": point.point_id,
-            "attempt": attempt,
-            **server_columns(sc),
-            "concurrency": rc.concurrency,
-            "temperature": rc.temperature,
-            "max_tokens": rc.max_tokens,
-            "top_p": rc.top_p,
-        }
-        rows = [
-            {**base, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
-            for spec, rec in result.records
-        ]
-        errors = [r["error"] for r in rows if r["error"]]
-        baseline = done.get(point.baseline_point_id or "") if point.baseline_point_id else None
-        numbers, per_row = summarize(
-            rows,
-            result.wall_s,
-            temperature=rc.temperature,
-            seed=rc.seed,
-            is_baseline=sc.engine_mode == "ar",
-            baseline_rows=baseline_rows.get(point.baseline_point_id or ""),
-            baseline_point=baseline,
-            policy=self.spec.determinism,
-        )
-        for row, (verdict, index) in zip(rows, per_row, strict=True):
-            row["verdict"], row["divergence_index"] = verdict, index
-        if errors:
-            numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
         log_path = self.store.write_log(point.point_id, log_text)
-        status: Literal["ok", "failed"] = "failed" if errors else "ok"
-        reason = f"{len(errors)}/{len(rows)} requests failed: {errors[0]}" if errors else ""
-        point_row = PointRecord(
-            **base,
-            status=status,
-            reason=reason,
+        record, requests = measured_point(
+            point,
+            result,
+            key=point_columns(self.store.run_id, point, RunStore.new_attempt()),
+            policy=self.spec.determinism,
+            baseline_rows=baseline_rows.get(point.baseline_point_id or ""),
+            baseline_point=done.get(point.baseline_point_id or ""),
             fingerprint=state.identity.fingerprint if state.identity else None,
             started_at=started_at,
             finished_at=utc_now(),
             log_path=str(log_path.relative_to(self.store.dir)),
-            log_tail=log_text[-LOG_TAIL_CHARS:] if errors else "",
-            **numbers,
+            log_text=log_text,
         )
-        records = [RequestRecord(**r) for r in rows]
-        self._commit(point_row, records)
+        self._commit(record, requests)
         if sc.engine_mode == "ar":
-            baseline_rows[point.point_id] = [r.model_dump() for r in records]
+            baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
         detail = (
-            f"{numbers['output_tok_s'] or 0:.1f} tok/s  {numbers['determinism']}"
-            if status == "ok"
-            else reason
+            f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
+            if record.status == "ok"
+            else record.reason
         )
-        self.progress.point_done(host, point.point_id, status, detail)
-        return point_row.model_dump()
+        self.progress.point_done(host, point.point_id, record.status, detail)
+        return record.model_dump()
 
     def _fail(
         self,
@@ -377,44 +319,26 @@ class Runner:
     ) -> None:
         """Record every point in `points` as failed with the reason and the service log tail."""
         log_text = backend.service.logs(cursor)[0]
-        tail = log_tail if log_tail else log_text[-LOG_TAIL_CHARS:]
         for point in points:
-            sc, rc = point.server_config, point.request_config
-            now = utc_now()
             log_path = self.store.write_log(point.point_id, log_text)
-            row = PointRecord(
-                run_id=self.store.run_id,
-                host=point.host,
-                point_id=point.point_id,
-                attempt=RunStore.new_attempt(),
-                **server_columns(sc),
-                temperature=rc.temperature,
-                max_tokens=rc.max_tokens,
-                concurrency=rc.concurrency,
-                status="failed",
+            row = failed_point(
+                point_columns(self.store.run_id, point, RunStore.new_attempt()),
                 reason=reason,
-                started_at=now,
-                finished_at=now,
+                at=utc_now(),
                 log_path=str(log_path.relative_to(self.store.dir)),
-                log_tail=tail,
+                log_tail=log_tail or log_text,
             )
             self._commit(row, [])
             self.progress.point_done(point.host, point.point_id, "failed", reason)
 
     def _commit(self, point: PointRecord, requests: list[RequestRecord]) -> None:
         with self._lock:
-            self.store.append_point(point, requests)
-            self.store.consolidate()
-            manifest = self.store.manifest
-            manifest.points_done += 1
-            manifest.points_ok += point.status == "ok"
-            manifest.points_failed += point.status != "ok"
-            self.store.save_manifest()
+            self.store.commit_point(point, requests)
 
     def _note_host(self, backend: Backend, host: str, identity: Identity) -> None:
         info = identity.info
         known = self.store.manifest.hosts.get(host)
-        system = known.system if known and known.system else _system_facts(backend)
+        system = known.system if known and known.system else system_facts(backend.host)
         facts = HostFacts(
             name=host,
             address=backend.host.address,
@@ -433,20 +357,3 @@ class Runner:
     @staticmethod
     def _log_tail(backend: Backend) -> str:
         return backend.service.logs(None)[0][-LOG_TAIL_CHARS:]
-
-
-def _system_facts(backend: Backend) -> dict[str, str]:
-    """uname, CPU count and memory of the host, best effort (facts, never a reason to fail)."""
-    facts: dict[str, str] = {}
-    for key, argv in (
-        ("uname", ["uname", "-srmn"]),
-        ("cpus", ["nproc"]),
-        ("mem_total", ["sh", "-c", "grep MemTotal /proc/meminfo"]),
-    ):
-        try:
-            result = backend.host.run(argv, timeout=10, check=False)
-        except Exception:  # noqa: BLE001 - a missing tool only leaves the fact out
-            continue
-        if result.ok:
-            facts[key] = result.stdout.strip().removeprefix("MemTotal:").strip()
-    return facts

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.compare import Comparison, compare_runs, parse_threshold
+from sweeper.analysis.compare import Comparison, compare_runs, parse_threshold
 from sweeper.report.assemble import load_run
 from sweeper.report.formatting import pct
 

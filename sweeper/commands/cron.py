@@ -1,4 +1,4 @@
-"""`sweeper cron install|list|remove`: the crontab entries of nightly sweeps (see sweeper.cron)."""
+"""`sweeper cron install|list|remove`: the crontab entries of nightly sweeps."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from sweeper import cron
+from sweeper.schedule import cron
 
 app = typer.Typer(help="Schedule nightly sweeps in the crontab.", no_args_is_help=True)
 USER_HELP = "Whose crontab (needs root) [the current user's]."

@@ -25,7 +25,7 @@ EXIT_CHECK_FAILED = 1
 
 def _open(host_spec: LocalHostSpec | SSHHostSpec) -> Host:
     if isinstance(host_spec, SSHHostSpec):
-        from sweeper.remote import ssh_host_for  # paramiko only when there are SSH hosts
+        from sweeper.services.backends import ssh_host_for  # paramiko only when there are SSH hosts
 
         return ssh_host_for(host_spec)
     return LocalHost(host_spec.name)

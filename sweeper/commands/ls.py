@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.store import list_runs
+from sweeper.results.reader import list_runs
 
 
 def command(

@@ -16,6 +16,6 @@ def command(
     threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
 ) -> None:
     """Run the sweep once under a lock, report, compare with the last finished run, prune."""
-    from sweeper.nightly import nightly  # matplotlib: only when the job runs
+    from sweeper.schedule.nightly import nightly  # matplotlib: only when the job runs
 
     raise typer.Exit(nightly(spec, results, keep, threshold_option(threshold)))

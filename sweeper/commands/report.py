@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
+from sweeper.analysis.compare import Comparison
 from sweeper.commands.compare import EXIT_USAGE, compare_dirs, threshold_option
-from sweeper.compare import Comparison
 from sweeper.report.assemble import load_run
-from sweeper.report.runs import latest_run, previous_finished
+from sweeper.results.reader import latest_run, previous_finished
 
 
 def _fail(message: str) -> typer.Exit:

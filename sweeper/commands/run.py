@@ -17,14 +17,15 @@ import typer
 from rich.console import Console
 
 from sweeper import __version__
-from sweeper.backends import open_backend
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan
-from sweeper.launch import runtime_source_hash
+from sweeper.engines.launch import runtime_source_hash
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
+from sweeper.results.reader import latest_run
+from sweeper.results.store import RunStore
 from sweeper.runner import Runner
-from sweeper.store import RunStore, latest_run
+from sweeper.services.backends import open_backend
 
 
 def _usage(message: str) -> typer.Exit:

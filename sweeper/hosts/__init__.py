@@ -7,7 +7,7 @@ port on the host. `LocalHost` lives in `local.py`, `SSHHost` in `ssh.py`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -66,8 +66,3 @@ class Host(Protocol):
     def close(self) -> None:
         """Release connections; the host object may not be used afterwards."""
         ...
-
-
-def iter_lines(text: str) -> Iterator[str]:
-    """Lines of command output without trailing newlines (helper for parsers)."""
-    yield from text.splitlines()

@@ -7,55 +7,24 @@ points planned but not done. Those notes become the report's "What is missing" s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from sweeper.analysis.verdicts import OK_VERDICTS, worst_by_group
 from sweeper.report.outputs import Divergence, load_divergences
-from sweeper.report.verdicts import OK_VERDICTS, worst_by_group
+from sweeper.results.reader import (
+    load_points,
+    load_request_columns,
+    read_manifest,
+    sample_list_column,
+)
+from sweeper.results.records import PointRecord
 
-POINT_COLUMNS = [
-    "run_id",
-    "host",
-    "point_id",
-    "server_config_id",
-    "engine",
-    "budget",
-    "topk",
-    "block_size",
-    "cuda_graph",
-    "temperature",
-    "max_tokens",
-    "concurrency",
-    "status",
-    "reason",
-    "output_tok_s",
-    "request_s",
-    "ttft_p50",
-    "ttft_p90",
-    "ttft_p99",
-    "itl_p50",
-    "itl_p90",
-    "itl_p99",
-    "e2e_p50",
-    "e2e_p90",
-    "e2e_p99",
-    "tau",
-    "speedup",
-    "determinism",
-    "n_requests",
-    "fingerprint",
-    "started_at",
-    "finished_at",
-    "log_path",
-    "log_tail",
-]
+#: The points contract's columns, from the record model (README: Results on disk).
+POINT_COLUMNS = list(PointRecord.model_fields)
 REQUEST_SCALARS = [
     "host",
     "point_id",
@@ -114,77 +83,6 @@ def point_label(row: Any) -> str:
 
 def _int(value: Any) -> str:
     return "-" if value is None or pd.isna(value) else str(int(value))
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    """The run's manifest as a plain dict, or None when absent or unreadable."""
-    try:
-        loaded = json.loads((run_dir / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
-
-
-def load_points(run_dir: Path) -> pd.DataFrame | None:
-    """points.parquet, else points.csv, else the store's append-only points.jsonl, else None."""
-    if (run_dir / "points.parquet").exists():
-        return pd.read_parquet(run_dir / "points.parquet")
-    if (run_dir / "points.csv").exists():
-        return pd.read_csv(run_dir / "points.csv", keep_default_na=False, na_values=[""])
-    if (run_dir / "points.jsonl").exists():
-        rows = []
-        for line in (run_dir / "points.jsonl").read_text(errors="replace").splitlines():
-            try:  # a killed run may leave a torn last line: it was never a record
-                rows.append(json.loads(line))
-            except ValueError:
-                continue
-        return pd.DataFrame(rows).drop_duplicates("point_id") if rows else None
-    return None
-
-
-def request_columns(path: Path) -> list[str]:
-    """Column names of a requests.parquet without reading its data."""
-    return list(pq.read_schema(path).names)
-
-
-def load_request_scalars(run_dir: Path) -> pd.DataFrame:
-    """The per-request scalar columns that exist (never the big list or text columns)."""
-    path = run_dir / "requests.parquet"
-    if not path.exists():
-        return pd.DataFrame(columns=REQUEST_SCALARS)
-    cols = [c for c in REQUEST_SCALARS if c in request_columns(path)]
-    # Repeated strings come back as categoricals: a fraction of the memory and fast groupbys.
-    categorical = [c for c in ("host", "point_id", "prompt_id", "verdict") if c in cols]
-    return pq.read_table(path, columns=cols, read_dictionary=categorical).to_pandas()
-
-
-def sample_itls(run_dir: Path, per_point: int = 200, seed: int = 0) -> pd.DataFrame:
-    """Inter-token latencies of up to `per_point` requests per point, picked at random.
-
-    Sampling rows (not values) keeps memory and time flat however many requests a run has.
-    """
-    path = run_dir / "requests.parquet"
-    if not path.exists() or not {"itls", "point_id"} <= set(request_columns(path)):
-        return pd.DataFrame({"point_id": pd.Series([], dtype=str), "itl": []})
-    ids = pq.read_table(path, columns=["point_id"]).column("point_id")
-    codes, uniques = pd.factorize(ids.to_numpy(zero_copy_only=False))
-    order = np.random.default_rng(seed).permutation(len(codes))
-    rank = pd.Series(codes[order]).groupby(codes[order]).cumcount().to_numpy()
-    rows = np.sort(order[rank < per_point])
-    picked = []
-    start = 0
-    # Streamed in batches: only the sampled rows' lists are ever held, not all of them.
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=131072, columns=["itls"]):
-        lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
-        if hi > lo:
-            picked.append(batch.column(0).take(rows[lo:hi] - start))
-        start += batch.num_rows
-    if not picked:
-        return pd.DataFrame({"point_id": pd.Series([], dtype=str), "itl": []})
-    lists = pa.concat_arrays(picked)
-    lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
-    values = lists.flatten().to_numpy(zero_copy_only=False)
-    return pd.DataFrame({"point_id": np.repeat(uniques[codes[rows]], lengths), "itl": values})
 
 
 def mark_best(points: pd.DataFrame) -> pd.Series:
@@ -287,13 +185,14 @@ def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run directory at {run_dir}")
-    manifest = read_manifest(run_dir)
+    loaded = read_manifest(run_dir)
+    manifest = loaded.model_dump(mode="json", exclude_none=True) if loaded else None
     raw_points = load_points(run_dir)
     missing = _missing_notes(manifest, raw_points, run_dir)
     points = _normalise(
         raw_points if raw_points is not None else pd.DataFrame(columns=["point_id"])
     )
-    requests = load_request_scalars(run_dir)
+    requests = load_request_columns(run_dir, REQUEST_SCALARS)
     rows = points["config_long"]
     if points["host"].nunique() > 1:  # the same config on two hosts is two rows
         rows = points["host"].astype(str) + " " + rows
@@ -307,7 +206,7 @@ def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
         manifest=manifest or {},
         points=points,
         requests=requests,
-        itl_sample=sample_itls(run_dir),
+        itl_sample=sample_list_column(run_dir, "itls").rename(columns={"value": "itl"}),
         verdict_matrix=matrix,
         missing=missing,
         failures=_failures(points, run_dir),

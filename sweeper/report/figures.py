@@ -22,8 +22,8 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
+from sweeper.analysis.verdicts import COLOURS, MATRIX_STATES  # noqa: E402
 from sweeper.report.assemble import RunView  # noqa: E402
-from sweeper.report.verdicts import COLOURS, SEVERITY  # noqa: E402
 
 MAX_BOXES = 40  # latency plots show at most this many configs (the slowest by median)
 DPI = 80
@@ -200,10 +200,10 @@ def determinism_matrix(matrix: pd.DataFrame) -> list[Chart]:
     """Config x prompt, coloured by the worst verdict over repeats."""
     if matrix.empty:
         return []
-    lookup = {name: i for i, name in enumerate(SEVERITY)}
+    lookup = {name: i for i, name in enumerate(MATRIX_STATES)}
     cells = [lookup.get(v, lookup["diverged"]) for v in matrix.to_numpy().ravel()]
     codes = np.array(cells, dtype=float).reshape(matrix.shape)
-    cmap = ListedColormap([COLOURS[name] for name in SEVERITY])
+    cmap = ListedColormap([COLOURS[name] for name in MATRIX_STATES])
     rows, cols = matrix.shape
     fig, ax = plt.subplots(
         figsize=(min(16, 3 + 0.35 * cols), 1.2 + 0.28 * rows), layout="constrained"
@@ -212,7 +212,7 @@ def determinism_matrix(matrix: pd.DataFrame) -> list[Chart]:
         codes,
         cmap=cmap,
         vmin=-0.5,
-        vmax=len(SEVERITY) - 0.5,
+        vmax=len(MATRIX_STATES) - 0.5,
         aspect="auto",
         interpolation="nearest",
     )
@@ -221,7 +221,8 @@ def determinism_matrix(matrix: pd.DataFrame) -> list[Chart]:
         ax.set_xticks(range(cols), [str(c) for c in matrix.columns], rotation=45, ha="right")
     ax.set_xlabel(f"prompt ({cols})")
     present = sorted(
-        set(matrix.to_numpy().ravel()), key=lambda v: SEVERITY.index(v) if v in SEVERITY else 99
+        set(matrix.to_numpy().ravel()),
+        key=lambda v: MATRIX_STATES.index(v) if v in MATRIX_STATES else 99,
     )
     handles = [
         plt.Rectangle((0, 0), 1, 1, color=COLOURS.get(v, COLOURS["diverged"])) for v in present

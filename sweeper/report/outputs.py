@@ -2,7 +2,8 @@
 
 The reference is the AR baseline's output for the same host, prompt and temperature (repeat 0);
 without one (no baseline, or a repeat-to-repeat check) it is the point's own first repeat.
-Only the rows needed are read from requests.parquet, so a run with millions of rows is cheap.
+Only the rows needed are read from requests.parquet (through `sweeper.results.reader`), so a run
+with millions of rows is cheap.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
-from sweeper.report.verdicts import QUIET_VERDICTS
+from sweeper.analysis.verdicts import QUIET_VERDICTS
+from sweeper.results.reader import load_request_columns, request_columns
 
 CONTEXT_CHARS = 80  # shared text shown before the divergence
 REST_CHARS = 1500  # cap on each side's text after it
@@ -38,24 +39,22 @@ class Divergence:
 
 def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[list[Divergence], int]:
     """Up to `cap` divergences, and how many there are in all."""
-    path = run_dir / "requests.parquet"
-    if not path.exists() or points.empty:
-        return [], 0
-    names = set(pq.read_schema(path).names)
-    if not {"verdict", "text", "point_id", "prompt_id"} <= names:
+    names = set(request_columns(run_dir))
+    if points.empty or not {"verdict", "text", "point_id", "prompt_id"} <= names:
         return [], 0
     extra = [c for c in ("repeat", "divergence_index") if c in names]
-    bad = pq.read_table(
-        path,
-        columns=["point_id", "prompt_id", "verdict", "text", *extra],
+    bad = load_request_columns(
+        run_dir,
+        ["point_id", "prompt_id", "verdict", "text", *extra],
         filters=[("verdict", "not in", list(QUIET_VERDICTS))],
-    ).to_pandas()
+        categorical=False,
+    )
     total = len(bad)
     bad = bad.head(cap)
     if bad.empty:
         return [], total
     info = points.set_index("point_id")
-    refs = _reference_texts(path, points, set(bad["point_id"]), "repeat" in names)
+    refs = _reference_texts(run_dir, points, set(bad["point_id"]), "repeat" in names)
     out = []
     for row in bad.to_dict("records"):
         point = info.loc[row["point_id"]] if row["point_id"] in info.index else None
@@ -67,13 +66,13 @@ def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[lis
 
 
 def _reference_texts(
-    path: Path, points: pd.DataFrame, bad_ids: set[str], has_repeat: bool
+    run_dir: Path, points: pd.DataFrame, bad_ids: set[str], has_repeat: bool
 ) -> dict[tuple[str, str], str]:
     ar_ids = set(points.loc[points["engine"] == "ar", "point_id"])
     wanted = sorted(ar_ids | bad_ids)
     filters = [("point_id", "in", wanted)]
     cols = ["point_id", "prompt_id", "text"] + (["repeat"] if has_repeat else [])
-    rows = pq.read_table(path, columns=cols, filters=filters).to_pandas()
+    rows = load_request_columns(run_dir, cols, filters=filters, categorical=False)
     if has_repeat:
         rows = rows.sort_values("repeat", kind="stable")
     first = rows.drop_duplicates(["point_id", "prompt_id"])

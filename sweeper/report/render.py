@@ -16,11 +16,11 @@ from typing import Any
 
 import jinja2
 
-from sweeper.compare import Comparison
+from sweeper.analysis.compare import Comparison
+from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
-from sweeper.report.verdicts import OK_VERDICTS
 
 PROVENANCE_KEYS = [
     "sweep",

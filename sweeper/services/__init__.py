@@ -39,7 +39,6 @@ class Instance:
     """One started runtime: where to reach it and what identifies it."""
 
     launch: Launch
-    base_url: str
     pid: int | None
     #: systemd's InvocationID, when the service has one.
     invocation_id: str | None = None

@@ -14,12 +14,10 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
+from sweeper.poll import WaitTimeout, wait_until
 from sweeper.services import Instance, Launch, ServiceError, ServiceState
-
-LOG_TAIL_CHARS = 4000
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -40,11 +38,19 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 def wait_port_free(port: int, timeout: float, host: str = "127.0.0.1") -> bool:
     """Poll until the port is free; False if it is still in use after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while port_in_use(port, host):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
+    try:
+        wait_until(lambda: not port_in_use(port, host), timeout_s=timeout)
+    except WaitTimeout:
+        return False
+    return True
+
+
+def _wait_group_gone(pgid: int, timeout: float) -> bool:
+    """Poll until no process of the group is left; False if some still is after `timeout`."""
+    try:
+        wait_until(lambda: not _group_alive(pgid), timeout_s=timeout, interval_s=0.02)
+    except WaitTimeout:
+        return False
     return True
 
 
@@ -114,7 +120,7 @@ class ProcessService:
         tmp = self.pidfile.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.pidfile)
-        return Instance(launch=launch, base_url=f"http://127.0.0.1:{launch.port}", pid=pid)
+        return Instance(launch=launch, pid=pid)
 
     def state(self) -> ServiceState:
         if self._proc is None:
@@ -133,10 +139,6 @@ class ProcessService:
             data = fh.read()
         return data.decode("utf-8", "replace"), str(offset + len(data))
 
-    def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
-        text, _ = self.logs(None)
-        return text[-chars:]
-
     def stop(self, timeout: float = 15.0) -> None:
         proc = self._proc
         if proc is None:
@@ -149,10 +151,7 @@ class ProcessService:
             self._signal_group(pgid, signal.SIGKILL)
             proc.wait(timeout=10)
         # Children of the runtime (if any) share the group: wait for all of them.
-        deadline = time.monotonic() + timeout
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if _group_alive(pgid):
+        if not _wait_group_gone(pgid, timeout):
             self._signal_group(pgid, signal.SIGKILL)
         if self._launch is not None and not wait_port_free(self._launch.port, timeout):
             raise ServiceError(f"port {self._launch.port} still in use after stopping")
@@ -175,13 +174,9 @@ class ProcessService:
             self.pidfile.unlink(missing_ok=True)
             return False
         self._signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _group_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _group_alive(pid):
+        if not _wait_group_gone(pid, timeout):
             self._signal_group(pid, signal.SIGKILL)
-            while _group_alive(pid) and time.monotonic() < deadline + 5:
-                time.sleep(0.05)
+            _wait_group_gone(pid, 5.0)
         self.pidfile.unlink(missing_ok=True)
         return True
 

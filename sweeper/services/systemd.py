@@ -11,11 +11,11 @@ reports the journal tail. Journal lines are read by cursor, so each point gets e
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sweeper.hosts import Host, HostError
+from sweeper.poll import WaitTimeout, wait_until
 from sweeper.services import Instance, Launch, ServiceError, ServiceState
 from sweeper.services.unit import UnitOptions, environment_file_text, render_unit
 
@@ -208,7 +208,6 @@ class SystemdService:
         status = self._wait_new_invocation(before)
         instance = Instance(
             launch=launch,
-            base_url=self._base_url(launch.port),
             pid=status.main_pid or None,
             invocation_id=status.invocation_id,
         )
@@ -230,9 +229,11 @@ class SystemdService:
 
     def _wait_new_invocation(self, before: UnitStatus) -> UnitStatus:
         """Until a new InvocationID is active with a new MainPID, and the old MainPID is gone."""
-        deadline = time.monotonic() + self.activation_timeout_s
-        while True:
-            status = self.show()
+        last = before
+
+        def started() -> UnitStatus | None:
+            nonlocal last
+            status = last = self.show()
             new = status.invocation_id and status.invocation_id != before.invocation_id
             if new and not status.running:
                 raise ServiceError(
@@ -241,22 +242,19 @@ class SystemdService:
                 )
             fresh_pid = status.main_pid and status.main_pid != before.main_pid
             old_gone = not before.main_pid or not self._pid_alive(before.main_pid)
-            if new and fresh_pid and old_gone:
-                return status
-            if time.monotonic() > deadline:
-                raise ServiceError(
-                    f"{self.host.name}: {self.unit} did not reach a new running invocation in "
-                    f"{self.activation_timeout_s:.0f} s ({status.describe()})\n"
-                    f"{self.journal_tail()}"
-                )
-            time.sleep(0.05)
+            return status if new and fresh_pid and old_gone else None
+
+        try:
+            return wait_until(started, timeout_s=self.activation_timeout_s).value
+        except WaitTimeout:
+            raise ServiceError(
+                f"{self.host.name}: {self.unit} did not reach a new running invocation in "
+                f"{self.activation_timeout_s:.0f} s ({last.describe()})\n"
+                f"{self.journal_tail()}"
+            ) from None
 
     def _pid_alive(self, pid: int) -> bool:
         return self.host.run(["test", "-d", f"/proc/{pid}"], check=False, timeout=30.0).ok
-
-    def _base_url(self, port: int) -> str:
-        # The runner opens its own SSH tunnel instead when the spec says `access: tunnel`.
-        return f"http://{self.host.address}:{port}"
 
     def state(self) -> ServiceState:
         status = self.show()
@@ -307,16 +305,17 @@ class SystemdService:
             self._wait_port_free(self._instance.launch.port, timeout)
 
     def _wait_port_free(self, port: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def free() -> bool:
             listening = self.host.run(
                 ["ss", "-Hltn", f"sport = :{port}"], check=False, timeout=30.0
             )
-            if not listening.ok or not listening.stdout.strip():
-                return  # free (or no `ss` on the host: systemd already waited for the cgroup)
-            if time.monotonic() > deadline:
-                raise ServiceError(f"{self.host.name}: port {port} still in use after stop")
-            time.sleep(0.1)
+            # No `ss` on the host counts as free: systemd already waited for the cgroup.
+            return not listening.ok or not listening.stdout.strip()
+
+        try:
+            wait_until(free, timeout_s=timeout, interval_s=0.1)
+        except WaitTimeout:
+            raise ServiceError(f"{self.host.name}: port {port} still in use after stop") from None
 
     def remove(self) -> None:
         """Delete the unit file and the secrets file (after `stop`)."""

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.launch import runtime_source_hash
-from sweeper.store import RunStore
+from sweeper.engines.launch import runtime_source_hash
+from sweeper.results.store import RunStore
 from tests.sweeper.sweep_fixtures import write_spec
 
 pytestmark = [

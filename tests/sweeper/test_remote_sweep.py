@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweeper.bundle import release_dir
-from sweeper.remote import runtime_bundle
+from sweeper.services.backends import runtime_bundle
+from sweeper.services.bundle import release_dir
 from tests.sweeper.conftest import FAKE_RUNTIME
 from tests.sweeper.testhost_fixture import VENV_PYTHON, hosts_yaml, ssh_host
 from tests.testhosts import TestHost

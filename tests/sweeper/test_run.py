@@ -13,8 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.results.reader import POINTS_LOG
+from sweeper.results.store import RunStore
 from sweeper.services.process import port_in_use
-from sweeper.store import POINTS_LOG, RunStore
 from tests.sweeper.sweep_fixtures import fake_python, write_spec
 
 pytestmark = pytest.mark.slow

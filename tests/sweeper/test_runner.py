@@ -10,14 +10,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.backends import Backend
 from sweeper.hosts.local import LocalHost
 from sweeper.plan import build_plan
 from sweeper.progress import PlainProgress
+from sweeper.results.store import RunStore
 from sweeper.runner import Runner
+from sweeper.services.backends import Backend
 from sweeper.services.process import ProcessService, port_in_use, wait_port_free
 from sweeper.spec import load_spec
-from sweeper.store import RunStore
 from tests.sweeper.conftest import fake_argv
 from tests.sweeper.sweep_fixtures import fake_python, write_spec
 

@@ -11,7 +11,7 @@ from sweeper.cli import app
 
 ROOT = Path(__file__).resolve().parents[3]
 LOCAL = str(ROOT / "sweeps" / "local.yaml")
-BAD = str(ROOT / "tests" / "sweeper" / "bad_specs" / "unknown_grid_key.yaml")
+BAD = str(ROOT / "tests" / "sweeper" / "spec" / "bad_specs" / "unknown_grid_key.yaml")
 runner = CliRunner()
 
 

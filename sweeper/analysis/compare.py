@@ -1,0 +1,223 @@
+"""Compare two runs point by point: deltas, noise-aware regression flags, new breakage.
+
+Pure: frames in, a `Comparison` out. Points are matched by identity (host + server params +
+request params), never by run-specific ids. A metric change is flagged only when it exceeds
+both the relative threshold and the noise of the two runs: twice the combined standard error
+of the per-request values, where each request is measured against its own prompt's mean so that
+prompts of different lengths do not count as noise (the spread of repeats).
+A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
+determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
+
+IDENTITY = [
+    "host",
+    "engine",
+    "budget",
+    "topk",
+    "block_size",
+    "cuda_graph",
+    "temperature",
+    "max_tokens",
+    "concurrency",
+]
+# metric -> (per-request value column or recipe, True when higher is better)
+METRICS: dict[str, bool] = {"output_tok_s": True, "tau": True, "ttft_p50": False}
+NOISE_SIGMAS = 2.0
+
+
+@dataclass
+class PointDelta:
+    """One point present in either run, with its numbers in both and what changed."""
+
+    key: tuple[str, ...]
+    host: str
+    label: str
+    a: dict[str, Any]
+    b: dict[str, Any]
+    delta: dict[str, float | None]
+    noise: dict[str, float]
+    flags: list[str] = field(default_factory=list)
+    is_regression: bool = False
+
+
+@dataclass
+class Comparison:
+    """All point deltas of run B against run A."""
+
+    baseline_name: str
+    threshold: float
+    rows: list[PointDelta]
+
+    @property
+    def regressions(self) -> list[PointDelta]:
+        """The points that regressed."""
+        return [r for r in self.rows if r.is_regression]
+
+    @property
+    def regressed(self) -> bool:
+        """True when any point regressed."""
+        return bool(self.regressions)
+
+    @property
+    def summary(self) -> str:
+        """One line for humans."""
+        flagged = sum(1 for r in self.rows if r.flags)
+        return (
+            f"{len(self.rows)} points compared, {flagged} changed beyond noise, "
+            f"{len(self.regressions)} regressions."
+        )
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' -> 0.05; refuses negatives and nonsense with a clear message."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"threshold {text!r} is not a number or percentage like 5%") from None
+    if not 0 <= value < 10:
+        raise ValueError(f"threshold {text!r} must be between 0% and 1000%")
+    return value
+
+
+def _key_frame(points: pd.DataFrame, cols: list[str]) -> pd.Series:
+    def norm(v: Any) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)):
+            return "-"
+        if isinstance(v, (bool, np.bool_)):
+            return str(bool(v))
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return f"{float(v):g}"
+        return str(v)
+
+    return pd.Series(
+        [tuple(norm(r[c]) for c in cols) for r in points[cols].to_dict("records")],
+        index=points.index,
+    )
+
+
+def request_noise(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per point_id, the relative standard error of each metric's per-request values."""
+    if requests is None or requests.empty or "point_id" not in requests:
+        return pd.DataFrame(columns=list(METRICS))
+    req = requests.copy()
+    if {"output_tokens", "e2e"} <= set(req):
+        req["output_tok_s"] = req["output_tokens"] / req["e2e"].where(req["e2e"] > 0)
+    if "ttft" in req:
+        req["ttft_p50"] = req["ttft"]
+    group = ["point_id", "prompt_id"] if "prompt_id" in req else ["point_id"]
+    out = {}
+    for metric in METRICS:
+        if metric not in req:
+            continue
+        values = req[metric].astype(float)
+        rel = values / values.groupby([req[g] for g in group]).transform("mean") - 1.0
+        stats = rel.groupby(req["point_id"]).agg(["std", "count"])
+        out[metric] = (stats["std"].fillna(0.0) / np.sqrt(stats["count"].clip(lower=1))).fillna(0.0)
+    return pd.DataFrame(out)
+
+
+def _values(row: pd.Series | None) -> dict[str, Any]:
+    if row is None:
+        return {m: None for m in METRICS} | {"status": "absent", "determinism": "absent"}
+    vals: dict[str, Any] = {m: _num(row.get(m)) for m in METRICS}
+    vals["status"] = str(row.get("status", "ok"))
+    vals["determinism"] = str(row.get("determinism", "n/a"))
+    return vals
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if np.isnan(f) else f
+
+
+def _label(row: pd.Series) -> str:
+    if str(row.get("engine")) == "ar":
+        name = "AR"
+    else:
+        name = f"b{_num(row.get('budget')) or 0:g} k{_num(row.get('topk')) or 0:g}"
+        name += f" bs{_num(row.get('block_size')) or 0:g}" + (
+            " cg" if row.get("cuda_graph") else ""
+        )
+    return f"{name} T={_num(row.get('temperature')) or 0:g} c={_num(row.get('concurrency')) or 1:g}"
+
+
+def compare_runs(
+    points_a: pd.DataFrame,
+    points_b: pd.DataFrame,
+    requests_a: pd.DataFrame | None = None,
+    requests_b: pd.DataFrame | None = None,
+    threshold: float = 0.05,
+    baseline_name: str = "run A",
+) -> Comparison:
+    """Every point of A and B matched by identity, with deltas of B relative to A and flags."""
+    cols = [c for c in IDENTITY if c in points_a and c in points_b]
+    ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
+    noise_a = request_noise(requests_a if requests_a is not None else pd.DataFrame())
+    noise_b = request_noise(requests_b if requests_b is not None else pd.DataFrame())
+    index_a = {k: i for i, k in ka.items()}
+    index_b = {k: i for i, k in kb.items()}
+    rows = []
+    for key in list(dict.fromkeys([*kb.tolist(), *ka.tolist()])):
+        ra = points_a.loc[index_a[key]] if key in index_a else None
+        rb = points_b.loc[index_b[key]] if key in index_b else None
+        rows.append(_delta(key, ra, rb, _noise(noise_a, ra), _noise(noise_b, rb), threshold))
+    return Comparison(baseline_name=baseline_name, threshold=threshold, rows=rows)
+
+
+def _noise(noise: pd.DataFrame, row: pd.Series | None) -> dict[str, float]:
+    if row is None or row.get("point_id") not in noise.index:
+        return {}
+    return {m: float(v) for m, v in noise.loc[row["point_id"]].items() if pd.notna(v)}
+
+
+def _delta(
+    key: tuple[str, ...],
+    ra: pd.Series | None,
+    rb: pd.Series | None,
+    na: dict[str, float],
+    nb: dict[str, float],
+    threshold: float,
+) -> PointDelta:
+    a, b = _values(ra), _values(rb)
+    some = rb if rb is not None else ra
+    assert some is not None
+    out = PointDelta(key, str(some.get("host")), _label(some), a, b, {}, {})
+    if ra is None or rb is None:
+        out.flags.append("new point" if ra is None else "missing in this run")
+        return out
+    for metric, higher_is_better in METRICS.items():
+        va, vb = a[metric], b[metric]
+        change = vb / va - 1.0 if va and vb is not None else None
+        out.delta[metric] = change
+        bound = NOISE_SIGMAS * float(np.hypot(na.get(metric, 0.0), nb.get(metric, 0.0)))
+        out.noise[metric] = bound
+        if change is None or abs(change) <= max(threshold, bound):
+            continue
+        worse = change < 0 if higher_is_better else change > 0
+        out.flags.append(f"{metric} {change:+.1%}" + (" regression" if worse else " improvement"))
+        out.is_regression |= worse
+    if a["status"] == "ok" and b["status"] == "failed":
+        out.flags.append("new failure")
+        out.is_regression = True
+    elif a["status"] == "failed" and b["status"] == "ok":
+        out.flags.append("fixed")
+    if a["determinism"] in OK_VERDICTS and b["determinism"] in VIOLATIONS:
+        out.flags.append(f"determinism broken ({b['determinism']})")
+        out.is_regression = True
+    elif a["determinism"] in VIOLATIONS and b["determinism"] in OK_VERDICTS:
+        out.flags.append("determinism fixed")
+    return out

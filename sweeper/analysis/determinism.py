@@ -1,0 +1,253 @@
+"""Is a speculative config exact? Pure verdicts from request records (this is why the tool exists).
+
+At temperature 0 DDTree must reproduce autoregressive decoding token for token. Per prompt:
+the repeats must agree (else `nondeterministic`); each output is compared with the AR baseline's
+output for the same prompt and request config, by token ids. At the first divergence the verdict
+says whether it is numerics or a bug:
+
+- `exact`: identical token ids;
+- `near-tie`: they diverge where the baseline's top-1 minus top-2 logprob is below the policy's
+  `near_tie_margin` (two almost equally likely tokens; a different kernel order may flip them);
+- `garbled`: the output's garble score (`garble.py`) exceeds the baseline's by more than
+  `garble_margin` and is at least `garble_min_score`;
+- `diverged`: any other difference;
+- `nondeterministic`: repeats of the same request disagree;
+- `n/a`: nothing to compare (the baseline itself, a failed request, no baseline, unseeded
+  sampling).
+
+At temperature > 0 with a seed, only the repeats are compared (identical: `exact`); outputs are
+never compared with the baseline, whose sampling path differs. A point's status is its worst
+request verdict in `sweeper.analysis.verdicts`' one order.
+Records are mappings (or a DataFrame) with the request columns of the README: prompt_id, repeat,
+token_ids, text, top2_margins, error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.analysis.garble import garble_score
+from sweeper.analysis.verdicts import Verdict, worst
+from sweeper.results.rows import is_failed, is_missing, rows_of
+from sweeper.spec import DeterminismSpec
+
+
+@dataclass(frozen=True)
+class RequestVerdict:
+    """The verdict on one request and, when it differs, where and how."""
+
+    prompt_id: str
+    repeat: int
+    verdict: Verdict
+    #: Token index of the first difference (from the baseline, or between repeats), else None.
+    divergence_index: int | None = None
+    #: What the output was compared with: "baseline", "repeat <n>" or "".
+    compared_with: str = ""
+    #: The baseline's top-1 minus top-2 logprob at the divergence, when known.
+    margin: float | None = None
+    #: Character offset of the first differing character of the two texts.
+    char_offset: int | None = None
+    excerpt: str | None = None
+    reference_excerpt: str | None = None
+    garble: float | None = None
+    reference_garble: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class PointVerdict:
+    """A point's status and the verdict on each of its requests."""
+
+    status: Verdict
+    requests: tuple[RequestVerdict, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(r.verdict for r in self.requests))
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token (the shorter length if one is a prefix); None if equal."""
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def judge_point(
+    records: Any,
+    baseline_records: Any = None,
+    *,
+    temperature: float,
+    seed: int | None = None,
+    policy: DeterminismSpec | None = None,
+    is_baseline: bool = False,
+) -> PointVerdict:
+    """Verdicts for one point's requests against its AR baseline point's requests."""
+    policy = policy or DeterminismSpec()
+    by_prompt = _by_prompt(rows_of(records))
+    references = {
+        prompt: rows[0] for prompt, rows in _by_prompt(rows_of(baseline_records)).items() if rows
+    }
+    verdicts: list[RequestVerdict] = []
+    for prompt_id, rows in by_prompt.items():
+        split = _repeat_disagreement(rows)
+        for row in rows:
+            verdicts.append(
+                _judge_request(
+                    row,
+                    split,
+                    None if is_baseline else references.get(prompt_id),
+                    temperature=temperature,
+                    seed=seed,
+                    policy=policy,
+                )
+            )
+    verdicts.sort(key=lambda v: (v.prompt_id, v.repeat))
+    return PointVerdict(worst(v.verdict for v in verdicts), tuple(verdicts))
+
+
+def _judge_request(
+    row: Mapping[str, Any],
+    split: tuple[int, Mapping[str, Any], Mapping[str, Any]] | None,
+    reference: Mapping[str, Any] | None,
+    *,
+    temperature: float,
+    seed: int | None,
+    policy: DeterminismSpec,
+) -> RequestVerdict:
+    prompt_id, repeat = str(row["prompt_id"]), int(row["repeat"])
+    base: dict[str, Any] = {"prompt_id": prompt_id, "repeat": repeat}
+    if is_failed(row):
+        return RequestVerdict(**base, verdict="n/a", detail="request failed")
+    if _ids(row) is None:
+        return RequestVerdict(**base, verdict="n/a", detail="no token ids recorded")
+    sampled = temperature > 0
+    if sampled and seed is None:
+        return RequestVerdict(**base, verdict="n/a", detail="unseeded sampling: nothing to compare")
+    if split is not None:
+        split_index, first, other = split
+        counterpart = first if row is other else other
+        return _differs(
+            base,
+            "nondeterministic",
+            row,
+            counterpart,
+            split_index,
+            compared_with=f"repeat {counterpart['repeat']}",
+            detail=f"repeats disagree at token {split_index}",
+        )
+    if sampled:
+        return RequestVerdict(**base, verdict="exact", detail=f"repeats identical (seed {seed})")
+    if reference is None or _ids(reference) is None:
+        return RequestVerdict(**base, verdict="n/a", detail="no baseline output to compare")
+    ids, ref_ids = _ids(row) or [], _ids(reference) or []
+    index = first_divergence(ids, ref_ids)
+    if index is None:
+        return RequestVerdict(
+            **base, verdict="exact", compared_with="baseline", detail="identical to baseline"
+        )
+    text, ref_text = str(row.get("text") or ""), str(reference.get("text") or "")
+    garble, ref_garble = garble_score(text), garble_score(ref_text)
+    margin = _margin_at(reference, index)
+    if garble - ref_garble > policy.garble_margin and garble >= policy.garble_min_score:
+        verdict: Verdict = "garbled"
+        detail = f"garble score {garble:.2f} vs baseline {ref_garble:.2f}"
+    elif margin is not None and margin < policy.near_tie_margin:
+        verdict = "near-tie"
+        detail = f"baseline margin {margin:.4f} < {policy.near_tie_margin} at token {index}"
+    else:
+        verdict = "diverged"
+        shown = "unknown" if margin is None else f"{margin:.4f}"
+        detail = f"differs from baseline at token {index} (baseline margin {shown})"
+    return _differs(
+        base,
+        verdict,
+        row,
+        reference,
+        index,
+        compared_with="baseline",
+        detail=detail,
+        margin=margin,
+        garble=garble,
+        reference_garble=ref_garble,
+        excerpt_chars=policy.excerpt_chars,
+    )
+
+
+def _differs(
+    base: dict[str, Any],
+    verdict: Verdict,
+    row: Mapping[str, Any],
+    other: Mapping[str, Any],
+    index: int,
+    *,
+    compared_with: str,
+    detail: str,
+    margin: float | None = None,
+    garble: float | None = None,
+    reference_garble: float | None = None,
+    excerpt_chars: int = 40,
+) -> RequestVerdict:
+    """A verdict with the texts of both sides cut around their first differing character."""
+    text, other_text = str(row.get("text") or ""), str(other.get("text") or "")
+    offset = _common_prefix(text, other_text)
+    start = max(0, offset - excerpt_chars)
+    return RequestVerdict(
+        **base,
+        verdict=verdict,
+        divergence_index=index,
+        compared_with=compared_with,
+        margin=margin,
+        char_offset=offset,
+        excerpt=text[start : offset + excerpt_chars],
+        reference_excerpt=other_text[start : offset + excerpt_chars],
+        garble=garble,
+        reference_garble=reference_garble,
+        detail=detail,
+    )
+
+
+def _repeat_disagreement(
+    rows: list[Mapping[str, Any]],
+) -> tuple[int, Mapping[str, Any], Mapping[str, Any]] | None:
+    """(token index, first row, first disagreeing row) when the repeats of a prompt disagree."""
+    usable = [r for r in rows if not is_failed(r) and _ids(r) is not None]
+    if len(usable) < 2:
+        return None
+    first = _ids(usable[0]) or []
+    for row in usable[1:]:
+        index = first_divergence(first, _ids(row) or [])
+        if index is not None:
+            return index, usable[0], row
+    return None
+
+
+def _margin_at(reference: Mapping[str, Any], index: int) -> float | None:
+    margins = reference.get("top2_margins")
+    if margins is None or index >= len(margins):
+        return None
+    value = margins[index]
+    return None if is_missing(value) else float(value)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return index
+    return min(len(a), len(b))
+
+
+def _ids(row: Mapping[str, Any]) -> list[int] | None:
+    ids = row.get("token_ids")
+    return None if ids is None else [int(i) for i in ids]
+
+
+def _by_prompt(rows: list[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for row in sorted(rows, key=lambda r: (str(r["prompt_id"]), int(r["repeat"]))):
+        grouped[str(row["prompt_id"])].append(row)
+    return dict(grouped)

@@ -1,0 +1,67 @@
+"""Determinism verdicts: their names, one severity order, colours, and the ok / violation sets.
+
+The one place these are defined: the determinism judge, the runner's exit code, the points
+table's worst verdict, the report's matrix and `compare` all derive from here, so a point's
+`determinism` column and the report can never name different worst verdicts for the same point.
+
+The order answers "how much attention does this need": `exact` (proven identical) < `near-tie`
+(a difference explained by numerics) < `n/a` (not proven either way: a point is only called exact
+when every request was) < `diverged` (deterministic wrong output) < `nondeterministic` (temperature
+0 is not even self-consistent) < `garbled` (visibly corrupt text, the worst a user can see).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import pandas as pd
+
+Verdict = Literal["exact", "near-tie", "n/a", "diverged", "nondeterministic", "garbled"]
+#: Least to most severe.
+SEVERITY: tuple[Verdict, ...] = (
+    "exact",
+    "near-tie",
+    "n/a",
+    "diverged",
+    "nondeterministic",
+    "garbled",
+)
+#: Verdicts a config may have and still count as correct: near-tie is numerics, not a bug.
+OK_VERDICTS: frozenset[str] = frozenset({"exact", "near-tie", "n/a"})
+#: Verdicts that make `sweeper run` exit 4 and `compare` call determinism broken.
+VIOLATIONS: frozenset[str] = frozenset(SEVERITY) - OK_VERDICTS
+#: Verdicts whose outputs need no side-by-side view.
+QUIET_VERDICTS: tuple[Verdict, ...] = ("exact", "n/a")
+#: Matrix cells that are no verdict: no record for the cell / the whole point failed.
+MISSING, FAILED = "missing", "failed"
+#: What a report matrix cell can show, least to most severe.
+MATRIX_STATES: tuple[str, ...] = (MISSING, *SEVERITY, FAILED)
+COLOURS: dict[str, str] = {
+    "missing": "#eeeeee",
+    "exact": "#2e7d32",
+    "near-tie": "#9ccc65",
+    "n/a": "#cfd8dc",
+    "diverged": "#e53935",
+    "nondeterministic": "#ffb300",
+    "garbled": "#6a1b9a",
+    "failed": "#424242",
+}
+
+
+def worst(verdicts: Iterable[str]) -> Verdict:
+    """The most severe verdict (`n/a` when there is none)."""
+    found = set(verdicts)
+    return next((v for v in reversed(SEVERITY) if v in found), "n/a")
+
+
+def worst_by_group(verdicts: pd.Series, keys: list[pd.Series]) -> pd.Series:
+    """The worst matrix state per group, vectorised (severity codes, max, back to names).
+
+    A missing value is `missing`; an unknown name counts as `diverged` (never hidden as fine).
+    """
+    names = verdicts.astype("string").fillna(MISSING)
+    known = names.where(names.isin(MATRIX_STATES), "diverged")
+    codes = known.map({name: i for i, name in enumerate(MATRIX_STATES)}).astype("int64")
+    most = codes.groupby(keys, observed=True).max()
+    return most.map(dict(enumerate(MATRIX_STATES)))

@@ -1,0 +1,125 @@
+"""Turning one point's measurement into records: the request rows with their verdicts and the
+point row with its metrics, speedup and determinism; or the row of a point that failed.
+
+Pure record building: the runner sends the requests and fetches the logs, this module shapes
+what they gave. A measured and a failed point take their identifying columns from the same
+`point_columns`, so the two never differ in what identifies them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from sweeper.analysis.summary import summarize
+from sweeper.measure.client import RequestSpec
+from sweeper.measure.workload import WorkloadResult, expand_requests
+from sweeper.plan import Point, ServerConfig
+from sweeper.results.records import PointRecord, RequestRecord
+from sweeper.spec import DeterminismSpec, WorkloadSpec
+
+#: Characters of a service log kept in a point row (the whole log is in logs/<point>.log).
+LOG_TAIL_CHARS = 4000
+
+
+def server_columns(sc: ServerConfig) -> dict[str, Any]:
+    """The server config as record columns: engine, budget, topk, block_size, cuda_graph, extras."""
+    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": sc.engine_mode}
+    cols.update({k: None for k in ("budget", "topk", "block_size")})
+    cols.update(dict(sc.params))
+    return cols
+
+
+def point_columns(run_id: str, point: Point, attempt: str) -> dict[str, Any]:
+    """What identifies a point in every row it writes: run, host, point, attempt, configs."""
+    rc = point.request_config
+    return {
+        "run_id": run_id,
+        "host": point.host,
+        "point_id": point.point_id,
+        "attempt": attempt,
+        **server_columns(point.server_config),
+        "concurrency": rc.concurrency,
+        "temperature": rc.temperature,
+        "max_tokens": rc.max_tokens,
+        "top_p": rc.top_p,
+    }
+
+
+def point_requests(point: Point, workload: WorkloadSpec) -> list[RequestSpec]:
+    """The measured requests of a point: every prompt x repeat with its request config."""
+    rc = point.request_config
+    return expand_requests(
+        workload.prompts,
+        repeats=workload.repeats,
+        max_tokens=rc.max_tokens,
+        temperature=rc.temperature,
+        seed=rc.seed,
+        top_p=rc.top_p,
+        chat=workload.api == "chat",
+    )
+
+
+def measured_point(
+    point: Point,
+    result: WorkloadResult,
+    *,
+    key: Mapping[str, Any],
+    policy: DeterminismSpec,
+    baseline_rows: Sequence[Mapping[str, Any]] | None,
+    baseline_point: Mapping[str, Any] | None,
+    fingerprint: str | None,
+    started_at: str,
+    finished_at: str,
+    log_path: str,
+    log_text: str,
+) -> tuple[PointRecord, list[RequestRecord]]:
+    """The point row and its request rows from what the workload measured."""
+    rows = [
+        {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
+        for spec, rec in result.records
+    ]
+    errors = [r["error"] for r in rows if r["error"]]
+    rc = point.request_config
+    numbers, per_row = summarize(
+        rows,
+        result.wall_s,
+        temperature=rc.temperature,
+        seed=rc.seed,
+        is_baseline=point.server_config.engine_mode == "ar",
+        baseline_rows=baseline_rows,
+        baseline_point=baseline_point,
+        policy=policy,
+    )
+    for row, (verdict, index) in zip(rows, per_row, strict=True):
+        row["verdict"], row["divergence_index"] = verdict, index
+    if errors:
+        numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
+    status: Literal["ok", "failed"] = "failed" if errors else "ok"
+    record = PointRecord(
+        **key,
+        status=status,
+        reason=f"{len(errors)}/{len(rows)} requests failed: {errors[0]}" if errors else "",
+        fingerprint=fingerprint,
+        started_at=started_at,
+        finished_at=finished_at,
+        log_path=log_path,
+        log_tail=log_text[-LOG_TAIL_CHARS:] if errors else "",
+        **numbers,
+    )
+    return record, [RequestRecord(**r) for r in rows]
+
+
+def failed_point(
+    key: Mapping[str, Any], *, reason: str, at: str, log_path: str, log_tail: str
+) -> PointRecord:
+    """The row of a point that could not be measured, with its reason and log tail."""
+    return PointRecord(
+        **key,
+        status="failed",
+        reason=reason,
+        started_at=at,
+        finished_at=at,
+        log_path=log_path,
+        log_tail=log_tail[-LOG_TAIL_CHARS:],
+    )

@@ -1,0 +1,92 @@
+"""Driving one point's requests: warmup (discarded), then prompts x repeats, bounded concurrency.
+
+The concurrency level is an `asyncio.Semaphore`: at most that many requests are in flight, and a
+new one starts as soon as one finishes. The wall time of the measured phase is returned so the
+point's throughput is tokens over that span, not the sum of request latencies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+
+from sweeper.measure.client import RequestSpec, stream_request
+from sweeper.spec import PromptSpec
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    """The measured records (in request order) and the wall time of the measured phase."""
+
+    records: list[tuple[RequestSpec, dict[str, Any]]]
+    wall_s: float
+
+
+def expand_requests(
+    prompts: Sequence[PromptSpec],
+    *,
+    repeats: int,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None,
+    top_p: float | None = None,
+    chat: bool = False,
+) -> list[RequestSpec]:
+    """Every prompt x repeat as a RequestSpec, prompt-major order (the order records keep)."""
+    return [
+        RequestSpec(
+            prompt_id=prompt.id,
+            prompt=prompt.text or "\n".join(m.content for m in prompt.messages or []),
+            messages=tuple(m.model_dump() for m in prompt.messages) if prompt.messages else None,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            seed=seed,
+            top_p=top_p,
+            repeat=r,
+            chat=chat,
+        )
+        for prompt in prompts
+        for r in range(repeats)
+    ]
+
+
+async def run_requests(
+    base_url: str,
+    requests: Sequence[RequestSpec],
+    *,
+    concurrency: int,
+    warmup: int = 0,
+    timeout_s: float = 600.0,
+    model: str | None = None,
+    on_record: Callable[[RequestSpec, dict[str, Any]], None] | None = None,
+) -> WorkloadResult:
+    """Send `warmup` discarded requests, then all `requests` with at most `concurrency` at once."""
+    limits = httpx.Limits(max_connections=max(concurrency, 1) + 2, max_keepalive_connections=None)
+    timeout = httpx.Timeout(timeout_s, connect=10.0)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        for i in range(min(warmup, len(requests)) if requests else 0):
+            await stream_request(client, base_url, replace(requests[i], repeat=-1), model=model)
+        gate = asyncio.Semaphore(max(concurrency, 1))
+        out: list[tuple[RequestSpec, dict[str, Any]] | None] = [None] * len(requests)
+
+        async def one(i: int, spec: RequestSpec) -> None:
+            async with gate:
+                result = await stream_request(client, base_url, spec, model=model)
+            out[i] = (spec, result)
+            if on_record is not None:
+                on_record(spec, result)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(i, s) for i, s in enumerate(requests)))
+        wall = time.perf_counter() - started
+    return WorkloadResult(records=[r for r in out if r is not None], wall_s=wall)
+
+
+def run_requests_sync(base_url: str, requests: Sequence[RequestSpec], **kw: Any) -> WorkloadResult:
+    """`run_requests` from synchronous code (the runner's per-host thread)."""
+    return asyncio.run(run_requests(base_url, requests, **kw))

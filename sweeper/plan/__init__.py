@@ -1,0 +1,34 @@
+"""The plan: a spec's grid expanded into server configs (restarts) and request configs.
+
+`build_plan(spec)` is the entry point; the plan's data types live in `model.py`.
+"""
+
+from sweeper.plan.build import build_plan
+from sweeper.plan.model import (
+    DEFAULT_LOAD_S,
+    DEFAULT_TOK_S,
+    SPECULATIVE_KEYS,
+    HostPlan,
+    Plan,
+    Point,
+    RequestConfig,
+    ServerConfig,
+    Step,
+    estimate_seconds,
+    point_id,
+)
+
+__all__ = [
+    "DEFAULT_LOAD_S",
+    "DEFAULT_TOK_S",
+    "SPECULATIVE_KEYS",
+    "HostPlan",
+    "Plan",
+    "Point",
+    "RequestConfig",
+    "ServerConfig",
+    "Step",
+    "build_plan",
+    "estimate_seconds",
+    "point_id",
+]

@@ -1,0 +1,178 @@
+"""Building the plan: a spec's grid expanded into server configs and request configs.
+
+Server parameters (budget, topk, block_size, cuda_graph and any extra runtime flag) decide
+restarts; request parameters (temperature, top_p, concurrency, max_tokens) never do. Redundant grid
+points are dropped with a note: topk > budget (a tree node cannot have more children than the tree
+has nodes), any topk but 1 with budget 0, and budget 0 itself when the AR baseline already runs it
+(budget 0 *is* autoregressive decoding). With `baseline: true` every group of speculative configs
+that share their non-speculative flags (cuda_graph, extra flags) gets an AR server config with the
+same flags, so a speedup compares speculation alone; AR configs run first on each host.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from sweeper.plan.model import SPECULATIVE_KEYS, HostPlan, Plan, RequestConfig, ServerConfig, Step
+from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
+
+
+def build_plan(spec: Spec) -> Plan:
+    """Expand the grid, drop redundant points with notes, order and assign to hosts."""
+    grid = spec.grid
+    extra_keys = list(grid.extra_flags())
+    keys = [*SERVER_KEYS, *extra_keys, *REQUEST_KEYS, "concurrency"]
+
+    def values(key: str) -> list[Any]:
+        return list(spec.workload.concurrency) if key == "concurrency" else grid.values(key)
+
+    combos = [
+        dict(zip(keys, vals, strict=True)) for vals in itertools.product(*(values(k) for k in keys))
+    ]
+    combos = [c for c in combos if not any(_matches(rule, c) for rule in grid.exclude)]
+    for rule in grid.include:
+        missing = [k for k in keys if k not in rule]
+        fixed = [v if isinstance(v, list) else [v] for v in rule.values()]
+        for vals in itertools.product(*fixed, *(values(k) for k in missing)):
+            combo = dict(zip([*rule, *missing], vals, strict=True))
+            combos.append({k: combo[k] for k in keys})
+
+    drops: Counter[str] = Counter()
+    # Ordered maps keep the spec's order: first appearance decides a config's place.
+    by_server: dict[str, tuple[ServerConfig, dict[str, RequestConfig]]] = {}
+    for combo in combos:
+        reason = _redundancy(combo, spec.baseline)
+        if reason:
+            drops[reason] += 1
+            continue
+        server = _server_config(combo, extra_keys)
+        request = _request_config(combo, spec)
+        entry = by_server.setdefault(server.id, (server, {}))
+        if request.id in entry[1]:
+            drops[_duplicate_reason(combo)] += 1
+            continue
+        entry[1][request.id] = request
+
+    ar_configs = [entry for entry in by_server.values() if entry[0].engine_mode == "ar"]
+    spec_configs = [entry for entry in by_server.values() if entry[0].engine_mode == "ddtree"]
+    if spec.baseline:
+        ar_configs = _baseline_configs(spec, spec_configs, extra_keys)
+
+    notes = [f"dropped {n} point{'s' if n != 1 else ''}: {reason}" for reason, n in drops.items()]
+    host_plans = _assign_hosts(spec, ar_configs, spec_configs, notes)
+    return Plan(spec, tuple(host_plans), tuple(notes))
+
+
+def _matches(rule: Mapping[str, Any], combo: Mapping[str, Any]) -> bool:
+    """A rule matches when every key's value equals the combo's (or is among a list's values)."""
+    for key, wanted in rule.items():
+        options = wanted if isinstance(wanted, list) else [wanted]
+        if not any(_same(combo.get(key), option) for option in options):
+            return False
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    # 0 == False in Python; a bool flag must not match a number.
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+
+
+def _redundancy(combo: Mapping[str, Any], baseline: bool) -> str | None:
+    """Why a grid point would measure nothing new, or None."""
+    budget, topk = combo["budget"], combo["topk"]
+    if budget == 0 and topk != 1:
+        return "topk has no meaning with budget 0 (autoregressive)"
+    if budget == 0 and baseline:
+        return "budget 0 is autoregressive decoding, which the AR baseline already measures"
+    if topk > budget > 0:
+        return (
+            f"topk {topk} > budget {budget} (a node cannot have more children than the tree nodes)"
+        )
+    return None
+
+
+def _duplicate_reason(combo: Mapping[str, Any]) -> str:
+    if combo["budget"] == 0:
+        return "block_size has no meaning with budget 0 (autoregressive)"
+    if combo["temperature"] == 0 and combo.get("top_p") is not None:
+        return "top_p has no effect at temperature 0 (greedy)"
+    return "listed twice by include rules"
+
+
+def _server_config(combo: Mapping[str, Any], extra_keys: list[str]) -> ServerConfig:
+    flags = {"cuda_graph": combo["cuda_graph"], **{k: combo[k] for k in extra_keys}}
+    if combo["budget"] == 0:
+        return ServerConfig.make("ar", flags)
+    speculative = {k: combo[k] for k in SPECULATIVE_KEYS}
+    return ServerConfig.make("ddtree", {**speculative, **flags})
+
+
+def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
+    temperature = float(combo["temperature"])
+    # Greedy decoding ignores top_p, so points differing only in top_p at temperature 0 are one.
+    top_p = combo.get("top_p") if temperature > 0 else None
+    return RequestConfig.make(
+        temperature,
+        spec.workload.max_tokens,
+        combo["concurrency"],
+        top_p,
+        spec.workload.seed,
+    )
+
+
+def _baseline_configs(
+    spec: Spec,
+    spec_configs: list[tuple[ServerConfig, dict[str, RequestConfig]]],
+    extra_keys: list[str],
+) -> list[tuple[ServerConfig, dict[str, RequestConfig]]]:
+    """One AR config per group of speculative configs sharing their non-speculative flags,
+    measuring every request config any of them uses (greedy and sampled alike)."""
+    baselines: dict[str, tuple[ServerConfig, dict[str, RequestConfig]]] = {}
+    for server, requests in spec_configs:
+        flags = {k: v for k, v in server.params.items() if k not in SPECULATIVE_KEYS}
+        ar = ServerConfig.make("ar", flags)
+        entry = baselines.setdefault(ar.id, (ar, {}))
+        entry[1].update(requests)
+    if not baselines:  # nothing speculative left: an AR-only sweep of the grid's first flags
+        flags = {
+            "cuda_graph": spec.grid.cuda_graph[0],
+            **{k: spec.grid.values(k)[0] for k in extra_keys},
+        }
+        ar = ServerConfig.make("ar", flags)
+        requests = {}
+        for temperature, top_p, concurrency in itertools.product(
+            spec.grid.temperature, spec.grid.values("top_p"), spec.workload.concurrency
+        ):
+            rc = _request_config(
+                {"temperature": temperature, "top_p": top_p, "concurrency": concurrency}, spec
+            )
+            requests[rc.id] = rc
+        baselines[ar.id] = (ar, requests)
+    return list(baselines.values())
+
+
+def _assign_hosts(
+    spec: Spec,
+    ar_configs: list[tuple[ServerConfig, dict[str, RequestConfig]]],
+    spec_configs: list[tuple[ServerConfig, dict[str, RequestConfig]]],
+    notes: list[str],
+) -> list[HostPlan]:
+    """AR configs run first on every host; speculative configs on every host, or round-robin
+    between hosts with `shard: true`."""
+    ar_steps = [Step(sc, tuple(rcs.values())) for sc, rcs in ar_configs]
+    spec_steps = [Step(sc, tuple(rcs.values())) for sc, rcs in spec_configs]
+    if spec.shard and len(spec.hosts) < 2:
+        notes.append("shard has no effect with a single host")
+    plans = []
+    for index, host in enumerate(spec.hosts):
+        mine = spec_steps[index :: len(spec.hosts)] if spec.shard else spec_steps
+        plans.append(HostPlan(host, tuple(ar_steps + mine)))
+    if spec.shard and len(spec.hosts) > 1:
+        notes.append(
+            f"sharded {len(spec_steps)} speculative server configs round-robin over "
+            f"{len(spec.hosts)} hosts; the AR baseline runs on every host"
+        )
+    return plans

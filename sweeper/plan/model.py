@@ -1,0 +1,279 @@
+"""The plan's data: server configs (restarts), request configs (no restart), points and hosts.
+
+Everything here is plain, frozen data with stable ids (resume relies on them): a `ServerConfig`
+is one way of starting the engine, a `RequestConfig` what each request of a point asks for, a
+`Point` one (host, server config, request config), a `HostPlan` the ordered restarts of one host.
+`build.py` expands a spec's grid into a `Plan`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from sweeper.spec import SERVER_KEYS, HostSpec, Spec
+
+#: Parameters that only mean something to speculative decoding; an AR config has none of them.
+SPECULATIVE_KEYS = ("budget", "topk", "block_size")
+#: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
+DEFAULT_LOAD_S = 10.0
+DEFAULT_TOK_S = 12.0
+
+
+def _short_hash(data: Any, length: int = 10) -> str:
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def _fmt(value: Any) -> str:
+    """Compact, readable rendering of a parameter value for ids: 0.0 -> 0, True -> 1."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return format(value, "g")
+    return str(value)
+
+
+_ID_SAFE = re.compile(r"[^A-Za-z0-9.]+")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One way of starting the runtime; each distinct one is a restart."""
+
+    id: str
+    engine_mode: Literal["ar", "ddtree"]
+    #: Grid parameters: budget/topk/block_size (ddtree only), cuda_graph, extra runtime flags.
+    params: Mapping[str, Any]
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    @classmethod
+    def make(cls, engine_mode: Literal["ar", "ddtree"], params: Mapping[str, Any]) -> ServerConfig:
+        """A server config whose id is a short hash of its mode and params (stable across runs)."""
+        params = dict(params)
+        return cls(_short_hash({"engine_mode": engine_mode, "params": params}), engine_mode, params)
+
+    @property
+    def extra_params(self) -> dict[str, Any]:
+        """Parameters beyond the named server keys (extra runtime flags)."""
+        return {k: v for k, v in self.params.items() if k not in SERVER_KEYS}
+
+    @property
+    def label(self) -> str:
+        """Readable id part: `b16-k4-bs8-cg1`, `ar-cg1`; extra flags appended with a hash."""
+        if self.engine_mode == "ar":
+            parts = ["ar"]
+        else:
+            parts = [
+                f"b{_fmt(self.params['budget'])}",
+                f"k{_fmt(self.params['topk'])}",
+                f"bs{_fmt(self.params['block_size'])}",
+            ]
+        parts.append(f"cg{_fmt(self.params['cuda_graph'])}")
+        extra = self.extra_params
+        if extra:
+            # Readable but lossy (values are sanitised), so a hash of the exact values follows.
+            parts += [_ID_SAFE.sub("", f"{k}{_fmt(v)}") for k, v in extra.items()]
+            parts.append(_short_hash(extra, 6))
+        return "-".join(parts)
+
+    @property
+    def baseline_key(self) -> str:
+        """Hash of the non-speculative params: configs with equal keys share an AR baseline."""
+        return _short_hash({k: v for k, v in self.params.items() if k not in SPECULATIVE_KEYS})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "engine_mode": self.engine_mode, "params": dict(self.params)}
+
+
+@dataclass(frozen=True)
+class RequestConfig:
+    """What each request of a point asks for; changing it never restarts the runtime."""
+
+    id: str
+    temperature: float
+    max_tokens: int
+    concurrency: int
+    top_p: float | None = None
+    seed: int | None = None
+
+    @classmethod
+    def make(
+        cls,
+        temperature: float,
+        max_tokens: int,
+        concurrency: int,
+        top_p: float | None = None,
+        seed: int | None = None,
+    ) -> RequestConfig:
+        parts = [f"t{_fmt(float(temperature))}"]
+        if top_p is not None:
+            parts.append(f"p{_fmt(float(top_p))}")
+        parts.append(f"c{concurrency}")
+        return cls("-".join(parts), float(temperature), max_tokens, concurrency, top_p, seed)
+
+    @property
+    def comparison_key(self) -> tuple[float, int, int, float | None]:
+        """What must be equal for two points to be compared (speedup, determinism)."""
+        return (self.temperature, self.max_tokens, self.concurrency, self.top_p)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "concurrency": self.concurrency,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement: a request config against a server config on a host."""
+
+    host: str
+    server_config: ServerConfig
+    request_config: RequestConfig
+    #: The AR point this one is compared with (same host, flags, request config); None for AR.
+    baseline_point_id: str | None = None
+
+    @property
+    def point_id(self) -> str:
+        """Stable and readable, e.g. `local-b16-k4-bs8-cg1-t0-c1`; resume relies on it."""
+        return point_id(self.host, self.server_config, self.request_config)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point_id": self.point_id,
+            "host": self.host,
+            "server_config": self.server_config.to_dict(),
+            "request_config": self.request_config.to_dict(),
+            "baseline_point_id": self.baseline_point_id,
+        }
+
+
+def point_id(host: str, server_config: ServerConfig, request_config: RequestConfig) -> str:
+    """`<host>-<server config label>-<request config id>`."""
+    return f"{host}-{server_config.label}-{request_config.id}"
+
+
+class Step(NamedTuple):
+    """One restart on a host: a server config and the request configs measured against it."""
+
+    server_config: ServerConfig
+    request_configs: tuple[RequestConfig, ...]
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """Everything one host runs, in order (AR configs first)."""
+
+    host: HostSpec
+    steps: tuple[Step, ...]
+
+    @property
+    def name(self) -> str:
+        return self.host.name
+
+    def points(self) -> Iterator[Point]:
+        baselines = {
+            (step.server_config.baseline_key, rc.comparison_key): point_id(
+                self.name, step.server_config, rc
+            )
+            for step in self.steps
+            if step.server_config.engine_mode == "ar"
+            for rc in step.request_configs
+        }
+        for step in self.steps:
+            sc = step.server_config
+            for rc in step.request_configs:
+                baseline = None
+                if sc.engine_mode != "ar":
+                    baseline = baselines.get((sc.baseline_key, rc.comparison_key))
+                yield Point(self.name, sc, rc, baseline)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A spec expanded: per host the ordered restarts, plus notes on what was dropped and why."""
+
+    spec: Spec
+    hosts: tuple[HostPlan, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def restarts(self) -> int:
+        """Distinct server configs per host, summed over hosts."""
+        return sum(len(host.steps) for host in self.hosts)
+
+    @property
+    def n_points(self) -> int:
+        return sum(len(step.request_configs) for host in self.hosts for step in host.steps)
+
+    def points(self) -> Iterator[Point]:
+        for host in self.hosts:
+            yield from host.points()
+
+    @property
+    def n_requests(self) -> int:
+        """Measured requests (warmup excluded): every prompt x repeats at every point."""
+        workload = self.spec.workload
+        return self.n_points * len(workload.prompts) * workload.repeats
+
+    @property
+    def estimated_seconds(self) -> float:
+        """A rough estimate with the default figures; see `estimate_seconds`."""
+        return estimate_seconds(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.spec.name,
+            "restarts": self.restarts,
+            "n_points": self.n_points,
+            "n_requests": self.n_requests,
+            "estimated_seconds": round(self.estimated_seconds, 1),
+            "notes": list(self.notes),
+            "hosts": [
+                {
+                    "host": host.name,
+                    "steps": [
+                        {
+                            "server_config": step.server_config.to_dict(),
+                            "label": step.server_config.label,
+                            "request_configs": [rc.to_dict() for rc in step.request_configs],
+                        }
+                        for step in host.steps
+                    ],
+                    "points": [p.to_dict() for p in host.points()],
+                }
+                for host in self.hosts
+            ],
+        }
+
+
+def estimate_seconds(
+    plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
+) -> float:
+    """An estimate, not a promise: hosts run in parallel, so the slowest host's sum of
+    restarts x `load_s` plus, per point, warmup and rounds of `concurrency` requests each taking
+    max_tokens / `tok_s` (no speedup assumed, batching assumed free)."""
+    workload = plan.spec.workload
+    per_request = workload.max_tokens / tok_s
+    n_requests = len(workload.prompts) * workload.repeats
+    slowest = 0.0
+    for host in plan.hosts:
+        total = 0.0
+        for step in host.steps:
+            total += load_s + workload.warmup * per_request
+            for rc in step.request_configs:
+                total += math.ceil(n_requests / rc.concurrency) * per_request
+        slowest = max(slowest, total)
+    return slowest

@@ -1,0 +1,177 @@
+"""Run directories: `results/<sweep>/<run id>/`, the manifest, append-only records, resume.
+
+Records go to `requests.jsonl` and `points.jsonl`, one JSON line each, written with a single
+`write` on an O_APPEND file and fsync'd, so a SIGKILL loses at most a torn last line (cut off on
+reopening). A point's request rows are written before its point line; on load, request rows
+count only when their `(point_id, attempt)` matches a completed point line, so rows from an
+interrupted attempt are dropped and redone. `requests.parquet`, `points.parquet` and `points.csv`
+are derived views rewritten with temp + rename after each point and at the end. Reading a run
+after the fact (report, compare, ls) goes through `reader.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sweeper.results.reader import MANIFEST, POINTS_LOG, REQUESTS_LOG, read_jsonl
+from sweeper.results.records import Manifest, PointRecord, RequestRecord
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def new_run_id() -> str:
+    """UTC timestamp (ms) plus a short random suffix: sorts by start time, never collides."""
+    now = datetime.now(timezone.utc)
+    stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
+    return stamp + "-" + secrets.token_hex(3)
+
+
+def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
+    """Call `write(tmp)` on a temp file in the same directory, fsync it, rename over `path`."""
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _trim_torn_tail(path: Path) -> None:
+    """Cut a last line that a kill left without its newline (it was never a complete record)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        data = fh.read()
+        if data.endswith(b"\n"):
+            return
+        fh.truncate(data.rfind(b"\n") + 1)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _append_lines(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    blob = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
+    if not blob:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, blob)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RunStore:
+    """One run directory. Create with `create`, reopen for resume with `open`."""
+
+    def __init__(self, run_dir: Path, manifest: Manifest) -> None:
+        self.dir = Path(run_dir)
+        self.manifest = manifest
+        self.logs_dir = self.dir / "logs"
+
+    @staticmethod
+    def new_attempt() -> str:
+        """A fresh id for one attempt at a point (see the module docstring)."""
+        return secrets.token_hex(6)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    @classmethod
+    def create(cls, root: Path, manifest_fields: dict[str, Any]) -> RunStore:
+        run_id = new_run_id()
+        run_dir = Path(root) / manifest_fields["sweep"] / run_id
+        (run_dir / "logs").mkdir(parents=True, exist_ok=False)
+        manifest = Manifest(run_id=run_id, created_at=utc_now(), **manifest_fields)
+        store = cls(run_dir, manifest)
+        store.save_manifest()
+        return store
+
+    @classmethod
+    def open(cls, run_dir: Path) -> RunStore:
+        run_dir = Path(run_dir)
+        path = run_dir / MANIFEST
+        if not path.exists():
+            raise FileNotFoundError(f"{run_dir} is not a run directory (no {MANIFEST})")
+        manifest = Manifest.model_validate_json(path.read_text())
+        for name in (REQUESTS_LOG, POINTS_LOG):
+            _trim_torn_tail(run_dir / name)
+        (run_dir / "logs").mkdir(exist_ok=True)
+        return cls(run_dir, manifest)
+
+    def save_manifest(self) -> None:
+        text = self.manifest.model_dump_json(indent=2)
+        atomic_write(self.dir / MANIFEST, lambda p: p.write_text(text))
+
+    # -- records -----------------------------------------------------------------------------
+
+    def append_point(self, point: PointRecord, requests: list[RequestRecord]) -> None:
+        """Requests first, then the point line that makes them count (see module docstring)."""
+        _append_lines(self.dir / REQUESTS_LOG, (r.model_dump() for r in requests))
+        _append_lines(self.dir / POINTS_LOG, [point.model_dump()])
+
+    def commit_point(self, point: PointRecord, requests: list[RequestRecord]) -> None:
+        """Record a finished point: append it, refresh the derived files and the manifest."""
+        self.append_point(point, requests)
+        points = self.points()
+        self.consolidate(points)
+        self.count_points(points)
+        self.save_manifest()
+
+    def count_points(self, points: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """The manifest's points_done / points_ok / points_failed, from the recorded points."""
+        points = self.points() if points is None else points
+        manifest = self.manifest
+        manifest.points_done = len(points)
+        manifest.points_ok = sum(p["status"] == "ok" for p in points.values())
+        manifest.points_failed = manifest.points_done - manifest.points_ok
+
+    def points(self) -> dict[str, dict[str, Any]]:
+        """Completed points by point_id (a point appears once; the first line wins)."""
+        out: dict[str, dict[str, Any]] = {}
+        for row in read_jsonl(self.dir / POINTS_LOG):
+            out.setdefault(row["point_id"], row)
+        return out
+
+    def requests(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Request rows of completed points only, from the attempt that completed."""
+        points = self.points() if points is None else points
+        keep = {(pid, p["attempt"]) for pid, p in points.items()}
+        return [
+            r
+            for r in read_jsonl(self.dir / REQUESTS_LOG)
+            if (r.get("point_id"), r.get("attempt")) in keep
+        ]
+
+    def consolidate(self, points: dict[str, dict[str, Any]] | None = None) -> None:
+        """Rewrite requests.parquet, points.parquet and points.csv from the append-only logs."""
+        points = self.points() if points is None else points
+        requests = self.requests(points)
+        points_df = pd.DataFrame(list(points.values()))
+        requests_df = pd.DataFrame(requests)
+        atomic_write(self.dir / "points.parquet", lambda p: points_df.to_parquet(p, index=False))
+        atomic_write(self.dir / "points.csv", lambda p: points_df.to_csv(p, index=False))
+        atomic_write(
+            self.dir / "requests.parquet", lambda p: requests_df.to_parquet(p, index=False)
+        )
+
+    def write_log(self, point_id: str, text: str) -> Path:
+        path = self.logs_dir / f"{point_id}.log"
+        atomic_write(path, lambda p: p.write_text(text))
+        return path

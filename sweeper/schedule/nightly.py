@@ -1,0 +1,118 @@
+"""The nightly job: lock, log, run the sweep, report, compare with the last finished run, prune.
+
+The sweep runs as `python -m sweeper.cli run SPEC --results DIR --plain` in a subprocess, so the
+job depends only on that command's contract (its last stdout line is the run directory; exit
+codes 0 / 3 / 4), not on the engine's internals. Everything goes to a log file; stdout gets one
+line only when something needs a person, since cron mails whatever a job prints.
+
+Exit codes: 0 all well; 1 a regression against the previous finished run (slower beyond noise,
+a new failure, determinism newly broken); otherwise the sweep's own non-zero code (3 failed
+points, 4 determinism violation, 2 bad spec); 75 another nightly run of this spec holds the lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sweeper.analysis.compare import compare_runs
+from sweeper.report.assemble import load_run
+from sweeper.report.render import write_report
+from sweeper.results.reader import previous_finished, prune
+from sweeper.schedule.lock import LockBusy, run_lock
+
+EXIT_REGRESSION = 1
+EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
+
+
+@dataclass
+class NightlyPaths:
+    """Where one spec's nightly job keeps its lock and its log."""
+
+    lock: Path
+    log: Path
+
+
+def paths_for(spec: Path, results: Path) -> NightlyPaths:
+    """Lock and log paths, unique per spec file (two specs may share a name)."""
+    key = hashlib.sha256(str(spec.resolve()).encode()).hexdigest()[:8]
+    stem = f"nightly-{spec.stem}-{key}"
+    return NightlyPaths(results / f".{stem}.lock", results / f"{stem}.log")
+
+
+def _logger(log_path: Path) -> logging.Logger:
+    log = logging.getLogger(f"sweeper.schedule.nightly.{log_path}")
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    if not log.handlers:
+        handler = logging.FileHandler(log_path)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(message)s"))
+        log.addHandler(handler)
+    return log
+
+
+def run_sweep(spec: Path, results: Path, log: logging.Logger) -> tuple[int, Path | None]:
+    """Run `sweeper run` in a subprocess, logging its output; returns (exit code, run dir)."""
+    argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec), "--results", str(results)]
+    argv.append("--plain")
+    log.info("running: %s", " ".join(argv))
+    last = ""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.info("run| %s", line.rstrip())
+            if line.strip():
+                last = line.strip()
+    run_dir = Path(last) if last and Path(last).is_dir() else None
+    log.info("sweep exited %d; run dir %s", proc.returncode, run_dir)
+    return proc.returncode, run_dir
+
+
+def nightly(spec: Path, results: Path, keep: int, threshold: float) -> int:
+    """The whole job; returns the process exit code (see module docstring)."""
+    results.mkdir(parents=True, exist_ok=True)
+    paths = paths_for(spec, results)
+    log = _logger(paths.log)
+    try:
+        with run_lock(paths.lock) as held:
+            if held.recovered_from:
+                log.info("recovered the lock left by dead pid %d", held.recovered_from)
+            return _locked_job(spec, results, keep, threshold, log)
+    except LockBusy as busy:
+        log.info("skipped: %s", busy)
+        print(f"sweeper nightly: skipped, {busy}")
+        return EXIT_LOCKED
+
+
+def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: logging.Logger) -> int:
+    code, run_dir = run_sweep(spec, results, log)
+    if run_dir is None:
+        print(f"sweeper nightly: the sweep produced no run directory (exit {code})")
+        return code or 1
+    previous = previous_finished(run_dir)
+    comparison = None
+    if previous is not None:
+        old, new = load_run(previous), load_run(run_dir)
+        comparison = compare_runs(
+            old.points, new.points, old.requests, new.requests, threshold, previous.name
+        )
+        log.info("compared with %s: %s", previous.name, comparison.summary)
+    else:
+        log.info("no previous finished run to compare with")
+    report = write_report(load_run(run_dir), run_dir / "report.html", comparison)
+    log.info("report: %s", report)
+    for gone in prune(run_dir.parent, keep, protect=run_dir):
+        log.info("pruned %s", gone)
+    if comparison is not None and comparison.regressed:
+        names = "; ".join(f"{r.label}: {', '.join(r.flags)}" for r in comparison.regressions)
+        print(f"sweeper nightly: REGRESSION in {run_dir}: {names} (report {report})")
+        return EXIT_REGRESSION
+    if code != 0:
+        print(f"sweeper nightly: sweep exited {code}; see {report}")
+    return code

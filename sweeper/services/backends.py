@@ -1,0 +1,120 @@
+"""Which `Host` and `Service` serve a host of the spec: the only place that maps kinds to classes.
+
+A local host gets `LocalHost` + `ProcessService`; an SSH host gets `SSHHost` + `SystemdService`
+running the bundled runtime. The runner only sees the `Backend`, so it stays host-agnostic.
+Nothing connects here: the connection, the bundle upload (once per content, see `bundle.py`)
+and the first unit start all happen inside the host's own sweep thread, so an unreachable host
+fails its own points and never stops the others.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sweeper.hosts import Host
+from sweeper.hosts.local import LocalHost
+from sweeper.services import Service
+from sweeper.services.bundle import Bundle, deploy, pack_runtime, release_dir
+from sweeper.services.process import ProcessService
+from sweeper.spec import HostSpec, Spec, SSHHostSpec
+
+if TYPE_CHECKING:
+    from sweeper.hosts.ssh import SSHHost
+
+#: Seconds systemd waits for the unit's exec beyond the spec's readiness deadline.
+START_MARGIN_S = 60.0
+
+
+@dataclass
+class Backend:
+    """A host, the service that runs the runtime on it, and how to launch the runtime there."""
+
+    host: Host
+    service: Service
+    #: Python interpreter on the host that runs `-m ddtree_runtime serve`.
+    python: str
+    #: Address the runtime listens on, as seen from the host itself.
+    listen_host: str = "127.0.0.1"
+    workdir: str | None = None
+    #: Reach the runtime through `host.open_tunnel` instead of `host.address` directly.
+    use_tunnel: bool = False
+    #: Content hash of the runtime bundle deployed to the host (None: the local checkout runs).
+    bundle_sha256: str | None = None
+
+
+def open_backend(host_spec: HostSpec, spec: Spec, state_dir: Path) -> Backend:
+    """Build the backend for one host; `state_dir` holds local pidfiles and logs."""
+    if host_spec.kind == "local":
+        return Backend(
+            host=LocalHost(host_spec.name),
+            service=ProcessService(Path(state_dir) / host_spec.name),
+            python=spec.runtime.python or sys.executable,
+        )
+    return open_ssh_backend(host_spec, spec)
+
+
+@functools.lru_cache(maxsize=1)
+def runtime_bundle() -> Bundle:
+    """The runtime packed once per controller process (all hosts share it)."""
+    return pack_runtime()
+
+
+def ssh_host_for(host_spec: SSHHostSpec) -> SSHHost:
+    """An (unconnected) SSHHost for a spec host, ~/.ssh/config applied."""
+    # paramiko loads only when a spec has SSH hosts.
+    from sweeper.hosts.ssh import SSHHost, resolve_target
+
+    target = resolve_target(
+        host_spec.address,
+        port=host_spec.port,
+        user=host_spec.user,
+        key_file=host_spec.key_file,
+        known_hosts=host_spec.known_hosts,
+    )
+    return SSHHost(
+        host_spec.name,
+        target,
+        accept_new_host_key=host_spec.accept_new_host_key,
+        connect_timeout=host_spec.connect_timeout_s,
+        sudo_allowed=host_spec.sudo,
+    )
+
+
+def unit_name(spec: Spec) -> str:
+    """One unit per sweep name on a host: `ddtree-<sweep>.service`."""
+    return f"ddtree-{spec.name}"
+
+
+def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
+    """Host, systemd service and launch settings for one SSH host of the spec."""
+    from sweeper.services.systemd import SystemdService
+
+    host = ssh_host_for(host_spec)
+    bundle = runtime_bundle()
+    release = release_dir(host_spec.remote_root, bundle)
+    service = SystemdService(
+        host,
+        unit=unit_name(spec),
+        remote_root=host_spec.remote_root,
+        sudo=host_spec.sudo and host.target.user != "root",
+        # The bundle comes first on the path: the host runs exactly the controller's runtime.
+        extra_env={"PYTHONPATH": release},
+        timeout_start_s=spec.runtime.ready_timeout_s + START_MARGIN_S,
+        prepare=lambda: deploy(host, host_spec.remote_root, bundle),
+    )
+    tunnel = host_spec.access == "tunnel"
+    return Backend(
+        host=host,
+        service=service,
+        python=spec.runtime.python or host_spec.python,
+        # direct: the controller connects to address:port, so listen on every interface;
+        # tunnel: only the SSH server's direct-tcpip reaches it, on loopback.
+        listen_host="127.0.0.1" if tunnel else "0.0.0.0",
+        workdir=release,
+        use_tunnel=tunnel,
+        bundle_sha256=bundle.sha256,
+    )

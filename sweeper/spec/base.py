@@ -1,0 +1,28 @@
+"""Building blocks of every spec model: the strict base model and the constrained scalar types.
+
+Every spec model refuses unknown keys (`extra="forbid"`), which `sweeper.spec.errors` words as
+"unknown key 'x' (did you mean 'y'?)".
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
+
+SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Port = Annotated[StrictInt, Field(ge=1, le=65535)]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+
+#: Where the `local` host shorthand and the default `hosts` point.
+LOCAL_HOST_NAME = "local"
+
+
+class StrictModel(BaseModel):
+    """Base of every spec model: unknown keys are errors (`extra_forbidden`), which `_issue`
+    words as "unknown key 'x' (did you mean 'y'?)" using the model found at the error's location.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)

@@ -1,0 +1,147 @@
+"""The `grid:` section: lists whose product is the sweep, plus `exclude` / `include` rules.
+
+Server keys decide restarts, request keys never do; any other snake_case key is an extra runtime
+flag (`--flag-name value`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+
+from sweeper.spec.errors import problem, suggest
+from sweeper.spec.workload import WorkloadSpec
+
+#: Keys of the grid that change what a request asks for; never a restart.
+REQUEST_KEYS = ("temperature", "top_p")
+#: Keys of the grid that the runtime is started with; each distinct combination is a restart.
+SERVER_KEYS = ("budget", "topk", "block_size", "cuda_graph")
+#: Flags decided by the sweeper itself for each launch; a grid cannot set them.
+RESERVED_FLAGS = ("host", "port", "launch_id", "speculative")
+_FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same kind: True and 1 are different grid values."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+def _dashed(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class GridSpec(BaseModel):
+    """Lists whose product is the sweep. Other runtime flags may be added as lists too.
+
+    `exclude` drops grid points matching every key of a rule (a rule value may be a list of
+    alternatives); `include` adds points: missing keys take every value of the grid's list.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    budget: list[Annotated[StrictInt, Field(ge=0)]] = Field(
+        default_factory=lambda: [16], min_length=1
+    )
+    topk: list[Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=lambda: [4], min_length=1)
+    block_size: list[Annotated[StrictInt, Field(ge=2)]] = Field(
+        default_factory=lambda: [8], min_length=1
+    )
+    cuda_graph: list[StrictBool] = Field(default_factory=lambda: [False], min_length=1)
+    temperature: list[Annotated[float, Field(ge=0)]] = Field(
+        default_factory=lambda: [0.0], min_length=1
+    )
+    top_p: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(default=None, min_length=1)
+    exclude: list[dict[str, Any]] = Field(default_factory=list)
+    include: list[dict[str, Any]] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_extra_flags(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = [k for k in cls.model_fields]
+        for key, values in data.items():
+            if key in known:
+                continue
+            if not isinstance(key, str) or difflib.get_close_matches(key, known, n=1, cutoff=0.75):
+                raise problem(suggest(str(key), known), at=(key,))
+            if key in RESERVED_FLAGS:
+                raise problem(
+                    f"{key!r} is set by the sweeper for each launch, not in the grid", at=(key,)
+                )
+            if not _FLAG_NAME.match(key):
+                raise problem(
+                    f"runtime flag {key!r} must be snake_case (it becomes --{_dashed(key)})",
+                    at=(key,),
+                )
+            if not isinstance(values, list) or not values:
+                raise problem(f"grid value for {key!r} must be a non-empty list", at=(key,))
+            for index, value in enumerate(values):
+                if value is None or not isinstance(value, (bool, int, float, str)):
+                    raise problem(
+                        "a runtime flag value must be a number, a string or a bool", at=(key, index)
+                    )
+        return data
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> GridSpec:
+        keys = self.keys()
+        for key in keys:
+            if key == "concurrency":
+                continue
+            values = self.values(key)
+            for index, value in enumerate(values):
+                if any(_same_value(value, earlier) for earlier in values[:index]):
+                    raise problem(f"duplicate value {value!r}", at=(key, index))
+        for rule_kind in ("exclude", "include"):
+            for index, rule in enumerate(getattr(self, rule_kind)):
+                if not rule:
+                    raise problem("an empty rule matches everything", at=(rule_kind, index))
+                for key, value in rule.items():
+                    if key not in keys:
+                        raise problem(suggest(key, keys), at=(rule_kind, index, key))
+                    self._check_rule_value(key, value, at=(rule_kind, index, key))
+        return self
+
+    def _check_rule_value(self, key: str, value: Any, at: tuple[str | int, ...]) -> None:
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise problem("an empty list matches nothing", at=at)
+        field = type(self).model_fields.get(key)
+        if key == "concurrency":
+            field = WorkloadSpec.model_fields["concurrency"]
+        if field is None:  # an extra runtime flag: same shape check as the grid's own list
+            if any(v is None or not isinstance(v, (bool, int, float, str)) for v in values):
+                raise problem("a runtime flag value must be a number, a string or a bool", at=at)
+            return
+        try:
+            TypeAdapter(field.annotation or Any).validate_python(values)
+        except ValidationError as exc:
+            raise problem(exc.errors()[0]["msg"], at=at) from None
+
+    def extra_flags(self) -> dict[str, list[Any]]:
+        """Runtime flags beyond the named ones, in spec order: name -> values."""
+        return dict(self.model_extra or {})
+
+    def keys(self) -> list[str]:
+        """Every key a rule may name: the named parameters, concurrency, the extra runtime flags."""
+        return [*SERVER_KEYS, *REQUEST_KEYS, "concurrency", *self.extra_flags()]
+
+    def values(self, key: str) -> list[Any]:
+        """The grid's list for `key` ([None] for an unset optional request key like top_p)."""
+        if key in self.extra_flags():
+            return list(self.extra_flags()[key])
+        value = getattr(self, key)
+        return [None] if value is None else list(value)

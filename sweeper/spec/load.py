@@ -1,0 +1,111 @@
+"""Loading a spec file: YAML -> validated `Spec`, every problem as `file:line: field.path: message`.
+
+`load_spec(path)` returns a validated `Spec` or raises one `SpecError` listing every problem. Line
+numbers come from PyYAML's composer (`yaml_lines.py`), so a pydantic error location maps back to
+the line the user must edit; `errors.py` words the errors (unknown keys with a suggestion).
+Values that would make a sweep meaningless (negative temperature, budget < 0, block size < 2, an
+empty grid list, a missing prompts file...) are refused before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sweeper.spec.errors import SpecError, SpecIssue, error_loc, error_message
+from sweeper.spec.model import Spec
+from sweeper.spec.workload import PromptSpec, WorkloadSpec
+from sweeper.spec.yaml_lines import YamlLines
+
+
+def load_spec(path: str | os.PathLike[str]) -> Spec:
+    """Read, validate and resolve a spec file; raise `SpecError` listing every problem."""
+    spec_path = Path(path)
+    try:
+        text = spec_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(
+            [SpecIssue(str(spec_path), None, "", f"cannot read spec: {exc.strerror}")]
+        ) from None
+    return parse_spec(text, source=str(spec_path), base_dir=spec_path.parent)
+
+
+def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = None) -> Spec:
+    """Validate spec text; `base_dir` resolves `prompts_file` (default: the current directory)."""
+    lines = YamlLines.parse(text, source)
+    data = lines.data
+    if not isinstance(data, dict):
+        raise SpecError(
+            [SpecIssue(source, 1, "", "a spec must be a YAML mapping (key: value lines)")]
+        )
+    try:
+        spec = Spec.model_validate(data)
+    except ValidationError as exc:
+        issues = [_issue(lines, error) for error in exc.errors()]
+        raise SpecError(sorted(issues, key=lambda issue: issue.line or 0)) from None
+    if spec.workload.prompts_file is not None:
+        spec = _with_prompts_file(spec, lines, base_dir or Path.cwd())
+    return spec
+
+
+def _issue(lines: YamlLines, error: Any) -> SpecIssue:
+    line, field = lines.locate(error_loc(error))
+    return SpecIssue(lines.source, line, field, error_message(error, Spec))
+
+
+def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
+    """Append the prompts of the JSONL file (relative to the spec) to the inline prompts."""
+    at = ("workload", "prompts_file")
+    line, field = lines.locate(at)
+    assert spec.workload.prompts_file is not None
+    path = (base_dir / spec.workload.prompts_file).resolve()
+    try:
+        raw_lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise SpecError(
+            [
+                SpecIssue(
+                    lines.source,
+                    line,
+                    field,
+                    f"cannot read prompts file {str(path)!r}: {exc.strerror}",
+                )
+            ]
+        ) from None
+    prompts = list(spec.workload.prompts)
+    issues: list[SpecIssue] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            prompts.append(PromptSpec.model_validate(json.loads(raw)))
+        except json.JSONDecodeError as exc:
+            issues.append(SpecIssue(str(path), number, "", f"not JSON: {exc.msg}"))
+        except ValidationError as exc:
+            for error in exc.errors():
+                where = ".".join(str(part) for part in error_loc(error))
+                message = error_message(error, PromptSpec)
+                issues.append(SpecIssue(str(path), number, where, message))
+    if not prompts and not issues:
+        issues.append(
+            SpecIssue(lines.source, line, field, f"prompts file {str(path)!r} has no prompts")
+        )
+    if issues:
+        raise SpecError(issues)
+    workload = spec.workload.model_dump()
+    workload.update(prompts=[p.model_dump() for p in prompts], prompts_file=str(path))
+    try:
+        return spec.model_copy(update={"workload": WorkloadSpec.model_validate(workload)})
+    except ValidationError as exc:
+        raise SpecError(
+            [SpecIssue(str(path), None, "", error["msg"]) for error in exc.errors()]
+        ) from None
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (what `sweeper schema` prints)."""
+    return Spec.model_json_schema()

@@ -1,0 +1,67 @@
+"""The whole spec (`Spec`): hosts, runtime, grid, workload and the determinism policy."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
+
+from sweeper.spec.base import Slug, StrictModel
+from sweeper.spec.errors import problem
+from sweeper.spec.grid import GridSpec
+from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec, host_shorthand
+from sweeper.spec.runtime import RuntimeSpec
+from sweeper.spec.workload import WorkloadSpec
+
+
+class DeterminismSpec(StrictModel):
+    """When a difference from the AR baseline is numerics and when it is a bug."""
+
+    #: A divergence where the baseline's top-1 minus top-2 logprob is below this is a near tie.
+    near_tie_margin: Annotated[float, Field(ge=0)] = 0.05
+    #: Output is garbled when its garble score exceeds the baseline's by more than this...
+    garble_margin: Annotated[float, Field(ge=0, le=1)] = 0.15
+    #: ...and is at least this (so clean text that differs a little is never "garbled").
+    garble_min_score: Annotated[float, Field(ge=0, le=1)] = 0.2
+    #: Characters of text shown either side of a divergence.
+    excerpt_chars: Annotated[StrictInt, Field(ge=1)] = 40
+
+
+# --- the spec -----------------------------------------------------------------------------------
+
+
+def _local_only() -> list[LocalHostSpec | SSHHostSpec]:
+    return [LocalHostSpec()]
+
+
+class Spec(StrictModel):
+    """A whole sweep: where, what runtime, which grid, which workload, how to judge it."""
+
+    name: Slug
+    hosts: list[HostSpec] = Field(default_factory=lambda: _local_only(), min_length=1)
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    grid: GridSpec = Field(default_factory=GridSpec)
+    #: Add the autoregressive server config (speculative none); it runs first on each host.
+    baseline: StrictBool = True
+    workload: WorkloadSpec
+    determinism: DeterminismSpec = Field(default_factory=DeterminismSpec)
+    #: Split the speculative server configs round-robin between (identical) hosts.
+    shard: StrictBool = False
+    #: Leave the last server config running at the end instead of stopping it.
+    leave_running: StrictBool = False
+
+    @field_validator("hosts", mode="before")
+    @classmethod
+    def _expandhost_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [host_shorthand(item, index) for index, item in enumerate(value)]
+        return value
+
+    @model_validator(mode="after")
+    def _unique_hosts(self) -> Spec:
+        seen: set[str] = set()
+        for index, host in enumerate(self.hosts):
+            if host.name in seen:
+                raise problem(f"duplicate host name {host.name!r}", at=("hosts", index))
+            seen.add(host.name)
+        return self

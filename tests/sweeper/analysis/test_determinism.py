@@ -1,0 +1,226 @@
+"""Determinism verdicts on crafted outputs: exact, near-tie, diverged, garbled, nondeterministic,
+seeded sampling, and the point status as the worst request verdict."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from sweeper.analysis.determinism import PointVerdict, first_divergence, judge_point
+from sweeper.analysis.garble import garble_components, garble_score
+from sweeper.analysis.verdicts import worst
+from sweeper.spec import DeterminismSpec
+
+POEM = "The tide comes in, the tide goes out,\nthe gulls cry over the sand."
+POEM_IDS = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
+# Clear margins everywhere except token 6, where two tokens are almost equally likely.
+MARGINS = [2.0, 1.5, 3.0, 0.9, 1.2, 2.2, 0.01, 1.0, 1.0, 1.0]
+
+
+def rec(prompt: str, repeat: int, ids: list[int], text: str, **extra: object) -> dict[str, object]:
+    return {"prompt_id": prompt, "repeat": repeat, "token_ids": ids, "text": text, **extra}
+
+
+def baseline(*prompts: str) -> list[dict[str, object]]:
+    return [
+        rec(p, r, POEM_IDS, POEM, top2_margins=MARGINS)
+        for p in prompts or ("poem",)
+        for r in (0, 1)
+    ]
+
+
+def judge(records: list[dict[str, object]], **kwargs: Any) -> PointVerdict:
+    kwargs.setdefault("temperature", 0.0)
+    return judge_point(records, baseline(), **kwargs)
+
+
+def test_exact() -> None:
+    result = judge([rec("poem", 0, POEM_IDS, POEM), rec("poem", 1, POEM_IDS, POEM)])
+    assert result.status == "exact"
+    assert [v.verdict for v in result.requests] == ["exact", "exact"]
+    assert all(v.divergence_index is None for v in result.requests)
+
+
+def test_near_tie_at_a_small_baseline_margin() -> None:
+    ids = POEM_IDS[:6] + [99, 98, 97, 96]
+    text = "The tide comes in, the tide rolls back,\nthe gulls cry over the sand."
+    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)])
+    assert result.status == "near-tie"
+    verdict = result.requests[0]
+    assert verdict.divergence_index == 6
+    assert verdict.margin == pytest.approx(0.01)
+    assert verdict.compared_with == "baseline"
+    # The excerpts start at the same place and show both sides of the first differing character.
+    assert verdict.char_offset == POEM.index("goes")
+    assert "rolls back" in (verdict.excerpt or "")
+    assert "goes out" in (verdict.reference_excerpt or "")
+
+
+def test_diverged_where_the_baseline_was_confident() -> None:
+    ids = POEM_IDS[:2] + [50, 51, 52, 53, 54, 55, 56, 57]
+    text = "The tide rises high, the moon is bright,\nthe gulls sleep on the sand."
+    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)])
+    assert result.status == "diverged"
+    assert result.requests[0].divergence_index == 2
+    assert result.requests[0].margin == pytest.approx(3.0)
+
+
+def test_near_tie_margin_comes_from_the_policy() -> None:
+    ids = POEM_IDS[:2] + [50, 51, 52, 53, 54, 55, 56, 57]
+    text = "The tide rises high, the moon is bright,\nthe gulls sleep on the sand."
+    loose = DeterminismSpec(near_tie_margin=5.0)
+    assert judge([rec("poem", 0, ids, text)], policy=loose).status == "near-tie"
+
+
+def test_prefix_counts_as_divergence_at_the_shorter_length() -> None:
+    ids = POEM_IDS[:4]
+    result = judge([rec("poem", 0, ids, POEM[:20])])
+    assert result.status == "diverged"
+    assert result.requests[0].divergence_index == 4
+
+
+def test_garbled_output() -> None:
+    ids = POEM_IDS[:3] + [0] * 7
+    text = "The tide comes!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)])
+    assert result.status == "garbled"
+    verdict = result.requests[0]
+    assert verdict.divergence_index == 3
+    assert verdict.garble is not None and verdict.garble > 0.5
+    assert verdict.reference_garble == pytest.approx(garble_score(POEM))
+
+
+def test_fragments_are_garbled_even_at_a_near_tie() -> None:
+    ids = POEM_IDS[:6] + [7, 7, 7, 7]
+    text = "The tide comes in, the.r ti.de go.es o,ut the.r gu.lls"
+    assert judge([rec("poem", 0, ids, text)]).status == "garbled"
+
+
+def test_nondeterministic_repeats_outrank_everything() -> None:
+    other = POEM_IDS[:8] + [70, 71]
+    records = [
+        rec("poem", 0, POEM_IDS, POEM),
+        rec("poem", 1, other, POEM[:50] + " sings"),
+        rec("poem", 2, POEM_IDS, POEM),
+    ]
+    result = judge(records)
+    assert result.status == "nondeterministic"
+    assert [v.verdict for v in result.requests] == ["nondeterministic"] * 3
+    assert all(v.divergence_index == 8 for v in result.requests)
+    # The disagreeing repeat is compared with repeat 0, the others with the disagreeing one.
+    assert [v.compared_with for v in result.requests] == ["repeat 1", "repeat 0", "repeat 1"]
+
+
+def test_point_status_is_the_worst_request_verdict() -> None:
+    ids = POEM_IDS[:6] + [99, 98, 97, 96]
+    b = baseline("poem", "code")
+    records = [
+        rec("poem", 0, POEM_IDS, POEM),
+        rec("code", 0, ids, "The tide comes in, the tide rolls back"),
+    ]
+    result = judge_point(records, b, temperature=0.0)
+    assert result.status == "near-tie"
+    assert result.counts == {"exact": 1, "near-tie": 1}
+    found = {(v.prompt_id, v.repeat): v.verdict for v in result.requests}
+    assert found[("code", 0)] == "near-tie"
+
+
+def test_worst_order() -> None:
+    assert worst(["exact", "near-tie", "diverged", "garbled"]) == "garbled"
+    assert worst(["exact", "nondeterministic", "garbled"]) == "garbled"
+    assert worst(["diverged", "nondeterministic"]) == "nondeterministic"
+    # A point is exact only when every request was proven exact.
+    assert worst(["exact", "n/a"]) == "n/a"
+    assert worst(["near-tie", "exact"]) == "near-tie"
+    assert worst([]) == "n/a"
+
+
+def test_baseline_itself_is_n_a_unless_its_repeats_disagree() -> None:
+    b = baseline()
+    assert judge_point(b, b, temperature=0.0, is_baseline=True).status == "n/a"
+    broken = [rec("poem", 0, POEM_IDS, POEM), rec("poem", 1, POEM_IDS[:9] + [1], POEM)]
+    assert judge_point(broken, None, temperature=0.0, is_baseline=True).status == "nondeterministic"
+
+
+def test_nothing_to_compare_is_n_a() -> None:
+    result = judge_point([rec("poem", 0, POEM_IDS, POEM)], None, temperature=0.0)
+    assert result.status == "n/a"
+    assert result.requests[0].detail == "no baseline output to compare"
+
+
+def test_failed_requests_are_not_judged() -> None:
+    records = [rec("poem", 0, [], "", error="timeout"), rec("poem", 1, POEM_IDS, POEM)]
+    result = judge(records)
+    assert [v.verdict for v in result.requests] == ["n/a", "exact"]
+    # One request unproven: the point is not called exact (verdicts.py's order).
+    assert result.status == "n/a"
+
+
+def test_seeded_sampling_needs_identical_repeats_only() -> None:
+    sampled = [50, 51, 52]  # differs from the greedy baseline: that is fine when sampling
+    same = [rec("poem", 0, sampled, "a"), rec("poem", 1, sampled, "a")]
+    result = judge(same, temperature=0.7, seed=1234)
+    assert result.status == "exact"
+    assert result.requests[0].compared_with == ""
+    differ = [rec("poem", 0, sampled, "abc"), rec("poem", 1, [50, 51, 9], "abd")]
+    result = judge(differ, temperature=0.7, seed=1234)
+    assert result.status == "nondeterministic"
+    assert result.requests[1].divergence_index == 2
+    assert result.requests[1].char_offset == 2
+
+
+def test_unseeded_sampling_is_n_a() -> None:
+    differ = [rec("poem", 0, [1, 2], "ab"), rec("poem", 1, [1, 3], "ac")]
+    assert judge(differ, temperature=0.7, seed=None).status == "n/a"
+
+
+def test_records_from_a_dataframe() -> None:
+    # As read back from parquet: NaN for a missing error, arrays for lists.
+    frame = pd.DataFrame(
+        [
+            {"prompt_id": "poem", "repeat": 0, "token_ids": POEM_IDS, "text": POEM, "error": None},
+            {
+                "prompt_id": "poem",
+                "repeat": 1,
+                "token_ids": POEM_IDS,
+                "text": POEM,
+                "error": math.nan,
+            },
+        ]
+    )
+    base = pd.DataFrame(baseline())
+    assert judge_point(frame, base, temperature=0.0).status == "exact"
+
+
+def test_first_divergence() -> None:
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+    assert first_divergence([], []) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "low", "high"),
+    [
+        ("The sea is wide and deep, the tide comes in, the tide goes out.", 0.0, 0.05),
+        ("def quicksort(items):\n    return sorted(items)\n", 0.0, 0.3),
+        ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12", 0.0, 0.05),
+        ("apple\nbanana\ncherry\n1000000\n    indented", 0.0, 0.05),
+        ("!!!!!!!!!!!!!!!!!!!!!!!!", 0.95, 1.0),
+        ("The.r the.r ca,t sa.t on.the mat", 0.6, 1.0),
+        ("#$%^&*@#$(*&^@#$&*^%@#$", 0.95, 1.0),
+        ("", 0.0, 0.0),
+    ],
+)
+def test_garble_score_separates_text_from_junk(text: str, low: float, high: float) -> None:
+    assert low <= garble_score(text) <= high
+
+
+def test_garble_components() -> None:
+    parts = garble_components("Good words!!!!!!")
+    assert parts.runs == pytest.approx(6 / 15)
+    assert parts.fragments == 0
+    assert parts.score == max(parts.runs, parts.fragments, parts.symbols)

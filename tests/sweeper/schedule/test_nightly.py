@@ -1,0 +1,57 @@
+"""The nightly job end to end: real `sweeper run` subprocesses against the fake runtime.
+
+One story: a first night runs while a second invocation overlaps it and is turned away by the
+lock (exit 75); the next night is slower (the fake streams 10x slower), so the job reports the
+comparison, prunes beyond --keep and exits 1 with one line for cron mail.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sweeper.schedule.nightly import paths_for
+from tests.sweeper.conftest import free_port
+from tests.sweeper.sweep_fixtures import fake_python, write_spec
+
+pytestmark = pytest.mark.slow
+
+
+def _nightly(spec: Path, results: Path) -> list[str]:
+    return [sys.executable, "-m", "sweeper.cli", "nightly", str(spec), "--results", str(results),
+            "--keep", "1"]  # fmt: skip
+
+
+def test_overlap_is_refused_then_a_slower_night_is_a_regression(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    fake_python(tmp_path, {"FAKE_TOKEN_DELAY": "0.002", "FAKE_START_DELAY": "1.5"})
+    spec = write_spec(tmp_path, free_port(), python=tmp_path / "fake-python", topk=(4,))
+    lock = paths_for(spec, results).lock
+    first = subprocess.Popen(_nightly(spec, results), stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    overlap = subprocess.run(_nightly(spec, results), capture_output=True, text=True, timeout=60)
+    assert overlap.returncode == 75, overlap.stdout + overlap.stderr
+    assert f"held by pid {first.pid}" in overlap.stdout
+    out, _ = first.communicate(timeout=120)
+    assert first.returncode == 0, out
+    assert out == ""  # a good night prints nothing, so cron sends no mail
+    (night_one,) = sorted((results / "t").iterdir())
+    assert (night_one / "report.html").exists()
+
+    fake_python(tmp_path, {"FAKE_TOKEN_DELAY": "0.02"})
+    second = subprocess.run(_nightly(spec, results), capture_output=True, text=True, timeout=120)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "REGRESSION" in second.stdout and "output_tok_s -" in second.stdout
+    (night_two,) = sorted((results / "t").iterdir())  # --keep 1 pruned the first night
+    assert night_two != night_one
+    html = (night_two / "report.html").read_text()
+    assert f"Compared with {night_one.name}" in html
+    log = paths_for(spec, results).log.read_text()
+    assert "skipped:" in log and f"pruned {night_one}" in log
+    assert "run| " in log  # the sweep's own output is in the log
