@@ -66,7 +66,8 @@ def runtime_bundle() -> Bundle:
 def ssh_host_for(host_spec: SSHHostSpec) -> SSHHost:
     """An (unconnected) SSHHost for a spec host, ~/.ssh/config applied."""
     # paramiko loads only when a spec has SSH hosts.
-    from sweeper.hosts.ssh import SSHHost, resolve_target
+    from sweeper.hosts.ssh import SSHHost
+    from sweeper.hosts.ssh_target import resolve_target
 
     target = resolve_target(
         host_spec.address,

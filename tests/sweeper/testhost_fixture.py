@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.hosts.ssh import SSHHost, SSHTarget
+from sweeper.hosts.ssh import SSHHost
+from sweeper.hosts.ssh_target import SSHTarget
 from tests import testhosts
 from tests.testhosts import TestHost
 

@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from sweeper.hosts import HostError
-from sweeper.hosts.ssh import HostKeyError, SSHHost, SSHTarget, resolve_target
+from sweeper.hosts.ssh import SSHHost
+from sweeper.hosts.ssh_target import HostKeyError, SSHTarget, resolve_target
 from tests.sweeper.testhost_fixture import ssh_host
 from tests.testhosts import TestHost
 

@@ -10,9 +10,9 @@ import pytest
 from sweeper.measure.client import RequestSpec, token_sha256
 from sweeper.measure.readiness import wait_ready
 from sweeper.measure.workload import expand_requests, run_requests
-from sweeper.spec import PromptSpec
 from sweeper.services import Launch
 from sweeper.services.process import ProcessService
+from sweeper.spec import PromptSpec
 from tests.sweeper.conftest import fake_argv, free_port
 from tests.sweeper.fake_runtime import token_ids
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.hosts.ssh import SSHHost, SSHTarget
+from sweeper.hosts.ssh import SSHHost
+from sweeper.hosts.ssh_target import SSHTarget
 from sweeper.measure.readiness import ReadinessError, wait_healthy
 from sweeper.services import Launch, ServiceError
 from sweeper.services.systemd import SystemdService, parse_show
