@@ -4,7 +4,6 @@ measured, recorded, and exact (or a near tie) against the baseline."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +15,7 @@ from sweeper.engines.launch import runtime_source_hash
 from sweeper.results.store import RunStore
 from tests.sweeper.sweep_fixtures import write_spec
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        importlib.util.find_spec("ddtree_runtime.__main__") is None,
-        reason="the runtime has no `python -m ddtree_runtime serve` entry point yet",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:

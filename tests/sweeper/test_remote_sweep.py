@@ -200,11 +200,6 @@ def _drop_connections(host: TestHost, stop: threading.Event, drops: list[float])
 def test_two_host_sweep_of_the_real_runtime_survives_dropped_connections(
     testhost_pair: list[TestHost], session_known_hosts: str, tmp_path: Path
 ) -> None:
-    probe = subprocess.run(
-        [sys.executable, "-m", "ddtree_runtime", "serve", "--help"], capture_output=True
-    )
-    if probe.returncode != 0:
-        pytest.skip("the bundled runtime has no `serve` command yet")
     spec = _write_spec(
         tmp_path,
         "remotereal",
