@@ -12,6 +12,7 @@ from rich.table import Table
 from sweeper.analysis.compare import Comparison, compare_runs, parse_threshold
 from sweeper.report.assemble import load_run
 from sweeper.report.formatting import pct
+from sweeper.results.reader import is_run_dir
 
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -64,8 +65,9 @@ def command(
     """Compare two runs point by point; exit 1 when B regressed against A."""
     limit = threshold_option(threshold)
     for path in (run_a, run_b):
-        if not path.is_dir():
-            typer.echo(f"error: no run directory at {path}", err=True)
+        if not is_run_dir(path):
+            what = "has no manifest.json" if path.is_dir() else "does not exist"
+            typer.echo(f"error: {path} is not a run directory ({what})", err=True)
             raise typer.Exit(EXIT_USAGE)
     comparison = compare_dirs(run_a, run_b, limit)
     # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from sweeper import __version__
 from sweeper.commands.plan import render
-from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan
+from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
 from sweeper.engines.launch import runtime_source_hash
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
@@ -82,6 +82,9 @@ def command(
     if dry_run:
         render(plan, estimate_seconds(plan), Console())
         return
+    missing = missing_secrets(plan)
+    if missing:
+        raise _usage(missing)  # before the run directory exists: nothing to clean up
     store = _open_store(plan, spec, results, resume, resume_latest)
     console = Console(stderr=True)
     backends = {h.name: open_backend(h, plan.spec, store.dir / "service") for h in plan.spec.hosts}

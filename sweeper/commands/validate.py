@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from sweeper.plan import Plan, build_plan
-from sweeper.spec import SpecError, load_spec
+from sweeper.spec import SpecError, load_spec, resolve_secrets
 
 #: Exit code for a bad spec or bad usage, shared by every command.
 EXIT_BAD_SPEC = 2
@@ -22,8 +22,21 @@ def load_plan(spec_path: Path) -> Plan:
         raise typer.Exit(EXIT_BAD_SPEC) from None
 
 
+def missing_secrets(plan: Plan) -> str | None:
+    """Why the spec's secrets cannot be resolved on this machine now, or None when they can."""
+    try:
+        resolve_secrets(plan.spec.runtime)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def command(spec: Path = typer.Argument(..., help="Sweep spec (YAML).")) -> None:
     """Check a spec: every error with file, line and field; exit 2 when it is bad."""
     plan = load_plan(spec)
     configs = sum(len(host.steps) for host in plan.hosts)
+    # A spec is valid on a machine without the token; `run` refuses to start without it.
+    missing = missing_secrets(plan)
+    if missing:
+        typer.echo(f"warning: {missing} (sweeper run needs them)", err=True)
     typer.echo(f"ok: {configs} server configs, {plan.n_points} points")

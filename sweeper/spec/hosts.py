@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, field_validator
 
 from sweeper.spec.base import LOCAL_HOST_NAME, NonEmptyStr, Port, Slug, StrictModel
 from sweeper.spec.errors import problem
+
+#: A host name, an IPv4 address or an ssh_config alias; or an IPv6 address (bare or [bracketed]).
+HOST_ADDRESS = re.compile(r"^(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]{0,252})|\[?[0-9A-Fa-f:.]+\]?)$")
 
 
 class LocalHostSpec(StrictModel):
@@ -39,6 +43,15 @@ class SSHHostSpec(StrictModel):
     accept_new_host_key: StrictBool = False
     known_hosts: NonEmptyStr | None = None
     connect_timeout_s: Annotated[float, Field(gt=0)] = 15.0
+
+    @field_validator("address")
+    @classmethod
+    def _address_is_a_host_name(cls, value: str) -> str:
+        if "@" in value:
+            raise problem("the address must not carry a user: put it in 'user:'")
+        if not HOST_ADDRESS.match(value):
+            raise problem(f"{value!r} is not a host name, an IP address or an ~/.ssh/config alias")
+        return value
 
     @field_validator("remote_root")
     @classmethod

@@ -26,11 +26,18 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     """Read, validate and resolve a spec file; raise `SpecError` listing every problem."""
     spec_path = Path(path)
     try:
-        text = spec_path.read_text(encoding="utf-8")
+        raw = spec_path.read_bytes()
     except OSError as exc:
         raise SpecError(
             [SpecIssue(str(spec_path), None, "", f"cannot read spec: {exc.strerror}")]
         ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        byte = raw[exc.start : exc.start + 1].hex()
+        message = f"not UTF-8 text: byte 0x{byte} (save the spec as UTF-8)"
+        raise SpecError([SpecIssue(str(spec_path), line, "", message)]) from None
     return parse_spec(text, source=str(spec_path), base_dir=spec_path.parent)
 
 

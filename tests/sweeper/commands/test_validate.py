@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
@@ -80,3 +81,37 @@ def test_shipped_gpu_specs_validate() -> None:
         result = runner.invoke(app, ["validate", str(ROOT / "sweeps" / name)])
         assert result.exit_code == 0, result.output
         assert result.stdout.strip() == summary
+
+
+SECRET_SPEC = """name: secretive
+runtime:
+  secrets:
+    HF_TOKEN: ${env:SWEEPER_TEST_UNSET_TOKEN}
+workload:
+  prompts: [{id: a, text: hi}]
+"""
+
+
+def test_unset_secret_warns_in_validate_and_stops_run_before_the_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SECRET_SPEC)
+    monkeypatch.delenv("SWEEPER_TEST_UNSET_TOKEN", raising=False)
+    checked = runner.invoke(app, ["validate", str(spec)])
+    assert checked.exit_code == 0, checked.output
+    assert "warning: secrets need these controller environment variables: " in checked.stderr
+    assert "SWEEPER_TEST_UNSET_TOKEN" in checked.stderr
+    results = tmp_path / "results"
+    ran = runner.invoke(app, ["run", str(spec), "--results", str(results)])
+    assert ran.exit_code == 2
+    assert "SWEEPER_TEST_UNSET_TOKEN" in ran.stderr
+    assert not results.exists()  # nothing was created, nothing started
+
+
+def test_compare_refuses_directories_that_are_not_runs(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    result = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'a'} is not a run directory (has no manifest.json)" in result.stderr
+    assert result.stdout == ""

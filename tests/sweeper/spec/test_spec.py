@@ -26,7 +26,7 @@ MINIMAL = "name: ok\nworkload:\n  prompts: [{id: a, text: hi}]\n"
 
 def _expectation(path: Path) -> tuple[int, str, str]:
     """`# expect: LINE: FIELD: MESSAGE` on the first line of each corpus file."""
-    first = path.read_text().splitlines()[0]
+    first = path.read_bytes().splitlines()[0].decode("ascii")
     assert first.startswith("# expect: "), f"{path.name} lacks its '# expect:' line"
     line, field, message = first.removeprefix("# expect: ").split(": ", 2)
     return int(line), field, message
