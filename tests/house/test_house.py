@@ -1,0 +1,101 @@
+"""The house rules, checked on the real tree: no import cycles (lazy and TYPE_CHECKING imports
+count), the controller never imports torch, transformers or the runtime, the runtime never
+imports the controller, and no source file over 400 lines. Planted fixtures show each check can
+fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.house.imports import cycles, import_graph, module_names
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("sweeper", "ddtree_runtime")
+MAX_LINES = 400
+#: What each package must never import (directly, lazily or for type checking).
+FORBIDDEN = {
+    "sweeper": {"torch", "transformers", "ddtree_runtime"},
+    "ddtree_runtime": {"sweeper"},
+}
+
+
+def forbidden_imports(root: Path) -> list[str]:
+    graph = import_graph(root, PACKAGES)
+    bad = []
+    for module in sorted(graph.edges):
+        top = module.split(".")[0]
+        reached = graph.external[module] | {t.split(".")[0] for t in graph.edges[module]}
+        for name in sorted(reached & FORBIDDEN.get(top, set())):
+            bad.append(f"{module} imports {name}")
+    return bad
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph(ROOT, PACKAGES).edges) == []
+
+
+def test_controller_and_runtime_stay_apart() -> None:
+    assert forbidden_imports(ROOT) == []
+
+
+def test_no_source_file_over_the_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in module_names(ROOT, PACKAGES).values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
+
+
+def _plant(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+PLANTED = {
+    "sweeper/__init__.py": "",
+    "sweeper/a.py": "def f():\n    from sweeper.b import g  # lazy\n    return g\n",
+    "sweeper/b.py": (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sweeper import a\n"
+        "def g():\n    import torch\n"
+    ),
+    "sweeper/pkg/__init__.py": "from .mod import x\n",
+    "sweeper/pkg/mod.py": "from ..pkg import other\nx = 1\n",
+    "sweeper/pkg/other.py": "from . import mod\n",
+    "ddtree_runtime/__init__.py": "",
+    "ddtree_runtime/engine.py": "import sweeper.a\n",
+}
+
+
+def test_planted_cycles_are_found(tmp_path: Path) -> None:
+    graph = import_graph(_plant(tmp_path, PLANTED), PACKAGES)
+    found = cycles(graph.edges)
+    # A lazy import one way and a TYPE_CHECKING import back.
+    assert ["sweeper.a", "sweeper.b"] in found
+    # Relative imports; `from ..pkg import other` runs pkg/__init__, which imports mod.
+    assert ["sweeper.pkg", "sweeper.pkg.mod", "sweeper.pkg.other"] in found
+    assert len(found) == 2
+
+
+def test_planted_forbidden_imports_are_found(tmp_path: Path) -> None:
+    assert forbidden_imports(_plant(tmp_path, PLANTED)) == [
+        "ddtree_runtime.engine imports sweeper",
+        "sweeper.b imports torch",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edges", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+        ({"a": {"a"}}, [["a"]]),
+    ],
+)
+def test_cycle_finder(edges: dict[str, set[str]], expected: list[list[str]]) -> None:
+    assert cycles(edges) == expected
