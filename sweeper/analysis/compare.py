@@ -18,18 +18,8 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
+from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
-IDENTITY = [
-    "host",
-    "engine",
-    "budget",
-    "topk",
-    "block_size",
-    "cuda_graph",
-    "temperature",
-    "max_tokens",
-    "concurrency",
-]
 # metric -> (per-request value column or recipe, True when higher is better)
 METRICS: dict[str, bool] = {"output_tok_s": True, "tau": True, "ttft_p50": False}
 NOISE_SIGMAS = 2.0
@@ -164,7 +154,8 @@ def compare_runs(
     baseline_name: str = "run A",
 ) -> Comparison:
     """Every point of A and B matched by identity, with deltas of B relative to A and flags."""
-    cols = [c for c in IDENTITY if c in points_a and c in points_b]
+    identity = ["host", *CONFIG_COLUMNS, *extra_config_columns(points_b.columns)]
+    cols = [c for c in identity if c in points_a and c in points_b]
     ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
     noise_a = request_noise(requests_a if requests_a is not None else pd.DataFrame())
     noise_b = request_noise(requests_b if requests_b is not None else pd.DataFrame())

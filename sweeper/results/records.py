@@ -8,13 +8,37 @@ attempt interrupted mid-point (SIGKILL) are dropped on resume, never counted twi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class ServerConfigColumns(BaseModel):
+    """The columns that say which server config a row measured (extra grid flags add theirs)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    engine: str
+    budget: int | None = None
+    topk: int | None = None
+    block_size: int | None = None
+    cuda_graph: bool | None = None
+
+
+class RequestConfigColumns(BaseModel):
+    """The columns that say what each request of a point asked for."""
+
+    model_config = ConfigDict(extra="allow")
+
+    temperature: float
+    max_tokens: int
+    concurrency: int
+    top_p: float | None = None
+
+
 class PointKey(BaseModel):
-    """What every request and point row starts with: its run, host, point and server config."""
+    """What every request and point row starts with: its run, host, point and attempt."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -23,21 +47,19 @@ class PointKey(BaseModel):
     point_id: str
     attempt: str
     server_config_id: str
-    engine: str
-    budget: int | None = None
-    topk: int | None = None
-    block_size: int | None = None
-    cuda_graph: bool | None = None
 
 
-class RequestRecord(PointKey):
+# Bases are listed last-first: pydantic orders fields from the last base to the first, so every
+# row reads key, server config, request config, then its own columns.
+class _PointColumns(RequestConfigColumns, ServerConfigColumns, PointKey):
+    """Key, server config and request config columns, in that order."""
+
+
+class RequestRecord(_PointColumns):
     """One measured request (README: requests columns)."""
 
     prompt_id: str
     repeat: int
-    concurrency: int
-    temperature: float
-    max_tokens: int
     seed: int | None = None
     ttft: float | None = None
     itls: list[float] = Field(default_factory=list)
@@ -55,12 +77,9 @@ class RequestRecord(PointKey):
     divergence_index: int | None = None
 
 
-class PointRecord(PointKey):
+class PointRecord(_PointColumns):
     """One point: a (host, server config, request config) and its numbers (README: points)."""
 
-    temperature: float
-    max_tokens: int
-    concurrency: int
     status: Literal["ok", "failed"]
     reason: str = ""
     output_tok_s: float | None = None
@@ -83,6 +102,19 @@ class PointRecord(PointKey):
     finished_at: str
     log_path: str = ""
     log_tail: str = ""
+
+
+#: Which server and request config a point measured: what `compare` matches points by.
+CONFIG_COLUMNS: tuple[str, ...] = (
+    *ServerConfigColumns.model_fields,
+    *RequestConfigColumns.model_fields,
+)
+
+
+def extra_config_columns(columns: Iterable[str]) -> list[str]:
+    """Columns of a points table that no record model declares: the extra grid flags."""
+    declared = set(PointRecord.model_fields)
+    return [c for c in columns if c not in declared]
 
 
 RunStatus = Literal["running", "complete", "failed", "interrupted"]
