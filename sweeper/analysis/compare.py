@@ -1,6 +1,7 @@
 """Compare two runs point by point: deltas, noise-aware regression flags, new breakage.
 
-Pure: frames in, a `Comparison` out. Points are matched by identity (host + server params +
+`compare_runs` is pure: frames in, a `Comparison` out (`compare_dirs` reads two run directories
+for it). Points are matched by identity (host + server params +
 request params), never by run-specific ids. A metric change is flagged only when it exceeds
 both the relative threshold and the noise of the two runs: twice the combined standard error
 of the per-request values, where each request is measured against its own prompt's mean so that
@@ -12,12 +13,14 @@ determinism newly broken (exact or near-tie before, diverged / garbled / nondete
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
+from sweeper.results.reader import load_points, load_request_columns
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
 # metric -> (per-request value column or recipe, True when higher is better)
@@ -143,6 +146,25 @@ def _label(row: pd.Series) -> str:
             " cg" if row.get("cuda_graph") else ""
         )
     return f"{name} T={_num(row.get('temperature')) or 0:g} c={_num(row.get('concurrency')) or 1:g}"
+
+
+#: The request columns the noise estimate reads.
+NOISE_COLUMNS = ["point_id", "prompt_id", "output_tokens", "e2e", "ttft"]
+
+
+def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
+    """Compare run directory B against A, reading only what the comparison needs."""
+    frames = []
+    for run in (run_a, run_b):
+        points = load_points(run)
+        frames.append(
+            (
+                points if points is not None else pd.DataFrame(columns=["point_id"]),
+                load_request_columns(run, NOISE_COLUMNS, categorical=False),
+            )
+        )
+    (points_a, requests_a), (points_b, requests_b) = frames
+    return compare_runs(points_a, points_b, requests_a, requests_b, threshold, Path(run_a).name)
 
 
 def compare_runs(

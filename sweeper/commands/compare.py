@@ -9,19 +9,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.compare import Comparison, compare_runs, parse_threshold
-from sweeper.report.assemble import load_run
+from sweeper.analysis.compare import Comparison, compare_dirs, parse_threshold
 from sweeper.report.formatting import pct
 from sweeper.results.reader import is_run_dir
 
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
-
-
-def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
-    """Load two run directories and compare B against A."""
-    a, b = load_run(run_a), load_run(run_b)
-    return compare_runs(a.points, b.points, a.requests, b.requests, threshold, run_a.name)
 
 
 def threshold_option(text: str) -> float:

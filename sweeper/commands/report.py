@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from sweeper.analysis.compare import Comparison
-from sweeper.commands.compare import EXIT_USAGE, compare_dirs, threshold_option
+from sweeper.analysis.compare import Comparison, compare_dirs
+from sweeper.commands.compare import EXIT_USAGE, threshold_option
 from sweeper.report.assemble import load_run
 from sweeper.results.reader import latest_run, previous_finished
 

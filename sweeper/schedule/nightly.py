@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.analysis.compare import compare_runs
+from sweeper.analysis.compare import compare_dirs
 from sweeper.report.assemble import load_run
 from sweeper.report.render import write_report
 from sweeper.results.reader import previous_finished, prune
@@ -98,10 +98,7 @@ def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: log
     previous = previous_finished(run_dir)
     comparison = None
     if previous is not None:
-        old, new = load_run(previous), load_run(run_dir)
-        comparison = compare_runs(
-            old.points, new.points, old.requests, new.requests, threshold, previous.name
-        )
+        comparison = compare_dirs(previous, run_dir, threshold)
         log.info("compared with %s: %s", previous.name, comparison.summary)
     else:
         log.info("no previous finished run to compare with")

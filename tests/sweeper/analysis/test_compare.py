@@ -8,9 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sweeper.analysis.compare import parse_threshold
+from sweeper.analysis.compare import compare_dirs, parse_threshold
 from sweeper.commands import compare, report
-from sweeper.commands.compare import compare_dirs
 from tests.sweeper.results_factory import RunShape, make_run
 
 SLOWED = (16, 1, 0.0, True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.analysis.compare import compare_runs
+from sweeper.analysis.compare import compare_dirs
 from sweeper.analysis.verdicts import MATRIX_STATES
 from sweeper.measure.point import measured_point, point_columns
 from sweeper.measure.workload import WorkloadResult
@@ -143,9 +143,7 @@ def test_points_table_report_matrix_and_compare_name_the_same_worst_verdict(
         row = view.verdict_matrix.loc[labels[point_id]]
         matrix_worst = max(row, key=MATRIX_STATES.index)
         assert matrix_worst == table[point_id], (point_id, dict(row))
-    comparison = compare_runs(
-        load_run(clean).points, view.points, threshold=0.05, baseline_name="clean"
-    )
+    comparison = compare_dirs(clean, broken, threshold=0.05)
     named = {r.key: r.b["determinism"] for r in comparison.rows}
     by_label = {r.label: r for r in comparison.rows}
     assert sorted(named.values()) == sorted(table.values())
