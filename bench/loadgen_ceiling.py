@@ -24,7 +24,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.measure.client import RequestSpec  # noqa: E402
+from sweeper.engines.base import RequestSpec  # noqa: E402
 from sweeper.measure.workload import run_requests  # noqa: E402
 from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402
 from tests.sweeper.conftest import free_port  # noqa: E402

@@ -19,21 +19,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper.analysis.verdicts import VIOLATIONS
-from sweeper.engines.argv import sglang_server_args
-from sweeper.engines.launch import build_launch, expected_config
+from sweeper.engines.base import Engine
 from sweeper.hosts.facts import system_facts
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
+    Counters,
     failed_point,
     measured_point,
     point_columns,
     point_requests,
 )
-from sweeper.measure.readiness import Identity, ReadinessError, wait_ready
+from sweeper.measure.readiness import (
+    Identity,
+    ReadinessError,
+    Where,
+    prove_identity,
+    wait_healthy,
+)
 from sweeper.measure.workload import run_requests_sync
 from sweeper.plan import HostPlan, Plan, Point, ServerConfig
 from sweeper.progress import SweepProgress
-from sweeper.results.records import HostFacts, PointRecord, RequestRecord
+from sweeper.results.records import HostFacts, IdentityRecord, PointRecord, RequestRecord
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import ServiceError
 from sweeper.services.backends import Backend
@@ -50,13 +56,6 @@ def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
     if any(p.get("status") != "ok" for p in rows):
         return EXIT_FAILED
     return EXIT_OK
-
-
-def served_model_name(info: Mapping[str, Any], fallback: str) -> str:
-    """The name the runtime serves under (/server_info config), else the spec's model."""
-    config = info.get("config") or {}
-    model = info.get("model") or {}
-    return str(config.get("served_model_name") or model.get("name") or fallback)
 
 
 @dataclass
@@ -80,6 +79,7 @@ class Runner:
     store: RunStore
     backends: Mapping[str, Backend]
     progress: SweepProgress
+    engine: Engine
     stop_event: threading.Event = field(default_factory=threading.Event)
     #: Seconds spent outside model load and measurement, per point (for the overhead bench).
     overhead_s: list[float] = field(default_factory=list)
@@ -163,7 +163,7 @@ class Runner:
         )
         baseline_rows: dict[str, list[dict[str, Any]]] = {}
         for row in self.store.requests(done):
-            if row["host"] == host_plan.name and row["engine"] == "ar":
+            if row["host"] == host_plan.name and row["mode"] == "ar":
                 baseline_rows.setdefault(row["point_id"], []).append(row)
         previous: Identity | None = None
         for step in host_plan.steps:
@@ -203,45 +203,33 @@ class Runner:
         """Stop the previous instance, start this config, prove it; None (points failed) if not."""
         t0 = time.monotonic()
         self.progress.status(host, f"starting {sc.label}")
-        runtime = self.spec.runtime
-        launch = build_launch(
-            sc,
-            runtime,
-            python=backend.python,
-            listen_host=backend.listen_host,
-            workdir=backend.workdir,
-        )
+        engine, deadline = self.engine, self.spec.runtime.ready_timeout_s
         try:
+            launch = engine.launch(
+                sc, python=backend.python, listen_host=backend.listen_host, workdir=backend.workdir
+            )
             backend.service.stop()
-            backend.service.start(launch)
-        except ServiceError as exc:
+            instance = backend.service.start(launch)
+        except (ServiceError, ValueError) as exc:
             self._fail(backend, pending, f"start failed: {exc}", None)
             return None
         if self.stop_event.is_set():
             return None
-        state = _Step(base_url=self._base_url(backend, launch.port, tunnel))
+        state = _Step(base_url=self._base_url(backend, launch.url or launch.port, tunnel))
+        tail = lambda: self._log_tail(backend)  # noqa: E731
         try:
-            identity, waited = wait_ready(
-                backend.service,
-                state.base_url,
-                launch_id=launch.launch_id,
-                expected=(
-                    sglang_server_args(sc, runtime)
-                    if runtime.engine == "sglang"
-                    else expected_config(sc, runtime)
-                ),
-                deadline_s=runtime.ready_timeout_s,
-                previous=previous,
-                log_tail=lambda: self._log_tail(backend),
-                engine=runtime.engine,
+            waited = wait_healthy(
+                backend.service, state.base_url, deadline, path=engine.health_path, log_tail=tail
             )
+            where = Where(backend.host, backend.python, backend.sudo)
+            identity = prove_identity(engine, state.base_url, instance, sc, where, previous)
         except ReadinessError as exc:
             if not self.stop_event.is_set():
-                self._fail(backend, pending, exc.reason, None, log_tail=exc.log_tail)
+                self._fail(backend, pending, exc.reason, None, log_tail=exc.log_tail or tail())
             return None
         state.identity = identity
-        state.model = served_model_name(identity.info, runtime.model)
-        self._note_host(backend, host, identity)
+        state.model = identity.model or self.spec.runtime.model
+        self._note_host(backend, host, sc, identity)
         with self._lock:
             timings = self.store.manifest.timings
             timings[f"{host}.ready_s"] = timings.get(f"{host}.ready_s", 0.0) + waited
@@ -250,8 +238,11 @@ class Runner:
         return state
 
     @staticmethod
-    def _base_url(backend: Backend, port: int, tunnel: ExitStack) -> str:
-        """The runtime's URL as the controller reaches it; a tunnel stays open for the step."""
+    def _base_url(backend: Backend, port: int | str, tunnel: ExitStack) -> str:
+        """The server's URL as the controller reaches it (an endpoint's own URL as given); a
+        tunnel stays open for the step."""
+        if isinstance(port, str):
+            return port
         if backend.use_tunnel:
             local_port = tunnel.enter_context(backend.host.open_tunnel(port))
             return f"http://127.0.0.1:{local_port}"
@@ -270,23 +261,27 @@ class Runner:
         started_at = utc_now()
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload = self.spec.workload
+        counters = Counters(self.engine, state.base_url)
         result = run_requests_sync(
             state.base_url,
             point_requests(point, workload),
+            engine=self.engine,
             concurrency=point.request_config.concurrency,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
             on_record=lambda _s, r: self.progress.tokens(host, r["output_tokens"]),
+            after_warmup=counters.start,
         )
         state.warm = True
         if self.stop_event.is_set():
             return None
+        acceptance = counters.delta()
         log_text, state.log_cursor = backend.service.logs(state.log_cursor)
         log_path = self.store.write_log(point.point_id, log_text)
         record, requests = measured_point(
             point,
             result,
-            key=point_columns(self.store.run_id, point, RunStore.new_attempt()),
+            key=point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine.name),
             policy=self.spec.determinism,
             baseline_rows=baseline_rows.get(point.baseline_point_id or ""),
             baseline_point=done.get(point.baseline_point_id or ""),
@@ -295,9 +290,10 @@ class Runner:
             finished_at=utc_now(),
             log_path=str(log_path.relative_to(self.store.dir)),
             log_text=log_text,
+            acceptance=acceptance,
         )
         self._commit(record, requests)
-        if sc.engine_mode == "ar":
+        if sc.mode == "ar":
             baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
         detail = (
@@ -322,7 +318,7 @@ class Runner:
         for point in points:
             log_path = self.store.write_log(point.point_id, log_text)
             row = failed_point(
-                point_columns(self.store.run_id, point, RunStore.new_attempt()),
+                point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine.name),
                 reason=reason,
                 at=utc_now(),
                 log_path=str(log_path.relative_to(self.store.dir)),
@@ -335,23 +331,31 @@ class Runner:
         with self._lock:
             self.store.commit_point(point, requests)
 
-    def _note_host(self, backend: Backend, host: str, identity: Identity) -> None:
-        info = identity.info
+    def _note_host(self, backend: Backend, host: str, sc: ServerConfig, identity: Identity) -> None:
+        info = identity.proof.info
         known = self.store.manifest.hosts.get(host)
         system = known.system if known and known.system else system_facts(backend.host)
         facts = HostFacts(
             name=host,
             address=backend.host.address,
-            runtime_version=identity.runtime_version,
-            reported_source_hash=identity.source_hash,
-            model=dict(info.get("model") or {}),
+            engine=self.engine.name,
+            runtime_version=identity.proof.version,
+            reported_source_hash=identity.proof.source_hash,
+            model=dict(info.get("model") or {}) if isinstance(info.get("model"), dict) else {},
             device=info.get("device"),
             bundle_sha256=backend.bundle_sha256,
             controller=platform.node(),
             system=system,
         )
+        proof = IdentityRecord(
+            fingerprint=identity.fingerprint,
+            pid=identity.process.pid if identity.process else None,
+            proven=list(identity.proven),
+            unproven=list(identity.unproven),
+        )
         with self._lock:
             self.store.manifest.hosts[host] = facts
+            self.store.manifest.identities[f"{host}/{sc.label}"] = proof
             self.store.save_manifest()
 
     @staticmethod

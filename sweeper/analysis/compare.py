@@ -138,7 +138,7 @@ def _num(v: Any) -> float | None:
 
 
 def _label(row: pd.Series) -> str:
-    if str(row.get("engine")) == "ar":
+    if str(row.get("mode")) == "ar":
         name = "AR"
     else:
         name = f"b{_num(row.get('budget')) or 0:g} k{_num(row.get('topk')) or 0:g}"
@@ -208,7 +208,7 @@ def _delta(
     a, b = _values(ra), _values(rb)
     some = rb if rb is not None else ra
     assert some is not None
-    out = PointDelta(key, str(some.get("host")), _label(some), a, b, {}, {})
+    out = PointDelta(key, str(some.get("host")), _label(some), a, b, dict.fromkeys(METRICS), {})
     if ra is None or rb is None:
         out.flags.append("new point" if ra is None else "missing in this run")
         return out

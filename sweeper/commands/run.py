@@ -19,7 +19,8 @@ from rich.console import Console
 from sweeper import __version__
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
-from sweeper.engines.launch import runtime_source_hash
+from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.engines.registry import engine_for
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
 from sweeper.results.reader import latest_run
@@ -100,7 +101,8 @@ def command(
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with progress:
-            code = Runner(plan.spec, plan, store, backends, progress).run()
+            engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
+            code = Runner(plan.spec, plan, store, backends, progress, engine).run()
     finally:
         signal.signal(signal.SIGTERM, previous)
         for backend in backends.values():

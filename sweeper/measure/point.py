@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+import httpx
+
 from sweeper.analysis.summary import summarize
-from sweeper.measure.client import RequestSpec
+from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.workload import WorkloadResult, expand_requests
 from sweeper.plan import Point, ServerConfig
 from sweeper.results.records import PointRecord, RequestRecord
@@ -22,15 +24,16 @@ from sweeper.spec import DeterminismSpec, WorkloadSpec
 LOG_TAIL_CHARS = 4000
 
 
-def server_columns(sc: ServerConfig) -> dict[str, Any]:
-    """The server config as record columns: engine, budget, topk, block_size, cuda_graph, extras."""
-    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": sc.engine_mode}
+def server_columns(sc: ServerConfig, engine: str) -> dict[str, Any]:
+    """The server config as record columns: engine, mode, budget, topk, block_size, cuda_graph,
+    and any extra flag."""
+    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": engine, "mode": sc.mode}
     cols.update({k: None for k in ("budget", "topk", "block_size")})
     cols.update(dict(sc.params))
     return cols
 
 
-def point_columns(run_id: str, point: Point, attempt: str) -> dict[str, Any]:
+def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[str, Any]:
     """What identifies a point in every row it writes: run, host, point, attempt, configs."""
     rc = point.request_config
     return {
@@ -38,7 +41,7 @@ def point_columns(run_id: str, point: Point, attempt: str) -> dict[str, Any]:
         "host": point.host,
         "point_id": point.point_id,
         "attempt": attempt,
-        **server_columns(point.server_config),
+        **server_columns(point.server_config, engine),
         "concurrency": rc.concurrency,
         "temperature": rc.temperature,
         "max_tokens": rc.max_tokens,
@@ -73,8 +76,10 @@ def measured_point(
     finished_at: str,
     log_path: str,
     log_text: str,
+    acceptance: Mapping[str, float] | None = None,
 ) -> tuple[PointRecord, list[RequestRecord]]:
-    """The point row and its request rows from what the workload measured."""
+    """The point row and its request rows from what the workload measured; `acceptance` holds
+    the engine's counter deltas over the measured requests when it counts per server."""
     rows = [
         {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
         for spec, rec in result.records
@@ -86,7 +91,7 @@ def measured_point(
         result.wall_s,
         temperature=rc.temperature,
         seed=rc.seed,
-        is_baseline=point.server_config.engine_mode == "ar",
+        is_baseline=point.server_config.mode == "ar",
         baseline_rows=baseline_rows,
         baseline_point=baseline_point,
         policy=policy,
@@ -95,6 +100,7 @@ def measured_point(
         row["verdict"], row["divergence_index"] = verdict, index
     if errors:
         numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
+    numbers.update(point_acceptance(numbers.get("tau"), acceptance))
     status: Literal["ok", "failed"] = "failed" if errors else "ok"
     record = PointRecord(
         **key,
@@ -108,6 +114,47 @@ def measured_point(
         **numbers,
     )
     return record, [RequestRecord(**r) for r in rows]
+
+
+def point_acceptance(
+    request_tau: float | None, counters: Mapping[str, float] | None
+) -> dict[str, Any]:
+    """A point's tau and where it came from: the engine's counters over the measured requests
+    (mean tokens per verify step: 1 + accepted / drafts), else the requests' own mean."""
+    if counters and counters.get("drafts"):
+        return {
+            "tau": 1.0 + counters["accepted_tokens"] / counters["drafts"],
+            "acceptance_source": "metrics",
+            "accepted_tokens": counters["accepted_tokens"],
+            "draft_tokens": counters.get("draft_tokens"),
+        }
+    return {"tau": request_tau, "acceptance_source": "requests" if request_tau else None}
+
+
+class Counters:
+    """Per-server acceptance counters read around a point's measured requests (after warm-up,
+    then at the end), for engines that count acceptance per server rather than per response."""
+
+    def __init__(self, engine: Engine, base_url: str) -> None:
+        self.engine = engine
+        self.base_url = base_url
+        self.before: dict[str, float] | None = None
+
+    def read(self) -> dict[str, float] | None:
+        with httpx.Client(timeout=10.0) as client:
+            return self.engine.acceptance_counters(client, self.base_url)
+
+    def start(self) -> None:
+        self.before = self.read()
+
+    def delta(self) -> dict[str, float] | None:
+        """What the counters grew by since `start` (None when the engine has none)."""
+        if self.before is None:
+            return None
+        after = self.read()
+        if after is None:
+            return None
+        return {key: after[key] - self.before.get(key, 0.0) for key in after}
 
 
 def failed_point(

@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from sweeper.measure.client import RequestSpec, stream_request
+from sweeper.engines.base import Engine, RequestSpec
+from sweeper.measure.client import stream_request
 from sweeper.spec import PromptSpec
 
 
@@ -59,24 +60,33 @@ async def run_requests(
     base_url: str,
     requests: Sequence[RequestSpec],
     *,
+    engine: Engine,
     concurrency: int,
     warmup: int = 0,
     timeout_s: float = 600.0,
     model: str | None = None,
     on_record: Callable[[RequestSpec, dict[str, Any]], None] | None = None,
+    after_warmup: Callable[[], object] | None = None,
 ) -> WorkloadResult:
-    """Send `warmup` discarded requests, then all `requests` with at most `concurrency` at once."""
+    """Send `warmup` discarded requests, then all `requests` with at most `concurrency` at once.
+
+    `after_warmup` runs between the two (no request in flight): where per-server counters are
+    read, so a point's acceptance counts its measured requests only.
+    """
     limits = httpx.Limits(max_connections=max(concurrency, 1) + 2, max_keepalive_connections=None)
     timeout = httpx.Timeout(timeout_s, connect=10.0)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
         for i in range(min(warmup, len(requests)) if requests else 0):
-            await stream_request(client, base_url, replace(requests[i], repeat=-1), model=model)
+            warm = replace(requests[i], repeat=-1)
+            await stream_request(client, base_url, warm, engine, model=model)
+        if after_warmup is not None:
+            after_warmup()
         gate = asyncio.Semaphore(max(concurrency, 1))
         out: list[tuple[RequestSpec, dict[str, Any]] | None] = [None] * len(requests)
 
         async def one(i: int, spec: RequestSpec) -> None:
             async with gate:
-                result = await stream_request(client, base_url, spec, model=model)
+                result = await stream_request(client, base_url, spec, engine, model=model)
             out[i] = (spec, result)
             if on_record is not None:
                 on_record(spec, result)

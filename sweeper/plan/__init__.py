@@ -7,8 +7,8 @@ from sweeper.plan.build import build_plan
 from sweeper.plan.model import (
     DEFAULT_LOAD_S,
     DEFAULT_TOK_S,
-    SPECULATIVE_KEYS,
     HostPlan,
+    Mode,
     Plan,
     Point,
     RequestConfig,
@@ -21,8 +21,8 @@ from sweeper.plan.model import (
 __all__ = [
     "DEFAULT_LOAD_S",
     "DEFAULT_TOK_S",
-    "SPECULATIVE_KEYS",
     "HostPlan",
+    "Mode",
     "Plan",
     "Point",
     "RequestConfig",

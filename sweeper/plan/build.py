@@ -14,9 +14,10 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from sweeper.plan.model import SPECULATIVE_KEYS, HostPlan, Plan, RequestConfig, ServerConfig, Step
+from sweeper.plan.model import HostPlan, Plan, RequestConfig, ServerConfig, Step
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
 
 
@@ -24,6 +25,7 @@ def build_plan(spec: Spec) -> Plan:
     """Expand the grid, drop redundant points with notes, order and assign to hosts."""
     grid = spec.grid
     extra_keys = list(grid.extra_flags())
+    shape = _Shape.of(spec)
     keys = [*SERVER_KEYS, *extra_keys, *REQUEST_KEYS, "concurrency"]
 
     def values(key: str) -> list[Any]:
@@ -44,11 +46,11 @@ def build_plan(spec: Spec) -> Plan:
     # Ordered maps keep the spec's order: first appearance decides a config's place.
     by_server: dict[str, tuple[ServerConfig, dict[str, RequestConfig]]] = {}
     for combo in combos:
-        reason = _redundancy(combo, spec.baseline)
+        reason = _redundancy(combo, spec.baseline, shape)
         if reason:
             drops[reason] += 1
             continue
-        server = _server_config(combo, extra_keys)
+        server = shape.server_config(combo, extra_keys)
         request = _request_config(combo, spec)
         entry = by_server.setdefault(server.id, (server, {}))
         if request.id in entry[1]:
@@ -56,10 +58,10 @@ def build_plan(spec: Spec) -> Plan:
             continue
         entry[1][request.id] = request
 
-    ar_configs = [entry for entry in by_server.values() if entry[0].engine_mode == "ar"]
-    spec_configs = [entry for entry in by_server.values() if entry[0].engine_mode == "ddtree"]
-    if spec.baseline:
-        ar_configs = _baseline_configs(spec, spec_configs, extra_keys)
+    ar_configs = [entry for entry in by_server.values() if entry[0].mode == "ar"]
+    spec_configs = [entry for entry in by_server.values() if entry[0].mode == "speculative"]
+    if spec.baseline and shape.has_baseline:
+        ar_configs = _baseline_configs(spec, spec_configs, extra_keys, shape)
 
     notes = [f"dropped {n} point{'s' if n != 1 else ''}: {reason}" for reason, n in drops.items()]
     host_plans = _assign_hosts(spec, ar_configs, spec_configs, notes)
@@ -80,8 +82,44 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
-def _redundancy(combo: Mapping[str, Any], baseline: bool) -> str | None:
+@dataclass(frozen=True)
+class _Shape:
+    """What a server config is made of under the spec's engine: its speculative keys (from the
+    engine's mapping), whether it has a cuda-graph knob, and whether an AR baseline can run."""
+
+    speculative_keys: tuple[str, ...]
+    cuda_graph: bool
+    has_baseline: bool
+
+    @classmethod
+    def of(cls, spec: Spec) -> _Shape:
+        runtime = spec.runtime
+        if runtime.engine == "openai":  # a running endpoint: nothing to set, maybe a baseline
+            return cls((), False, runtime.baseline_url is not None)
+        mapping = runtime.engine_mapping()
+        return cls(tuple(mapping.params) if mapping else (), True, True)
+
+    def uses(self, key: str) -> bool:
+        return key in self.speculative_keys
+
+    def flags(self, combo: Mapping[str, Any], extra_keys: list[str]) -> dict[str, Any]:
+        """The combo's non-speculative server params: cuda_graph (where the engine has one)
+        and the extra runtime flags the mapping does not place."""
+        flags = {k: combo[k] for k in extra_keys if not self.uses(k)}
+        return {"cuda_graph": combo["cuda_graph"], **flags} if self.cuda_graph else flags
+
+    def server_config(self, combo: Mapping[str, Any], extra_keys: list[str]) -> ServerConfig:
+        flags = self.flags(combo, extra_keys)
+        if self.uses("budget") and combo["budget"] == 0:
+            return ServerConfig.make("ar", flags)
+        speculative = {k: combo[k] for k in self.speculative_keys}
+        return ServerConfig.make("speculative", {**speculative, **flags}, self.speculative_keys)
+
+
+def _redundancy(combo: Mapping[str, Any], baseline: bool, shape: _Shape) -> str | None:
     """Why a grid point would measure nothing new, or None."""
+    if not (shape.uses("budget") and shape.uses("topk")):
+        return None
     budget, topk = combo["budget"], combo["topk"]
     if budget == 0 and topk != 1:
         return "topk has no meaning with budget 0 (autoregressive)"
@@ -102,14 +140,6 @@ def _duplicate_reason(combo: Mapping[str, Any]) -> str:
     return "listed twice by include rules"
 
 
-def _server_config(combo: Mapping[str, Any], extra_keys: list[str]) -> ServerConfig:
-    flags = {"cuda_graph": combo["cuda_graph"], **{k: combo[k] for k in extra_keys}}
-    if combo["budget"] == 0:
-        return ServerConfig.make("ar", flags)
-    speculative = {k: combo[k] for k in SPECULATIVE_KEYS}
-    return ServerConfig.make("ddtree", {**speculative, **flags})
-
-
 def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
     temperature = float(combo["temperature"])
     # Greedy decoding ignores top_p, so points differing only in top_p at temperature 0 are one.
@@ -127,21 +157,18 @@ def _baseline_configs(
     spec: Spec,
     spec_configs: list[tuple[ServerConfig, dict[str, RequestConfig]]],
     extra_keys: list[str],
+    shape: _Shape,
 ) -> list[tuple[ServerConfig, dict[str, RequestConfig]]]:
     """One AR config per group of speculative configs sharing their non-speculative flags,
     measuring every request config any of them uses (greedy and sampled alike)."""
     baselines: dict[str, tuple[ServerConfig, dict[str, RequestConfig]]] = {}
     for server, requests in spec_configs:
-        flags = {k: v for k, v in server.params.items() if k not in SPECULATIVE_KEYS}
-        ar = ServerConfig.make("ar", flags)
+        ar = ServerConfig.make("ar", server.flags)
         entry = baselines.setdefault(ar.id, (ar, {}))
         entry[1].update(requests)
     if not baselines:  # nothing speculative left: an AR-only sweep of the grid's first flags
-        flags = {
-            "cuda_graph": spec.grid.cuda_graph[0],
-            **{k: spec.grid.values(k)[0] for k in extra_keys},
-        }
-        ar = ServerConfig.make("ar", flags)
+        first = {k: spec.grid.values(k)[0] for k in ("cuda_graph", *extra_keys)}
+        ar = ServerConfig.make("ar", shape.flags(first, extra_keys))
         requests = {}
         for temperature, top_p, concurrency in itertools.product(
             spec.grid.temperature, spec.grid.values("top_p"), spec.workload.concurrency

@@ -18,8 +18,6 @@ from typing import Any, Literal, NamedTuple
 
 from sweeper.spec import SERVER_KEYS, HostSpec, Spec
 
-#: Parameters that only mean something to speculative decoding; an AR config has none of them.
-SPECULATIVE_KEYS = ("budget", "topk", "block_size")
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
 DEFAULT_LOAD_S = 10.0
 DEFAULT_TOK_S = 12.0
@@ -42,41 +40,52 @@ def _fmt(value: Any) -> str:
 _ID_SAFE = re.compile(r"[^A-Za-z0-9.]+")
 
 
+Mode = Literal["ar", "speculative"]
+#: How the named speculative keys read in a label.
+_LABEL_PREFIX = {"budget": "b", "topk": "k", "block_size": "bs"}
+
+
 @dataclass(frozen=True)
 class ServerConfig:
-    """One way of starting the runtime; each distinct one is a restart."""
+    """One way of starting the engine; each distinct one is a restart."""
 
     id: str
-    engine_mode: Literal["ar", "ddtree"]
-    #: Grid parameters: budget/topk/block_size (ddtree only), cuda_graph, extra runtime flags.
+    mode: Mode
+    #: Grid parameters: the speculative keys of the engine's mapping (speculative configs
+    #: only), cuda_graph, extra runtime flags.
     params: Mapping[str, Any]
+    #: Which of `params` only speculative decoding has (not part of the identity: the mapping
+    #: decides it, and the same params under the same mapping mean the same server).
+    speculative_keys: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:
         return hash(self.id)
 
     @classmethod
-    def make(cls, engine_mode: Literal["ar", "ddtree"], params: Mapping[str, Any]) -> ServerConfig:
+    def make(
+        cls, mode: Mode, params: Mapping[str, Any], speculative_keys: tuple[str, ...] = ()
+    ) -> ServerConfig:
         """A server config whose id is a short hash of its mode and params (stable across runs)."""
         params = dict(params)
-        return cls(_short_hash({"engine_mode": engine_mode, "params": params}), engine_mode, params)
+        return cls(_short_hash({"mode": mode, "params": params}), mode, params, speculative_keys)
 
     @property
     def extra_params(self) -> dict[str, Any]:
-        """Parameters beyond the named server keys (extra runtime flags)."""
-        return {k: v for k, v in self.params.items() if k not in SERVER_KEYS}
+        """Parameters beyond the named server keys and the tree keys (extra runtime flags)."""
+        return {k: v for k, v in self.params.items() if k not in (*SERVER_KEYS, *_LABEL_PREFIX)}
 
     @property
     def label(self) -> str:
         """Readable id part: `b16-k4-bs8-cg1`, `ar-cg1`; extra flags appended with a hash."""
-        if self.engine_mode == "ar":
+        if self.mode == "ar":
             parts = ["ar"]
         else:
             parts = [
-                f"b{_fmt(self.params['budget'])}",
-                f"k{_fmt(self.params['topk'])}",
-                f"bs{_fmt(self.params['block_size'])}",
+                f"{p}{_fmt(self.params[k])}" for k, p in _LABEL_PREFIX.items() if k in self.params
             ]
-        parts.append(f"cg{_fmt(self.params['cuda_graph'])}")
+            parts = parts or ["spec"]
+        if "cuda_graph" in self.params:
+            parts.append(f"cg{_fmt(self.params['cuda_graph'])}")
         extra = self.extra_params
         if extra:
             # Readable but lossy (values are sanitised), so a hash of the exact values follows.
@@ -85,12 +94,18 @@ class ServerConfig:
         return "-".join(parts)
 
     @property
+    def flags(self) -> dict[str, Any]:
+        """The params that are not speculative: an AR baseline with these measures the same
+        server without speculation."""
+        return {k: v for k, v in self.params.items() if k not in self.speculative_keys}
+
+    @property
     def baseline_key(self) -> str:
         """Hash of the non-speculative params: configs with equal keys share an AR baseline."""
-        return _short_hash({k: v for k, v in self.params.items() if k not in SPECULATIVE_KEYS})
+        return _short_hash(self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "engine_mode": self.engine_mode, "params": dict(self.params)}
+        return {"id": self.id, "mode": self.mode, "params": dict(self.params)}
 
 
 @dataclass(frozen=True)
@@ -189,14 +204,14 @@ class HostPlan:
                 self.name, step.server_config, rc
             )
             for step in self.steps
-            if step.server_config.engine_mode == "ar"
+            if step.server_config.mode == "ar"
             for rc in step.request_configs
         }
         for step in self.steps:
             sc = step.server_config
             for rc in step.request_configs:
                 baseline = None
-                if sc.engine_mode != "ar":
+                if sc.mode != "ar":
                     baseline = baselines.get((sc.baseline_key, rc.comparison_key))
                 yield Point(self.name, sc, rc, baseline)
 

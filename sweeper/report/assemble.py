@@ -72,7 +72,7 @@ class RunView:
 
 def point_label(row: Any) -> str:
     """A short, stable, human name for a point's server config ('AR' or 'b16 k4 bs8 cg')."""
-    if str(row.get("engine", "")) == "ar":
+    if str(row.get("mode", "")) == "ar":
         return "AR"
     parts = [f"b{_int(row.get('budget'))}", f"k{_int(row.get('topk'))}"]
     parts.append(f"bs{_int(row.get('block_size'))}")
@@ -163,7 +163,12 @@ def _log_tail(run_dir: Path, log_path: str) -> str:
 
 def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     points = points.copy()
-    defaults: dict[str, Any] = {"host": "?", "engine": "ddtree", "status": "ok", "temperature": 0.0}
+    defaults: dict[str, Any] = {
+        "host": "?",
+        "mode": "speculative",
+        "status": "ok",
+        "temperature": 0.0,
+    }
     defaults |= {"concurrency": 1, "determinism": "n/a", "reason": ""}
     for col, value in defaults.items():
         if col not in points:
@@ -176,7 +181,7 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
         )
     ]
     points["best"] = mark_best(points)
-    sort_keys = [k for k in ("host", "temperature", "concurrency", "engine") if k in points]
+    sort_keys = [k for k in ("host", "temperature", "concurrency", "mode") if k in points]
     return points.sort_values(sort_keys, kind="stable").reset_index(drop=True)
 
 

@@ -51,7 +51,7 @@ def to_data_uri(fig: Figure) -> str:
 def _ok_ddtree(points: pd.DataFrame) -> pd.DataFrame:
     if points.empty or "budget" not in points or "topk" not in points:
         return points.iloc[0:0]
-    keep = (points["engine"] == "ddtree") & (points["status"] == "ok")
+    keep = (points["mode"] == "speculative") & (points["status"] == "ok")
     return points[keep & points["concurrency"].eq(points["concurrency"].min())]
 
 
@@ -125,7 +125,7 @@ def throughput_and_tau(points: pd.DataFrame) -> list[Chart]:
         fig, axes = plt.subplots(
             2, len(temps), figsize=(5 * len(temps), 6.5), squeeze=False, layout="constrained"
         )
-        ar = points[(points["engine"] == "ar") & (points["host"] == host)]
+        ar = points[(points["mode"] == "ar") & (points["host"] == host)]
         for j, temp in enumerate(temps):
             at = hp[hp["temperature"] == temp]
             for (topk, graph), line in at.groupby(["topk", at["cuda_graph"].fillna(False)]):

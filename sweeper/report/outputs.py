@@ -68,7 +68,7 @@ def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[lis
 def _reference_texts(
     run_dir: Path, points: pd.DataFrame, bad_ids: set[str], has_repeat: bool
 ) -> dict[tuple[str, str], str]:
-    ar_ids = set(points.loc[points["engine"] == "ar", "point_id"])
+    ar_ids = set(points.loc[points["mode"] == "ar", "point_id"])
     wanted = sorted(ar_ids | bad_ids)
     filters = [("point_id", "in", wanted)]
     cols = ["point_id", "prompt_id", "text"] + (["repeat"] if has_repeat else [])
@@ -82,8 +82,8 @@ def _reference_texts(
 def _pick_reference(
     refs: dict[tuple[str, str], str], points: pd.DataFrame, row: dict, point: pd.Series | None
 ) -> tuple[str, str]:
-    if point is not None and point.get("engine") != "ar":
-        same = (points["engine"] == "ar") & (points["host"] == point["host"])
+    if point is not None and point.get("mode") != "ar":
+        same = (points["mode"] == "ar") & (points["host"] == point["host"])
         same &= points["temperature"] == point["temperature"]
         for ar_id in points.loc[same, "point_id"]:
             if (ar_id, row["prompt_id"]) in refs:

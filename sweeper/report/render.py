@@ -62,7 +62,7 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
                 "status": r["status"],
                 "tok_s": fmt(r.get("output_tok_s"), 1),
                 # the baseline is the unit of speedup even where the run left it blank
-                "speedup": fmt(1.0 if r["engine"] == "ar" else r.get("speedup")),
+                "speedup": fmt(1.0 if r["mode"] == "ar" else r.get("speedup")),
                 "tau": fmt(r.get("tau")),
                 "ttft_p50": ms(r.get("ttft_p50")),
                 "ttft_p99": ms(r.get("ttft_p99")),

@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.results.records import Manifest
+from sweeper.results.records import Manifest, legacy_mode
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -50,14 +50,36 @@ def read_manifest(run_dir: Path) -> Manifest | None:
 
 
 def load_points(run_dir: Path) -> pd.DataFrame | None:
-    """points.parquet, else points.csv, else the append-only points.jsonl, else None."""
+    """points.parquet, else points.csv, else the append-only points.jsonl, else None; rows of
+    runs written before the `mode` column come back in today's columns."""
     run_dir = Path(run_dir)
     if (run_dir / "points.parquet").exists():
-        return pd.read_parquet(run_dir / "points.parquet")
-    if (run_dir / "points.csv").exists():
-        return pd.read_csv(run_dir / "points.csv", keep_default_na=False, na_values=[""])
-    rows = read_jsonl(run_dir / POINTS_LOG)
-    return pd.DataFrame(rows).drop_duplicates("point_id") if rows else None
+        points = pd.read_parquet(run_dir / "points.parquet")
+    elif (run_dir / "points.csv").exists():
+        points = pd.read_csv(run_dir / "points.csv", keep_default_na=False, na_values=[""])
+    else:
+        rows = read_jsonl(run_dir / POINTS_LOG)
+        if not rows:
+            return None
+        points = pd.DataFrame(rows).drop_duplicates("point_id")
+    return upgrade_legacy(points, run_dir)
+
+
+def run_engine(run_dir: Path) -> str:
+    """The engine a run drove, from its manifest's spec (`ddtree_runtime` when unknown)."""
+    manifest = read_manifest(run_dir)
+    runtime = (manifest.spec.get("runtime") or {}) if manifest else {}
+    return str(runtime.get("engine") or "ddtree_runtime")
+
+
+def upgrade_legacy(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
+    """Rows written before `mode` existed (`engine` was ar|ddtree): today's engine and mode."""
+    if "mode" in frame.columns or "engine" not in frame.columns:
+        return frame
+    frame = frame.copy()
+    frame["mode"] = frame["engine"].map(legacy_mode)
+    frame["engine"] = run_engine(run_dir)
+    return frame
 
 
 def request_columns(run_dir: Path) -> list[str]:
@@ -84,13 +106,17 @@ def load_request_columns(
         return pd.DataFrame(columns=columns)
     present = [c for c in columns if c in request_columns(run_dir)]
     names = ("host", "point_id", "prompt_id", "verdict") if categorical else ()
+    legacy = "mode" in columns and "mode" not in present and "engine" in request_columns(run_dir)
+    if legacy:
+        present.append("engine")
     table = pq.read_table(
         path,
         columns=present,
         filters=filters,
         read_dictionary=[c for c in names if c in present],
     )
-    return table.to_pandas()
+    frame = table.to_pandas()
+    return upgrade_legacy(frame, run_dir) if legacy else frame
 
 
 def sample_list_column(

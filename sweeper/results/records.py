@@ -19,7 +19,10 @@ class ServerConfigColumns(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
+    #: The engine that served (`ddtree_runtime`, `sglang`, `vllm`, `openai`).
     engine: str
+    #: `ar` (the baseline, no speculation) or `speculative`.
+    mode: str
     budget: int | None = None
     topk: int | None = None
     block_size: int | None = None
@@ -72,6 +75,8 @@ class RequestRecord(_PointColumns):
     text: str = ""
     finish_reason: str | None = None
     error: str | None = None
+    #: Where `token_ids` came from: `engine`, `logprobs`, or `approximate` (re-tokenized text).
+    token_ids_source: str = "engine"
     top2_margins: list[float] = Field(default_factory=list)
     verdict: str | None = None
     divergence_index: int | None = None
@@ -94,9 +99,18 @@ class PointRecord(_PointColumns):
     e2e_p90: float | None = None
     e2e_p99: float | None = None
     tau: float | None = None
+    #: Where tau came from: `requests` (each response carried it), `metrics` (the engine's
+    #: counters, before and after the measured requests), or None (unknown).
+    acceptance_source: str | None = None
+    accepted_tokens: float | None = None
+    draft_tokens: float | None = None
     speedup: float | None = None
     determinism: str = "n/a"
     n_requests: int = 0
+    n_errors: int = 0
+    output_tokens: int = 0
+    #: Seconds of the measured window that throughput divides by.
+    wall_s: float | None = None
     fingerprint: str | None = None
     started_at: str
     finished_at: str
@@ -117,6 +131,18 @@ def extra_config_columns(columns: Iterable[str]) -> list[str]:
     return [c for c in columns if c not in declared]
 
 
+def legacy_mode(engine_column: Any) -> str:
+    """The `mode` of a row written before the column existed, when `engine` said ar|ddtree."""
+    return "ar" if str(engine_column) == "ar" else "speculative"
+
+
+def upgrade_legacy_row(row: dict[str, Any], engine: str) -> dict[str, Any]:
+    """A row written before `mode` existed, in today's columns (`engine` names the engine)."""
+    if "mode" in row:
+        return row
+    return {**row, "engine": engine, "mode": legacy_mode(row.get("engine"))}
+
+
 RunStatus = Literal["running", "complete", "failed", "interrupted"]
 
 
@@ -131,12 +157,25 @@ class HostFacts(BaseModel):
     reported_source_hash: str | None = None
     model: dict[str, Any] = Field(default_factory=dict)
     device: str | None = None
+    #: The engine that served there (`runtime.engine`).
+    engine: str | None = None
     #: Content hash of the runtime bundle deployed there (SSH hosts; None when run in place).
     bundle_sha256: str | None = None
     #: The machine the sweeper itself ran on.
     controller: str | None = None
     #: uname, cpus, mem_total as the host reports them.
     system: dict[str, str] = Field(default_factory=dict)
+
+
+class IdentityRecord(BaseModel):
+    """How a server config's instance was proven to be the one requested, and what was not."""
+
+    model_config = ConfigDict(extra="allow")
+
+    fingerprint: str | None = None
+    pid: int | None = None
+    proven: list[str] = Field(default_factory=list)
+    unproven: list[str] = Field(default_factory=list)
 
 
 class Manifest(BaseModel):
@@ -149,6 +188,8 @@ class Manifest(BaseModel):
     spec: dict[str, Any]
     runtime_source_hash: str
     hosts: dict[str, HostFacts] = Field(default_factory=dict)
+    #: "<host>/<server config label>" -> how its (latest) instance was proven.
+    identities: dict[str, IdentityRecord] = Field(default_factory=dict)
     created_at: str
     started_at: str | None = None
     finished_at: str | None = None

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.results.reader import MANIFEST, POINTS_LOG, REQUESTS_LOG, read_jsonl
-from sweeper.results.records import Manifest, PointRecord, RequestRecord
+from sweeper.results.records import Manifest, PointRecord, RequestRecord, upgrade_legacy_row
 
 
 def utc_now() -> str:
@@ -146,7 +146,7 @@ class RunStore:
         """Completed points by point_id (a point appears once; the first line wins)."""
         out: dict[str, dict[str, Any]] = {}
         for row in read_jsonl(self.dir / POINTS_LOG):
-            out.setdefault(row["point_id"], row)
+            out.setdefault(row["point_id"], upgrade_legacy_row(row, self.engine))
         return out
 
     def requests(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -154,10 +154,15 @@ class RunStore:
         points = self.points() if points is None else points
         keep = {(pid, p["attempt"]) for pid, p in points.items()}
         return [
-            r
+            upgrade_legacy_row(r, self.engine)
             for r in read_jsonl(self.dir / REQUESTS_LOG)
             if (r.get("point_id"), r.get("attempt")) in keep
         ]
+
+    @property
+    def engine(self) -> str:
+        """The engine this run drives (rows written before the `mode` column are upgraded)."""
+        return str((self.manifest.spec.get("runtime") or {}).get("engine") or "ddtree_runtime")
 
     def consolidate(self, points: dict[str, dict[str, Any]] | None = None) -> None:
         """Rewrite requests.parquet, points.parquet and points.csv from the append-only logs."""

@@ -32,6 +32,9 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)
     secret_env: Mapping[str, str] = field(default_factory=dict)
     workdir: str | None = None
+    #: An endpoint that is already running (engine openai): the sweeper starts nothing and
+    #: reaches it here.
+    url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,8 @@ class Backend:
     use_tunnel: bool = False
     #: Content hash of the runtime bundle deployed to the host (None: the local checkout runs).
     bundle_sha256: str | None = None
+    #: Whether commands that touch the server's processes need sudo (a non-root SSH user).
+    sudo: bool = False
 
 
 def open_backend(host_spec: HostSpec, spec: Spec, state_dir: Path) -> Backend:
@@ -97,11 +99,12 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
     host = ssh_host_for(host_spec)
     bundle = runtime_bundle()
     release = release_dir(host_spec.remote_root, bundle)
+    sudo = host_spec.sudo and host.target.user != "root"
     service = SystemdService(
         host,
         unit=unit_name(spec),
         remote_root=host_spec.remote_root,
-        sudo=host_spec.sudo and host.target.user != "root",
+        sudo=sudo,
         # The bundle comes first on the path: the host runs exactly the controller's runtime.
         extra_env={"PYTHONPATH": release},
         timeout_start_s=spec.runtime.ready_timeout_s + START_MARGIN_S,
@@ -118,4 +121,5 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
         workdir=release,
         use_tunnel=tunnel,
         bundle_sha256=bundle.sha256,
+        sudo=sudo,
     )

@@ -10,6 +10,7 @@ reports the journal tail. Journal lines are read by cursor, so each point gets e
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -186,14 +187,9 @@ class SystemdService:
             self.host.run(["mkdir", "-p", "-m", "0700", f"{self.remote_root}/secrets"])
             text = environment_file_text(launch.secret_env)
             self.host.put_file(self.secrets_path, text.encode(), mode=0o600)
-        merged = Launch(
-            argv=launch.argv,
-            port=launch.port,
-            launch_id=launch.launch_id,
-            env={**self.extra_env, **launch.env},
-            secret_env=launch.secret_env,
-            workdir=launch.workdir,
-        )
+        # The instance carries the environment the unit really gives (the bundle's PYTHONPATH
+        # too), so the /proc proof checks all of it.
+        merged = dataclasses.replace(launch, env={**self.extra_env, **launch.env})
         self.unit_text = render_unit(merged, options)
         self._install_unit(self.unit_text)
         self._systemctl("daemon-reload")
@@ -207,7 +203,7 @@ class SystemdService:
             )
         status = self._wait_new_invocation(before)
         instance = Instance(
-            launch=launch,
+            launch=merged,
             pid=status.main_pid or None,
             invocation_id=status.invocation_id,
         )

@@ -15,6 +15,8 @@ Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Port = Annotated[StrictInt, Field(ge=1, le=65535)]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+#: An http(s) URL of an OpenAI-compatible server, without a trailing slash or path beyond a prefix.
+HttpURL = Annotated[str, StringConstraints(pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?$")]
 
 #: Where the `local` host shorthand and the default `hosts` point.
 LOCAL_HOST_NAME = "local"

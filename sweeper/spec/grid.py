@@ -28,6 +28,9 @@ from sweeper.spec.workload import WorkloadSpec
 REQUEST_KEYS = ("temperature", "top_p")
 #: Keys of the grid that the runtime is started with; each distinct combination is a restart.
 SERVER_KEYS = ("budget", "topk", "block_size", "cuda_graph")
+#: The named server keys that only speculative decoding has (an engine's mapping says which
+#: of them it uses).
+SPECULATIVE_GRID_KEYS = ("budget", "topk", "block_size")
 #: Flags decided by the sweeper itself for each launch; a grid cannot set them.
 RESERVED_FLAGS = ("host", "port", "launch_id", "speculative")
 _FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")

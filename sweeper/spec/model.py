@@ -8,7 +8,7 @@ from pydantic import Field, StrictBool, StrictInt, field_validator, model_valida
 
 from sweeper.spec.base import Slug, StrictModel
 from sweeper.spec.errors import problem
-from sweeper.spec.grid import GridSpec
+from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
 from sweeper.spec.workload import WorkloadSpec
@@ -52,10 +52,38 @@ class Spec(StrictModel):
 
     @field_validator("hosts", mode="before")
     @classmethod
-    def _expandhost_shorthand(cls, value: Any) -> Any:
+    def _expand_host_shorthand(cls, value: Any) -> Any:
         if isinstance(value, list):
             return [host_shorthand(item, index) for index, item in enumerate(value)]
         return value
+
+    @model_validator(mode="after")
+    def _grid_fits_the_engine(self) -> Spec:
+        """A grid axis the engine would ignore or override is refused: it would measure one
+        server under several labels."""
+        written = [
+            k
+            for k in (*SERVER_KEYS, *self.grid.extra_flags())
+            if k in self.grid.model_fields_set or k in self.grid.extra_flags()
+        ]
+        if self.runtime.engine == "openai":
+            for key in written:
+                message = (
+                    f"engine 'openai' measures a running endpoint and starts nothing, so the "
+                    f"server key {key!r} would change nothing; remove it from the grid"
+                )
+                raise problem(message, at=("grid", key))
+            return self
+        mapping = self.runtime.engine_mapping()
+        assert mapping is not None  # RuntimeSpec guarantees one for every launched engine
+        name = self.runtime.preset or ("the spec's mapping" if self.runtime.mapping else "")
+        name = name or f"engine {self.runtime.engine!r}"
+        for key in SPECULATIVE_GRID_KEYS:
+            if key in written and key not in mapping.params:
+                reason = mapping.unused.get(key, "its mapping does not use it")
+                message = f"{key} is not used by {name}: {reason}; remove it from the grid"
+                raise problem(message, at=("grid", key))
+        return self
 
     @model_validator(mode="after")
     def _unique_hosts(self) -> Spec:

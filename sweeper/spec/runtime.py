@@ -9,7 +9,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from sweeper.spec.base import EnvName, NonEmptyStr, Port, StrictModel
+from sweeper.engines.mapping import EngineMapping
+from sweeper.engines.presets import DEFAULT_PRESET, PRESETS, presets_of
+from sweeper.spec.base import EnvName, HttpURL, NonEmptyStr, Port, StrictModel
 from sweeper.spec.errors import problem
 
 _SECRET_REF = re.compile(
@@ -27,10 +29,20 @@ def secret_source(reference: str) -> str:
     return match.group("braced") or match.group("plain")
 
 
-class RuntimeSpec(StrictModel):
-    """How the runtime is started: engine, model, and what every server config shares."""
+#: The engines a spec can drive (`sweeper.engines.registry` has one module per name).
+ENGINES = ("ddtree_runtime", "sglang", "vllm", "openai")
+EngineName = Literal["ddtree_runtime", "sglang", "vllm", "openai"]
 
-    engine: Literal["ddtree_runtime", "sglang"] = "ddtree_runtime"
+
+class RuntimeSpec(StrictModel):
+    """How the server is started: engine, model, and what every server config shares."""
+
+    engine: EngineName = "ddtree_runtime"
+    #: A built-in parameter mapping (`sweeper.engines.presets`); each engine has a default or
+    #: needs one named.
+    preset: NonEmptyStr | None = None
+    #: A spec's own mapping for a fork (instead of a preset): where each grid key goes.
+    mapping: EngineMapping | None = None
     model: NonEmptyStr = "smollm2-135m"
     draft: NonEmptyStr = "ngram"
     port: Port = 8000
@@ -46,18 +58,18 @@ class RuntimeSpec(StrictModel):
     dtype: NonEmptyStr | None = None
     max_batch: Annotated[StrictInt, Field(ge=1)] | None = None
     max_model_len: Annotated[StrictInt, Field(ge=1)] | None = None
-    #: engine sglang only: its --speculative-algorithm for speculative configs (e.g. EAGLE3).
-    speculative_algorithm: NonEmptyStr | None = None
+    #: engine openai: the running endpoint to measure (the sweeper starts nothing).
+    base_url: HttpURL | None = None
+    #: engine openai: a second endpoint serving the same model without speculation, the AR
+    #: baseline its outputs are judged against.
+    baseline_url: HttpURL | None = None
+    #: engine openai: or an earlier run directory whose AR points serve as the baseline.
+    baseline_run: NonEmptyStr | None = None
 
     @model_validator(mode="after")
     def _check_engine_and_secrets(self) -> RuntimeSpec:
-        if self.engine == "sglang" and self.speculative_algorithm is None:
-            raise problem(
-                "engine 'sglang' needs runtime.speculative_algorithm (e.g. EAGLE3)", at=("engine",)
-            )
-        if self.engine != "sglang" and self.speculative_algorithm is not None:
-            message = "speculative_algorithm is for engine 'sglang' only"
-            raise problem(message, at=("speculative_algorithm",))
+        self._check_mapping()
+        self._check_endpoint()
         for name, reference in self.secrets.items():
             try:
                 secret_source(reference)
@@ -66,6 +78,42 @@ class RuntimeSpec(StrictModel):
             if name in self.env:
                 raise problem(f"{name!r} is both in env and in secrets", at=("secrets", name))
         return self
+
+    def _check_mapping(self) -> None:
+        if self.preset is not None and self.mapping is not None:
+            raise problem("give a preset or a mapping, not both", at=("mapping",))
+        if self.engine == "openai":
+            for key in ("preset", "mapping"):
+                if getattr(self, key) is not None:
+                    message = f"engine 'openai' starts no server, so it takes no {key}"
+                    raise problem(message, at=(key,))
+            return
+        if self.preset is not None:
+            owner = PRESETS.get(self.preset, (None, None))[0]
+            if owner != self.engine:
+                known = ", ".join(presets_of(self.engine)) or "none"
+                message = f"unknown preset {self.preset!r} for engine {self.engine!r} ({known})"
+                raise problem(message, at=("preset",))
+        elif self.mapping is None and DEFAULT_PRESET[self.engine] is None:
+            known = ", ".join(presets_of(self.engine))
+            raise problem(f"engine {self.engine!r} needs a preset ({known}) or a mapping")
+
+    def _check_endpoint(self) -> None:
+        openai = self.engine == "openai"
+        if openai and self.base_url is None:
+            raise problem("engine 'openai' needs base_url (the running endpoint to measure)")
+        for key in ("base_url", "baseline_url", "baseline_run"):
+            if not openai and getattr(self, key) is not None:
+                raise problem(f"{key} is for engine 'openai' only", at=(key,))
+        if self.baseline_url is not None and self.baseline_run is not None:
+            raise problem("give baseline_url or baseline_run, not both", at=("baseline_run",))
+
+    def engine_mapping(self) -> EngineMapping | None:
+        """The parameter mapping in force: the spec's own, its preset, or the engine's default."""
+        if self.mapping is not None:
+            return self.mapping
+        name = self.preset or DEFAULT_PRESET[self.engine]
+        return PRESETS[name][1] if name else None
 
 
 def resolve_secrets(runtime: RuntimeSpec, environ: dict[str, str] | None = None) -> dict[str, str]:

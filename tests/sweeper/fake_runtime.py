@@ -12,7 +12,12 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_TOKEN_DELAY: seconds between streamed tokens (default 0: as fast as it can);
 - FAKE_FAIL_REQUESTS=1: answer completions with a 500;
 - FAKE_WHEN="key=value": apply the misbehaviours above only when that flag has that value
-  (e.g. "topk=4"), so one server config of a sweep misbehaves and the others do not.
+  (e.g. "topk=4"), so one server config of a sweep misbehaves and the others do not;
+- FAKE_SOURCE_HASH: the source hash to report (the tests pass the bundled runtime's, since the
+  fake stands in for it; another value is a runtime whose code is not the manifest's).
+
+`sweep_fixtures.fake_runtime_env` starts it exactly as the runtime is started
+(`python -m ddtree_runtime serve ...`, through a shim package), so /proc shows the launched argv.
 
 Tokens are a pure function of (prompt, position), so repeated requests are identical.
 """
@@ -100,7 +105,8 @@ class FakeRuntime:
         config.setdefault("cuda_graph", False)
         fp_config = {k: config.get(k) for k in FINGERPRINTED if k in config}
         fp_config.update(json.loads(os.environ.get("FAKE_CONFIG_OVERRIDE", "{}")))
-        inputs = {"config": fp_config, "weights_hash": "w0", "source_hash": "s0"}
+        source = os.environ.get("FAKE_SOURCE_HASH", "s0")
+        inputs = {"config": fp_config, "weights_hash": "w0", "source_hash": source}
         canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
         fingerprint = hashlib.sha256(canonical.encode()).hexdigest()
         if os.environ.get("FAKE_BAD_FINGERPRINT") == "1":
@@ -111,7 +117,7 @@ class FakeRuntime:
             "fingerprint_inputs": inputs,
             "launch_id": os.environ.get("FAKE_LAUNCH_ID", str(flags.get("launch_id", ""))),
             "runtime_version": "0.0.0-fake",
-            "source_hash": "s0",
+            "source_hash": source,
             "pid": os.getpid(),
             "start_time": self.start_time,
             "ready_at": self.ready_at,
@@ -136,6 +142,9 @@ class FakeRuntime:
             await _json(send, 200 if ready else 503, body)
         elif path == "/server_info":
             await _json(send, 200, self.info)
+        elif path == "/v1/models":
+            model = {"id": self.info["config"]["model"], "object": "model", "owned_by": "fake"}
+            await _json(send, 200, {"object": "list", "data": [model]})
         elif path in ("/v1/completions", "/v1/chat/completions"):
             raw = b""
             while True:
@@ -210,6 +219,10 @@ async def _json(send: Any, status: int, obj: dict) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+#: Settings, not misbehaviours: kept when FAKE_WHEN does not match.
+KEPT_WHEN_WELL = ("FAKE_START_DELAY", "FAKE_TOKEN_DELAY", "FAKE_SOURCE_HASH")
+
+
 def _misbehaviour_applies(argv: list[str]) -> bool:
     when = os.environ.get("FAKE_WHEN")
     if not when:
@@ -225,7 +238,7 @@ def main(argv: list[str]) -> None:
         argv = argv[1:]
     if not _misbehaviour_applies(argv):
         for name in list(os.environ):
-            if name.startswith("FAKE_") and name not in ("FAKE_START_DELAY", "FAKE_TOKEN_DELAY"):
+            if name.startswith("FAKE_") and name not in KEPT_WHEN_WELL:
                 del os.environ[name]
     crash = os.environ.get("FAKE_CRASH")
     if crash:

@@ -58,6 +58,8 @@ class RunShape:
     write_requests: bool = True
     write_points: bool = True
     text_chars: int | None = None  # None: realistic texts; an int: short fixed-length texts
+    #: Write the columns of runs made before the `mode` column (`engine` was ar|ddtree).
+    legacy: bool = False
 
 
 def _point_table(shape: RunShape) -> pd.DataFrame:
@@ -214,6 +216,15 @@ def _point_metrics(points: pd.DataFrame, req: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns=[c for c in out.columns if c.startswith("_")])
 
 
+def _current_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """Today's columns: `engine` names the engine, `mode` says ar or speculative."""
+    if "engine" not in frame:
+        return frame
+    return frame.assign(
+        mode=np.where(frame["engine"] == "ar", "ar", "speculative"), engine="ddtree_runtime"
+    )
+
+
 def make_run(root: Path, shape: RunShape | None = None) -> Path:
     """Write one synthetic run under root/<sweep>/<run_id>/ and return its directory."""
     shape = shape or RunShape()
@@ -224,6 +235,8 @@ def make_run(root: Path, shape: RunShape | None = None) -> Path:
     metrics = _point_metrics(points, req)
     for pid, tail in zip(metrics.point_id, metrics.log_tail, strict=True):
         (run_dir / "logs" / f"{pid}.log").write_text(f"starting {pid}\n{tail}\n")
+    if not shape.legacy:
+        req, metrics = _current_columns(req), _current_columns(metrics)
     if shape.write_requests:
         table = pa.Table.from_pandas(req.drop(columns=["_itl_mean"]), preserve_index=False)
         for name, column in lists.items():

@@ -1,34 +1,58 @@
-"""Helpers for sweep tests: a spec file and a `python` that runs the fake runtime.
+"""Helpers for sweep tests: a spec file, and an environment under which the runner's real
+launch (`python -m ddtree_runtime serve ...`) starts the fake runtime.
 
-The spec's `runtime.python` is the interpreter the runner launches `-m ddtree_runtime serve`
-with; pointing it at a tiny wrapper that drops `-m ddtree_runtime` and runs the fake runtime
-instead exercises the real launch path, process service and HTTP end to end.
+`fake_runtime_env` writes a shim package named `ddtree_runtime` whose `__main__` runs the fake,
+and returns the environment that makes Python import it: `PYTHONSAFEPATH=1` (the working
+directory is not put first on sys.path) and `PYTHONPATH=<shim>`. The spec carries that
+environment as `runtime.env`, so the process's cmdline and environment are exactly what was
+launched and the /proc identity proof holds, while the real launch path, process service and
+HTTP run end to end.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import yaml
 
+from sweeper.engines.ddtree_runtime import runtime_source_hash
 from tests.sweeper.conftest import FAKE_RUNTIME
 
 
-def fake_python(tmp: Path, env: dict[str, str] | None = None) -> Path:
-    """An executable that behaves like `python -m ddtree_runtime ...` but starts the fake."""
-    exports = "".join(f"export {k}='{v}'\n" for k, v in (env or {}).items())
-    path = tmp / "fake-python"
-    path.write_text(f'#!/bin/sh\n{exports}shift 2\nexec "{sys.executable}" "{FAKE_RUNTIME}" "$@"\n')
-    path.chmod(0o755)
-    return path
+def shim_files(fake: Path = FAKE_RUNTIME, preamble: str = "") -> dict[str, str]:
+    """The shim package's files (relative path -> text); `preamble` runs before the fake."""
+    main = (
+        "import runpy, sys\n"
+        f"{preamble}\n"
+        f"sys.argv[0] = {str(fake)!r}\n"
+        f"runpy.run_path({str(fake)!r}, run_name='__main__')\n"
+    )
+    return {"ddtree_runtime/__init__.py": "", "ddtree_runtime/__main__.py": main}
+
+
+def shim_env(shim_dir: str) -> dict[str, str]:
+    """The environment that makes `python -m ddtree_runtime` import the shim in `shim_dir`."""
+    return {
+        "PYTHONSAFEPATH": "1",
+        "PYTHONPATH": shim_dir,
+        "FAKE_SOURCE_HASH": runtime_source_hash(),
+    }
+
+
+def fake_runtime_env(tmp: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """Write the shim under `tmp`; the spec environment that starts the fake (plus `env`)."""
+    shim = tmp / "fake-shim"
+    for name, text in shim_files().items():
+        (shim / name).parent.mkdir(parents=True, exist_ok=True)
+        (shim / name).write_text(text)
+    return {**shim_env(str(shim)), **(env or {})}
 
 
 def write_spec(
     tmp: Path,
     port: int,
     *,
-    python: Path | str | None,
+    fake_env: dict[str, str] | None,
     name: str = "t",
     topk: tuple[int, ...] = (1, 4),
     temperature: tuple[float, ...] = (0.0,),
@@ -42,10 +66,10 @@ def write_spec(
         "name": name,
         "hosts": ["local"],
         "runtime": {
-            "model": "fake" if python else "tiny-random",
+            "model": "fake" if fake_env is not None else "tiny-random",
             "port": port,
             "ready_timeout_s": ready_timeout_s,
-            **({"python": str(python)} if python else {}),
+            **({"env": fake_env} if fake_env is not None else {}),
             **(extra_runtime or {}),
         },
         "grid": {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.engines.launch import runtime_source_hash
+from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.results.store import RunStore
 from tests.sweeper.sweep_fixtures import write_spec
 
@@ -22,7 +22,7 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     spec = write_spec(
         tmp_path,
         port,
-        python=None,
+        fake_env=None,
         max_tokens=16,
         repeats=2,
         ready_timeout_s=240,
@@ -47,13 +47,13 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     points = pd.read_parquet(run_dir / "points.parquet")
     assert done.returncode == 0, done.stderr[-3000:] + "\n" + points.to_string()
     requests = pd.read_parquet(run_dir / "requests.parquet")
-    assert list(points.engine) == ["ar", "ddtree", "ddtree"]
+    assert list(points["mode"]) == ["ar", "speculative", "speculative"]
     assert (points.status == "ok").all()
     assert set(points.determinism[1:]) <= {"exact", "near-tie"}
     assert points.fingerprint.nunique() == 3  # three distinct configs, each proven
     assert len(requests) == 12 and (requests.output_tokens > 0).all()
     assert (requests.output_tokens <= 16).all()
-    assert requests[requests.engine == "ddtree"].tau.ge(1).all()
+    assert requests[requests["mode"] == "speculative"].tau.ge(1).all()
     manifest = RunStore.open(run_dir).manifest
     assert manifest.status == "complete"
     # The runtime reports the source hash the controller computed from the package files at the

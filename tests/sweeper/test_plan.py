@@ -175,9 +175,10 @@ def test_point_ids_are_stable_readable_and_unique() -> None:
 
 
 def test_server_config_id_is_a_hash_of_its_params() -> None:
-    a = ServerConfig.make("ddtree", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": True})
-    b = ServerConfig.make("ddtree", {"cuda_graph": True, "block_size": 8, "topk": 1, "budget": 8})
-    c = ServerConfig.make("ddtree", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": False})
+    make = ServerConfig.make
+    a = make("speculative", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": True})
+    b = make("speculative", {"cuda_graph": True, "block_size": 8, "topk": 1, "budget": 8})
+    c = make("speculative", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": False})
     assert a.id == b.id != c.id
     assert len(a.id) == 10
 

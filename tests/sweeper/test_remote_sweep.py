@@ -25,27 +25,40 @@ import yaml
 
 from sweeper.services.backends import runtime_bundle
 from sweeper.services.bundle import release_dir
-from tests.sweeper.conftest import FAKE_RUNTIME
-from tests.sweeper.testhost_fixture import VENV_PYTHON, hosts_yaml, ssh_host
+from tests.sweeper.sweep_fixtures import shim_env, shim_files
+from tests.sweeper.testhost_fixture import hosts_yaml, ssh_host
 from tests.testhosts import TestHost
 
 pytestmark = pytest.mark.slow
 
 PWNED = '"; touch /tmp/pwned #'
 FAKE_DIR = "/opt/fake-runtime"
-# `python -m ddtree_runtime serve ...` on the host -> the fake runtime, with one misbehaviour
-# per host for the topk=4 config, and the argv / env it got saved for the test to read.
-WRAPPER = """#!/bin/sh
-shift 2
-printf '%s\\0' "$@" > {dir}/argv
-printf '%s' "$NOTE" > {dir}/note
-case " $* " in *" --topk 4 "*) {misbehave};; esac
-exec {python} {fake} "$@"
+# `python -m ddtree_runtime serve ...` on the host runs this shim (PYTHONPATH=FAKE_DIR): it saves
+# the argv and NOTE it got for the test to read, misbehaves one way per host for the topk=4
+# config, then runs the fake runtime. The process is launched exactly as requested, so the
+# /proc identity proof holds for it.
+PREAMBLE = """
+import os
+args = sys.argv[1:]
+open({dir!r} + "/argv", "wb").write(b"".join(a.encode() + b"\\0" for a in args))
+open({dir!r} + "/note", "w").write(os.environ.get("NOTE", ""))
+if " --topk 4 " in " " + " ".join(args) + " ":
+    {misbehave}
 """
 MISBEHAVE = {
-    0: "export FAKE_CRASH=2",  # exits at start like a bad flag (argparse exits 2)
-    1: "export FAKE_START_DELAY=100000",  # /health stays 503: never ready
+    0: "os.environ['FAKE_CRASH'] = '2'",  # exits at start like a bad flag (argparse exits 2)
+    1: "os.environ['FAKE_START_DELAY'] = '100000'",  # /health stays 503: never ready
+    None: "pass",
 }
+
+
+def _install_shim(host: TestHost, known_hosts: str, misbehave: int | None) -> None:
+    ssh = ssh_host(host, known_hosts)
+    preamble = PREAMBLE.format(dir=FAKE_DIR, misbehave=MISBEHAVE[misbehave])
+    for name, text in shim_files(preamble=preamble).items():
+        ssh.run(["mkdir", "-p", f"{FAKE_DIR}/ddtree_runtime"])
+        ssh.put_file(f"{FAKE_DIR}/{name}", text.encode())
+    ssh.close()
 
 
 def _run_sweep(spec: Path, results: Path, timeout: float = 400) -> tuple[int, Path, str]:
@@ -86,15 +99,8 @@ def test_failed_units_are_failed_points_and_values_arrive_literally(
     testhost_pair: list[TestHost], session_known_hosts: str, tmp_path: Path
 ) -> None:
     for index, host in enumerate(testhost_pair):
-        ssh = ssh_host(host, session_known_hosts)
-        ssh.run(["mkdir", "-p", FAKE_DIR])
-        wrapper = WRAPPER.format(
-            dir=FAKE_DIR, python=VENV_PYTHON, fake=FAKE_RUNTIME, misbehave=MISBEHAVE[index]
-        )
-        ssh.put_file(f"{FAKE_DIR}/python", wrapper.encode(), mode=0o755)
-        ssh.close()
+        _install_shim(host, session_known_hosts, index)
     hosts = hosts_yaml(testhost_pair, session_known_hosts, access="tunnel")
-    hosts = hosts.replace(f"python: {VENV_PYTHON}", f"python: {FAKE_DIR}/python")
     spec = _write_spec(
         tmp_path,
         "remotefake",
@@ -105,7 +111,7 @@ def test_failed_units_are_failed_points_and_values_arrive_literally(
                 "port": 18300,
                 "ready_timeout_s": 8,
                 "extra_args": ["--note", PWNED],
-                "env": {"NOTE": PWNED},
+                "env": {"NOTE": PWNED, **shim_env(FAKE_DIR)},
             },
             "grid": {"budget": [8], "topk": [1, 4], "block_size": [4], "cuda_graph": [False]},
             "baseline": True,
@@ -153,21 +159,21 @@ def test_an_unreachable_host_fails_its_points_and_the_other_host_goes_on(
 ) -> None:
     """The second host's key is unknown: its points fail with the fix; the first host runs."""
     first, second = testhost_pair
-    ssh = ssh_host(first, session_known_hosts)
-    ssh.run(["mkdir", "-p", FAKE_DIR])
-    wrapper = WRAPPER.format(dir=FAKE_DIR, python=VENV_PYTHON, fake=FAKE_RUNTIME, misbehave="true")
-    ssh.put_file(f"{FAKE_DIR}/python", wrapper.encode(), mode=0o755)
-    ssh.close()
+    _install_shim(first, session_known_hosts, None)
     known = tmp_path / "known_hosts"
     known.write_text(f"{first.address} {first.host_key_line}\n")
     hosts = hosts_yaml(testhost_pair, str(known), access="tunnel")
-    hosts = hosts.replace(f"python: {VENV_PYTHON}", f"python: {FAKE_DIR}/python")
     spec = _write_spec(
         tmp_path,
         "remotehalf",
         hosts,
         {
-            "runtime": {"model": "fake", "port": 18310, "ready_timeout_s": 20},
+            "runtime": {
+                "model": "fake",
+                "port": 18310,
+                "ready_timeout_s": 20,
+                "env": shim_env(FAKE_DIR),
+            },
             "grid": {"budget": [8], "topk": [1], "block_size": [4], "cuda_graph": [False]},
             "baseline": True,
             "workload": _workload(prompts=1, max_tokens=4),
@@ -231,8 +237,8 @@ def test_two_host_sweep_of_the_real_runtime_survives_dropped_connections(
     assert drops, "no SSH connection was dropped during the sweep"
     assert code == 0, (points[["host", "point_id", "status", "reason"]], stderr[-3000:])
     assert len(points) == 4 and (points.status == "ok").all()
-    assert list(points.sort_values(["host", "started_at"]).engine) == ["ar", "ddtree"] * 2
-    assert set(points[points.engine == "ddtree"].determinism) == {"exact"}
+    assert list(points.sort_values(["host", "started_at"])["mode"]) == ["ar", "speculative"] * 2
+    assert set(points[points["mode"] == "speculative"].determinism) == {"exact"}
     assert points.output_tok_s.gt(0).all()
     # Temperature 0 and a lossless runtime: per prompt, AR and DDTree on both hosts give the
     # same tokens.

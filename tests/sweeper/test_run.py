@@ -16,7 +16,7 @@ import pytest
 from sweeper.results.reader import POINTS_LOG
 from sweeper.results.store import RunStore
 from sweeper.services.process import port_in_use
-from tests.sweeper.sweep_fixtures import fake_python, write_spec
+from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,8 @@ def _sweeper(*args: str) -> list[str]:
 
 
 def _spec(tmp: Path, port: int) -> Path:
-    python = fake_python(tmp, {"FAKE_TOKEN_DELAY": "0.03", "FAKE_START_DELAY": "0.2"})
-    return write_spec(tmp, port, python=python, temperature=(0.0, 0.7), max_tokens=10)
+    env = fake_runtime_env(tmp, {"FAKE_TOKEN_DELAY": "0.03", "FAKE_START_DELAY": "0.2"})
+    return write_spec(tmp, port, fake_env=env, temperature=(0.0, 0.7), max_tokens=10)
 
 
 def _wait_points(results: Path, n: int, timeout: float = 60) -> Path:

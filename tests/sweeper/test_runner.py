@@ -4,12 +4,15 @@ recorded with reasons and the sweep going on, and a wrong instance never measure
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.engines.registry import engine_for
 from sweeper.hosts.local import LocalHost
 from sweeper.plan import build_plan
 from sweeper.progress import PlainProgress
@@ -19,9 +22,11 @@ from sweeper.services.backends import Backend
 from sweeper.services.process import ProcessService, port_in_use, wait_port_free
 from sweeper.spec import load_spec
 from tests.sweeper.conftest import fake_argv
-from tests.sweeper.sweep_fixtures import fake_python, write_spec
+from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
 pytestmark = pytest.mark.slow
+
+SOURCE_HASH = runtime_source_hash()
 
 POINT_COLUMNS = [
     "host",
@@ -66,18 +71,17 @@ REQUEST_COLUMNS = [
 
 
 def _run(tmp: Path, port: int, env: dict[str, str], port_wait_s: float = 10.0, **kw):
-    spec = load_spec(write_spec(tmp, port, python=fake_python(tmp, env), **kw))
+    spec = load_spec(write_spec(tmp, port, fake_env=fake_runtime_env(tmp, env), **kw))
     plan = build_plan(spec)
-    store = RunStore.create(
-        tmp / "results",
-        {"sweep": spec.name, "sweeper_version": "t", "spec": {}, "runtime_source_hash": "h"},
-    )
+    fields = {"sweep": spec.name, "sweeper_version": "t", "spec": {}}
+    store = RunStore.create(tmp / "results", {**fields, "runtime_source_hash": SOURCE_HASH})
     backend = Backend(
         host=LocalHost(),
         service=ProcessService(store.dir / "service", port_wait_s=port_wait_s),
-        python=str(spec.runtime.python),
+        python=sys.executable,
     )
-    code = Runner(spec, plan, store, {"local": backend}, PlainProgress()).run()
+    engine = engine_for(spec.runtime, SOURCE_HASH)
+    code = Runner(spec, plan, store, {"local": backend}, PlainProgress(), engine).run()
     points = pd.read_parquet(store.dir / "points.parquet").set_index("point_id")
     requests = pd.read_parquet(store.dir / "requests.parquet")
     return code, store, points, requests
@@ -86,7 +90,8 @@ def _run(tmp: Path, port: int, env: dict[str, str], port_wait_s: float = 10.0, *
 def test_sweep_measures_every_point(tmp_path: Path, port: int) -> None:
     code, store, points, requests = _run(tmp_path, port, {"FAKE_START_DELAY": "0.3"})
     assert code == 0
-    assert list(points.engine) == ["ar", "ddtree", "ddtree"]  # baseline first
+    assert list(points["mode"]) == ["ar", "speculative", "speculative"]  # baseline first
+    assert set(points.engine) == {"ddtree_runtime"}
     assert set(POINT_COLUMNS) <= set(points.reset_index().columns)
     assert set(REQUEST_COLUMNS) <= set(requests.columns)
     assert (points.status == "ok").all()

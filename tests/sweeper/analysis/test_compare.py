@@ -80,6 +80,10 @@ def test_points_only_in_one_run_are_listed_not_regressions(tmp_path: Path) -> No
     comparison = compare_dirs(a, b, 0.05)
     assert not comparison.regressed
     assert sum(r.flags == ["new point"] for r in comparison.rows) == 8
+    # The report renders a comparison with points that have no counterpart.
+    result = CliRunner().invoke(app, ["report", str(b), "--compare", str(a)])
+    assert result.exit_code == 0, result.output
+    assert "new point" in Path(result.output.strip().splitlines()[-1]).read_text()
 
 
 def test_cli_exits_1_on_regression_and_prints_the_point(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ def _rec(prompt: str, repeat: int, ids: list[int], text: str) -> dict[str, Any]:
 
 
 def _result(records: list[dict[str, Any]]) -> WorkloadResult:
-    from sweeper.measure.client import RequestSpec
+    from sweeper.engines.base import RequestSpec
 
     specs = [
         RequestSpec(
@@ -109,7 +109,7 @@ def _measure(
     return measured_point(
         point,
         _result(records),
-        key=point_columns(store.run_id, point, RunStore.new_attempt()),
+        key=point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime"),
         policy=DeterminismSpec(),
         baseline_rows=reference,
         baseline_point=baseline_point,

@@ -49,7 +49,7 @@ def test_plan_json() -> None:
     data = json.loads(result.stdout)
     assert (data["restarts"], data["n_points"], data["n_requests"]) == (10, 20, 160)
     steps = data["hosts"][0]["steps"]
-    assert steps[0]["server_config"]["engine_mode"] == "ar"
+    assert steps[0]["server_config"]["mode"] == "ar"
     # 10 x 8 s load + (10 warmup + 160) requests x 32 tokens / 12 tok/s, the file's arithmetic.
     assert data["estimated_seconds"] == round(10 * 8 + 170 * 32 / 12, 1)
     assert data["hosts"][0]["points"][0]["point_id"] == "local-ar-cg1-t0-c1"

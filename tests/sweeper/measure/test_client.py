@@ -7,16 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.measure.client import RequestSpec, token_sha256
-from sweeper.measure.readiness import wait_ready
+from sweeper.engines.base import RequestSpec
+from sweeper.engines.registry import engine_for
+from sweeper.measure.client import token_sha256
+from sweeper.measure.readiness import wait_healthy
 from sweeper.measure.workload import expand_requests, run_requests
 from sweeper.services import Launch
 from sweeper.services.process import ProcessService
-from sweeper.spec import PromptSpec
+from sweeper.spec import PromptSpec, RuntimeSpec
 from tests.sweeper.conftest import fake_argv, free_port
 from tests.sweeper.fake_runtime import token_ids
 
 pytestmark = pytest.mark.slow
+
+ENGINE = engine_for(RuntimeSpec())
 
 
 def test_token_sha256_contract() -> None:
@@ -29,7 +33,7 @@ def fake(tmp_path: Path, port: int):
     svc = ProcessService(tmp_path)
     env = {"FAKE_START_DELAY": "0", "FAKE_TOKEN_DELAY": "0.002"}
     svc.start(Launch(argv=fake_argv(port, "c1"), port=port, launch_id="c1", env=env))
-    wait_ready(svc, f"http://127.0.0.1:{port}", launch_id="c1", expected={}, deadline_s=20)
+    wait_healthy(svc, f"http://127.0.0.1:{port}", 20)
     yield f"http://127.0.0.1:{port}"
     svc.stop(5)
 
@@ -46,7 +50,7 @@ async def test_records_carry_tokens_timing_and_margins(fake: str, chat: bool) ->
     )
     seen: list[RequestSpec] = []
     result = await run_requests(
-        fake, reqs, concurrency=2, warmup=1, on_record=lambda s, r: seen.append(s)
+        fake, reqs, engine=ENGINE, concurrency=2, warmup=1, on_record=lambda s, r: seen.append(s)
     )
     assert len(result.records) == 4 and len(seen) == 4
     for spec, rec in result.records:
@@ -63,7 +67,9 @@ async def test_records_carry_tokens_timing_and_margins(fake: str, chat: bool) ->
 
 async def test_refused_connection_becomes_record_error() -> None:
     bad = RequestSpec(prompt_id="x", prompt="x", max_tokens=4, temperature=0.0)
-    result = await run_requests(f"http://127.0.0.1:{free_port()}", [bad], concurrency=1)
+    result = await run_requests(
+        f"http://127.0.0.1:{free_port()}", [bad], engine=ENGINE, concurrency=1
+    )
     assert "ConnectError" in result.records[0][1]["error"]
     assert result.records[0][1]["output_tokens"] == 0
 
@@ -73,9 +79,9 @@ async def test_server_error_becomes_record_error(tmp_path: Path, port: int) -> N
     env = {"FAKE_START_DELAY": "0", "FAKE_FAIL_REQUESTS": "1"}
     svc.start(Launch(argv=fake_argv(port, "e"), port=port, launch_id="e", env=env))
     try:
-        wait_ready(svc, f"http://127.0.0.1:{port}", launch_id="e", expected={}, deadline_s=20)
+        wait_healthy(svc, f"http://127.0.0.1:{port}", 20)
         bad = RequestSpec(prompt_id="x", prompt="x", max_tokens=4, temperature=0.0)
-        result = await run_requests(f"http://127.0.0.1:{port}", [bad], concurrency=1)
+        result = await run_requests(f"http://127.0.0.1:{port}", [bad], engine=ENGINE, concurrency=1)
         assert result.records[0][1]["error"] == "HTTP 500: injected failure"
     finally:
         svc.stop(5)

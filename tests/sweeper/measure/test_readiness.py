@@ -1,96 +1,59 @@
-"""Readiness and identity against the fake runtime on loopback: the restart race is never missed."""
+"""Readiness and identity against the fake runtime on loopback, launched exactly as the runner
+launches the bundled runtime: the restart race is never missed and a wrong instance never
+passes, whether /proc or /server_info gives it away."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from sweeper.measure.readiness import (
-    Identity,
-    ReadinessError,
-    check_identity,
-    fingerprint_of,
-    wait_ready,
-)
-from sweeper.services import Launch
+from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.engines.registry import engine_for
+from sweeper.hosts.local import LocalHost
+from sweeper.measure.readiness import ReadinessError, Where, prove_identity, wait_healthy
+from sweeper.plan import ServerConfig, build_plan
 from sweeper.services.process import ProcessService
-from tests.sweeper.conftest import fake_argv
+from sweeper.spec import load_spec
+from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
-EXPECTED = {"budget": 8, "topk": 4, "block_size": 8}
-FLAGS = ("--budget", "8", "--topk", "4", "--block-size", "8")
-
-
-def _info(**over: object) -> dict:
-    inputs = {"config": {"budget": 8, "topk": 4, "block_size": 8}, "weights_hash": "w"}
-    info = {
-        "launch_id": "L1",
-        "fingerprint_inputs": inputs,
-        "fingerprint": fingerprint_of(inputs),
-        "config": {},
-        "pid": 10,
-        "start_time": 1.0,
-    }
-    info.update(over)
-    return info
+pytestmark = pytest.mark.slow
 
 
-def test_identity_accepts_matching_info() -> None:
-    ident = check_identity(_info(), launch_id="L1", expected=EXPECTED, previous=None)
-    assert ident.pid == 10
+def _start(tmp: Path, port: int, env: dict[str, str], **over: object):
+    """The engine, the spec's speculative server config, and its started instance."""
+    spec = load_spec(write_spec(tmp, port, fake_env=fake_runtime_env(tmp, env), topk=(4,)))
+    engine = engine_for(spec.runtime, runtime_source_hash())
+    sc: ServerConfig = build_plan(spec).hosts[0].steps[1].server_config
+    launch = engine.launch(sc, python=sys.executable, listen_host="127.0.0.1", workdir=None)
+    launch = dataclasses.replace(launch, **over)  # type: ignore[arg-type]
+    svc = ProcessService(tmp / "svc")
+    return engine, sc, svc, svc.start(launch)
 
 
-@pytest.mark.parametrize(
-    ("over", "expected", "message"),
-    [
-        ({"launch_id": "L0"}, EXPECTED, "launch id mismatch"),
-        ({"fingerprint": "0" * 64}, EXPECTED, "fingerprint mismatch"),
-        ({}, {**EXPECTED, "budget": 16}, "budget: requested 16, server runs 8"),
-        ({}, {**EXPECTED, "cuda_graph": True}, "cuda_graph: requested True, server does not"),
-    ],
-)
-def test_identity_rejects(over: dict, expected: dict, message: str) -> None:
-    with pytest.raises(ReadinessError, match=message):
-        check_identity(_info(**over), launch_id="L1", expected=expected, previous=None)
-
-
-def test_identity_rejects_same_instance_as_before() -> None:
-    prev = Identity("L0", "f", 10, 1.0, None, None)
-    with pytest.raises(ReadinessError, match="previous instance"):
-        check_identity(_info(), launch_id="L1", expected=EXPECTED, previous=prev)
-
-
-def test_fingerprint_is_canonical_json_sha256() -> None:
-    inputs = {"b": 1, "a": {"y": [1, 2], "x": None}}
-    import hashlib
-
-    want = hashlib.sha256(b'{"a":{"x":null,"y":[1,2]},"b":1}').hexdigest()
-    assert fingerprint_of(inputs) == want
-    assert json.dumps(inputs)  # plain JSON input
-
-
-@pytest.mark.slow
-def test_ready_and_identity_against_fake(tmp_path: Path, port: int) -> None:
-    svc = ProcessService(tmp_path)
-    launch = Launch(
-        argv=fake_argv(port, "L1", *FLAGS),
-        port=port,
-        launch_id="L1",
-        env={"FAKE_START_DELAY": "0.5"},
-    )
-    inst = svc.start(launch)
+def test_the_launched_fake_is_proven(tmp_path: Path, port: int) -> None:
+    engine, sc, svc, instance = _start(tmp_path, port, {"FAKE_START_DELAY": "0.5"})
     try:
-        ident, waited = wait_ready(
-            svc, f"http://127.0.0.1:{port}", launch_id="L1", expected=EXPECTED, deadline_s=20
+        url = f"http://127.0.0.1:{port}"
+        waited = wait_healthy(svc, url, 20)
+        identity = prove_identity(
+            engine, url, instance, sc, Where(LocalHost(), sys.executable), None
         )
-        assert ident.pid == inst.pid and waited >= 0.5
+        assert waited >= 0.5
+        assert identity.process is not None and identity.process.pid == instance.pid
+        assert identity.proof.info["pid"] == instance.pid
+        assert identity.model == "fake"
+        assert any("runs the requested argv and environment" in p for p in identity.proven)
+        # The same instance is not a new one.
+        with pytest.raises(ReadinessError, match="previous instance"):
+            prove_identity(engine, url, instance, sc, Where(LocalHost(), sys.executable), identity)
     finally:
         svc.stop(5)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -98,25 +61,40 @@ def test_ready_and_identity_against_fake(tmp_path: Path, port: int) -> None:
         ({"FAKE_BAD_FINGERPRINT": "1"}, "fingerprint mismatch"),
         ({"FAKE_LAUNCH_ID": "stale"}, "launch id mismatch"),
         ({"FAKE_CONFIG_OVERRIDE": '{"topk": 1}'}, "topk: requested 4, server runs 1"),
+        ({"FAKE_SOURCE_HASH": "f" * 64}, "source hash mismatch"),
         ({"FAKE_START_DELAY": "30"}, "not ready after 1 s"),
     ],
 )
 def test_bad_instances_fail_with_reason(tmp_path: Path, port: int, env: dict, message: str) -> None:
-    svc = ProcessService(tmp_path)
-    svc.start(Launch(argv=fake_argv(port, "L1", *FLAGS), port=port, launch_id="L1", env=env))
+    engine, sc, svc, instance = _start(tmp_path, port, env)
+    url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
     try:
         with pytest.raises(ReadinessError, match=message) as err:
-            wait_ready(
-                svc,
-                f"http://127.0.0.1:{port}",
-                launch_id="L1",
-                expected=EXPECTED,
-                deadline_s=1 if "START_DELAY" in str(env) else 20,
-                log_tail=lambda: svc.logs()[0],
-            )
+            deadline = 1 if "START_DELAY" in str(env) else 20
+            wait_healthy(svc, url, deadline, log_tail=lambda: svc.logs()[0])
+            prove_identity(engine, url, instance, sc, Where(LocalHost(), sys.executable), None)
         if "FAKE_CRASH" in env:
             assert "injected start failure" in err.value.log_tail
             assert time.monotonic() - t0 < 10  # fails fast, not at the deadline
+    finally:
+        svc.stop(5)
+
+
+def test_a_process_started_otherwise_than_requested_fails(tmp_path: Path, port: int) -> None:
+    """The service ran another argv than the one the proof was asked about."""
+    engine, sc, svc, instance = _start(tmp_path, port, {})
+    asked = dataclasses.replace(instance.launch, argv=(*instance.launch.argv, "--extra"))
+    try:
+        wait_healthy(svc, f"http://127.0.0.1:{port}", 20)
+        with pytest.raises(ReadinessError, match="process identity: cmdline differs"):
+            prove_identity(
+                engine,
+                f"http://127.0.0.1:{port}",
+                dataclasses.replace(instance, launch=asked),
+                sc,
+                Where(LocalHost(), sys.executable),
+                None,
+            )
     finally:
         svc.stop(5)

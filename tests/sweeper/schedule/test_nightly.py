@@ -16,7 +16,7 @@ import pytest
 
 from sweeper.schedule.nightly import paths_for
 from tests.sweeper.conftest import free_port
-from tests.sweeper.sweep_fixtures import fake_python, write_spec
+from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,9 @@ def _nightly(spec: Path, results: Path) -> list[str]:
 
 def test_overlap_is_refused_then_a_slower_night_is_a_regression(tmp_path: Path) -> None:
     results = tmp_path / "results"
-    fake_python(tmp_path, {"FAKE_TOKEN_DELAY": "0.002", "FAKE_START_DELAY": "1.5"})
-    spec = write_spec(tmp_path, free_port(), python=tmp_path / "fake-python", topk=(4,))
+    port = free_port()
+    fast = fake_runtime_env(tmp_path, {"FAKE_TOKEN_DELAY": "0.002", "FAKE_START_DELAY": "1.5"})
+    spec = write_spec(tmp_path, port, fake_env=fast, topk=(4,))
     lock = paths_for(spec, results).lock
     first = subprocess.Popen(_nightly(spec, results), stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -44,7 +45,8 @@ def test_overlap_is_refused_then_a_slower_night_is_a_regression(tmp_path: Path) 
     (night_one,) = sorted((results / "t").iterdir())
     assert (night_one / "report.html").exists()
 
-    fake_python(tmp_path, {"FAKE_TOKEN_DELAY": "0.02"})
+    slow = fake_runtime_env(tmp_path, {"FAKE_TOKEN_DELAY": "0.02"})
+    assert write_spec(tmp_path, port, fake_env=slow, topk=(4,)) == spec  # the same spec file
     second = subprocess.run(_nightly(spec, results), capture_output=True, text=True, timeout=120)
     assert second.returncode == 1, second.stdout + second.stderr
     assert "REGRESSION" in second.stdout and "output_tok_s -" in second.stdout

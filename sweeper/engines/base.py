@@ -1,0 +1,123 @@
+"""The engine interface: what the sweeper needs to know about a server it drives.
+
+An engine owns the argv and environment of a server config (`launch`), what "ready" means
+(`health_path`), how the running server's effective config is proven (`prove`), how a request
+body is written (`request`), and how token ids, top-2 margins and acceptance are read from its
+stream (`reader`, `acceptance_counters`). One module per engine, found by name through
+`registry.py`; nothing outside `sweeper/engines/` branches on an engine's name.
+
+The proof that the process on the port is the one launched (pid, cmdline, environment, sockets)
+needs no engine and lives in `sweeper.services.proc`; an engine adds what it reports itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import httpx
+
+if TYPE_CHECKING:
+    from sweeper.engines.stream import ChunkReader
+    from sweeper.plan import ServerConfig
+    from sweeper.services import Launch
+
+
+class EngineError(RuntimeError):
+    """The server is not the config requested; the message gives both values, secrets masked."""
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One request to send: which prompt, how to sample, which repeat."""
+
+    prompt_id: str
+    prompt: str
+    max_tokens: int
+    temperature: float
+    seed: int | None = None
+    repeat: int = 0
+    chat: bool = False
+    top_p: float | None = None
+    #: Chat messages ({"role", "content"}); when absent, `prompt` is one user message.
+    messages: tuple[dict[str, str], ...] | None = None
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    """What one request sends: the path, the JSON body and any headers."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EngineProof:
+    """What the engine itself reported about the server it runs, and what that proves."""
+
+    #: A digest naming the served config (the runtime's fingerprint, or a hash of what the
+    #: engine reported); None when the engine reports nothing to hash.
+    fingerprint: str | None
+    version: str | None = None
+    #: The runtime's source hash, where the engine reports one.
+    source_hash: str | None = None
+    info: Mapping[str, Any] = field(default_factory=dict)
+    #: What was proven and what could not be, in words (the manifest records both).
+    proven: tuple[str, ...] = ()
+    unproven: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostRequirements:
+    """What a host needs to run the engine (`sweeper doctor` checks it)."""
+
+    python_packages: tuple[str, ...]
+    gpu: bool
+
+
+class Engine(Protocol):
+    """A server the sweeper measures; see the module docstring."""
+
+    #: The spec's `runtime.engine` value.
+    name: str
+    #: False for an endpoint that is already running: the sweeper starts and stops nothing.
+    launched: bool
+    #: Polled until it answers 200; the engine's docstring says what that 200 means.
+    health_path: str
+
+    def launch(
+        self,
+        server_config: ServerConfig,
+        *,
+        python: str,
+        listen_host: str,
+        workdir: str | None,
+    ) -> Launch:
+        """The command, environment and identity of one start of `server_config`."""
+        ...
+
+    def prove(
+        self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
+    ) -> EngineProof:
+        """Check what the running server reports against the request; raise EngineError."""
+        ...
+
+    def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
+        """The streaming request for one RequestSpec."""
+        ...
+
+    def reader(self, spec: RequestSpec) -> ChunkReader:
+        """A fresh reader for the stream of one request."""
+        ...
+
+    def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
+        """Cumulative acceptance counters when the engine gives acceptance only per server
+        (a point's acceptance is then the difference over its measured requests); None when
+        every response carries its own."""
+        ...
+
+    def requirements(self) -> HostRequirements:
+        """What a host needs for this engine."""
+        ...

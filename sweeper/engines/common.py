@@ -1,0 +1,135 @@
+"""What every engine shares: the OpenAI request body, turning a server config into settings,
+mapped speculative values and plain flags, and reading a JSON endpoint.
+
+A grid key that names a runtime setting (`dtype`, `max_batch`, ...) overrides the runtime
+section's value; the engine decides the setting's flag name. Other grid keys the mapping does
+not place become `--key-with-dashes value` flags, in spec order, after the settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from sweeper.engines.base import EngineError, RequestSpec
+from sweeper.engines.mapping import flag_argv
+from sweeper.plan import ServerConfig
+from sweeper.spec import RuntimeSpec
+
+#: Runtime settings a grid flag of the same name overrides, in the order they are rendered.
+SETTINGS = ("device", "dtype", "max_batch", "max_model_len")
+
+
+@dataclass(frozen=True)
+class ConfigParts:
+    """A server config split by where its values go."""
+
+    #: Values of the mapping's speculative keys (empty for an AR config).
+    speculative: dict[str, Any]
+    #: cuda_graph, when the engine has one.
+    cuda_graph: bool | None
+    #: Runtime settings (spec values, grid overrides applied); None means "engine default".
+    settings: dict[str, Any]
+    #: Every other grid flag, as the spec ordered them.
+    extras: dict[str, Any]
+
+
+def split_config(server_config: ServerConfig, runtime: RuntimeSpec) -> ConfigParts:
+    """Split a server config into speculative values, cuda_graph, settings and extra flags."""
+    params = dict(server_config.params)
+    speculative = {k: params.pop(k) for k in server_config.speculative_keys if k in params}
+    cuda_graph = params.pop("cuda_graph", None)
+    settings = {key: params.pop(key, getattr(runtime, key)) for key in SETTINGS}
+    return ConfigParts(speculative, cuda_graph, settings, params)
+
+
+def settings_argv(
+    parts: ConfigParts,
+    names: Mapping[str, str | None],
+    *,
+    renames: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Flags for the settings (named by `names`; a None name means the engine has none, so the
+    value must be unset) and the extra grid flags (`--key`, renamed where `renames` says)."""
+    argv: list[str] = []
+    for key, value in parts.settings.items():
+        if value is None:
+            continue
+        flag = names.get(key)
+        if flag is None:
+            raise EngineError(f"the engine has no flag for runtime.{key} ({value!r})")
+        argv += flag_argv(flag, value)
+    for key, value in parts.extras.items():
+        argv += flag_argv("--" + (renames or {}).get(key, key).replace("_", "-"), value)
+    return argv
+
+
+def openai_body(spec: RequestSpec, model: str | None) -> dict[str, Any]:
+    """The standard streaming body; at temperature 0 it asks for two top logprobs per token,
+    so a divergence can be told from a near tie."""
+    body: dict[str, Any] = {
+        "max_tokens": spec.max_tokens,
+        "temperature": spec.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if model:
+        body["model"] = model
+    if spec.seed is not None:
+        body["seed"] = spec.seed
+    if spec.top_p is not None:
+        body["top_p"] = spec.top_p
+    if spec.chat:
+        body["messages"] = (
+            list(spec.messages) if spec.messages else [{"role": "user", "content": spec.prompt}]
+        )
+        if spec.temperature == 0:
+            body["logprobs"] = True
+            body["top_logprobs"] = 2
+    else:
+        body["prompt"] = spec.prompt
+        if spec.temperature == 0:
+            body["logprobs"] = 2
+    return body
+
+
+def api_path(spec: RequestSpec) -> str:
+    return "/v1/chat/completions" if spec.chat else "/v1/completions"
+
+
+def get_json(client: httpx.Client, url: str) -> Any:
+    """GET a JSON document; EngineError with the reason when it cannot be had."""
+    try:
+        resp = client.get(url, timeout=10.0)
+        resp.raise_for_status()
+        return resp.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise EngineError(f"{url} unreadable: {exc}") from exc
+
+
+def same_value(want: Any, got: Any) -> bool:
+    """A requested value and a reported one agree: numbers by value, bools by truth, the rest
+    as text (an engine may report "16" for 16)."""
+    if want == got:
+        return True
+    if isinstance(want, bool) or isinstance(got, bool):
+        truthy = ("true", "on", "1", "yes")
+        return (str(want).lower() in truthy) == (str(got).lower() in truthy)
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+        return float(want) == float(got)
+    return str(want) == str(got)
+
+
+def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list[str]:
+    """`key: requested X, server runs Y` for each expected key the report contradicts."""
+    wrong = []
+    for key, want in expected.items():
+        if key not in reported:
+            if want is not None:
+                wrong.append(f"{key}: requested {want!r}, the server does not report it")
+        elif not (want is None and reported[key] is None) and not same_value(want, reported[key]):
+            wrong.append(f"{key}: requested {want!r}, server runs {reported[key]!r}")
+    return wrong

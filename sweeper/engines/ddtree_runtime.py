@@ -1,0 +1,208 @@
+"""The bundled DDTree runtime (`python -m ddtree_runtime serve`) as an engine.
+
+Ready: `/health` answers 200 only after the model loaded and a warm-up generation ran. Identity:
+`/server_info` must echo this start's `--launch-id`, report a fingerprint that is the sha256 of
+its own inputs, the requested fingerprinted config, and the source hash the manifest names (the
+code that runs is the code the run says ran). Token ids ride on every chunk (`return_token_ids`);
+per-request acceptance on the `ddtree` extension of the final usage chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sweeper.engines.base import (
+    EngineError,
+    EngineProof,
+    HostRequirements,
+    HttpRequest,
+    RequestSpec,
+)
+from sweeper.engines.common import (
+    SETTINGS,
+    api_path,
+    get_json,
+    mismatches,
+    openai_body,
+    settings_argv,
+    split_config,
+)
+from sweeper.engines.mapping import render
+from sweeper.engines.stream import ChunkReader
+from sweeper.plan import ServerConfig
+from sweeper.services import Launch
+from sweeper.spec import RuntimeSpec, resolve_secrets
+
+#: Keys of /server_info's fingerprint_inputs.config (README's contract).
+FINGERPRINTED_KEYS = (
+    "model",
+    "draft",
+    "speculative",
+    "budget",
+    "topk",
+    "block_size",
+    "cuda_graph",
+    "dtype",
+    "device",
+    "max_batch",
+    "max_model_len",
+    "seed",
+)
+_SETTING_FLAGS = {k: "--" + k.replace("_", "-") for k in SETTINGS}
+
+
+def fingerprint_of(inputs: Mapping[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of `fingerprint_inputs` (README's contract)."""
+    canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def runtime_source_hash(package_dir: Path | None = None) -> str:
+    """sha256 over the runtime package's .py files (sorted relative path + NUL + bytes + NUL),
+    located without importing it: the controller never imports `ddtree_runtime`."""
+    if package_dir is None:
+        found = importlib.util.find_spec("ddtree_runtime")
+        if found is None or not found.submodule_search_locations:
+            return ""
+        package_dir = Path(next(iter(found.submodule_search_locations)))
+    digest = hashlib.sha256()
+    files = sorted(p for p in package_dir.rglob("*.py") if "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class DDTreeReader(ChunkReader):
+    """Reads the runtime's `ddtree` extension (tau, verify rounds) from the usage chunk."""
+
+    def read_extension(self, chunk: Mapping[str, Any]) -> None:
+        if chunk.get("usage") and chunk.get("ddtree"):
+            self.acceptance = dict(chunk["ddtree"])
+
+
+class DDTreeRuntime:
+    """See the module docstring."""
+
+    name = "ddtree_runtime"
+    launched = True
+    health_path = "/health"
+
+    def __init__(self, runtime: RuntimeSpec, source_hash: str | None) -> None:
+        self.runtime = runtime
+        mapping = runtime.engine_mapping()
+        assert mapping is not None
+        self.mapping = mapping
+        #: The manifest's runtime source hash; the server must report the same.
+        self.source_hash = source_hash
+
+    def flags(self, server_config: ServerConfig) -> list[str]:
+        """`python -m ddtree_runtime serve` flags, without --host/--port/--launch-id."""
+        parts = split_config(server_config, self.runtime)
+        argv = ["--model", self.runtime.model, "--draft", self.runtime.draft]
+        if server_config.mode == "ar":
+            argv += ["--speculative", "none"]
+        else:
+            speculative, _env = render(self.mapping, parts.speculative, None)
+            argv += speculative
+        if parts.cuda_graph is not None:
+            argv.append("--cuda-graph" if parts.cuda_graph else "--disable-cuda-graph")
+        argv += settings_argv(parts, _SETTING_FLAGS)
+        return argv + list(self.runtime.extra_args)
+
+    def launch(
+        self, server_config: ServerConfig, *, python: str, listen_host: str, workdir: str | None
+    ) -> Launch:
+        launch_id = secrets.token_hex(8)
+        port = self.runtime.port
+        argv = [python, "-m", "ddtree_runtime", "serve", *self.flags(server_config)]
+        argv += ["--host", listen_host, "--port", str(port), "--launch-id", launch_id]
+        return Launch(
+            argv=tuple(argv),
+            port=port,
+            launch_id=launch_id,
+            env=dict(self.runtime.env),
+            secret_env=resolve_secrets(self.runtime),
+            workdir=workdir,
+        )
+
+    def expected(self, server_config: ServerConfig) -> dict[str, Any]:
+        """Fingerprinted settings /server_info must report for this server config."""
+        parts = split_config(server_config, self.runtime)
+        want: dict[str, Any] = {"model": self.runtime.model, "draft": self.runtime.draft}
+        want.update({k: v for k, v in parts.settings.items() if v is not None})
+        if server_config.mode == "ar":
+            want["speculative"] = "none"
+        else:
+            args = self.mapping.speculative_args
+            if "--speculative" in args[:-1]:
+                want["speculative"] = args[args.index("--speculative") + 1]
+            want.update(parts.speculative)
+        if parts.cuda_graph is not None:
+            want["cuda_graph"] = parts.cuda_graph
+        want.update({k: v for k, v in parts.extras.items() if k in FINGERPRINTED_KEYS})
+        return want
+
+    def prove(
+        self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
+    ) -> EngineProof:
+        info = get_json(client, f"{base_url}/server_info")
+        if not isinstance(info, dict):
+            raise EngineError("/server_info is not a JSON object")
+        if info.get("launch_id") != launch.launch_id:
+            raise EngineError(
+                f"launch id mismatch: server reports {info.get('launch_id')!r}, expected "
+                f"{launch.launch_id!r} (another instance is answering on this port)"
+            )
+        inputs = info.get("fingerprint_inputs")
+        if not isinstance(inputs, Mapping):
+            raise EngineError("/server_info has no fingerprint_inputs")
+        reported = info.get("fingerprint")
+        if reported != fingerprint_of(inputs):
+            raise EngineError(
+                f"fingerprint mismatch: server reports {reported!r} but its inputs hash to "
+                f"{fingerprint_of(inputs)!r}"
+            )
+        config = {**(info.get("config") or {}), **(inputs.get("config") or {})}
+        wrong = mismatches(self.expected(server_config), config)
+        if wrong:
+            raise EngineError("config mismatch: " + "; ".join(wrong))
+        source = info.get("source_hash")
+        if self.source_hash and source != self.source_hash:
+            raise EngineError(
+                f"source hash mismatch: the server runs runtime code {source!r}, the manifest "
+                f"names {self.source_hash!r} (another ddtree_runtime was imported)"
+            )
+        return EngineProof(
+            fingerprint=str(reported),
+            version=info.get("runtime_version"),
+            source_hash=source,
+            info=info,
+            proven=(
+                "launch id echoed by /server_info",
+                "fingerprint is the sha256 of its reported inputs",
+                "fingerprinted config equals the request",
+                "source hash equals the manifest's" if self.source_hash else "source hash recorded",
+            ),
+        )
+
+    def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
+        return HttpRequest(api_path(spec), {**openai_body(spec, model), "return_token_ids": True})
+
+    def reader(self, spec: RequestSpec) -> ChunkReader:
+        return DDTreeReader(spec.chat)
+
+    def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
+        return None
+
+    def requirements(self) -> HostRequirements:
+        gpu = (self.runtime.device or "").startswith("cuda")
+        return HostRequirements(("torch", "transformers"), gpu)

@@ -1,0 +1,128 @@
+"""Parameter mapping as data: where each grid key of a speculative config goes on an engine.
+
+A mapping (a built-in preset, or one a spec declares for its own fork) says which grid keys a
+speculative method uses and where each goes: a flag (`--speculative-num-draft-tokens 16`), an
+environment variable (`SGLANG_DDTREE_MAX_TOPK=4`), or a key inside a JSON flag (vLLM's
+`--speculative-config '{"num_speculative_tokens": 4}'`), with an offset for forks that count
+differently (a budget of B given as `num_draft_tokens = B + 1`). It also holds what every
+speculative config of the method carries (`--speculative-algorithm DDTREE`, `{"method": "ngram"}`)
+and, per grid key it does not use, why: `sweeper validate` refuses such an axis instead of
+measuring one server under several labels.
+
+This module is plain data and rendering; it imports nothing of the sweeper, so the spec can
+validate against it and the plan can ask it which keys are speculative.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
+
+FlagName = Annotated[str, StringConstraints(pattern=r"^--[a-z0-9][a-z0-9-]*$")]
+EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+JsonValue = str | int | float | bool | None
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ParamTarget(_Data):
+    """Where one grid value goes: exactly one of `flag`, `env`, or `json_flag` + `json_key`."""
+
+    flag: FlagName | None = None
+    env: EnvName | None = None
+    json_flag: FlagName | None = None
+    json_key: Annotated[str, StringConstraints(min_length=1)] | None = None
+    #: Added to an integer value before it is written (a fork counting one more or less).
+    offset: StrictInt = 0
+
+    @model_validator(mode="after")
+    def _one_place(self) -> ParamTarget:
+        places = [self.flag is not None, self.env is not None, self.json_flag is not None]
+        if sum(places) != 1:
+            raise ValueError("a target needs exactly one of flag, env or json_flag")
+        if (self.json_flag is None) != (self.json_key is None):
+            raise ValueError("json_flag and json_key go together")
+        return self
+
+    def where(self) -> str:
+        """How the target reads in messages: `--flag`, `env NAME`, `--json-flag.key`."""
+        if self.flag:
+            return self.flag
+        if self.env:
+            return f"env {self.env}"
+        return f"{self.json_flag}.{self.json_key}"
+
+
+class EngineMapping(_Data):
+    """How an engine is told to speculate with one method, and which grid keys that uses."""
+
+    #: What the method is, for people: shown by `sweeper plan`.
+    description: str = ""
+    #: Arguments every speculative config of the method carries.
+    speculative_args: list[str] = Field(default_factory=list)
+    #: Environment every speculative config of the method carries.
+    speculative_env: dict[EnvName, str] = Field(default_factory=dict)
+    #: Fixed keys of JSON flags (flag -> keys), merged with the mapped grid values.
+    speculative_json: dict[FlagName, dict[str, JsonValue]] = Field(default_factory=dict)
+    #: Grid key -> where its value goes. Keys named here are speculative: an AR config has none.
+    params: dict[str, ParamTarget] = Field(default_factory=dict)
+    #: Where the runtime's `draft` goes on a speculative config (None: the method has no model).
+    draft: ParamTarget | None = None
+    #: Speculative grid keys the method does not use -> why (validate quotes it).
+    unused: dict[str, str] = Field(default_factory=dict)
+
+
+def render(
+    mapping: EngineMapping, values: Mapping[str, Any], draft: str | None
+) -> tuple[list[str], dict[str, str]]:
+    """The argv elements and environment of one speculative config under `mapping`.
+
+    `values` holds the config's grid values for the mapping's params (others are ignored: the
+    caller renders them as plain flags). JSON flags come last, each once, with sorted keys.
+    """
+    argv = list(mapping.speculative_args)
+    env = dict(mapping.speculative_env)
+    blobs: dict[str, dict[str, Any]] = {k: dict(v) for k, v in mapping.speculative_json.items()}
+    placed = [(target, values[key]) for key, target in mapping.params.items() if key in values]
+    if mapping.draft is not None and draft is not None:
+        placed.append((mapping.draft, draft))
+    for target, raw in placed:
+        value = _shifted(raw, target.offset)
+        if target.flag:
+            argv += flag_argv(target.flag, value)
+        elif target.env:
+            env[target.env] = _text(value)
+        else:
+            assert target.json_flag is not None and target.json_key is not None
+            blobs.setdefault(target.json_flag, {})[target.json_key] = value
+    for flag, blob in blobs.items():
+        argv += [flag, json.dumps(blob, sort_keys=True, separators=(",", ":"))]
+    return argv, env
+
+
+def flag_argv(flag: str, value: Any) -> list[str]:
+    """`--x 8` for a value, `--x` / `--no-x` for a bool (argparse's BooleanOptionalAction)."""
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        return [flag] if value else [f"--no-{flag.removeprefix('--')}"]
+    return [flag, _text(value)]
+
+
+def _shifted(value: Any, offset: int) -> Any:
+    if not offset:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"an offset needs an integer value, not {value!r}")
+    return value + offset
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

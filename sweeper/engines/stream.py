@@ -1,0 +1,112 @@
+"""Reading one streamed OpenAI-style response, chunk by chunk: text, token ids, top-2 margins,
+finish reason, usage and per-request acceptance.
+
+`ChunkReader` reads what every OpenAI-compatible server sends; an engine subclasses it where its
+stream differs (where token ids live, what acceptance extension it adds). A margin is the top-1
+minus top-2 logprob of a token (NaN when fewer than two alternatives came back: the legacy
+completions format keys `top_logprobs` by token text, so two tokens that decode alike collapse).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import httpx
+
+#: Where a record's token ids came from: the engine's own ids, ids recovered from logprobs, or
+#: a re-tokenization of the text (only approximately the ids the engine generated).
+IdsSource = Literal["engine", "logprobs", "approximate"]
+
+
+def margins_of(choice: Mapping[str, Any], chat: bool) -> list[float]:
+    """Top-1 minus top-2 logprob for each token of a choice's delta (NaN when one is given)."""
+    logprobs = choice.get("logprobs") or {}
+    tops: list[list[float]] = []
+    if chat:
+        for entry in logprobs.get("content") or []:
+            tops.append([t["logprob"] for t in entry.get("top_logprobs") or []])
+    else:
+        for entry in logprobs.get("top_logprobs") or []:
+            tops.append(list((entry or {}).values()))
+    out = []
+    for values in tops:
+        ranked = sorted(values, reverse=True)
+        out.append(ranked[0] - ranked[1] if len(ranked) >= 2 else math.nan)
+    return out
+
+
+class ChunkReader:
+    """Collects one response's stream; `feed` each parsed chunk, then read `fields()`."""
+
+    ids_source: IdsSource = "engine"
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.token_ids: list[int] = []
+        self.texts: list[str] = []
+        self.margins: list[float] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.acceptance: dict[str, Any] = {}
+        #: Whether any chunk carried token ids (until then, text chunks time the stream).
+        self.saw_ids = False
+
+    def feed(self, chunk: Mapping[str, Any]) -> bool:
+        """Take one chunk; True when it carried output tokens (for TTFT and ITL timing)."""
+        if chunk.get("usage"):
+            self.usage = dict(chunk["usage"])
+        self.read_extension(chunk)
+        carried = False
+        for choice in chunk.get("choices") or []:
+            ids = self.ids_of(choice, chunk)
+            if ids:
+                self.token_ids.extend(int(t) for t in ids)
+                self.saw_ids = carried = True
+            text = self.text_of(choice)
+            if text:
+                self.texts.append(text)
+                # A stream without ids is timed by its text chunks.
+                carried = carried or not self.saw_ids
+            self.margins.extend(margins_of(choice, self.chat))
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return carried
+
+    def ids_of(self, choice: Mapping[str, Any], chunk: Mapping[str, Any]) -> list[int] | None:
+        """The token ids this choice's delta carries (`token_ids`, as vLLM and ours send)."""
+        return choice.get("token_ids")
+
+    def text_of(self, choice: Mapping[str, Any]) -> str:
+        if self.chat:
+            return str((choice.get("delta") or {}).get("content") or "")
+        return str(choice.get("text") or "")
+
+    def read_extension(self, chunk: Mapping[str, Any]) -> None:
+        """Read an engine's own fields from a chunk (acceptance); nothing by default."""
+
+    async def finish(self, client: httpx.AsyncClient, base_url: str, model: str | None) -> None:
+        """After the stream ended: recover what the stream lacked (ids); nothing by default."""
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    def fields(self) -> dict[str, Any]:
+        """The record's stream fields: ids, text, margins, finish, acceptance, ids' source."""
+        return {
+            "token_ids": list(self.token_ids),
+            "text": self.text,
+            "top2_margins": list(self.margins),
+            "finish_reason": self.finish_reason,
+            "tau": self.acceptance.get("tau"),
+            "verify_rounds": self.acceptance.get("verify_rounds"),
+            "token_ids_source": self.ids_source,
+        }
+
+    def usage_mismatch(self) -> str | None:
+        """Why the usage chunk disagrees with the ids the stream carried, or None."""
+        expected = self.usage.get("completion_tokens")
+        if self.ids_source == "engine" and expected not in (None, len(self.token_ids)):
+            return f"usage says {expected} tokens, stream carried {len(self.token_ids)}"
+        return None
