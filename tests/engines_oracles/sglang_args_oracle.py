@@ -13,7 +13,8 @@ resolver reads both config.json files, and a test host has no hub access. The an
 - resolved: `resolved_dict()`, the values SGLang runs with (and reports in /server_info);
 - overridden: requested fields whose resolved value differs, {dest: {requested, resolved}};
 - not_fields: requested dests that are not ServerArgs fields (deprecated spellings);
-- warnings: what SGLang logged at WARNING or above while resolving;
+- warnings: what SGLang logged at WARNING or above while parsing (deprecated flags) and
+  resolving (overrides);
 - server_info: `build_server_info` as /server_info builds it, less the live scheduler state.
 A case SGLang rejects (argparse exit, ValueError in resolution) is ok=false with the error.
 """
@@ -25,6 +26,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -40,32 +42,31 @@ class _Captured(logging.Handler):
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(record.getMessage())
+        self.messages.append(re.sub(r"\x1b\[[0-9;]*m", "", record.getMessage()))
 
 
 @contextlib.contextmanager
 def _environment(env: dict[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in env}
+    """The case's variables on top of the process's; everything restored afterwards, since
+    SGLang's resolution itself writes variables (e.g. SGLANG_USE_CUDA_IPC_TRANSPORT=0) that
+    would otherwise leak into the next case."""
+    saved = dict(os.environ)
     os.environ.update(env)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        os.environ.clear()
+        os.environ.update(saved)
 
 
-def _requested(parser: Any, argv: list[str]) -> dict[str, Any]:
-    """argparse dest -> parsed value for every option that appears in argv."""
-    parsed = vars(parser.parse_args(argv))
-    dests = []
+def _requested(parser: Any, argv: list[str], server_args: Any) -> dict[str, Any]:
+    """argparse dest -> the value SGLang parsed, for every option that appears in argv."""
+    requested = {}
     for token in argv:
         action = parser._option_string_actions.get(token.split("=", 1)[0])
         if action is not None:
-            dests.append(action.dest)
-    return {dest: parsed.get(dest) for dest in dests}
+            requested[action.dest] = getattr(server_args, action.dest, None)
+    return requested
 
 
 def _plain(value: Any) -> Any:
@@ -83,27 +84,29 @@ def resolve_case(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
 
     captured = _Captured()
     answer: dict[str, Any] = {"ok": False, "error_type": None, "error": None}
-    with _environment(env):
-        parser = argparse.ArgumentParser(prog="sglang serve")
-        ServerArgs.add_cli_args(parser)
-        stderr = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(stderr):
-                requested = _requested(parser, argv)
-                server_args = prepare_server_args(argv)
-        except SystemExit:
-            answer.update(error_type="ArgumentError", error=stderr.getvalue().strip())
-            return answer
-        answer["requested"] = _plain(requested)
-        logging.getLogger().addHandler(captured)
-        try:
-            server_args.resolve_once()
-        except Exception as error:  # the resolver's refusals are ValueErrors, asserts, ...
-            answer.update(error_type=type(error).__name__, error=str(error))
-            return answer
-        finally:
-            logging.getLogger().removeHandler(captured)
-        resolved = _plain(server_args.resolved_dict())
+    # On the "sglang" logger, not the root: prepare_server_args resets the root's handlers.
+    sglang_logger = logging.getLogger("sglang")
+    sglang_logger.addHandler(captured)
+    try:
+        with _environment(env):
+            parser = argparse.ArgumentParser(prog="sglang serve")
+            ServerArgs.add_cli_args(parser)
+            stderr = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(stderr):
+                    server_args = prepare_server_args(argv)
+            except SystemExit:
+                answer.update(error_type="ArgumentError", error=stderr.getvalue().strip())
+                return answer
+            answer["requested"] = _plain(_requested(parser, argv, server_args))
+            try:
+                server_args.resolve_once()
+            except Exception as error:  # the resolver's refusals: ValueError, assert, ...
+                answer.update(error_type=type(error).__name__, error=str(error))
+                return answer
+            resolved = _plain(server_args.resolved_dict())
+    finally:
+        sglang_logger.removeHandler(captured)
     answer.update(
         ok=True,
         resolved=resolved,

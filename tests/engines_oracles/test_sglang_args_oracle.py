@@ -35,6 +35,10 @@ CASES = {
         "--model-path {target} --device cpu --speculative-algorithm DFLASH "
         "--speculative-draft-model-path {draft}"
     ),
+    "graphs_default": BASE,
+    "graphs_off_deprecated": BASE + _argv("--disable-cuda-graph"),
+    "graphs_off": BASE
+    + _argv("--cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled"),
     "ddtree": BASE + _argv("--speculative-algorithm DDTREE"),
     "unknown_flag": BASE + _argv("--speculative-ddtree-budget 7"),
     "ar_b300_like": BASE
@@ -114,3 +118,15 @@ def test_server_info_reports_resolved_values_with_their_types(resolved: dict) ->
     assert ar["context_length"] == 32768 and ar["dtype"] == "bfloat16"
     # And what was asked for, verbatim (paths are the oracle's local checkpoints).
     assert ar["launch_command"].endswith("--disable-cuda-graph --max-running-requests 32")
+
+
+def test_cuda_graph_off_shows_in_the_resolved_cuda_graph_config(resolved: dict) -> None:
+    def decode_backend(name: str) -> str:
+        return resolved[name]["resolved"]["cuda_graph_config"]["decode"]["backend"]
+
+    assert decode_backend("graphs_default") == "full"
+    assert decode_backend("graphs_off") == decode_backend("graphs_off_deprecated") == "disabled"
+    # --disable-cuda-graph still works in 0.5.23, with a deprecation warning.
+    deprecated = resolved["graphs_off_deprecated"]["warnings"]
+    assert any("'--disable-cuda-graph' is deprecated" in w for w in deprecated)
+    assert resolved["graphs_off"]["warnings"] == []
