@@ -43,7 +43,7 @@ from sweeper.results.records import HostFacts, IdentityRecord, PointRecord, Requ
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import ServiceError
 from sweeper.services.backends import Backend
-from sweeper.spec import Spec
+from sweeper.spec import Spec, resolve_secrets
 
 EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
 
@@ -206,7 +206,11 @@ class Runner:
         engine, deadline = self.engine, self.spec.runtime.ready_timeout_s
         try:
             launch = engine.launch(
-                sc, python=backend.python, listen_host=backend.listen_host, workdir=backend.workdir
+                sc,
+                python=backend.python,
+                listen_host=backend.listen_host,
+                workdir=backend.workdir,
+                secrets=resolve_secrets(self.spec.runtime),
             )
             backend.service.stop()
             instance = backend.service.start(launch)

@@ -1,5 +1,6 @@
-"""`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, notes on
-dropped points, totals and a rough time estimate; `--json` for machine output."""
+"""`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, each
+config's exact command line and environment (secrets masked), notes on dropped points, totals and
+a rough time estimate; `--json` for machine output."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
 
@@ -26,6 +28,10 @@ def command(
     if as_json:
         data = plan.to_dict()
         data["estimated_seconds"] = round(seconds, 1)
+        data["commands"] = [
+            {"host": c.host, "label": c.label, "argv": list(c.argv), "env": c.env}
+            for c in command_lines(plan)
+        ]
         typer.echo(json.dumps(data, indent=2))
         return
     render(plan, seconds, Console())
@@ -47,6 +53,11 @@ def render(plan: Plan, seconds: float, console: Console) -> None:
                 ", ".join(rc.id for rc in step.request_configs),
             )
         console.print(table)
+    for line in command_lines(plan):
+        console.print(f"{line.host} {line.label}:", markup=False, style="bold")
+        console.print(f"  {line.shell}", markup=False, soft_wrap=True)
+        for name, value in line.env.items():
+            console.print(f"  env {name}={value}", markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False)
     workload = plan.spec.workload

@@ -94,8 +94,10 @@ class Engine(Protocol):
         python: str,
         listen_host: str,
         workdir: str | None,
+        secrets: Mapping[str, str],
     ) -> Launch:
-        """The command, environment and identity of one start of `server_config`."""
+        """The command, environment and identity of one start of `server_config`; `secrets`
+        (server variable -> value) go to the launch's secret environment only."""
         ...
 
     def prove(

@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 import httpx
@@ -39,7 +39,7 @@ from sweeper.engines.mapping import render
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
 from sweeper.services import Launch
-from sweeper.spec import RuntimeSpec, resolve_secrets
+from sweeper.spec import RuntimeSpec
 
 #: Keys of /server_info's fingerprint_inputs.config (README's contract).
 FINGERPRINTED_KEYS = (
@@ -119,9 +119,15 @@ class DDTreeRuntime:
         return argv + list(self.runtime.extra_args)
 
     def launch(
-        self, server_config: ServerConfig, *, python: str, listen_host: str, workdir: str | None
+        self,
+        server_config: ServerConfig,
+        *,
+        python: str,
+        listen_host: str,
+        workdir: str | None,
+        secrets: Mapping[str, str],
     ) -> Launch:
-        launch_id = secrets.token_hex(8)
+        launch_id = token_hex(8)
         port = self.runtime.port
         argv = [python, "-m", "ddtree_runtime", "serve", *self.flags(server_config)]
         argv += ["--host", listen_host, "--port", str(port), "--launch-id", launch_id]
@@ -130,7 +136,7 @@ class DDTreeRuntime:
             port=port,
             launch_id=launch_id,
             env=dict(self.runtime.env),
-            secret_env=resolve_secrets(self.runtime),
+            secret_env=dict(secrets),
             workdir=workdir,
         )
 

@@ -6,11 +6,13 @@ from collections.abc import Callable
 
 from sweeper.engines.base import Engine
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
+from sweeper.engines.sglang import SGLang
 from sweeper.spec import RuntimeSpec
 
 #: Engine name -> constructor taking the runtime section and the manifest's runtime source hash.
 ENGINES: dict[str, Callable[[RuntimeSpec, str | None], Engine]] = {
     "ddtree_runtime": DDTreeRuntime,
+    "sglang": SGLang,
 }
 
 

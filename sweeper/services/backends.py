@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,8 @@ class Backend:
     bundle_sha256: str | None = None
     #: Whether commands that touch the server's processes need sudo (a non-root SSH user).
     sudo: bool = False
+    #: Environment the service adds to every launch (the bundle's PYTHONPATH under systemd).
+    service_env: dict[str, str] = field(default_factory=dict)
 
 
 def open_backend(host_spec: HostSpec, spec: Spec, state_dir: Path) -> Backend:
@@ -100,13 +102,14 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
     bundle = runtime_bundle()
     release = release_dir(host_spec.remote_root, bundle)
     sudo = host_spec.sudo and host.target.user != "root"
+    # The bundle comes first on the path: the host runs exactly the controller's runtime.
+    service_env = {"PYTHONPATH": release}
     service = SystemdService(
         host,
         unit=unit_name(spec),
         remote_root=host_spec.remote_root,
         sudo=sudo,
-        # The bundle comes first on the path: the host runs exactly the controller's runtime.
-        extra_env={"PYTHONPATH": release},
+        extra_env=service_env,
         timeout_start_s=spec.runtime.ready_timeout_s + START_MARGIN_S,
         prepare=lambda: deploy(host, host_spec.remote_root, bundle),
     )
@@ -122,4 +125,5 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
         use_tunnel=tunnel,
         bundle_sha256=bundle.sha256,
         sudo=sudo,
+        service_env=service_env,
     )
