@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.labels import point_label_long
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
 from sweeper.results.reader import load_points, load_request_columns
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
@@ -137,17 +138,6 @@ def _num(v: Any) -> float | None:
     return None if np.isnan(f) else f
 
 
-def _label(row: pd.Series) -> str:
-    if str(row.get("mode")) == "ar":
-        name = "AR"
-    else:
-        name = f"b{_num(row.get('budget')) or 0:g} k{_num(row.get('topk')) or 0:g}"
-        name += f" bs{_num(row.get('block_size')) or 0:g}" + (
-            " cg" if row.get("cuda_graph") else ""
-        )
-    return f"{name} T={_num(row.get('temperature')) or 0:g} c={_num(row.get('concurrency')) or 1:g}"
-
-
 #: The request columns the noise estimate reads.
 NOISE_COLUMNS = ["point_id", "prompt_id", "output_tokens", "e2e", "ttft"]
 
@@ -208,7 +198,9 @@ def _delta(
     a, b = _values(ra), _values(rb)
     some = rb if rb is not None else ra
     assert some is not None
-    out = PointDelta(key, str(some.get("host")), _label(some), a, b, dict.fromkeys(METRICS), {})
+    out = PointDelta(
+        key, str(some.get("host")), point_label_long(some), a, b, dict.fromkeys(METRICS), {}
+    )
     if ra is None or rb is None:
         out.flags.append("new point" if ra is None else "missing in this run")
         return out

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.analysis.labels import point_label, point_label_long
 from sweeper.analysis.verdicts import OK_VERDICTS, worst_by_group
 from sweeper.report.outputs import Divergence, load_divergences
 from sweeper.results.reader import (
@@ -68,21 +69,6 @@ class RunView:
     failures: list[Failure] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
     divergences_total: int = 0
-
-
-def point_label(row: Any) -> str:
-    """A short, stable, human name for a point's server config ('AR' or 'b16 k4 bs8 cg')."""
-    if str(row.get("mode", "")) == "ar":
-        return "AR"
-    parts = [f"b{_int(row.get('budget'))}", f"k{_int(row.get('topk'))}"]
-    parts.append(f"bs{_int(row.get('block_size'))}")
-    if bool(row.get("cuda_graph")) and pd.notna(row.get("cuda_graph")):
-        parts.append("cg")
-    return " ".join(parts)
-
-
-def _int(value: Any) -> str:
-    return "-" if value is None or pd.isna(value) else str(int(value))
 
 
 def mark_best(points: pd.DataFrame) -> pd.Series:
@@ -173,13 +159,9 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     for col, value in defaults.items():
         if col not in points:
             points[col] = value
-    points["config"] = [point_label(r) for r in points.to_dict("records")]
-    points["config_long"] = [
-        f"{c} T={t:g} c={n}"
-        for c, t, n in zip(
-            points["config"], points["temperature"], points["concurrency"], strict=True
-        )
-    ]
+    rows = points.to_dict("records")
+    points["config"] = [point_label(r) for r in rows]
+    points["config_long"] = [point_label_long(r) for r in rows]
     points["best"] = mark_best(points)
     sort_keys = [k for k in ("host", "temperature", "concurrency", "mode") if k in points]
     return points.sort_values(sort_keys, kind="stable").reset_index(drop=True)

@@ -1,0 +1,40 @@
+"""How a point reads for people: one label recipe for the report, compare and diagnosis.
+
+`AR`, `AR cg`, `b16 k4 bs8 cg`; a speculative key the config does not have (its engine's
+mapping does not use it) is left out, so a vLLM n-gram config reads `b4`, not `b4 k- bs-`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sweeper.results.rows import is_missing
+
+_SPECULATIVE = (("budget", "b"), ("topk", "k"), ("block_size", "bs"))
+
+
+def point_label(row: Mapping[str, Any]) -> str:
+    """The server config of a point row, short."""
+    if str(row.get("mode", "")) == "ar":
+        parts = ["AR"]
+    else:
+        named = [(p, _value(row, k)) for k, p in _SPECULATIVE if not is_missing(row.get(k))]
+        parts = [f"{prefix}{int(value)}" for prefix, value in named] or ["spec"]
+    graph = row.get("cuda_graph")
+    if not is_missing(graph) and bool(graph):
+        parts.append("cg")
+    return " ".join(parts)
+
+
+def point_label_long(row: Mapping[str, Any]) -> str:
+    """The server config and the request config of a point row."""
+    temperature = _value(row, "temperature")
+    concurrency = _value(row, "concurrency")
+    t = 0.0 if is_missing(temperature) else float(temperature)
+    c = 1 if is_missing(concurrency) else int(concurrency)
+    return f"{point_label(row)} T={t:g} c={c}"
+
+
+def _value(row: Mapping[str, Any], key: str) -> Any:
+    return row.get(key)
