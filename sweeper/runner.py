@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sweeper.analysis.verdicts import VIOLATIONS
@@ -39,6 +40,7 @@ from sweeper.measure.readiness import (
 from sweeper.measure.workload import run_requests_sync
 from sweeper.plan import HostPlan, Plan, Point, ServerConfig
 from sweeper.progress import SweepProgress
+from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.records import HostFacts, IdentityRecord, PointRecord, RequestRecord
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import ServiceError
@@ -85,6 +87,12 @@ class Runner:
     overhead_s: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _errors: list[str] = field(default_factory=list)
+    #: An earlier run's AR points as the baseline (`runtime.baseline_run`), when given.
+    earlier: EarlierBaseline | None = None
+
+    def __post_init__(self) -> None:
+        if self.spec.runtime.baseline_run and self.earlier is None:
+            self.earlier = EarlierBaseline(Path(self.spec.runtime.baseline_run))
 
     # -- whole run ---------------------------------------------------------------------------
 
@@ -287,8 +295,16 @@ class Runner:
             result,
             key=point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine.name),
             policy=self.spec.determinism,
-            baseline_rows=baseline_rows.get(point.baseline_point_id or ""),
-            baseline_point=done.get(point.baseline_point_id or ""),
+            baseline_rows=(
+                baseline_rows.get(point.baseline_point_id or "")
+                if self.earlier is None
+                else self.earlier.rows_for(point)
+            ),
+            baseline_point=(
+                done.get(point.baseline_point_id or "")
+                if self.earlier is None
+                else self.earlier.point_for(point)
+            ),
             fingerprint=state.identity.fingerprint if state.identity else None,
             started_at=started_at,
             finished_at=utc_now(),

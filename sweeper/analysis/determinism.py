@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.analysis.garble import garble_score
@@ -107,7 +107,17 @@ def judge_point(
                 )
             )
     verdicts.sort(key=lambda v: (v.prompt_id, v.repeat))
+    if any(_approximate(r) for r in [*rows_of(records), *references.values()]):
+        verdicts = [
+            replace(v, detail=f"on approximate token ids (re-tokenized text): {v.detail}")
+            for v in verdicts
+        ]
     return PointVerdict(worst(v.verdict for v in verdicts), tuple(verdicts))
+
+
+def _approximate(row: Mapping[str, Any]) -> bool:
+    """The row's ids are a re-tokenization of its text, not the ids the engine generated."""
+    return row.get("token_ids_source") == "approximate"
 
 
 def _judge_request(

@@ -23,7 +23,7 @@ from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.engines.registry import engine_for
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
-from sweeper.results.reader import latest_run
+from sweeper.results.reader import is_run_dir, latest_run
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.services.backends import open_backend
@@ -86,9 +86,24 @@ def command(
     missing = missing_secrets(plan)
     if missing:
         raise _usage(missing)  # before the run directory exists: nothing to clean up
+    earlier = plan.spec.runtime.baseline_run
+    if earlier and not is_run_dir(Path(earlier)):
+        raise _usage(f"runtime.baseline_run {earlier} is not a run directory (no manifest.json)")
     store = _open_store(plan, spec, results, resume, resume_latest)
     console = Console(stderr=True)
-    backends = {h.name: open_backend(h, plan.spec, store.dir / "service") for h in plan.spec.hosts}
+    engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
+    state = store.dir / "service"
+    backends = {
+        h.name: open_backend(h, plan.spec, state, launched=engine.launched) for h in plan.spec.hosts
+    }
+    if not engine.launched:
+        console.print(
+            f"warning: engine {engine.name} measures {plan.spec.runtime.base_url}, which the "
+            "sweeper did not start: its process, flags and restarts cannot be proven (the "
+            "manifest records what was and was not)",
+            markup=False,
+            soft_wrap=True,
+        )
     console.print(
         f"sweep {plan.spec.name}: {plan.n_points} points, {plan.restarts} restarts, "
         f"estimate ~{estimate_seconds(plan) / 60:.0f} min; run {store.dir}",
@@ -101,7 +116,6 @@ def command(
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with progress:
-            engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
             code = Runner(plan.spec, plan, store, backends, progress, engine).run()
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from sweeper.engines.base import Engine
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
+from sweeper.engines.openai import OpenAIEndpoint
 from sweeper.engines.sglang import SGLang
 from sweeper.spec import RuntimeSpec
 
@@ -13,6 +14,7 @@ from sweeper.spec import RuntimeSpec
 ENGINES: dict[str, Callable[[RuntimeSpec, str | None], Engine]] = {
     "ddtree_runtime": DDTreeRuntime,
     "sglang": SGLang,
+    "openai": OpenAIEndpoint,
 }
 
 

@@ -101,6 +101,10 @@ def measured_point(
     if errors:
         numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
     numbers.update(point_acceptance(numbers.get("tau"), acceptance))
+    sources = {r.get("token_ids_source") or "engine" for r in rows}
+    numbers["token_ids_source"] = next(
+        (s for s in ("approximate", "logprobs") if s in sources), "engine"
+    )
     status: Literal["ok", "failed"] = "failed" if errors else "ok"
     record = PointRecord(
         **key,

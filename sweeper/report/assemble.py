@@ -122,6 +122,13 @@ def _missing_notes(
         total = (manifest or {}).get("points_total") or 0
         if total and len(points) < int(total):
             notes.append(f"Only {len(points)} of {total} planned points have results.")
+    runtime = ((manifest or {}).get("spec") or {}).get("runtime") or {}
+    no_ar = points is not None and "mode" in points and not (points["mode"] == "ar").any()
+    if no_ar and not runtime.get("baseline_run"):
+        notes.append(
+            "No AR baseline in this run: outputs were compared with nothing, so temperature-0 "
+            "verdicts are n/a (an endpoint run takes runtime.baseline_url or baseline_run)."
+        )
     if not (run_dir / "requests.parquet").exists():
         notes.append("No requests.parquet: latency distributions and outputs are unavailable.")
     return notes

@@ -106,6 +106,9 @@ class PointRecord(_PointColumns):
     draft_tokens: float | None = None
     speedup: float | None = None
     determinism: str = "n/a"
+    #: `engine` when every request's ids came from the engine; else the least exact source
+    #: (`logprobs`, `approximate`): verdicts on approximate ids compare re-tokenized text.
+    token_ids_source: str = "engine"
     n_requests: int = 0
     n_errors: int = 0
     output_tokens: int = 0

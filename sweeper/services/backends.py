@@ -19,6 +19,7 @@ from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
 from sweeper.services import Service
 from sweeper.services.bundle import Bundle, deploy, pack_runtime, release_dir
+from sweeper.services.endpoint import EndpointService
 from sweeper.services.process import ProcessService
 from sweeper.spec import HostSpec, Spec, SSHHostSpec
 
@@ -50,8 +51,13 @@ class Backend:
     service_env: dict[str, str] = field(default_factory=dict)
 
 
-def open_backend(host_spec: HostSpec, spec: Spec, state_dir: Path) -> Backend:
-    """Build the backend for one host; `state_dir` holds local pidfiles and logs."""
+def open_backend(
+    host_spec: HostSpec, spec: Spec, state_dir: Path, *, launched: bool = True
+) -> Backend:
+    """Build the backend for one host; `state_dir` holds local pidfiles and logs. When the
+    engine launches nothing (an endpoint already running), the service manages nothing."""
+    if not launched:
+        return Backend(LocalHost(host_spec.name), EndpointService(), python=sys.executable)
     if host_spec.kind == "local":
         return Backend(
             host=LocalHost(host_spec.name),

@@ -67,6 +67,10 @@ class Spec(StrictModel):
             if k in self.grid.model_fields_set or k in self.grid.extra_flags()
         ]
         if self.runtime.engine == "openai":
+            for index, host in enumerate(self.hosts):
+                if host.kind != "local":
+                    message = "engine 'openai' measures from this machine: hosts must be [local]"
+                    raise problem(message, at=("hosts", index))
             for key in written:
                 message = (
                     f"engine 'openai' measures a running endpoint and starts nothing, so the "

@@ -13,6 +13,8 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_FAIL_REQUESTS=1: answer completions with a 500;
 - FAKE_WHEN="key=value": apply the misbehaviours above only when that flag has that value
   (e.g. "topk=4"), so one server config of a sweep misbehaves and the others do not;
+- FAKE_PLAIN=1: a plain OpenAI-compatible server knowing none of the extensions: no
+  /server_info, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody here wrote);
 - FAKE_SOURCE_HASH: the source hash to report (the tests pass the bundled runtime's, since the
   fake stands in for it; another value is a runtime whose code is not the manifest's).
 
@@ -99,6 +101,7 @@ class FakeRuntime:
         self.ready_at = self.start_time + self.start_delay
         self.token_delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0"))
         self.fail_requests = os.environ.get("FAKE_FAIL_REQUESTS") == "1"
+        self.plain = os.environ.get("FAKE_PLAIN") == "1"
         config = {k: v for k, v in flags.items() if k not in ("host", "port", "launch_id")}
         config.setdefault("model", "fake")
         config.setdefault("speculative", "ddtree" if "budget" in config else "none")
@@ -140,7 +143,7 @@ class FakeRuntime:
             ready = time.time() >= self.ready_at
             body = {"status": "ok"} if ready else {"status": "loading"}
             await _json(send, 200 if ready else 503, body)
-        elif path == "/server_info":
+        elif path == "/server_info" and not self.plain:
             await _json(send, 200, self.info)
         elif path == "/v1/models":
             model = {"id": self.info["config"]["model"], "object": "model", "owned_by": "fake"}
@@ -177,7 +180,9 @@ class FakeRuntime:
             if self.token_delay:
                 await asyncio.sleep(self.token_delay)
             text = f"w{tok} "
-            choice: dict[str, Any] = {"index": 0, "token_ids": [tok], "finish_reason": None}
+            choice: dict[str, Any] = {"index": 0, "finish_reason": None}
+            if not self.plain:
+                choice["token_ids"] = [tok]
             lp = {
                 "token": text,
                 "logprob": -0.1,
@@ -203,7 +208,10 @@ class FakeRuntime:
             "emitted_tokens": n,
             "tau": n / max(1, n // 2),
         }
-        await _chunk(send, {"id": "c", "choices": [], "usage": usage, "ddtree": ddtree})
+        final: dict[str, Any] = {"id": "c", "choices": [], "usage": usage}
+        if not self.plain:
+            final["ddtree"] = ddtree
+        await _chunk(send, final)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
@@ -220,7 +228,7 @@ async def _json(send: Any, status: int, obj: dict) -> None:
 
 
 #: Settings, not misbehaviours: kept when FAKE_WHEN does not match.
-KEPT_WHEN_WELL = ("FAKE_START_DELAY", "FAKE_TOKEN_DELAY", "FAKE_SOURCE_HASH")
+KEPT_WHEN_WELL = ("FAKE_START_DELAY", "FAKE_TOKEN_DELAY", "FAKE_SOURCE_HASH", "FAKE_PLAIN")
 
 
 def _misbehaviour_applies(argv: list[str]) -> bool:

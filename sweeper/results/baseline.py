@@ -1,0 +1,60 @@
+"""The AR points of an earlier run as this run's baseline (`runtime.baseline_run`): for an
+endpoint the sweeper does not start and that has no baseline endpoint beside it.
+
+A point's baseline is the earlier run's ok AR point with the same temperature and max_tokens,
+preferring the same concurrency; its request rows are what determinism compares against.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sweeper.plan import Point
+from sweeper.results.reader import is_run_dir, load_points, load_request_columns
+from sweeper.results.records import RequestRecord
+
+#: The request columns a verdict reads.
+JUDGED = ["point_id", "prompt_id", "repeat", "token_ids", "text", "top2_margins", "error"]
+
+
+class EarlierBaseline:
+    """Baseline rows and points from an earlier run directory."""
+
+    def __init__(self, run_dir: Path) -> None:
+        if not is_run_dir(run_dir):
+            raise FileNotFoundError(f"baseline_run {run_dir} is not a run directory")
+        points = load_points(run_dir)
+        if points is None or "mode" not in points:
+            points = pd.DataFrame(columns=["point_id", "mode", "status"])
+        self.points = points[(points["mode"] == "ar") & (points["status"] == "ok")]
+        columns = [*JUDGED, "token_ids_source"]
+        columns = [c for c in columns if c in RequestRecord.model_fields]
+        wanted = list(self.points["point_id"])
+        self.requests = load_request_columns(
+            run_dir, columns, filters=[("point_id", "in", wanted)] if wanted else None
+        )
+        self.run_dir = Path(run_dir)
+
+    def point_for(self, point: Point) -> dict[str, Any] | None:
+        """The earlier AR point this point is judged against, or None."""
+        rc = point.request_config
+        same = self.points[
+            (self.points["temperature"] == rc.temperature)
+            & (self.points["max_tokens"] == rc.max_tokens)
+        ]
+        if same.empty:
+            return None
+        exact = same[same["concurrency"] == rc.concurrency]
+        row = (exact if not exact.empty else same).iloc[0]
+        return dict(row)
+
+    def rows_for(self, point: Point) -> list[dict[str, Any]] | None:
+        """That point's request rows, or None."""
+        found = self.point_for(point)
+        if found is None:
+            return None
+        rows = self.requests[self.requests["point_id"] == found["point_id"]]
+        return list(rows.to_dict("records"))
