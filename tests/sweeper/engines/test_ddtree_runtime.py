@@ -48,7 +48,7 @@ def test_flags_are_argv_elements_in_a_stable_order() -> None:
         "--model", "smollm2-135m", "--draft", "ngram", "--speculative", "none",
         "--disable-cuda-graph",
     ]  # fmt: skip
-    launch = engine.launch(ddtree, python="py", listen_host="127.0.0.1", workdir=None)
+    launch = engine.launch(ddtree, python="py", listen_host="127.0.0.1", workdir=None, secrets={})
     assert launch.argv[:4] == ("py", "-m", "ddtree_runtime", "serve")
     assert launch.argv[-6:-1] == ("--host", "127.0.0.1", "--port", "8000", "--launch-id")
     assert launch.argv[-1] == launch.launch_id and len(launch.launch_id) == 16
@@ -101,7 +101,7 @@ def test_server_info_must_prove_the_requested_instance(
     over: dict[str, Any], config_change: dict[str, Any], message: str | None
 ) -> None:
     engine, (_ar, ddtree) = _engine("grid: {budget: [16], topk: [4]}\n")
-    launch = engine.launch(ddtree, python="py", listen_host="127.0.0.1", workdir=None)
+    launch = engine.launch(ddtree, python="py", listen_host="127.0.0.1", workdir=None, secrets={})
     config = {**engine.expected(ddtree), **config_change}
     with serve({"/server_info": _info(launch, config, **over)}) as url, httpx.Client() as client:
         if message is None:

@@ -28,7 +28,9 @@ def _start(tmp: Path, port: int, env: dict[str, str], **over: object):
     spec = load_spec(write_spec(tmp, port, fake_env=fake_runtime_env(tmp, env), topk=(4,)))
     engine = engine_for(spec.runtime, runtime_source_hash())
     sc: ServerConfig = build_plan(spec).hosts[0].steps[1].server_config
-    launch = engine.launch(sc, python=sys.executable, listen_host="127.0.0.1", workdir=None)
+    launch = engine.launch(
+        sc, python=sys.executable, listen_host="127.0.0.1", workdir=None, secrets={}
+    )
     launch = dataclasses.replace(launch, **over)  # type: ignore[arg-type]
     svc = ProcessService(tmp / "svc")
     return engine, sc, svc, svc.start(launch)
