@@ -44,6 +44,30 @@ READY_TIMEOUT_S = 60.0
 #: kernel lists its v1 hierarchies in /proc/self/cgroup). cgroup/v1 loads and, with
 #: proctrack/linuxproc and task/none, is never asked to create a cgroup.
 CGROUP_CONF = "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
+#: Accounting (opt-in): slurmdbd on the controller over MariaDB's unix socket.
+SLURMDBD_CONF = """AuthType=auth/munge
+DbdHost={controller}
+SlurmUser=slurm
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser=slurm
+StorageLoc=slurm_acct_db
+LogFile=/var/log/slurm/slurmdbd.log
+PidFile=/run/slurmdbd.pid
+"""
+DB_GRANT_UNIT = "slurm-db-grant.service"
+DB_GRANT_UNIT_TEXT = """[Unit]
+Description=Slurm accounting database and its socket-authenticated user (test cluster)
+After=mariadb.service
+Requires=mariadb.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/mysql -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db; \\
+  CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED VIA unix_socket; \\
+  GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+"""
 
 
 @dataclass(frozen=True)
@@ -106,9 +130,35 @@ def skip_reason() -> str | None:
     return None
 
 
-def slurm_conf(controller: str, nodes: list[str]) -> str:
-    """slurm.conf for one controller and `nodes` (why each line: module docstring, slurm.md)."""
+def accounting_skip_reason() -> str | None:
+    """Why a cluster with slurmdbd (MariaDB on the controller) cannot be booted here, or None."""
+    reason = skip_reason()
+    if reason:
+        return reason
+    for path in ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mysql"):
+        if not Path(path).exists():
+            return f"slurm accounting tests need {path} (run .ci/setup-slurm.sh)"
+    return None
+
+
+def slurm_conf(controller: str, nodes: list[str], *, accounting: bool = False) -> str:
+    """slurm.conf for one controller and `nodes` (why each line: module docstring, slurm.md).
+
+    accounting: slurmdbd on the controller (so `sacct` answers) instead of none.
+    """
     node_list = ",".join(nodes)
+    storage = (
+        [
+            "AccountingStorageType=accounting_storage/slurmdbd",
+            f"AccountingStorageHost={controller}",
+            "JobAcctGatherType=jobacct_gather/linux",
+        ]
+        if accounting
+        else [
+            "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+        ]
+    )
     return "\n".join(
         [
             "ClusterName=sweepertest",
@@ -123,8 +173,7 @@ def slurm_conf(controller: str, nodes: list[str]) -> str:
             "SlurmdLogFile=/var/log/slurm/slurmd.log",
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
+            *storage,
             "JobCompType=jobcomp/filetxt",
             f"JobCompLoc={JOBCOMP_LOG}",
             "MinJobAge=3600",
@@ -149,15 +198,16 @@ def gres_conf() -> str:
     return f"Name=gpu File=/dev/nvidia[0-{GPUS_PER_NODE - 1}]\n"
 
 
-def boot_slurm_cluster() -> SlurmCluster:
-    """Controller + two computes on a fresh bridge; returns once both nodes are idle."""
+def boot_slurm_cluster(*, accounting: bool = False) -> SlurmCluster:
+    """Controller + two computes on a fresh bridge; returns once both nodes are idle (and, with
+    `accounting`, once slurmdbd answers `sacct`)."""
     t0 = time.monotonic()
     index = testhost_cluster.free_cluster_index()
     controller, nodes = f"sl{index}c", [f"sl{index}n1", f"sl{index}n2"]
     munge_key = os.urandom(1024)
 
     def prepare(name: str, skel: Path) -> tuple[str, ...]:
-        _write(skel / "etc/slurm/slurm.conf", slurm_conf(controller, nodes))
+        _write(skel / "etc/slurm/slurm.conf", slurm_conf(controller, nodes, accounting=accounting))
         _write(skel / "etc/slurm/gres.conf", gres_conf())
         _write(skel / "etc/slurm/cgroup.conf", CGROUP_CONF)
         munge_dir = skel / "etc/munge"
@@ -167,6 +217,9 @@ def boot_slurm_cluster() -> SlurmCluster:
         munge = pwd.getpwnam("munge")
         for path in (munge_dir, munge_dir / "munge.key"):
             os.chown(path, munge.pw_uid, munge.pw_gid)
+        if name == controller and accounting:
+            _accounting_skel(skel, controller)
+            return ("munge.service", "mariadb.service", "slurmdbd.service", "slurmctld.service")
         if name == controller:
             return ("munge.service", "slurmctld.service")
         (skel / "dev").mkdir()
@@ -185,6 +238,8 @@ def boot_slurm_cluster() -> SlurmCluster:
     )
     try:
         _wait_until_idle(slurm, t0)
+        if accounting:
+            _wait_for_sacct(slurm, t0)
     except BaseException:
         testhost_cluster.shutdown_cluster(cluster)
         raise
@@ -215,6 +270,39 @@ def _wait_until_idle(slurm: SlurmCluster, t0: float) -> None:
         for h in (slurm.controller, *slurm.nodes)
     )
     raise RuntimeError(f"slurm nodes not idle after {READY_TIMEOUT_S:.0f} s: {states}\n{logs}")
+
+
+def _accounting_skel(skel: Path, controller: str) -> None:
+    """slurmdbd.conf (0600, owned by SlurmUser, as slurmdbd demands), the database and its
+    socket-authenticated user created once MariaDB is up, and the start order."""
+    conf = skel / "etc/slurm/slurmdbd.conf"
+    _write(conf, SLURMDBD_CONF.format(controller=controller))
+    conf.chmod(0o600)
+    slurm = pwd.getpwnam("slurm")
+    os.chown(conf, slurm.pw_uid, slurm.pw_gid)
+    units = skel / "etc/systemd/system"
+    _write(units / DB_GRANT_UNIT, DB_GRANT_UNIT_TEXT)
+    wants = units / "multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    os.symlink(f"/etc/systemd/system/{DB_GRANT_UNIT}", wants / DB_GRANT_UNIT)
+    order = f"[Unit]\nAfter={DB_GRANT_UNIT}\nRequires={DB_GRANT_UNIT}\n"
+    _write(units / "slurmdbd.service.d/10-testcluster.conf", order)
+    # slurmdbd (Type=simple) is "started" before it listens, and slurmctld without state files
+    # dies when it cannot fetch the TRES list from it: try again a second later.
+    _write(
+        units / "slurmctld.service.d/10-testcluster.conf",
+        "[Unit]\nAfter=slurmdbd.service\n[Service]\nRestart=on-failure\nRestartSec=1\n",
+    )
+
+
+def _wait_for_sacct(slurm: SlurmCluster, t0: float) -> None:
+    while time.monotonic() - t0 < READY_TIMEOUT_S:
+        sacct = slurm.controller.exec(["sacctmgr", "-n", "-P", "list", "cluster", "format=cluster"])
+        if sacct.returncode == 0 and "sweepertest" in sacct.stdout.split():
+            return
+        time.sleep(0.2)
+    logs = _tail(slurm.controller.root / "var/log/slurm", 30)
+    raise RuntimeError(f"slurmdbd has no cluster after {READY_TIMEOUT_S:.0f} s\n{logs}")
 
 
 def _tail(log_dir: Path, lines: int) -> str:

@@ -99,6 +99,25 @@ def parse_show_job(text: str) -> dict[str, str]:
     return fields
 
 
+def sacct_argv(job: str) -> list[str]:
+    """slurmdbd's record of a job and each of its steps: id|name|state|exit code (where a site
+    runs slurmdbd; `sacct` fails with "accounting storage is disabled" where it does not)."""
+    return ["sacct", "-j", job, "-n", "-P", "-o", "JobID,JobName,State,ExitCode"]
+
+
+def parse_sacct(text: str) -> dict[str, tuple[str, str, str]]:
+    """sacct_argv output as {"12" / "12.batch" / "12.0": (name, state, exit code)}.
+
+    A node death marks the job NODE_FAIL but its running steps only CANCELLED with no exit code:
+    the job's state is the reason."""
+    rows = {}
+    for line in text.splitlines():
+        if line.strip():
+            job_id, name, state, exit_code = line.split("|")
+            rows[job_id] = (name, state.split(" ")[0], exit_code)
+    return rows
+
+
 def time_left_seconds(text: str) -> float | None:
     """squeue's %L ("45", "3:05", "1:02:03", "2-00:00:00") in seconds; None when unlimited."""
     text = text.strip()

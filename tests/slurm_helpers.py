@@ -66,11 +66,24 @@ def job_line(slurm: SlurmCluster, job: str) -> dict[str, str]:
 
 def wait_running(slurm: SlurmCluster, job: str, timeout: float = 30.0) -> str:
     """Wait for the allocation to run; returns its node."""
-    return until(
-        lambda: job_line(slurm, job).get("state") == "RUNNING" and job_line(slurm, job)["node"],
-        timeout,
-        f"job {job} running",
-    )
+
+    def node() -> str | None:
+        line = job_line(slurm, job)
+        return line["node"] if line.get("state") == "RUNNING" else None
+
+    return until(node, timeout, f"job {job} running")
+
+
+def wait_job_state(
+    slurm: SlurmCluster, job: str, state: str, timeout: float, step: float = 0.5
+) -> dict[str, str]:
+    """Wait until the controller records the job in `state`; returns that record."""
+
+    def record() -> dict[str, str] | None:
+        fields = show_job(slurm, job)
+        return fields if fields.get("JobState") == state else None
+
+    return until(record, timeout, f"job {job} {state}", step)
 
 
 def show_job(slurm: SlurmCluster, job: str) -> dict[str, str]:

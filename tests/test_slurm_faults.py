@@ -2,7 +2,8 @@
 step's server exits, or an allocation runs out of time, and what a sweeper can read of it without
 slurmdbd (scontrol's record, the jobcomp log, srun's log and exit status).
 
-Root + the Slurm packages only. The node-death test boots its own cluster (it kills one host).
+Root + the Slurm packages only. The node-death test boots its own cluster, with slurmdbd (it
+kills one host and compares what scontrol, srun and sacct then say).
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from tests import testhosts
 from tests.slurm_cluster import (
     JOBCOMP_LOG,
     SlurmCluster,
+    accounting_skip_reason,
     boot_slurm_cluster,
     node_states,
     shutdown_slurm_cluster,
-    skip_reason,
 )
 from tests.slurm_helpers import (
     allocate,
@@ -32,9 +33,9 @@ from tests.slurm_helpers import (
     node_address,
     ok,
     port_open,
-    show_job,
     start_step,
     until,
+    wait_job_state,
     wait_running,
 )
 from tests.testhost_cluster import cluster_leftovers
@@ -43,25 +44,31 @@ PORT = 18432
 
 
 @pytest.fixture
-def own_cluster() -> Iterator[SlurmCluster]:
-    """A cluster for this test alone; the test shuts it down itself (to check for leftovers)."""
-    reason = skip_reason()
+def accounting_cluster() -> Iterator[SlurmCluster]:
+    """A cluster with slurmdbd for this test alone (it kills a host and checks the teardown)."""
+    reason = accounting_skip_reason()
     if reason:
         pytest.skip(reason)
-    cluster = boot_slurm_cluster()
+    cluster = boot_slurm_cluster(accounting=True)
     try:
         yield cluster
     finally:
         shutdown_slurm_cluster(cluster)
 
 
-def test_a_compute_host_killed_mid_step(own_cluster: SlurmCluster) -> None:
-    slurm = own_cluster
+def test_a_compute_host_killed_mid_step(accounting_cluster: SlurmCluster) -> None:
+    slurm = accounting_cluster
     run = uuid.uuid4().hex[:8]
     victim, survivor = slurm.nodes[1], slurm.nodes[0]
     job = allocate(slurm, run, extra=(f"--nodelist={victim.name}",))
     assert wait_running(slurm, job) == victim.name
-    files, _ = start_step(
+    # Two ended steps first, for sacct's per-step view: one exits 3, one is SIGTERM'd.
+    failed = slurm.run(["srun", f"--jobid={job}", "--job-name=exits3", "sh", "-c", "exit 3"])
+    assert failed.returncode == 3
+    termed, termed_id = start_step(slurm, job, f"sweeper-{run}-term", ["sleep", "1000"])
+    ok(slurm.run(cmd.stop_step_argv(termed_id)))
+    until(lambda: _read(termed.srun_rc), 30, "TERM'd step ended")
+    files, server = start_step(
         slurm, job, f"sweeper-{run}-c0", http_server_argv(node_address(slurm, victim.name), PORT)
     )
     until(lambda: port_open(victim.address, PORT), 30, "server listening")
@@ -71,11 +78,10 @@ def test_a_compute_host_killed_mid_step(own_cluster: SlurmCluster) -> None:
     until(lambda: node_states(slurm)[victim.name].startswith("down"), 120, "node DOWN", 0.5)
     down_after = time.monotonic() - killed_at
 
-    record = until(
-        lambda: (r := show_job(slurm, job))["JobState"] == "NODE_FAIL" and r, 60, "NODE_FAIL"
-    )
+    # scontrol (any site): the job's state and reason; no exit status.
+    record = wait_job_state(slurm, job, "NODE_FAIL", 60)
     assert record["Reason"] == "NodeDown"
-    assert record["ExitCode"] == "0:0"  # the state is the reason; there is no exit status
+    assert record["ExitCode"] == "0:0"
     node = ok(slurm.run(["scontrol", "show", "node", "-o", victim.name]))
     assert "Reason=Not responding" in node
     # Pitfall: srun exits 0 when the node dies under it; only its log and the job say so.
@@ -83,17 +89,21 @@ def test_a_compute_host_killed_mid_step(own_cluster: SlurmCluster) -> None:
     assert f"Node failure on {victim.name}" in _read(files.srun_log)
     jobcomp = (slurm.controller.root / JOBCOMP_LOG.lstrip("/")).read_text()
     assert f"JobId={job} " in jobcomp and "JobState=NODE_FAIL" in jobcomp
+    # sacct (sites with slurmdbd): the same job state, and each step's own end.
+    rows = until(lambda: _sacct_when(slurm, job, "NODE_FAIL"), 30, "sacct NODE_FAIL")
+    assert rows[job] == (cmd.job_name(run), "NODE_FAIL", "0:0")
+    steps = {name: (state, code) for step, (name, state, code) in rows.items() if step != job}
+    assert steps["exits3"] == ("FAILED", "3:0")
+    assert steps[f"sweeper-{run}-term"] == ("CANCELLED", "0:15")
+    assert steps[f"sweeper-{run}-c0"] == ("CANCELLED", "")  # the server: no code of its own
+    assert rows[server][0] == f"sweeper-{run}-c0"
     assert ok(slurm.run(cmd.run_jobs_argv(run))).strip() == ""  # the failed job left the queue
 
     # The survivor takes the next allocation; one that needs the dead node says so and waits.
     again = allocate(slurm, run)
     assert wait_running(slurm, again) == survivor.name
     stuck = allocate(slurm, run, extra=(f"--nodelist={victim.name}",))
-    waiting = until(
-        lambda: (line := job_line(slurm, stuck)).get("reason", "None") != "None" and line,
-        30,
-        "pending reason",
-    )
+    waiting = until(lambda: _with_reason(job_line(slurm, stuck)), 30, "pending reason")
     assert waiting["state"] == "PENDING"
     assert waiting["reason"].startswith("ReqNodeNotAvail"), waiting
     cancel_run(slurm, run)
@@ -137,17 +147,23 @@ def test_an_allocation_that_runs_out_of_time(slurm_cluster: SlurmCluster) -> Non
         files, _ = start_step(
             slurm_cluster, job, f"sweeper-{run}-c0", http_server_argv(address, PORT)
         )
-        record = until(
-            lambda: (r := show_job(slurm_cluster, job))["JobState"] == "TIMEOUT" and r,
-            150,
-            "TIMEOUT",
-            1.0,
-        )
+        record = wait_job_state(slurm_cluster, job, "TIMEOUT", 150, 1.0)
         assert record["Reason"] == "TimeLimit"
         assert "DUE TO TIME LIMIT" in until(lambda: _read(files.stderr), 30, "step stderr")
         assert until(lambda: _read(files.srun_rc), 30, "srun rc").strip() != "0"
     finally:
         cancel_run(slurm_cluster, run)
+
+
+def _sacct_when(slurm: SlurmCluster, job: str, state: str) -> dict[str, tuple[str, str, str]]:
+    """sacct's rows for the job once it records the job in `state` ({} before)."""
+    rows = cmd.parse_sacct(ok(slurm.run(cmd.sacct_argv(job))))
+    return rows if rows.get(job, ("", "", ""))[1] == state else {}
+
+
+def _with_reason(line: dict[str, str]) -> dict[str, str] | None:
+    """The squeue line once the scheduler has given the job a reason."""
+    return line if line.get("reason", "None") != "None" else None
 
 
 def _read(path: str) -> str:

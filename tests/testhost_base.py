@@ -86,8 +86,14 @@ class HostOptions:
             raw = json.loads((work / "options.json").read_text())
         except FileNotFoundError:
             return cls()
-        raw["etc_hosts"] = tuple(tuple(pair) for pair in raw["etc_hosts"])
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        return cls(
+            bridge=raw["bridge"],
+            address=raw["address"],
+            etc_hosts=tuple((address, name) for address, name in raw["etc_hosts"]),
+            shared_dirs=tuple(raw["shared_dirs"]),
+            skel=raw["skel"],
+            units=tuple(raw["units"]),
+        )
 
 
 def netns_name(name: str) -> str:
