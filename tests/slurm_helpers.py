@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tests import slurm_commands as cmd
@@ -38,6 +39,14 @@ def until(probe: Callable[[], T | None], timeout: float, what: str, step: float 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {timeout} s (last: {value!r})")
         time.sleep(step)
+
+
+def read_or_empty(path: str) -> str:
+    """A file's text, or "" while it does not exist yet."""
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        return ""
 
 
 def allocate(

@@ -29,6 +29,7 @@ from tests.slurm_helpers import (
     ok,
     port_open,
     probe,
+    read_or_empty,
     show_job,
     start_step,
     step_id_of,
@@ -198,7 +199,7 @@ def test_restart_ends_the_step_and_starts_a_new_one_in_the_same_allocation(
         seen = probe(slurm_cluster, job, second, PORT)
         assert seen["listeners"] == seen["roots"] != [first_pid]
         # the first step's srun ended and said how: SIGTERM'd task
-        rc = until(lambda: _read(first_files.srun_rc), 10, "first srun rc")
+        rc = until(lambda: read_or_empty(first_files.srun_rc), 10, "first srun rc")
         assert rc.strip() != "0"
         assert "task 0: Terminated" in Path(first_files.srun_log).read_text()
         assert job_line(slurm_cluster, job)["state"] == "RUNNING"  # the allocation stays
@@ -219,7 +220,7 @@ def test_a_new_server_step_waits_until_the_previous_one_has_exited(
             'trap "sleep 2; echo bye; exit 0" TERM; echo up; while :; do sleep 0.1; done',
         ]
         files, step = start_step(slurm_cluster, job, f"sweeper-{run}-slow", slow_exit)
-        until(lambda: "up" in _read(files.stdout), 20, "slow step up")
+        until(lambda: "up" in read_or_empty(files.stdout), 20, "slow step up")
         ok(slurm_cluster.run(cmd.stop_step_argv(step)))
         # A second step wanting the same CPUs and GPUs (foreground srun) must wait for it.
         next_files = cmd.step_files(str(slurm_cluster.shared_dir), f"sweeper-{run}-next")
@@ -307,10 +308,3 @@ def test_the_sweepers_ssh_host_drives_the_login_host(slurm_cluster: SlurmCluster
     finally:
         host.close()
         cancel_run(slurm_cluster, run)
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except FileNotFoundError:
-        return ""

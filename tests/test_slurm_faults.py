@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -33,6 +32,7 @@ from tests.slurm_helpers import (
     node_address,
     ok,
     port_open,
+    read_or_empty,
     start_step,
     until,
     wait_job_state,
@@ -67,7 +67,7 @@ def test_a_compute_host_killed_mid_step(accounting_cluster: SlurmCluster) -> Non
     assert failed.returncode == 3
     termed, termed_id = start_step(slurm, job, f"sweeper-{run}-term", ["sleep", "1000"])
     ok(slurm.run(cmd.stop_step_argv(termed_id)))
-    until(lambda: _read(termed.srun_rc), 30, "TERM'd step ended")
+    until(lambda: read_or_empty(termed.srun_rc), 30, "TERM'd step ended")
     files, server = start_step(
         slurm, job, f"sweeper-{run}-c0", http_server_argv(node_address(slurm, victim.name), PORT)
     )
@@ -85,8 +85,8 @@ def test_a_compute_host_killed_mid_step(accounting_cluster: SlurmCluster) -> Non
     node = ok(slurm.run(["scontrol", "show", "node", "-o", victim.name]))
     assert "Reason=Not responding" in node
     # Pitfall: srun exits 0 when the node dies under it; only its log and the job say so.
-    assert until(lambda: _read(files.srun_rc), 30, "srun rc").strip() == "0"
-    assert f"Node failure on {victim.name}" in _read(files.srun_log)
+    assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() == "0"
+    assert f"Node failure on {victim.name}" in read_or_empty(files.srun_log)
     jobcomp = (slurm.controller.root / JOBCOMP_LOG.lstrip("/")).read_text()
     assert f"JobId={job} " in jobcomp and "JobState=NODE_FAIL" in jobcomp
     # sacct (sites with slurmdbd): the same job state, and each step's own end.
@@ -125,9 +125,9 @@ def test_a_server_that_exits_leaves_its_exit_code_and_the_allocation(
             job, f"sweeper-{run}-c0", ["sh", "-c", "echo dying >&2; exit 3"], files, cpus=2
         )
         ok(slurm_cluster.login(cmd.background_line(srun, files)))
-        assert until(lambda: _read(files.srun_rc), 30, "srun rc").strip() == "3"
-        assert "task 0: Exited with exit code 3" in _read(files.srun_log)
-        assert _read(files.stderr) == "dying\n"
+        assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() == "3"
+        assert "task 0: Exited with exit code 3" in read_or_empty(files.srun_log)
+        assert read_or_empty(files.stderr) == "dying\n"
         assert job_line(slurm_cluster, job)["state"] == "RUNNING"
         # No slurmdbd here: sacct cannot say anything (the reason we read scontrol and srun).
         sacct = slurm_cluster.run(["sacct", "-j", job])
@@ -149,8 +149,8 @@ def test_an_allocation_that_runs_out_of_time(slurm_cluster: SlurmCluster) -> Non
         )
         record = wait_job_state(slurm_cluster, job, "TIMEOUT", 150, 1.0)
         assert record["Reason"] == "TimeLimit"
-        assert "DUE TO TIME LIMIT" in until(lambda: _read(files.stderr), 30, "step stderr")
-        assert until(lambda: _read(files.srun_rc), 30, "srun rc").strip() != "0"
+        assert "DUE TO TIME LIMIT" in until(lambda: read_or_empty(files.stderr), 30, "step stderr")
+        assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() != "0"
     finally:
         cancel_run(slurm_cluster, run)
 
@@ -164,10 +164,3 @@ def _sacct_when(slurm: SlurmCluster, job: str, state: str) -> dict[str, tuple[st
 def _with_reason(line: dict[str, str]) -> dict[str, str] | None:
     """The squeue line once the scheduler has given the job a reason."""
     return line if line.get("reason", "None") != "None" else None
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except FileNotFoundError:
-        return ""
