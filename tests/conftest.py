@@ -1,3 +1,4 @@
-"""Suite-wide pytest plugins: the disposable SSH + systemd test hosts (root-only fixtures)."""
+"""Suite-wide pytest plugins: the disposable SSH + systemd test hosts and the Slurm cluster
+(root-only fixtures)."""
 
-pytest_plugins = ["tests.sweeper.testhost_fixture"]
+pytest_plugins = ["tests.sweeper.testhost_fixture", "tests.slurm_fixture"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import testhosts
+from tests import testhost_cluster, testhosts
 from tests.sweeper.testhost_fixture import free_index, ssh_host
 
 
@@ -56,3 +56,35 @@ def test_two_hosts_boot_at_once_are_isolated_and_leave_nothing() -> None:
 
 def _addresses() -> str:
     return subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
+
+
+def test_a_bridged_cluster_shares_a_network_and_a_directory_and_leaves_nothing() -> None:
+    reason = testhosts.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    index = testhost_cluster.free_cluster_index()
+    names = [f"swc{index}a", f"swc{index}b"]
+    cluster = testhost_cluster.boot_cluster(index, names)
+    try:
+        first, second = cluster.hosts
+        assert (first.address, second.address) == (f"10.200.{index}.10", f"10.200.{index}.11")
+        # each reaches the other by name (sshd of the other host answers on port 22)
+        for host, other in ((first, second), (second, first)):
+            probe = f"import socket; socket.create_connection(('{other.name}', 22), 5)"
+            assert host.exec(["python3", "-c", probe]).returncode == 0, host.name
+        # one known_hosts file for the cluster, checked strictly by a real login
+        for host in cluster.hosts:
+            ssh = testhosts.ssh_argv(host, ["hostname"])
+            ssh[ssh.index(f"UserKnownHostsFile={host.known_hosts}")] = (
+                f"UserKnownHostsFile={cluster.known_hosts}"
+            )
+            assert subprocess.run(ssh, capture_output=True, text=True).stdout.strip() == host.name
+        # the shared directory: same path everywhere, and here
+        first.exec(["sh", "-c", f"echo shared > {cluster.shared_dir}/note"])
+        assert second.exec(["cat", f"{cluster.shared_dir}/note"]).stdout == "shared\n"
+        assert (cluster.shared_dir / "note").read_text() == "shared\n"
+        # still no route out
+        assert "default" not in first.exec(["ip", "route"]).stdout
+    finally:
+        testhost_cluster.shutdown_cluster(cluster)
+    assert testhost_cluster.cluster_leftovers(cluster) == []

@@ -1,13 +1,18 @@
-"""Disposable "remote GPU hosts" for the SSH / systemd tests, built on this one machine (root only).
+"""Disposable "remote GPU hosts" for the SSH / systemd / Slurm tests, built on this machine (root).
 
-A test host is its own network namespace (veth pair: 10.200.N.1 here, 10.200.N.2 inside, no route
-out), pid / mount / uts / ipc / cgroup namespaces, an overlay root (lower = this machine's /,
-upper = tmpfs, so nothing inside writes the real /etc), a real systemd as PID 1 and the distro
-sshd with a fresh ed25519 host key and key-only root login. Boot ~1.5 s, teardown ~0.3 s.
+A test host is its own network namespace, pid / mount / uts / ipc / cgroup namespaces, an overlay
+root (lower = this machine's /, upper = tmpfs, so nothing inside writes the real /etc), a real
+systemd as PID 1 and the distro sshd with a fresh ed25519 host key and key-only root login. Boot
+~1.5 s, teardown ~0.3 s.
+
+Two network modes (tests/testhost_net.py): by default a host has one veth on its own subnet
+(10.200.N.1 here, 10.200.N.2 inside, no route to other hosts); with `HostOptions(bridge=...)` it
+is a port of a cluster's shared bridge, so the hosts of a cluster reach each other
+(tests/testhost_cluster.py builds such clusters, with /etc/hosts and a shared directory).
 
 Usage: `host = boot("sw1", 201)`, then `shutdown(host)`; `leftovers(name, index)` lists anything of
 a host still present after teardown (processes, namespaces, veths, cgroups, files), for the leak
-test. The namespace stages run this same file as a script (`python testhosts.py _stage1 ...`).
+test. The namespace stages are tests/testhost_stages.py, run as `python -m`.
 
 Pitfalls (learnt the hard way, kept here so nobody relearns them):
 - hybrid cgroups: systemd inside needs a pure cgroup2 tree; we move into our own cgroup under the
@@ -15,7 +20,7 @@ Pitfalls (learnt the hard way, kept here so nobody relearns them):
 - clocks: there is no time namespace, so systemd and every process inside lose CAP_SYS_TIME (else
   timesyncd or `date -s` inside would set the real clock); module loading and raw I/O go too.
 - journald runs inside on the tmpfs /run; units of the shared image that a fake GPU host must not
-  run are masked.
+  run are masked (tests/testhost_base.MASK_UNITS).
 - the upper layer cannot live on / (overlay returns ELOOP), hence a tmpfs mounted in the host's
   private mount namespace; /tmp inside is a fresh tmpfs that hides this machine's /tmp.
 """
@@ -32,41 +37,40 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-BASE = Path(os.environ.get("SWEEPER_TESTHOST_BASE", "/tmp/sweeper-testhosts"))
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-BOOT_TIMEOUT_S = 60.0
-UPPER_SIZE = "4g"
-CGROUP_PARENT = "sweeper-testhost"
-#: Units of the shared image that a test host must not run (they come from this machine's /etc).
-MASK_UNITS = (
-    "postgresql.service",
-    "getty@.service",
-    "console-getty.service",
-    "serial-getty@.service",
-    "systemd-timesyncd.service",
-    "e2scrub_reap.service",
-    "systemd-pstore.service",
-    "cron.service",
-    "apt-daily.timer",
-    "apt-daily-upgrade.timer",
-    "dpkg-db-backup.timer",
-    "e2scrub_all.timer",
-    "fstrim.timer",
-    "man-db.timer",
-    "systemd-tmpfiles-clean.timer",
-    "dev-hugepages.mount",
-    "sys-kernel-debug.mount",
-    "sys-kernel-tracing.mount",
-    "sys-kernel-config.mount",
-    "sys-fs-fuse-connections.mount",
-    "proc-sys-fs-binfmt_misc.automount",
-    "systemd-binfmt.service",
-    "systemd-modules-load.service",
-    "kmod-static-nodes.service",
+from tests import testhost_net
+from tests.testhost_base import (
+    BASE,
+    CLEAN_PATH,
+    DROP_CAPS,
+    MASK_UNITS,
+    PROJECT_DIR,
+    HostOptions,
+    cgroup2_root,
+    check,
+    host_cgroup,
+    netns_name,
+    pid_alive,
+    process_alive,
+    rmdir_tree,
+    send_signal,
+    wait,
 )
-#: Capabilities the booted systemd and everything below it lose (see the module docstring).
-DROP_CAPS = "-sys_module,-sys_time,-sys_rawio,-syslog,-wake_alarm,-block_suspend,-audit_read"
+from tests.testhost_stages import STAGES_MODULE
+
+__all__ = [
+    "BASE",
+    "MASK_UNITS",
+    "HostOptions",
+    "TestHost",
+    "boot",
+    "leftovers",
+    "shutdown",
+    "shutdown_by_name",
+    "skip_reason",
+    "ssh_argv",
+]
+
+BOOT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -108,63 +112,46 @@ def skip_reason() -> str | None:
         return "test hosts need sshd (apt-get install openssh-server, see .ci/setup-testhosts.sh)"
     if not Path("/lib/systemd/systemd").exists():
         return "test hosts need systemd (/lib/systemd/systemd)"
-    if _cgroup2_root() is None:
+    if cgroup2_root() is None:
         return "test hosts need a cgroup2 hierarchy (pure cgroup v1 machines are not supported)"
     return None
 
 
-# --------------------------------------------------------------------------- host side
+def boot(name: str, index: int, options: HostOptions | None = None) -> TestHost:
+    """Bring a test host up and wait for a key-authenticated, host-key-checked SSH login.
 
-
-def boot(name: str, index: int) -> TestHost:
-    """Bring a test host up and wait for a key-authenticated, host-key-checked SSH login."""
+    `index` picks the subnet 10.200.`index`.0/24: the host's own (veth mode) or its cluster's
+    (bridge mode, where `options.address` is the host's address on the bridge).
+    """
+    options = options or HostOptions()
     if not (name.isalnum() and name[0].isalpha() and name.islower() and len(name) <= 12):
         raise ValueError("name must be [a-z][a-z0-9]{0,11}")
     if not 1 <= index <= 254:
         raise ValueError("index must be 1..254")
+    if (options.bridge is None) != (options.address is None):
+        raise ValueError("bridge mode needs both options.bridge and options.address")
     t0 = time.monotonic()
     work = BASE / name
-    if _pid_alive(work / "pid"):
+    if pid_alive(work / "pid"):
         raise RuntimeError(f"test host {name} is already up")
-    if Path(f"/run/netns/{_netns(name)}").exists():
-        raise RuntimeError(f"netns {_netns(name)} exists (stale? call shutdown)")
+    if Path(f"/run/netns/{netns_name(name)}").exists():
+        raise RuntimeError(f"netns {netns_name(name)} exists (stale? call shutdown)")
     shutil.rmtree(work, ignore_errors=True)
     (work / "root").mkdir(parents=True)
     (work / "rw").mkdir()
     try:
         for key, comment in (("id_ed25519", "testhost-client"), ("ssh_host_ed25519_key", name)):
-            _check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", key], work)
+            check(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", key], work)
         host_key = " ".join((work / "ssh_host_ed25519_key.pub").read_text().split()[:2])
-        address = f"10.200.{index}.2"
+        if options.bridge is not None and options.address is not None:
+            testhost_net.attach(name, options.bridge, options.address)
+            address = options.address
+        else:
+            address = testhost_net.veth_up(name, index)
         (work / "known_hosts").write_text(f"{address} {host_key}\n")
-        _network_up(name, index)
-        with open(work / "console.log", "wb") as console:
-            subprocess.Popen(  # detached: CI pipes never hang on it
-                [
-                    "nsenter",
-                    f"--net=/run/netns/{_netns(name)}",
-                    "unshare",
-                    "--fork",
-                    "--pid",
-                    "--mount",
-                    "--uts",
-                    "--ipc",
-                    "--propagation",
-                    "private",
-                    "--kill-child",
-                    sys.executable,
-                    __file__,
-                    "_stage1",
-                    name,
-                    str(index),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={"PATH": CLEAN_PATH, "SWEEPER_TESTHOST_BASE": str(BASE)},
-            )
-        pid = _wait_for_pid(work, t0)
+        options.write(work)
+        _start_stages(name, index, work)
+        pid = _wait_for_pid(work)
         _wait_for_systemd(work, pid, t0)
         host = TestHost(
             name=name,
@@ -190,22 +177,21 @@ def shutdown(host: TestHost) -> None:
 def shutdown_by_name(name: str, index: int, *, keep_files: bool = False) -> None:
     """Orderly poweroff, SIGKILL if that hangs, then netns, veth, cgroup and files."""
     work = BASE / name
-    if _pid_alive(work / "pid"):
+    if pid_alive(work / "pid"):
         pid, _, unshare_pid = (int(x) for x in (work / "pid").read_text().split())
-        _signal(pid, signal.SIGRTMIN + 4)  # systemd: orderly poweroff
-        if not _wait(lambda: not _pid_alive(work / "pid"), 10.0):
-            _signal(pid, signal.SIGKILL)
-            _wait(lambda: not _pid_alive(work / "pid"), 5.0)
-        _wait(lambda: not _process_alive(unshare_pid), 1.0)
-    subprocess.run(["ip", "netns", "del", _netns(name)], capture_output=True, check=False)
-    subprocess.run(["ip", "link", "del", _veth(name)], capture_output=True, check=False)
-    cgroup = _host_cgroup(name)
+        send_signal(pid, signal.SIGRTMIN + 4)  # systemd: orderly poweroff
+        if not wait(lambda: not pid_alive(work / "pid"), 10.0):
+            send_signal(pid, signal.SIGKILL)
+            wait(lambda: not pid_alive(work / "pid"), 5.0)
+        wait(lambda: not process_alive(unshare_pid), 1.0)
+    testhost_net.net_down(name)
+    cgroup = host_cgroup(name)
     if cgroup is not None and cgroup.is_dir():
         if "populated 1" in (cgroup / "cgroup.events").read_text():
             # Safety net for a lost pid file or escaped processes.
             (cgroup / "cgroup.kill").write_text("1")
-            _wait(lambda: "populated 0" in (cgroup / "cgroup.events").read_text(), 5.0)
-        _wait(lambda: _rmdir_tree(cgroup), 5.0)
+            wait(lambda: "populated 0" in (cgroup / "cgroup.events").read_text(), 5.0)
+        wait(lambda: rmdir_tree(cgroup), 5.0)
         with contextlib.suppress(OSError):
             cgroup.parent.rmdir()  # only succeeds when no other test host is up
     if keep_files:
@@ -214,17 +200,27 @@ def shutdown_by_name(name: str, index: int, *, keep_files: bool = False) -> None
         shutil.rmtree(work, ignore_errors=True)
 
 
+def kill_whole(host: TestHost) -> None:
+    """Pull the plug: cut the host's link, then SIGKILL all its processes at once (its cgroup).
+
+    With the link down its address answers nothing (no RST, no ARP reply), as a dead machine's
+    would not. `shutdown` removes the rest afterwards.
+    """
+    cgroup = host_cgroup(host.name)
+    if cgroup is None or not cgroup.is_dir():
+        raise RuntimeError(f"test host {host.name} has no cgroup")
+    check(["ip", "link", "set", netns_name(host.name), "down"])
+    (cgroup / "cgroup.kill").write_text("1")
+    wait(lambda: "populated 0" in (cgroup / "cgroup.events").read_text(), 5.0)
+
+
 def leftovers(name: str, pid: int | None = None) -> list[str]:
     """Everything of a host still present: should be [] after `shutdown`."""
     found = []
-    if pid is not None and _process_alive(pid):
+    if pid is not None and process_alive(pid):
         found.append(f"process {pid}")
-    if Path(f"/run/netns/{_netns(name)}").exists():
-        found.append(f"netns {_netns(name)}")
-    links = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
-    if any(line.split()[0].split("@")[0] == _veth(name) for line in links.splitlines() if line):
-        found.append(f"veth {_veth(name)}")
-    cgroup = _host_cgroup(name)
+    found += testhost_net.net_leftovers(name)
+    cgroup = host_cgroup(name)
     if cgroup is not None and cgroup.exists():
         found.append(f"cgroup {cgroup}")
     if (BASE / name).exists():
@@ -235,29 +231,42 @@ def leftovers(name: str, pid: int | None = None) -> list[str]:
     return found
 
 
-def _network_up(name: str, index: int) -> None:
-    # veth pair, no default route inside, ip_forward untouched: nothing leaves the machine.
-    ns, veth = _netns(name), _veth(name)
-    gateway, address = f"10.200.{index}.1", f"10.200.{index}.2"
-    if (
-        f" {gateway}/"
-        in subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
-    ):
-        raise RuntimeError(f"{gateway} is already in use on this machine")
-    for argv in (
-        ["ip", "netns", "add", ns],
-        ["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns],
-        ["ip", "addr", "add", f"{gateway}/24", "dev", veth],
-        ["ip", "link", "set", veth, "up"],
-        ["ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0"],
-        ["ip", "-n", ns, "link", "set", "eth0", "up"],
-        ["ip", "-n", ns, "link", "set", "lo", "up"],
-    ):
-        _check(argv)
+def _start_stages(name: str, index: int, work: Path) -> None:
+    with open(work / "console.log", "wb") as console:
+        subprocess.Popen(  # detached: CI pipes never hang on it
+            [
+                "nsenter",
+                f"--net=/run/netns/{netns_name(name)}",
+                "unshare",
+                "--fork",
+                "--pid",
+                "--mount",
+                "--uts",
+                "--ipc",
+                "--propagation",
+                "private",
+                "--kill-child",
+                sys.executable,
+                "-m",
+                STAGES_MODULE,
+                "_stage1",
+                name,
+                str(index),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={
+                "PATH": CLEAN_PATH,
+                "SWEEPER_TESTHOST_BASE": str(BASE),
+                "PYTHONPATH": str(PROJECT_DIR),
+            },
+        )
 
 
-def _wait_for_pid(work: Path, t0: float) -> int:
-    if not _wait(lambda: (work / "pid").exists(), 10.0):
+def _wait_for_pid(work: Path) -> int:
+    if not wait(lambda: (work / "pid").exists(), 10.0):
         raise RuntimeError(f"namespace setup failed:\n{_console(work)}")
     return int((work / "pid").read_text().split()[0])
 
@@ -268,7 +277,7 @@ def _wait_for_systemd(work: Path, pid: int, t0: float) -> None:
         state = _exec(pid, ["systemctl", "is-system-running"], 10.0).stdout.strip()
         if state in ("running", "degraded"):
             return
-        if not _pid_alive(work / "pid"):
+        if not pid_alive(work / "pid"):
             raise RuntimeError(f"systemd died during boot:\n{_console(work)}")
         time.sleep(0.1)
     raise RuntimeError(f"boot timeout (state={state!r})")
@@ -284,8 +293,11 @@ def _wait_for_ssh(host: TestHost, t0: float) -> None:
     raise RuntimeError(f"ssh login to {host.address}:22 fails")
 
 
-def ssh_argv(host: TestHost, command: list[str]) -> list[str]:
-    """The OpenSSH client command for `host` (strict host keys, no user config)."""
+def ssh_argv(host: TestHost, command: list[str], *options: str) -> list[str]:
+    """The OpenSSH client command for `host` (strict host keys, no user config).
+
+    `options` go before the destination (e.g. "-L", "8000:node:8000", "-N").
+    """
     return [
         "ssh",
         "-F",
@@ -303,7 +315,8 @@ def ssh_argv(host: TestHost, command: list[str]) -> list[str]:
         "BatchMode=yes",
         "-o",
         "ConnectTimeout=5",
-        f"root@{host.address}",
+        *options,
+        f"{host.user}@{host.address}",
         *command,
     ]
 
@@ -322,227 +335,8 @@ def _exec(pid: int, argv: list[str], timeout: float) -> subprocess.CompletedProc
     )
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _netns(name: str) -> str:
-    return f"sw-{name}"
-
-
-def _veth(name: str) -> str:
-    return f"sw-{name}"
-
-
-def _cgroup2_root() -> Path | None:
-    for candidate in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
-        kind = subprocess.run(
-            ["stat", "-fc", "%T", str(candidate)], capture_output=True, text=True, check=False
-        ).stdout.strip()
-        if kind == "cgroup2fs":
-            return candidate
-    return None
-
-
-def _host_cgroup(name: str) -> Path | None:
-    root = _cgroup2_root()
-    return None if root is None else root / CGROUP_PARENT / name
-
-
-def _pid_alive(pid_file: Path) -> bool:
-    """The pid file holds "PID STARTTIME UNSHARE_PID"; true if that exact process still runs."""
-    try:
-        pid, start, _ = pid_file.read_text().split()
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, ValueError):
-        return False
-    return fields[0] != "Z" and fields[19] == start  # state, starttime (fields 3 and 22)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def _signal(pid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
-def _rmdir_tree(path: Path) -> bool:
-    for sub in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
-    try:
-        path.rmdir()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def _wait(predicate: object, timeout: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():  # type: ignore[operator]
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step)
-
-
-def _check(argv: list[str], cwd: Path | None = None) -> None:
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-
-
 def _console(work: Path) -> str:
     try:
         return (work / "console.log").read_text()[-4000:]
     except OSError:
         return ""
-
-
-# --------------------------------------------------------------------------- inside the namespaces
-
-
-def _stage1(name: str, index: str) -> None:
-    """PID 1 of the new pid namespace (still sees this machine's /proc): record pids, cgroup."""
-    work = BASE / name
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
-    host_pid = status["NSpid"].split()[0]
-    parent_pid = status["PPid"].strip()
-    start = Path(f"/proc/{host_pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    (work / "pid.tmp").write_text(f"{host_pid} {start} {parent_pid}\n")
-    cgroup = _host_cgroup(name)
-    assert cgroup is not None
-    cgroup.mkdir(parents=True, exist_ok=True)
-    (cgroup / "cgroup.procs").write_text("0")  # move into this host's cgroup
-    # A cgroup namespace rooted there: systemd inside sees a pure cgroup2 tree of its own.
-    os.execv(
-        "/usr/bin/unshare",
-        ["unshare", "--cgroup", "--", sys.executable, __file__, "_stage2", name, index],
-    )
-
-
-def _stage2(name: str, index: str) -> None:
-    """Build the root filesystem (overlay, API filesystems, /dev, sshd config) and exec systemd."""
-    work = BASE / name
-    root = work / "root"
-    r = str(root)
-    _check(["hostname", name])
-    mounts = [
-        ["mount", "--make-rprivate", "/"],
-        ["mount", "-t", "tmpfs", "-o", f"mode=755,size={UPPER_SIZE}", "tmpfs", str(work / "rw")],
-    ]
-    for argv in mounts:
-        _check(argv)
-    (work / "rw" / "upper").mkdir()
-    (work / "rw" / "work").mkdir()
-    overlay = f"lowerdir=/,upperdir={work}/rw/upper,workdir={work}/rw/work"
-    steps = [
-        ["mount", "-t", "overlay", "overlay", "-o", overlay, r],
-        # fresh proc (our pid ns), read-only sysfs (shows our netns), cgroup2 (our cgroup ns)
-        ["mount", "-t", "proc", "-o", "nosuid,nodev,noexec", "proc", f"{r}/proc"],
-        ["mount", "--bind", f"{r}/proc/sys", f"{r}/proc/sys"],
-        ["mount", "-o", "remount,bind,ro", f"{r}/proc/sys"],
-        ["mount", "--bind", f"{r}/proc/sys/net", f"{r}/proc/sys/net"],
-        ["mount", "-o", "remount,bind,rw", f"{r}/proc/sys/net"],  # per netns: may stay rw
-        ["mount", "-t", "sysfs", "-o", "ro,nosuid,nodev,noexec", "sysfs", f"{r}/sys"],
-        ["mount", "-t", "cgroup2", "-o", "nosuid,nodev,noexec", "cgroup2", f"{r}/sys/fs/cgroup"],
-        # a minimal /dev: none of the real machine's consoles, ttys, kmsg or disks
-        ["mount", "-t", "tmpfs", "-o", "mode=755,nosuid,size=4m", "tmpfs", f"{r}/dev"],
-    ]
-    for argv in steps:
-        _check(argv)
-    if Path(f"{r}/proc/sysrq-trigger").exists():
-        _check(["mount", "--bind", f"{r}/proc/sysrq-trigger", f"{r}/proc/sysrq-trigger"])
-        _check(["mount", "-o", "remount,bind,ro", f"{r}/proc/sysrq-trigger"])
-    for node in ("null", "zero", "full", "random", "urandom", "tty"):
-        Path(f"{r}/dev/{node}").touch()
-        _check(["mount", "--bind", f"/dev/{node}", f"{r}/dev/{node}"])
-    for sub in ("pts", "shm", "mqueue"):
-        Path(f"{r}/dev/{sub}").mkdir()
-    dev_pts = "newinstance,ptmxmode=0666,mode=620,gid=5"
-    _check(["mount", "-t", "devpts", "-o", dev_pts, "devpts", f"{r}/dev/pts"])
-    for link, target in (
-        ("ptmx", "pts/ptmx"),
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ):
-        os.symlink(target, f"{r}/dev/{link}")
-    _check(["mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", f"{r}/dev/shm"])
-    _check(["mount", "-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "tmpfs", f"{r}/run"])
-    # also hides this machine's /tmp (where the harness keeps its keys)
-    _check(["mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", f"{r}/tmp"])
-    # The checkout (with its .venv) must be visible inside at the same path wherever it was cloned:
-    # under /tmp the tmpfs above would hide it, and on another filesystem the overlay of / would
-    # not include it. Read-only, so a host cannot write the checkout.
-    inside = f"{r}{PROJECT_DIR}"
-    os.makedirs(inside, exist_ok=True)
-    _check(["mount", "--bind", str(PROJECT_DIR), inside])
-    _check(["mount", "-o", "remount,bind,ro", inside])
-    _write_identity(root, name, index, work)
-    os.replace(work / "pid.tmp", work / "pid")
-    # pivot_root(".", ".") + lazy umount drops every mount of this machine from the namespace.
-    os.chdir(r)
-    _check(["pivot_root", ".", "."])
-    _check(["umount", "-l", "."])
-    os.chdir("/")
-    os.execve(
-        "/usr/bin/env",
-        ["env", "-i", "container=testhost", "TERM=dumb", f"PATH={CLEAN_PATH}"]
-        + ["setpriv", "--bounding-set", DROP_CAPS, "--"]
-        + ["/lib/systemd/systemd", "--system", "--show-status=no"],
-        {},
-    )
-
-
-def _write_identity(root: Path, name: str, index: str, work: Path) -> None:
-    """Hostname, machine id, sshd key and config, masked units: all in the overlay upper only."""
-    (root / "etc/hostname").write_text(f"{name}\n")
-    (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n10.200.{index}.2 {name}\n")
-    machine_id = subprocess.run(["systemd-id128", "new"], capture_output=True, text=True).stdout
-    (root / "etc/machine-id").write_text(machine_id)
-    for suffix in ("", ".pub"):
-        shutil.copyfile(
-            work / f"ssh_host_ed25519_key{suffix}", root / f"etc/ssh/ssh_host_ed25519_key{suffix}"
-        )
-    os.chmod(root / "etc/ssh/ssh_host_ed25519_key", 0o600)
-    (root / "etc/ssh/sshd_config.d").mkdir(exist_ok=True)
-    (root / "etc/ssh/sshd_config.d/00-testhost.conf").write_text(
-        "HostKey /etc/ssh/ssh_host_ed25519_key\nPasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUseDNS no\n"
-    )
-    # This machine's root shell rc (pyenv init and the like) would add ~0.3 s to every command:
-    # a test host has the plain root account of a fresh GPU host.
-    (root / "root/.bashrc").write_text("# test host: plain root shell\n")
-    shutil.rmtree(root / "root/.ssh", ignore_errors=True)
-    (root / "root/.ssh").mkdir(mode=0o700)
-    shutil.copyfile(work / "id_ed25519.pub", root / "root/.ssh/authorized_keys")
-    os.chmod(root / "root/.ssh/authorized_keys", 0o600)
-    systemd_dir = root / "etc/systemd/system"
-    for unit in MASK_UNITS:
-        _force_symlink("/dev/null", systemd_dir / unit)
-    _force_symlink("/lib/systemd/system/multi-user.target", systemd_dir / "default.target")
-    (systemd_dir / "multi-user.target.wants").mkdir(exist_ok=True)
-    _force_symlink(
-        "/lib/systemd/system/ssh.service", systemd_dir / "multi-user.target.wants/ssh.service"
-    )
-
-
-def _force_symlink(target: str, link: Path) -> None:
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    os.symlink(target, link)
-
-
-if __name__ == "__main__":
-    stage, host_name, host_index = sys.argv[1:4]
-    {"_stage1": _stage1, "_stage2": _stage2}[stage](host_name, host_index)
