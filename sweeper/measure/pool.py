@@ -11,11 +11,12 @@ monotonic clock, and merges their records in request order. How the load is held
   slots pull indices in schedule order (a request waits for a free slot, as in vLLM's bench,
   and its `slot_wait_s` says how long), so the bound holds across processes.
 Request i carries payloads[i % len(payloads)]. Every record gets `index`, `payload_index`,
-`worker`, `scheduled_s`, `sent_s`, `done_s` (seconds from t0), `late_s` (open loop, when it was
-not waiting for a slot), `slot_wait_s` and `finished`. With a duration, a closed loop starts
-nothing after it and an open-loop request still queued for a slot then is never sent; requests
-in flight get `grace_s` more, then are cancelled: `finished` False and an `error`, as is every
-scheduled request that was never sent. The client's self-check
+`worker`, `scheduled_s`, `sent_s`, `done_s` (seconds from t0), `slot_wait_s` (how long it was
+due while every slot was busy), `late_s` (open loop: actual send minus the later of its
+scheduled time and its slot's freeing, i.e. the client's own delay) and `finished`. With a
+duration, a closed loop starts nothing after it and an open-loop request still queued for a
+slot then is never sent; requests in flight get `grace_s` more, then are cancelled: `finished`
+False and an `error`, as is every scheduled request that was never sent. The client's self-check
 (sweeper.measure.selfcheck) comes with the records.
 """
 

@@ -3,8 +3,9 @@
 Every worker process measures, over the point's span (t0 to its last record), its CPU time
 (user + sys, `time.process_time`) over that wall span and the lateness of an event-loop ticker
 that asks to wake every `sweeper.measure.worker.TICK_S`. Every open-loop send records how late
-it left against its schedule (`late_s`; a request that waited for a free `max_concurrency` slot
-is not counted: that wait is the load shape's, not the client's). A point breaching any bound
+it left (`late_s`): after its scheduled time or, when it had to wait for a free
+`max_concurrency` slot, after that slot freed (the wait itself is the load shape's, not the
+client's). A point breaching any bound
 below (lag and lateness taken at the `CHECK_PERCENTILE` of their samples) is `client_bound`:
 its numbers describe the client, not the server, and the reasons say which bound, on which
 worker, with the measured value.

@@ -35,6 +35,8 @@ from sweeper.measure.senders import Sender, load_sender
 #: granularity (epoll rounds timeouts up to 1 ms) stays well below sweeper.measure.selfcheck's
 #: bounds.
 TICK_S = 0.005
+#: How long a ready worker waits for the start signal before it concludes the parent is gone.
+START_WAIT_S = 600.0
 UNFINISHED = "unfinished: still in flight at the end of duration_s + grace_s"
 
 
@@ -104,7 +106,9 @@ class _Worker:
             self.client = client
             _preimport()
             self.results.put(("ready", job.worker, None))
-            await asyncio.get_running_loop().run_in_executor(None, start.wait)
+            loop = asyncio.get_running_loop()
+            if not await loop.run_in_executor(None, start.wait, START_WAIT_S):
+                return  # the parent gave up (or died): leave quietly, nothing was sent
             self.t0 = int(t0_ns.value)
             await _sleep_until(self.t0)
             cpu0 = time.process_time()
@@ -150,26 +154,27 @@ class _Worker:
 
     async def _slot(self) -> None:
         job = self.job
+        free = self.t0  # when this slot last became free
         while True:
             if job.offsets_ns is None and self._past_duration():
                 return  # closed loop: nothing new after the duration
             i = self._take()
             if job.n_requests is not None and i >= job.n_requests:
                 return
-            free = time.monotonic_ns()
             if job.offsets_ns is None:
-                await self._one(i, scheduled=free, late=None, slot_wait=0)
-                continue
-            due = self.t0 + job.offsets_ns[i]
-            if due > free:
-                await _sleep_until(due)
-                late: int | None = time.monotonic_ns() - due
-                wait = 0
-            else:  # the slot freed after the request was due: the load shape's wait
-                late, wait = None, free - due
-                if self._past_duration():
+                await self._one(i, scheduled=time.monotonic_ns(), late=None, slot_wait=0)
+            else:
+                due = self.t0 + job.offsets_ns[i]
+                # A request due while its slot was busy waits for it (the load shape's wait);
+                # only the delay after max(due, slot free) is the client's lateness.
+                wait = max(0, free - due)
+                if wait and self._past_duration():
                     return  # still queued for a slot at the end: never sent (the parent says so)
-            await self._one(i, scheduled=due, late=late, slot_wait=wait)
+                ready = due + wait
+                await _sleep_until(ready)
+                late = time.monotonic_ns() - ready
+                await self._one(i, scheduled=due, late=late, slot_wait=wait)
+            free = time.monotonic_ns()
 
     async def _dispatch(self) -> None:
         offsets = self.job.offsets_ns
