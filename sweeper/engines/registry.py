@@ -8,12 +8,14 @@ from sweeper.engines.base import Engine
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
 from sweeper.engines.openai import OpenAIEndpoint
 from sweeper.engines.sglang import SGLang
+from sweeper.engines.vllm import VLLM
 from sweeper.spec import RuntimeSpec
 
 #: Engine name -> constructor taking the runtime section and the manifest's runtime source hash.
 ENGINES: dict[str, Callable[[RuntimeSpec, str | None], Engine]] = {
     "ddtree_runtime": DDTreeRuntime,
     "sglang": SGLang,
+    "vllm": VLLM,
     "openai": OpenAIEndpoint,
 }
 

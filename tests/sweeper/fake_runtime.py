@@ -15,8 +15,13 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
   (e.g. "topk=4"), so one server config of a sweep misbehaves and the others do not;
 - FAKE_PLAIN=1: a plain OpenAI-compatible server knowing none of the extensions: no
   /server_info, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody here wrote);
+- FAKE_REEXEC=argv|env: replace itself (same pid) by `python -m ddtree_runtime` with one more
+  argument, or without the NOTE variable: a process that no longer runs what was launched;
+- FAKE_REUSEPORT=1: bind its port with SO_REUSEPORT (as some engines do), so another process
+  can listen on the same port beside it;
 - FAKE_SOURCE_HASH: the source hash to report (the tests pass the bundled runtime's, since the
-  fake stands in for it; another value is a runtime whose code is not the manifest's).
+  fake stands in for it); FAKE_WRONG_SOURCE_HASH, a misbehaviour: report this one instead (a
+  runtime whose code is not the manifest's).
 
 `sweep_fixtures.fake_runtime_env` starts it exactly as the runtime is started
 (`python -m ddtree_runtime serve ...`, through a shim package), so /proc shows the launched argv.
@@ -30,6 +35,7 @@ import asyncio
 import hashlib
 import json
 import os
+import socket
 import sys
 import time
 from typing import Any
@@ -108,7 +114,9 @@ class FakeRuntime:
         config.setdefault("cuda_graph", False)
         fp_config = {k: config.get(k) for k in FINGERPRINTED if k in config}
         fp_config.update(json.loads(os.environ.get("FAKE_CONFIG_OVERRIDE", "{}")))
-        source = os.environ.get("FAKE_SOURCE_HASH", "s0")
+        source = os.environ.get("FAKE_WRONG_SOURCE_HASH") or os.environ.get(
+            "FAKE_SOURCE_HASH", "s0"
+        )
         inputs = {"config": fp_config, "weights_hash": "w0", "source_hash": source}
         canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
         fingerprint = hashlib.sha256(canonical.encode()).hexdigest()
@@ -228,7 +236,13 @@ async def _json(send: Any, status: int, obj: dict) -> None:
 
 
 #: Settings, not misbehaviours: kept when FAKE_WHEN does not match.
-KEPT_WHEN_WELL = ("FAKE_START_DELAY", "FAKE_TOKEN_DELAY", "FAKE_SOURCE_HASH", "FAKE_PLAIN")
+KEPT_WHEN_WELL = (
+    "FAKE_START_DELAY",
+    "FAKE_TOKEN_DELAY",
+    "FAKE_SOURCE_HASH",
+    "FAKE_PLAIN",
+    "FAKE_REUSEPORT",
+)
 
 
 def _misbehaviour_applies(argv: list[str]) -> bool:
@@ -252,9 +266,29 @@ def main(argv: list[str]) -> None:
     if crash:
         print(f"fake runtime: injected start failure (exit {crash})", flush=True)
         sys.exit(int(crash))
+    _reexec(argv)
     app = FakeRuntime(argv)
     print(f"fake runtime listening on 127.0.0.1:{app.port}", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=app.port, log_level="warning", lifespan="on")
+    if os.environ.get("FAKE_REUSEPORT") == "1":
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", app.port))
+        uvicorn.run(app, fd=sock.fileno(), log_level="warning", lifespan="on")
+    else:
+        uvicorn.run(app, host="127.0.0.1", port=app.port, log_level="warning", lifespan="on")
+
+
+def _reexec(argv: list[str]) -> None:
+    """FAKE_REEXEC: become another program in the same process (see the module docstring)."""
+    how = os.environ.get("FAKE_REEXEC")
+    if not how or os.environ.get("FAKE_REEXECED"):
+        return
+    env = {**os.environ, "FAKE_REEXECED": "1"}
+    extra = ["--reexec"] if how == "argv" else []
+    if how == "env":
+        env.pop("NOTE", None)
+    command = [sys.executable, "-m", "ddtree_runtime", "serve", *argv, *extra]
+    os.execve(sys.executable, command, env)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,6 +129,10 @@ def test_failed_start_is_recorded_and_sweep_goes_on(tmp_path: Path, port: int) -
         ({"FAKE_BAD_FINGERPRINT": "1"}, "fingerprint mismatch"),
         ({"FAKE_LAUNCH_ID": "an-older-launch"}, "launch id mismatch"),
         ({"FAKE_CONFIG_OVERRIDE": '{"budget": 16}'}, "budget: requested 8, server runs 16"),
+        ({"FAKE_WRONG_SOURCE_HASH": "0" * 64}, "source hash mismatch"),
+        # The launched process replaced itself: same pid, another cmdline or environment.
+        ({"FAKE_REEXEC": "argv"}, "process identity: cmdline differs"),
+        ({"FAKE_REEXEC": "env", "NOTE": "kept"}, "environment NOTE: requested 'kept', it is unset"),
     ],
 )
 def test_wrong_instance_is_never_measured(
@@ -171,3 +176,44 @@ def test_request_configs_share_one_restart(tmp_path: Path, port: int) -> None:
     assert store.manifest.timings["local.restarts"] == 2  # AR + one ddtree config
     # Each restart's instance got its own launch: two fingerprints, two per temperature.
     assert points.fingerprint.nunique() == 2
+
+
+def test_a_lingering_instance_sharing_the_port_through_so_reuseport_is_never_measured(
+    tmp_path: Path, port: int
+) -> None:
+    """Both bind with SO_REUSEPORT, so the runtime starts beside the stranger and /health
+    answers: only the /proc proof sees that the kernel would split connections."""
+    stranger: list[subprocess.Popen] = []
+
+    def start_stranger() -> None:
+        # Once our (slow-loading) instance holds the port, a second listener joins it.
+        deadline = time.monotonic() + 30
+        while not port_in_use(port) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stranger.append(subprocess.Popen([sys.executable, "-c", REUSEPORT_SERVER, str(port)]))
+
+    helper = threading.Thread(target=start_stranger)
+    helper.start()
+    try:
+        env = {"FAKE_REUSEPORT": "1", "FAKE_START_DELAY": "2"}
+        code, _store, points, requests = _run(tmp_path, port, env, port_wait_s=1, topk=(1,))
+    finally:
+        helper.join()
+        for proc in stranger:
+            proc.kill()
+            proc.wait()
+    assert code == 3 and len(requests) == 0  # nothing was measured
+    first = points.iloc[0]
+    assert first.status == "failed"
+    assert f"port {port} is also held by pid {stranger[0].pid}" in first.reason
+    assert "SO_REUSEPORT" in first.reason
+
+
+REUSEPORT_SERVER = """
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen()
+time.sleep(120)
+"""

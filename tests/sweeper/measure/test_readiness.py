@@ -63,7 +63,7 @@ def test_the_launched_fake_is_proven(tmp_path: Path, port: int) -> None:
         ({"FAKE_BAD_FINGERPRINT": "1"}, "fingerprint mismatch"),
         ({"FAKE_LAUNCH_ID": "stale"}, "launch id mismatch"),
         ({"FAKE_CONFIG_OVERRIDE": '{"topk": 1}'}, "topk: requested 4, server runs 1"),
-        ({"FAKE_SOURCE_HASH": "f" * 64}, "source hash mismatch"),
+        ({"FAKE_WRONG_SOURCE_HASH": "f" * 64}, "source hash mismatch"),
         ({"FAKE_START_DELAY": "30"}, "not ready after 1 s"),
     ],
 )

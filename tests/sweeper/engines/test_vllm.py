@@ -1,0 +1,192 @@
+"""The vllm engine against vLLM itself: its own argument parser and config resolution (the
+offline oracle, tests/engines_oracles), and a real vLLM (CPU) swept end to end.
+
+The sweep is `sweeps/vllm-cpu.yaml` as shipped: an AR baseline and n-gram speculation with 2 and
+4 tokens at temperature 0, every restart proven from /proc, verdicts against vLLM's own AR,
+acceptance from /metrics deltas after warm-up. Then `engine: openai` judges two vLLMs started by
+hand (n-gram, and AR as its baseline endpoint). Without vLLM's venv these skip with how to get
+it (fail under SWEEPER_REQUIRE_VLLM=1, as CI sets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ddtree_runtime.export import export_model
+from sweeper.engines.presets import PRESETS
+from sweeper.engines.vllm import VLLM, read_counters
+from sweeper.plan import build_plan
+from sweeper.spec import load_spec
+from tests.engines_oracles.vllm_oracle import require_vllm, run_vllm_oracle
+from tests.sweeper.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+SPEC = ROOT / "sweeps" / "vllm-cpu.yaml"
+METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 6.0
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 24.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 5.0
+vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 3.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4.0
+vllm:num_requests_running{engine="0",model_name="m"} 0.0
+"""
+
+
+def test_acceptance_counters_are_read_from_the_metrics_page() -> None:
+    assert read_counters(METRICS) == {"drafts": 6.0, "draft_tokens": 24.0, "accepted_tokens": 8.0}
+    assert read_counters("vllm:num_requests_running 0.0\n") is None  # an AR server has none
+
+
+def test_every_shipped_config_and_preset_resolves_with_vllms_own_code(
+    tmp_path: Path,
+) -> None:
+    require_vllm()
+    model = str(export_model("tiny-random", tmp_path / "tiny"))
+    spec = load_spec(SPEC)
+    spec = spec.model_copy(update={"runtime": spec.runtime.model_copy(update={"model": model})})
+    engine = VLLM(spec.runtime)
+    configs = [step.server_config for step in build_plan(spec).hosts[0].steps]
+    cases = [{"name": sc.label, "argv": engine.command(sc)[0]} for sc in configs]
+    answer = run_vllm_oracle(cases)
+    by_name = {r["name"]: r for r in answer["results"]}
+    for sc in configs:
+        result = by_name[sc.label]
+        assert result["ok"], (sc.label, result.get("error"))
+        resolved = result["resolved"]
+        assert resolved["enforce_eager"] is True and resolved["dtype"] == "float32"
+        want = engine.speculative_config(sc)
+        got = resolved.get("speculative") or {}
+        if want is None:
+            assert not got, sc.label
+        else:  # vLLM took every key as given: nothing it filled in or changed
+            assert {k: got.get(k) for k in want} == want, (sc.label, got)
+    # The presets' methods and keys are vLLM's own (ddtree is PR #42910's, not in 0.32).
+    for name, (owner, mapping) in PRESETS.items():
+        if owner != "vllm":
+            continue
+        blob = mapping.speculative_json["--speculative-config"]
+        keys = {*blob, *(t.json_key for t in mapping.params.values()), "model"}
+        assert keys <= set(answer["speculative_fields"]), (name, keys)
+        method = blob["method"]
+        assert (method in answer["speculative_methods"]) == (name != "vllm-ddtree"), name
+
+
+@pytest.fixture(scope="module")
+def vllm_model() -> str:
+    """smollm2-135m as vLLM loads it (`make vllm-model`), exported once if absent."""
+    require_vllm()
+    path = ROOT / ".cache" / "smollm2-hf"
+    if not (path / "model.safetensors").exists():
+        export_model("smollm2-135m", path)
+    return ".cache/smollm2-hf"
+
+
+def _run(spec: Path, results: Path) -> tuple[int, Path, str]:
+    argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec), "--results", str(results)]
+    done = subprocess.run([*argv, "--plain"], capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert done.stdout.strip(), done.stderr[-4000:]
+    return done.returncode, Path(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@pytest.mark.slow
+def test_a_real_vllm_sweep(vllm_model: str, tmp_path: Path) -> None:
+    code, run, stderr = _run(SPEC, tmp_path / "results")
+    points = pd.read_parquet(run / "points.parquet").set_index("point_id")
+    assert code == 0, (points[["status", "reason", "determinism"]], stderr[-3000:])
+    assert (points.status == "ok").all() and set(points.engine) == {"vllm"}
+    ar = points[points["mode"] == "ar"]
+    speculative = points[points["mode"] == "speculative"]
+    assert len(ar) == 1 and sorted(speculative.budget) == [2, 4]
+    # Judged against vLLM's own AR: exact, or a near tie the baseline's margins explain.
+    assert set(speculative.determinism) <= {"exact", "near-tie"}
+    # Acceptance from /metrics deltas over the measured requests (after warm-up).
+    assert (speculative.acceptance_source == "metrics").all()
+    assert (speculative.accepted_tokens <= speculative.draft_tokens).all()
+    assert (speculative.tau > 1).any()
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["identities"]) == 3
+    for label, proof in manifest["identities"].items():
+        assert any("runs the requested argv and environment" in p for p in proof["proven"])
+        assert any("only its process tree listens" in p for p in proof["proven"])
+        # Dev mode (the spec's env): vLLM's resolved speculative config matched the request.
+        assert "/server_info reports the requested speculative config" in proof["proven"], label
+    report = subprocess.run(
+        [sys.executable, "-m", "sweeper.cli", "report", str(run)], capture_output=True, text=True
+    )
+    assert report.returncode == 0 and (run / "report.html").exists(), report.stderr
+
+
+@pytest.fixture
+def hand_started(vllm_model: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """An n-gram vLLM and an AR vLLM started by hand, as someone else's servers would be."""
+    spec = load_spec(SPEC)
+    engine = VLLM(spec.runtime)
+    configs = [step.server_config for step in build_plan(spec).hosts[0].steps]
+    servers = []
+    urls = []
+    for sc in (configs[-1], configs[0]):  # n-gram k=4, then AR
+        port = free_port()
+        argv = [spec.runtime.python or "", "-m", "vllm.entrypoints.openai.api_server"]
+        argv += [*engine.command(sc)[0], "--host", "127.0.0.1", "--port", str(port)]
+        env = {**os.environ, **spec.runtime.env}
+        log = open(tmp_path / f"vllm-{port}.log", "wb")  # noqa: SIM115 - closed below
+        servers.append(
+            (
+                subprocess.Popen(
+                    argv, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+                ),
+                log,
+            )
+        )
+        urls.append(f"http://127.0.0.1:{port}")
+    try:
+        yield urls[0], urls[1]
+    finally:
+        for proc, log in servers:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            log.close()
+
+
+@pytest.mark.slow
+def test_the_openai_engine_judges_vllms_nobody_here_started(
+    hand_started: tuple[str, str], tmp_path: Path
+) -> None:
+    ngram_url, ar_url = hand_started
+    spec = yaml.safe_load(SPEC.read_text())
+    spec["name"] = "vllm-endpoint"
+    spec["runtime"] = {
+        "engine": "openai",
+        "base_url": ngram_url,
+        "baseline_url": ar_url,
+        "ready_timeout_s": 300,
+    }
+    spec["grid"] = {"temperature": [0]}
+    path = tmp_path / "endpoint.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    code, run, stderr = _run(path, tmp_path / "results")
+    points = pd.read_parquet(run / "points.parquet").set_index("mode")
+    requests = pd.read_parquet(run / "requests.parquet")
+    assert code == 0, (points[["status", "reason"]], stderr[-3000:])
+    assert (points.status == "ok").all()
+    assert points.loc["speculative", "determinism"] in ("exact", "near-tie")
+    assert set(requests.token_ids_source) == {"engine"}  # vLLM was recognised: real ids
+    manifest = json.loads((run / "manifest.json").read_text())
+    identity = manifest["identities"]["local/spec"]
+    assert any(p.startswith("the server reports itself as vllm 0.32") for p in identity["proven"])
+    assert any("did not start it" in u for u in identity["unproven"])
