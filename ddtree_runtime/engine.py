@@ -25,11 +25,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ddtree_runtime.cache import SlotCache
+from ddtree_runtime.algo.cache import SlotCache
+from ddtree_runtime.algo.commit import kept_nodes, kv_moves
+from ddtree_runtime.algo.mask import fill_tree_mask
+from ddtree_runtime.algo.sampling import uniform
+from ddtree_runtime.algo.tree import build_tree
+from ddtree_runtime.algo.verify import RowSampling, Verdict, target_choices, walk
 from ddtree_runtime.drafters import Drafter
 from ddtree_runtime.emit import Emitter, token_logprobs
 from ddtree_runtime.forward import VerifyForward
-from ddtree_runtime.mask import fill_tree_mask
 from ddtree_runtime.models import LoadedModel
 from ddtree_runtime.params import (
     EngineConfig,
@@ -39,9 +43,6 @@ from ddtree_runtime.params import (
     TokenEvent,
     TokenLogprob,
 )
-from ddtree_runtime.sampling import uniform
-from ddtree_runtime.tree import build_tree
-from ddtree_runtime.verify import RowSampling, Verdict, target_choices, walk
 
 FINISHED_STATS_KEPT = 10_000
 
@@ -234,10 +235,7 @@ class Engine:
         ]
         verdict = walk(tree, target_choices(logits, tree, rows))
         t3 = time.perf_counter()
-        src = torch.where(verdict.path >= 0, verdict.path, 0) + prefix[:, None]
-        dst = torch.arange(verdict.path.shape[1], device=dev)[None, :] + prefix[:, None]
-        dst = torch.where(verdict.path >= 0, dst, prefix[:, None])
-        self.cache.commit(src, dst)
+        self.cache.commit(*kv_moves(verdict.path, prefix))
         if self.wants_features:
             self._commit_features(verdict)
         events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
@@ -265,7 +263,7 @@ class Engine:
         feats = self.forward.last_features
         assert feats is not None
         for i, r in enumerate(self._active):
-            nodes = verdict.path[i, : int(verdict.n_accepted[i]) + 1]
+            nodes = kept_nodes(verdict.path, verdict.n_accepted, i)
             new = feats[i, nodes]
             r.hidden = new if r.hidden is None else torch.cat([r.hidden, new], dim=0)
 

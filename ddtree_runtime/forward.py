@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from ddtree_runtime.cache import SlotCache
-from ddtree_runtime.mask import causal_mask
+from ddtree_runtime.algo.cache import SlotCache
+from ddtree_runtime.algo.mask import causal_mask
 
 KV_BUCKET = 64
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ddtree_runtime import mask
+from ddtree_runtime.algo import mask
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
 from ddtree_runtime.reference import greedy_reference, reference_cache

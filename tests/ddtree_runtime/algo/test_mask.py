@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ddtree_runtime.mask import fill_tree_mask
-from ddtree_runtime.tree import build_tree
+from ddtree_runtime.algo.mask import fill_tree_mask
+from ddtree_runtime.algo.tree import build_tree
 
 
 def sample_tree():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ddtree_runtime.tree import TreeBatch
+from ddtree_runtime.algo.tree import TreeBatch
 
 _FAULTS: set[str] = set()
 

@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from ddtree_runtime.tree import build_tree, build_tree_reference
+from ddtree_runtime.algo.tree import build_tree, build_tree_reference
 
 
 def random_drafts(batch: int, length: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
