@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ddtree_runtime.local_server import LocalServer
+from ddtree_runtime.server.local_server import LocalServer
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_runtime import __version__
-from ddtree_runtime.config import ServeConfig, fingerprint, fingerprint_inputs
-from ddtree_runtime.engine_loop import EngineLoop
+from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_inputs
+from ddtree_runtime.server.engine_loop import EngineLoop
 
 REQUEST_STAT_FIELDS = (
     "verify_rounds",
