@@ -19,7 +19,6 @@ them to ``propose``. Other drafters cost nothing extra.
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -29,7 +28,7 @@ from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_tree_mask
 from ddtree_runtime.algo.sampling import uniform
-from ddtree_runtime.algo.tree import build_tree
+from ddtree_runtime.algo.tree import TreeBatch, build_tree
 from ddtree_runtime.algo.verify import RowSampling, Verdict, target_choices, walk
 from ddtree_runtime.drafters import Drafter
 from ddtree_runtime.emit import Emitter, token_logprobs
@@ -38,11 +37,12 @@ from ddtree_runtime.models import LoadedModel
 from ddtree_runtime.params import (
     EngineConfig,
     GenerationResult,
-    RequestStats,
+    RequestLimits,
     SamplingParams,
     TokenEvent,
     TokenLogprob,
 )
+from ddtree_runtime.stats import RequestStats, StageClock
 
 FINISHED_STATS_KEPT = 10_000
 
@@ -97,6 +97,12 @@ class Engine:
             "q_len": self.q_len,
             "max_len": self.max_len,
         }
+        self.limits = RequestLimits(
+            max_model_len=config.max_model_len,
+            budget=self.budget,
+            topk=config.topk,
+            vocab_size=int(self.model.config.vocab_size),
+        )
         self._lock = threading.Lock()
         self._waiting: list[_Request] = []
         self._aborts: set[str] = set()
@@ -107,40 +113,16 @@ class Engine:
 
     # ---- requests (any thread) -------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
-        c = self.config
-        if not prompt_ids:
-            raise ValueError("prompt must contain at least one token")
-        if params.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
-        if len(prompt_ids) + params.max_tokens > c.max_model_len:
-            raise ValueError(
-                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
-                f"max_model_len ({c.max_model_len})"
-            )
-        if params.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-        if not 0 < params.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-        if params.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {params.top_k}")
-        if params.logprobs is not None and params.logprobs < 0:
-            raise ValueError(f"logprobs must be >= 0, got {params.logprobs}")
-        budget = self.budget if params.budget is None else params.budget
-        if not 0 <= budget <= self.budget:
-            raise ValueError(f"budget must be between 0 and the engine budget {self.budget}")
-        topk = c.topk if params.topk is None else params.topk
-        if not 1 <= topk <= c.topk:
-            raise ValueError(f"topk must be between 1 and the engine topk {c.topk}")
-        vocab = int(self.model.config.vocab_size)
-        if any(not 0 <= t < vocab for t in prompt_ids):
-            raise ValueError(f"prompt token ids must be in [0, {vocab})")
+        """Queue a request; ValueError (a client error) when its parameters cannot run here."""
+        budget, topk = params.check(prompt_ids, self.limits)
         with self._lock:
             if request_id in self._finished or any(
                 r.rid == request_id for r in (*self._waiting, *self._active)
             ):
                 raise ValueError(f"duplicate request id {request_id!r}")
             self._counter += 1
-            seed = params.seed if params.seed is not None else c.seed * 1_000_003 + self._counter
+            default_seed = self.config.seed * 1_000_003 + self._counter
+            seed = params.seed if params.seed is not None else default_seed
             emitter = Emitter(
                 self.loaded.tokenizer,
                 self.loaded.eos_token_ids,
@@ -194,25 +176,46 @@ class Engine:
         return self._verify_round()
 
     def _verify_round(self) -> list[TokenEvent]:
+        """One round for every active request: draft -> tree -> mask -> verify -> commit -> emit."""
         active = self._active
-        n = len(active)
-        dev = self.device
-        t0 = time.perf_counter()
-        budgets = torch.tensor([r.budget for r in active], device=dev)
+        prefix = torch.tensor([len(r.tokens) - 1 for r in active], device=self.device)
+        clock = StageClock()
+        with clock.stage("draft"):
+            logprobs, tokens = self._draft(active)
+        with clock.stage("tree"):
+            tree = self._tree(active, logprobs, tokens)
+            kv_len = self._mask(tree, prefix)
+        with clock.stage("verify"):
+            logits = self.forward.verify(len(active), tree.tokens, prefix, kv_len)
+            verdict = self._walk(active, tree, logits)
+        with clock.stage("commit"):
+            self._commit(verdict, prefix)
+            events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
+        for r in active:
+            r.stats.add_round(clock.seconds)
+        self._retire(events)
+        return events
+
+    def _draft(self, active: list[_Request]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft log-probs and tokens [n, depth, k]; none at all when no request wants a tree."""
         k = max(r.topk for r in active)
-        if self.budget > 0 and int(budgets.max()) > 0:
+        if self.budget > 0 and any(r.budget > 0 for r in active):
             hidden = [r.hidden for r in active] if self.wants_features else None
-            lp, tok = self.drafter.propose([r.tokens for r in active], self.depth, k, hidden)
-        else:
-            lp = torch.full((n, self.depth, k), float("-inf"))
-            tok = torch.zeros((n, self.depth, k), dtype=torch.long)
-        t1 = time.perf_counter()
-        prefix = torch.tensor([len(r.tokens) - 1 for r in active], device=dev)
+            return self.drafter.propose([r.tokens for r in active], self.depth, k, hidden)
+        n = len(active)
+        return (
+            torch.full((n, self.depth, k), float("-inf")),
+            torch.zeros((n, self.depth, k), dtype=torch.long),
+        )
+
+    def _tree(self, active: list[_Request], lp: torch.Tensor, tok: torch.Tensor) -> TreeBatch:
+        dev = self.device
+        n = len(active)
         tree = build_tree(
             lp.to(dev),
             tok.to(dev),
             torch.tensor([r.tokens[-1] for r in active], device=dev),
-            budgets,
+            torch.tensor([r.budget for r in active], device=dev),
             torch.tensor([r.topk for r in active], device=dev),
             torch.full((n,), self.depth, device=dev),
             self.budget,
@@ -223,31 +226,32 @@ class Engine:
             # columns no request uses (a round with no drafts then costs one AR step). Requests
             # with smaller trees than the largest still carry padding rows.
             tree = tree.narrow(1 + int(tree.n_nodes.max()))
-        q_len = tree.tokens.shape[1]
+        return tree
+
+    def _mask(self, tree: TreeBatch, prefix: torch.Tensor) -> int:
+        """Fill the forward's mask and position buffers for these trees; returns the key length."""
+        n, q_len = tree.tokens.shape
         kv_len = self.forward.kv_len(int(prefix.max()) + q_len)
         mask, positions = self.forward.buffers(n, kv_len, q_len)
         fill_tree_mask(mask, positions, tree, prefix)
-        t2 = time.perf_counter()
-        logits = self.forward.verify(n, tree.tokens, prefix, kv_len)
+        return kv_len
+
+    def _walk(self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor) -> Verdict:
         rows = [
             self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
             for i, r in enumerate(active)
         ]
-        verdict = walk(tree, target_choices(logits, tree, rows))
-        t3 = time.perf_counter()
+        return walk(tree, target_choices(logits, tree, rows))
+
+    def _commit(self, verdict: Verdict, prefix: torch.Tensor) -> None:
+        """Keep the accepted path's KV (and features) right after each request's prefix."""
         self.cache.commit(*kv_moves(verdict.path, prefix))
         if self.wants_features:
             self._commit_features(verdict)
-        events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
-        t4 = time.perf_counter()
-        for _i, r in enumerate(active):
-            s = r.stats
-            s.verify_rounds += 1
-            s.draft_s += t1 - t0
-            s.tree_s += t2 - t1
-            s.verify_s += t3 - t2
-            s.commit_s += t4 - t3
-            s.tau = s.emitted_tokens / s.verify_rounds
+
+    def _retire(self, events: list[TokenEvent]) -> None:
+        """Release the slots of finished requests; their stats wait for ``pop_stats``."""
+        active = self._active
         finished = [i for i, e in enumerate(events) if e.finished]
         for slot in reversed(finished):
             rid = active[slot].rid
@@ -256,7 +260,6 @@ class Engine:
                 while len(self._finished) > FINISHED_STATS_KEPT:
                     self._finished.popitem(last=False)
             self._release(slot)
-        return events
 
     def _commit_features(self, verdict: Verdict) -> None:
         """Append the accepted path's features (root included, bonus not: it is the new root)."""
