@@ -5,10 +5,15 @@ called from any thread (an internal ``threading.Lock`` guards the queues; new re
 take effect at the start of the next step).
 
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
-drafts, builds one padded tree per request, verifies all trees in one forward (query length
-1 + budget under a CUDA graph; elsewhere 1 + the largest tree in the batch), emits the accepted
-tokens + bonus through the AR stopping rules and commits the accepted path's KV. Budget 0 (or
-speculative "none") is plain AR through the same code path.
+drafts, builds one padded tree per request, writes their mask, verifies all trees in one forward,
+commits the accepted path's KV and emits the accepted tokens + bonus through the AR stopping rules.
+Budget 0 (or speculative "none") is plain AR through the same code path.
+
+The verify width (query length) is fixed at 1 + budget whenever ``cuda_graph`` is requested, as a
+captured graph needs, also where no graph is captured (CPU, feature drafters): a lone request's
+smaller tree is then padded exactly as on a GPU. Otherwise it is trimmed each round to 1 + the
+largest tree in the batch, so only requests batched with a larger tree carry padding rows. Each
+request's stats record which of these paths its rounds took (``stats.RequestStats``).
 
 A drafter with a ``feature_layers`` attribute (DFlash) conditions on the target's hidden states:
 the engine then keeps, per request, the selected layers' outputs for exactly the cached tokens
@@ -28,7 +33,7 @@ from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_tree_mask
 from ddtree_runtime.algo.sampling import uniform
-from ddtree_runtime.algo.tree import TreeBatch, build_tree
+from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import RowSampling, Verdict, target_choices, walk
 from ddtree_runtime.drafters import Drafter
 from ddtree_runtime.emit import Emitter, token_logprobs
@@ -42,7 +47,7 @@ from ddtree_runtime.params import (
     TokenEvent,
     TokenLogprob,
 )
-from ddtree_runtime.stats import RequestStats, StageClock
+from ddtree_runtime.stats import RequestStats, RoundShape, StageClock
 
 FINISHED_STATS_KEPT = 10_000
 
@@ -83,6 +88,9 @@ class Engine:
         n_layers = int(self.model.config.num_hidden_layers)
         self.cache = SlotCache(n_layers, config.max_batch, self.max_len)
         self.forward = VerifyForward(self.model, self.cache, config, self.q_len, self.max_len)
+        # cuda_graph holds every verify at the width a captured graph needs, graph or not (on
+        # CPU there is none): then a lone request's small tree is padded as it would be on a GPU.
+        self.fixed_shape = bool(config.cuda_graph)
         layers = getattr(drafter, "feature_layers", None)
         self.wants_features = layers is not None
         if layers is not None:
@@ -94,6 +102,7 @@ class Engine:
         self.info: dict = {
             "cuda_graph_applied": self.forward.graph_enabled,
             "cuda_graph_reason": self.forward.graph_reason,
+            "fixed_verify_shape": self.q_len if self.fixed_shape else None,
             "q_len": self.q_len,
             "max_len": self.max_len,
         }
@@ -129,9 +138,9 @@ class Engine:
                 params.max_tokens,
                 list(params.stop),
             )
-            self._waiting.append(
-                _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
-            )
+            request = _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
+            request.stats.accepted_hist = [0] * (1 + self.depth)
+            self._waiting.append(request)
 
     def abort(self, request_id: str) -> None:
         with self._lock:
@@ -191,8 +200,7 @@ class Engine:
         with clock.stage("commit"):
             self._commit(verdict, prefix)
             events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
-        for r in active:
-            r.stats.add_round(clock.seconds)
+        self._account(active, clock, tree, verdict)
         self._retire(events)
         return events
 
@@ -221,8 +229,8 @@ class Engine:
             self.budget,
             pad_token=self.pad_token,
         )
-        if not self.forward.graph_enabled:
-            # Without a captured graph the query length need not stay fixed: trim the padding
+        if not self.fixed_shape:
+            # Without a fixed shape the query length may change every round: trim the padding
             # columns no request uses (a round with no drafts then costs one AR step). Requests
             # with smaller trees than the largest still carry padding rows.
             tree = tree.narrow(1 + int(tree.n_nodes.max()))
@@ -248,6 +256,24 @@ class Engine:
         self.cache.commit(*kv_moves(verdict.path, prefix))
         if self.wants_features:
             self._commit_features(verdict)
+
+    def _account(
+        self, active: list[_Request], clock: StageClock, tree: TreeBatch, verdict: Verdict
+    ) -> None:
+        """Charge the round's stage times and exposure to every request in it."""
+        n, q_len = tree.tokens.shape
+        shape = RoundShape(q_len, n, self.fixed_shape, self.forward.graph_enabled)
+        depths, widths = tree_extent(tree)
+        rows = zip(
+            active,
+            tree.n_nodes.tolist(),
+            depths.tolist(),
+            widths.tolist(),
+            verdict.n_accepted.tolist(),
+            strict=True,
+        )
+        for r, nodes, depth, width, accepted in rows:
+            r.stats.add_round(clock.seconds, shape, nodes, depth, width, accepted)
 
     def _retire(self, events: list[TokenEvent]) -> None:
         """Release the slots of finished requests; their stats wait for ``pop_stats``."""
@@ -280,7 +306,6 @@ class Engine:
 
     def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
         tokens, nodes = verdict.emitted(i)
-        r.stats.accepted_tokens += len(tokens) - 1
         before = len(r.emitter.token_ids)
         finished = False
         for t in tokens:
