@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from ddtree_runtime.local_server import LocalServer
+from ddtree_runtime.server.local_server import LocalServer
 
 PROMPTS = [
     "Count from one to twenty in words: one, two, three,",

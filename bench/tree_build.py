@@ -14,8 +14,8 @@ import time
 
 import torch
 
-from ddtree_runtime.mask import fill_tree_mask
-from ddtree_runtime.tree import build_tree, build_tree_reference
+from ddtree_runtime.algo.mask import fill_tree_mask
+from ddtree_runtime.algo.tree import build_tree, build_tree_reference
 
 DEPTH = 15  # block size 16
 PREFIX = 128

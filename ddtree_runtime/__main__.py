@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return selftest.main(rest)
     if command == "serve":
-        from ddtree_runtime import serve  # written by the server part; imported lazily
+        from ddtree_runtime.server import serve  # torch and the server load only for `serve`
 
         return int(serve.main(rest) or 0)
     if command == "export":

@@ -5,10 +5,15 @@ called from any thread (an internal ``threading.Lock`` guards the queues; new re
 take effect at the start of the next step).
 
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
-drafts, builds one padded tree per request, verifies all trees in one forward (query length
-1 + budget under a CUDA graph; elsewhere 1 + the largest tree in the batch), emits the accepted
-tokens + bonus through the AR stopping rules and commits the accepted path's KV. Budget 0 (or
-speculative "none") is plain AR through the same code path.
+drafts, builds one padded tree per request, writes their mask, verifies all trees in one forward,
+commits the accepted path's KV and emits the accepted tokens + bonus through the AR stopping rules.
+Budget 0 (or speculative "none") is plain AR through the same code path.
+
+The verify width (query length) is fixed at 1 + budget whenever ``cuda_graph`` is requested, as a
+captured graph needs, also where no graph is captured (CPU, feature drafters): a lone request's
+smaller tree is then padded exactly as on a GPU. Otherwise it is trimmed each round to 1 + the
+largest tree in the batch, so only requests batched with a larger tree carry padding rows. Each
+request's stats record which of these paths its rounds took (``stats.RequestStats``).
 
 A drafter with a ``feature_layers`` attribute (DFlash) conditions on the target's hidden states:
 the engine then keeps, per request, the selected layers' outputs for exactly the cached tokens
@@ -19,29 +24,30 @@ them to ``propose``. Other drafters cost nothing extra.
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
 
-from ddtree_runtime.cache import SlotCache
+from ddtree_runtime.algo.cache import SlotCache
+from ddtree_runtime.algo.commit import kept_nodes, kv_moves
+from ddtree_runtime.algo.mask import fill_tree_mask
+from ddtree_runtime.algo.sampling import uniform
+from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
+from ddtree_runtime.algo.verify import RowSampling, Verdict, target_choices, walk
 from ddtree_runtime.drafters import Drafter
 from ddtree_runtime.emit import Emitter, token_logprobs
 from ddtree_runtime.forward import VerifyForward
-from ddtree_runtime.mask import fill_tree_mask
 from ddtree_runtime.models import LoadedModel
 from ddtree_runtime.params import (
     EngineConfig,
     GenerationResult,
-    RequestStats,
+    RequestLimits,
     SamplingParams,
     TokenEvent,
     TokenLogprob,
 )
-from ddtree_runtime.sampling import uniform
-from ddtree_runtime.tree import build_tree
-from ddtree_runtime.verify import RowSampling, Verdict, target_choices, walk
+from ddtree_runtime.stats import RequestStats, RoundShape, StageClock
 
 FINISHED_STATS_KEPT = 10_000
 
@@ -82,6 +88,9 @@ class Engine:
         n_layers = int(self.model.config.num_hidden_layers)
         self.cache = SlotCache(n_layers, config.max_batch, self.max_len)
         self.forward = VerifyForward(self.model, self.cache, config, self.q_len, self.max_len)
+        # cuda_graph holds every verify at the width a captured graph needs, graph or not (on
+        # CPU there is none): then a lone request's small tree is padded as it would be on a GPU.
+        self.fixed_shape = bool(config.cuda_graph)
         layers = getattr(drafter, "feature_layers", None)
         self.wants_features = layers is not None
         if layers is not None:
@@ -93,9 +102,16 @@ class Engine:
         self.info: dict = {
             "cuda_graph_applied": self.forward.graph_enabled,
             "cuda_graph_reason": self.forward.graph_reason,
+            "fixed_verify_shape": self.q_len if self.fixed_shape else None,
             "q_len": self.q_len,
             "max_len": self.max_len,
         }
+        self.limits = RequestLimits(
+            max_model_len=config.max_model_len,
+            budget=self.budget,
+            topk=config.topk,
+            vocab_size=int(self.model.config.vocab_size),
+        )
         self._lock = threading.Lock()
         self._waiting: list[_Request] = []
         self._aborts: set[str] = set()
@@ -106,49 +122,25 @@ class Engine:
 
     # ---- requests (any thread) -------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
-        c = self.config
-        if not prompt_ids:
-            raise ValueError("prompt must contain at least one token")
-        if params.max_tokens < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {params.max_tokens}")
-        if len(prompt_ids) + params.max_tokens > c.max_model_len:
-            raise ValueError(
-                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({params.max_tokens}) exceeds "
-                f"max_model_len ({c.max_model_len})"
-            )
-        if params.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {params.temperature}")
-        if not 0 < params.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-        if params.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {params.top_k}")
-        if params.logprobs is not None and params.logprobs < 0:
-            raise ValueError(f"logprobs must be >= 0, got {params.logprobs}")
-        budget = self.budget if params.budget is None else params.budget
-        if not 0 <= budget <= self.budget:
-            raise ValueError(f"budget must be between 0 and the engine budget {self.budget}")
-        topk = c.topk if params.topk is None else params.topk
-        if not 1 <= topk <= c.topk:
-            raise ValueError(f"topk must be between 1 and the engine topk {c.topk}")
-        vocab = int(self.model.config.vocab_size)
-        if any(not 0 <= t < vocab for t in prompt_ids):
-            raise ValueError(f"prompt token ids must be in [0, {vocab})")
+        """Queue a request; ValueError (a client error) when its parameters cannot run here."""
+        budget, topk = params.check(prompt_ids, self.limits)
         with self._lock:
             if request_id in self._finished or any(
                 r.rid == request_id for r in (*self._waiting, *self._active)
             ):
                 raise ValueError(f"duplicate request id {request_id!r}")
             self._counter += 1
-            seed = params.seed if params.seed is not None else c.seed * 1_000_003 + self._counter
+            default_seed = self.config.seed * 1_000_003 + self._counter
+            seed = params.seed if params.seed is not None else default_seed
             emitter = Emitter(
                 self.loaded.tokenizer,
                 self.loaded.eos_token_ids,
                 params.max_tokens,
                 list(params.stop),
             )
-            self._waiting.append(
-                _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
-            )
+            request = _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
+            request.stats.accepted_hist = [0] * (1 + self.depth)
+            self._waiting.append(request)
 
     def abort(self, request_id: str) -> None:
         with self._lock:
@@ -193,63 +185,99 @@ class Engine:
         return self._verify_round()
 
     def _verify_round(self) -> list[TokenEvent]:
+        """One round for every active request: draft -> tree -> mask -> verify -> commit -> emit."""
         active = self._active
-        n = len(active)
-        dev = self.device
-        t0 = time.perf_counter()
-        budgets = torch.tensor([r.budget for r in active], device=dev)
+        prefix = torch.tensor([len(r.tokens) - 1 for r in active], device=self.device)
+        clock = StageClock()
+        with clock.stage("draft"):
+            logprobs, tokens = self._draft(active)
+        with clock.stage("tree"):
+            tree = self._tree(active, logprobs, tokens)
+            kv_len = self._mask(tree, prefix)
+        with clock.stage("verify"):
+            logits = self.forward.verify(len(active), tree.tokens, prefix, kv_len)
+            verdict = self._walk(active, tree, logits)
+        with clock.stage("commit"):
+            self._commit(verdict, prefix)
+            events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
+        self._account(active, clock, tree, verdict)
+        self._retire(events)
+        return events
+
+    def _draft(self, active: list[_Request]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft log-probs and tokens [n, depth, k]; none at all when no request wants a tree."""
         k = max(r.topk for r in active)
-        if self.budget > 0 and int(budgets.max()) > 0:
+        if self.budget > 0 and any(r.budget > 0 for r in active):
             hidden = [r.hidden for r in active] if self.wants_features else None
-            lp, tok = self.drafter.propose([r.tokens for r in active], self.depth, k, hidden)
-        else:
-            lp = torch.full((n, self.depth, k), float("-inf"))
-            tok = torch.zeros((n, self.depth, k), dtype=torch.long)
-        t1 = time.perf_counter()
-        prefix = torch.tensor([len(r.tokens) - 1 for r in active], device=dev)
+            return self.drafter.propose([r.tokens for r in active], self.depth, k, hidden)
+        n = len(active)
+        return (
+            torch.full((n, self.depth, k), float("-inf")),
+            torch.zeros((n, self.depth, k), dtype=torch.long),
+        )
+
+    def _tree(self, active: list[_Request], lp: torch.Tensor, tok: torch.Tensor) -> TreeBatch:
+        dev = self.device
+        n = len(active)
         tree = build_tree(
             lp.to(dev),
             tok.to(dev),
             torch.tensor([r.tokens[-1] for r in active], device=dev),
-            budgets,
+            torch.tensor([r.budget for r in active], device=dev),
             torch.tensor([r.topk for r in active], device=dev),
             torch.full((n,), self.depth, device=dev),
             self.budget,
             pad_token=self.pad_token,
         )
-        if not self.forward.graph_enabled:
-            # Without a captured graph the query length need not stay fixed: trim the padding
+        if not self.fixed_shape:
+            # Without a fixed shape the query length may change every round: trim the padding
             # columns no request uses (a round with no drafts then costs one AR step). Requests
             # with smaller trees than the largest still carry padding rows.
             tree = tree.narrow(1 + int(tree.n_nodes.max()))
-        q_len = tree.tokens.shape[1]
+        return tree
+
+    def _mask(self, tree: TreeBatch, prefix: torch.Tensor) -> int:
+        """Fill the forward's mask and position buffers for these trees; returns the key length."""
+        n, q_len = tree.tokens.shape
         kv_len = self.forward.kv_len(int(prefix.max()) + q_len)
         mask, positions = self.forward.buffers(n, kv_len, q_len)
         fill_tree_mask(mask, positions, tree, prefix)
-        t2 = time.perf_counter()
-        logits = self.forward.verify(n, tree.tokens, prefix, kv_len)
+        return kv_len
+
+    def _walk(self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor) -> Verdict:
         rows = [
             self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
             for i, r in enumerate(active)
         ]
-        verdict = walk(tree, target_choices(logits, tree, rows))
-        t3 = time.perf_counter()
-        src = torch.where(verdict.path >= 0, verdict.path, 0) + prefix[:, None]
-        dst = torch.arange(verdict.path.shape[1], device=dev)[None, :] + prefix[:, None]
-        dst = torch.where(verdict.path >= 0, dst, prefix[:, None])
-        self.cache.commit(src, dst)
+        return walk(tree, target_choices(logits, tree, rows))
+
+    def _commit(self, verdict: Verdict, prefix: torch.Tensor) -> None:
+        """Keep the accepted path's KV (and features) right after each request's prefix."""
+        self.cache.commit(*kv_moves(verdict.path, prefix))
         if self.wants_features:
             self._commit_features(verdict)
-        events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
-        t4 = time.perf_counter()
-        for _i, r in enumerate(active):
-            s = r.stats
-            s.verify_rounds += 1
-            s.draft_s += t1 - t0
-            s.tree_s += t2 - t1
-            s.verify_s += t3 - t2
-            s.commit_s += t4 - t3
-            s.tau = s.emitted_tokens / s.verify_rounds
+
+    def _account(
+        self, active: list[_Request], clock: StageClock, tree: TreeBatch, verdict: Verdict
+    ) -> None:
+        """Charge the round's stage times and exposure to every request in it."""
+        n, q_len = tree.tokens.shape
+        shape = RoundShape(q_len, n, self.fixed_shape, self.forward.graph_enabled)
+        depths, widths = tree_extent(tree)
+        rows = zip(
+            active,
+            tree.n_nodes.tolist(),
+            depths.tolist(),
+            widths.tolist(),
+            verdict.n_accepted.tolist(),
+            strict=True,
+        )
+        for r, nodes, depth, width, accepted in rows:
+            r.stats.add_round(clock.seconds, shape, nodes, depth, width, accepted)
+
+    def _retire(self, events: list[TokenEvent]) -> None:
+        """Release the slots of finished requests; their stats wait for ``pop_stats``."""
+        active = self._active
         finished = [i for i, e in enumerate(events) if e.finished]
         for slot in reversed(finished):
             rid = active[slot].rid
@@ -258,14 +286,13 @@ class Engine:
                 while len(self._finished) > FINISHED_STATS_KEPT:
                     self._finished.popitem(last=False)
             self._release(slot)
-        return events
 
     def _commit_features(self, verdict: Verdict) -> None:
         """Append the accepted path's features (root included, bonus not: it is the new root)."""
         feats = self.forward.last_features
         assert feats is not None
         for i, r in enumerate(self._active):
-            nodes = verdict.path[i, : int(verdict.n_accepted[i]) + 1]
+            nodes = kept_nodes(verdict.path, verdict.n_accepted, i)
             new = feats[i, nodes]
             r.hidden = new if r.hidden is None else torch.cat([r.hidden, new], dim=0)
 
@@ -279,7 +306,6 @@ class Engine:
 
     def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
         tokens, nodes = verdict.emitted(i)
-        r.stats.accepted_tokens += len(tokens) - 1
         before = len(r.emitter.token_ids)
         finished = False
         for t in tokens:

@@ -4,7 +4,8 @@ The verify forward reads static buffers (input ids, mask, position ids, write po
 rewritten in place every step. On CPU the key length is bucketed to a multiple of 64 to save
 compute. On CUDA with ``cuda_graph`` the forward is captured once at (max_batch, q_len, max_len)
 and replayed; inactive slots then carry inert root-only rows. The CUDA path could not be run on the
-CPU-only development machine.
+CPU-only development machine. (With ``cuda_graph`` the engine passes q_len-wide trees whether or not
+a graph was captured; without it, narrower ones.)
 
 When a drafter conditions on the target's hidden states (DFlash), ``feature_layers`` names the
 target layers whose outputs it needs: prefill returns them and verify leaves them in
@@ -17,8 +18,8 @@ from typing import Any
 
 import torch
 
-from ddtree_runtime.cache import SlotCache
-from ddtree_runtime.mask import causal_mask
+from ddtree_runtime.algo.cache import SlotCache
+from ddtree_runtime.algo.mask import causal_mask
 
 KV_BUCKET = 64
 

@@ -1,11 +1,15 @@
-"""Engine data types: configuration, per-request sampling parameters, events and stats.
+"""Engine data types: configuration, per-request sampling parameters and their checks, events.
 
-Re-exported by ``ddtree_runtime.engine``, which is where the server imports them from.
+``SamplingParams.check`` is the one place a request's parameters are validated against the engine
+(a ValueError with a message for the client; the server turns it into a 400). Re-exported by
+``ddtree_runtime.engine``, which is where the server imports them from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from ddtree_runtime.stats import RequestStats
 
 
 @dataclass
@@ -32,6 +36,16 @@ class EngineConfig:
             raise ValueError("max_batch must be >= 1 and max_model_len >= 2")
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """What a request is checked against: the engine's limits, fixed when it is built."""
+
+    max_model_len: int
+    budget: int  # the engine's tree budget (0 when speculative is "none")
+    topk: int
+    vocab_size: int
+
+
 @dataclass
 class SamplingParams:
     max_tokens: int = 16
@@ -43,6 +57,36 @@ class SamplingParams:
     logprobs: int | None = None  # None: none; n >= 0: chosen token + top-n alternatives
     budget: int | None = None  # per-request tree size override (<= engine budget)
     topk: int | None = None
+
+    def check(self, prompt_ids: list[int], limits: RequestLimits) -> tuple[int, int]:
+        """Raise ValueError (a client error) unless this request can run; returns its tree
+        (budget, topk), the engine's when the request does not choose its own."""
+        if not prompt_ids:
+            raise ValueError("prompt must contain at least one token")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if len(prompt_ids) + self.max_tokens > limits.max_model_len:
+            raise ValueError(
+                f"prompt ({len(prompt_ids)} tokens) + max_tokens ({self.max_tokens}) exceeds "
+                f"max_model_len ({limits.max_model_len})"
+            )
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.logprobs is not None and self.logprobs < 0:
+            raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
+        budget = limits.budget if self.budget is None else self.budget
+        if not 0 <= budget <= limits.budget:
+            raise ValueError(f"budget must be between 0 and the engine budget {limits.budget}")
+        topk = limits.topk if self.topk is None else self.topk
+        if not 1 <= topk <= limits.topk:
+            raise ValueError(f"topk must be between 1 and the engine topk {limits.topk}")
+        if any(not 0 <= t < limits.vocab_size for t in prompt_ids):
+            raise ValueError(f"prompt token ids must be in [0, {limits.vocab_size})")
+        return budget, topk
 
 
 @dataclass
@@ -60,18 +104,6 @@ class TokenEvent:
     logprobs: list[TokenLogprob] | None
     finished: bool
     finish_reason: str | None
-
-
-@dataclass
-class RequestStats:
-    verify_rounds: int = 0
-    accepted_tokens: int = 0
-    emitted_tokens: int = 0
-    tau: float = 0.0
-    draft_s: float = 0.0
-    tree_s: float = 0.0
-    verify_s: float = 0.0
-    commit_s: float = 0.0
 
 
 @dataclass

@@ -51,10 +51,24 @@ def long_refs(extra: int = 16) -> list[list[int]]:
     return [p + greedy_reference(m.model, p, NEW_TOKENS + extra, []) for p in prompts]
 
 
-def oracle_engine(budget: int, topk: int, block_size: int, max_batch: int = 4, **noise) -> Engine:
+def oracle_engine(
+    budget: int,
+    topk: int,
+    block_size: int,
+    max_batch: int = 4,
+    cuda_graph: bool = False,
+    **noise: float,
+) -> Engine:
+    """An engine drafting from the known continuation (``cuda_graph``: fixed verify width)."""
     m = tiny()
     drafter = make_drafter("oracle", m, references=long_refs(), **noise)
-    cfg = EngineConfig(budget=budget, topk=topk, block_size=block_size, max_batch=max_batch)
+    cfg = EngineConfig(
+        budget=budget,
+        topk=topk,
+        block_size=block_size,
+        max_batch=max_batch,
+        cuda_graph=cuda_graph,
+    )
     return Engine(m, drafter, cfg)
 
 

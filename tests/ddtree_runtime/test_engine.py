@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pytest
 import torch
 
-from ddtree_runtime import mask
+from ddtree_runtime.algo import mask
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
 from ddtree_runtime.reference import greedy_reference, reference_cache
@@ -147,19 +149,42 @@ def test_abort_frees_the_slot_and_others_stay_exact() -> None:
     assert out == {"r1": refs[1], "r2": refs[2]}
 
 
+# Where padding comes from: a batch of different tree sizes at a trimmed width, or a lone request
+# whose chain (7 nodes at block 8, topk 1) is smaller than the fixed width 1 + 16 (the seed's case).
+class FaultSetting(NamedTuple):
+    topk: int
+    max_batch: int
+    cuda_graph: bool
+    mixed_budgets: bool
+
+
+FAULT_SETTINGS = {
+    "batched-trimmed": FaultSetting(topk=4, max_batch=3, cuda_graph=False, mixed_budgets=True),
+    "alone-fixed": FaultSetting(topk=1, max_batch=1, cuda_graph=True, mixed_budgets=False),
+}
+
+
+@pytest.mark.parametrize("setting", list(FAULT_SETTINGS))
 @pytest.mark.parametrize("fault", ["pad_visible", "stale_positions"])
-def test_broken_mask_variants_diverge(fault: str) -> None:
-    """The exactness check is not vacuous: a real row seeing padding, or stale positions, fails."""
+def test_broken_mask_variants_diverge(fault: str, setting: str) -> None:
+    """The exactness check is not vacuous: a real row seeing padding, or stale positions, fails,
+    in a padded batch and, with the fixed verify width, for a request verified alone."""
     prompts, refs = prompts_and_refs()
+    s = FAULT_SETTINGS[setting]
+    budgets = mixed_budgets(16, len(prompts)) if s.mixed_budgets else [16] * len(prompts)
     mask._FAULTS.add(fault)
     try:
-        engine = oracle_engine(16, 4, 8, max_batch=3)
-        results = run_greedy(engine, mixed_budgets(16, len(prompts)))
+        engine = oracle_engine(16, s.topk, 8, max_batch=s.max_batch, cuda_graph=s.cuda_graph)
+        results = run_greedy(engine, budgets)
     finally:
         mask._FAULTS.discard(fault)
     divergence = first_divergence([r.token_ids for r in results], refs)
-    print(f"{fault}: {divergence}")
+    print(f"{fault} {setting}: {divergence}")
     assert divergence is not None
+    stats = [r.stats for r in results]
+    assert sum(x.padded_rounds for x in stats) > 0  # the padding path ran
+    if s.max_batch == 1:  # ... for every request, never batched: the fixed width alone pads
+        assert all(x.batched_rounds == 0 and x.padded_rounds > 0 for x in stats)
 
 
 def test_bad_requests_are_rejected_clearly() -> None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ddtree_runtime.sampling import choose
-from ddtree_runtime.tree import TreeBatch
+from ddtree_runtime.algo.sampling import choose
+from ddtree_runtime.algo.tree import TreeBatch
 
 
 @dataclass

@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ddtree_runtime.engine import SamplingParams
-from ddtree_runtime.engine_loop import EngineFailure
-from ddtree_runtime.protocol import (
+from ddtree_runtime.server.engine_loop import EngineFailure
+from ddtree_runtime.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     RequestError,
     SamplingFields,
 )
-from ddtree_runtime.state import RuntimeState
+from ddtree_runtime.server.state import RuntimeState
 
 
 def new_request_id(prefix: str) -> str:

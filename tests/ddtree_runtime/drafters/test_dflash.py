@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ddtree_runtime.dflash import DFlashModel
 from ddtree_runtime.drafters import OracleDrafter, make_drafter
+from ddtree_runtime.drafters.dflash_model import DFlashModel
 from ddtree_runtime.engine import Engine, EngineConfig
 from tests.ddtree_runtime.engine_helpers import (
     first_divergence,

@@ -31,7 +31,8 @@ FINGERPRINT_KEYS: tuple[str, ...] = (
     "seed",
 )
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+# The whole runtime package (this file lives in its server/ subpackage).
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 class ServeConfig(BaseModel):

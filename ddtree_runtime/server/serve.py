@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from ddtree_runtime.config import ServeConfig, source_hash
+from ddtree_runtime.server.config import ServeConfig, source_hash
 
 log = logging.getLogger("ddtree_runtime.serve")
 
@@ -182,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
 def run_server(config: ServeConfig, loaded: Any, engine: Any) -> int:
     import uvicorn
 
-    from ddtree_runtime.engine_loop import EngineLoop
-    from ddtree_runtime.server import create_app
-    from ddtree_runtime.state import RuntimeState
+    from ddtree_runtime.server.app import create_app
+    from ddtree_runtime.server.engine_loop import EngineLoop
+    from ddtree_runtime.server.state import RuntimeState
 
     loop = EngineLoop(engine)
     state = RuntimeState(

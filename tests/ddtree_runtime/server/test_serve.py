@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ddtree_runtime.local_server import SERVE_COMMAND, LocalServer
+from ddtree_runtime.server.local_server import SERVE_COMMAND, LocalServer
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from ddtree_runtime.local_server import LocalServer
+from ddtree_runtime.server.local_server import LocalServer
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +31,18 @@ SERVER_FLAGS = {
     "ar": ["--speculative", "none"],
     "ddtree-topk1": ["--speculative", "ddtree", "--budget", "16", "--topk", "1"],
     "ddtree-topk4": ["--speculative", "ddtree", "--budget", "16", "--topk", "4"],
+    # The seed's case: chains of at most 7 in a verify held at 17 wide (no graph on CPU), one
+    # request at a time (the later --max-batch wins), so the fixed width alone makes it pad.
+    "ddtree-topk1-fixed": ["--budget", "16", "--topk", "1", "--cuda-graph", "--max-batch", "1"],
 }
 
 
-async def token_ids_of_simultaneous_requests(url: str) -> tuple[list[list[int]], int]:
-    """Token ids of every prompt (plus one chat), all sent at once; and the verify rounds."""
+Outputs = tuple[list[list[int]], int, int]
+
+
+async def token_ids_of_simultaneous_requests(url: str) -> Outputs:
+    """Token ids of every prompt (plus one chat), all sent at once; the verify rounds and the
+    rounds with padding."""
     greedy = {"model": MODEL, "max_tokens": MAX_TOKENS, "temperature": 0, "return_token_ids": True}
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
         requests = [client.post("/v1/completions", json={**greedy, "prompt": p}) for p in PROMPTS]
@@ -44,11 +51,12 @@ async def token_ids_of_simultaneous_requests(url: str) -> tuple[list[list[int]],
     bodies = [r.json() for r in responses]
     assert all(r.status_code == 200 for r in responses), bodies
     rounds = sum(b["ddtree"]["verify_rounds"] for b in bodies)
-    return [b["choices"][0]["token_ids"] for b in bodies], rounds
+    padded = sum(b["ddtree"]["padded_rounds"] for b in bodies)
+    return [b["choices"][0]["token_ids"] for b in bodies], rounds, padded
 
 
 @pytest.fixture(scope="module")
-def outputs() -> Iterator[dict[str, tuple[list[list[int]], int]]]:
+def outputs() -> Iterator[dict[str, Outputs]]:
     results = {}
     for name, flags in SERVER_FLAGS.items():
         flags = ["--model", MODEL, "--block-size", "8", "--max-batch", "8", *flags]
@@ -57,15 +65,15 @@ def outputs() -> Iterator[dict[str, tuple[list[list[int]], int]]]:
     yield results
 
 
-@pytest.mark.parametrize("name", ["ddtree-topk1", "ddtree-topk4"])
-def test_ddtree_equals_ar_token_for_token(
-    outputs: dict[str, tuple[list[list[int]], int]], name: str
-) -> None:
-    ar_ids, ar_rounds = outputs["ar"]
-    ids, rounds = outputs[name]
+@pytest.mark.parametrize("name", ["ddtree-topk1", "ddtree-topk4", "ddtree-topk1-fixed"])
+def test_ddtree_equals_ar_token_for_token(outputs: dict[str, Outputs], name: str) -> None:
+    ar_ids, ar_rounds, _ = outputs["ar"]
+    ids, rounds, padded = outputs[name]
     assert all(len(seq) > 0 for seq in ar_ids)
     for prompt_index, (got, want) in enumerate(zip(ids, ar_ids, strict=True)):
         assert got == want, f"prompt {prompt_index} diverges from AR"
     # Speculation did something: fewer verify rounds than tokens (AR needs one per token).
     assert ar_rounds == sum(len(seq) for seq in ar_ids)
     assert rounds < ar_rounds
+    if name.endswith("fixed"):
+        assert padded == rounds  # every round of every request went through the padding path

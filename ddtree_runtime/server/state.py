@@ -6,30 +6,21 @@ answers (see README "Runtime HTTP API").
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_runtime import __version__
-from ddtree_runtime.config import ServeConfig, fingerprint, fingerprint_inputs
-from ddtree_runtime.engine_loop import EngineLoop
-
-REQUEST_STAT_FIELDS = (
-    "verify_rounds",
-    "accepted_tokens",
-    "emitted_tokens",
-    "tau",
-    "draft_s",
-    "tree_s",
-    "verify_s",
-    "commit_s",
-)
+from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_inputs
+from ddtree_runtime.server.engine_loop import EngineLoop
+from ddtree_runtime.stats import TOTALLED, RequestStats
 
 
-def request_stats_dict(stats: Any) -> dict[str, Any]:
-    """An engine RequestStats as the `ddtree` extension field."""
-    return {name: getattr(stats, name) for name in REQUEST_STAT_FIELDS}
+def request_stats_dict(stats: RequestStats) -> dict[str, Any]:
+    """An engine RequestStats as the `ddtree` extension field (its fields, in their order)."""
+    return dataclasses.asdict(stats)
 
 
 @dataclass
@@ -39,28 +30,30 @@ class LiveStats:
     requests: int = 0
     aborted: int = 0
     failed: int = 0
-    verify_rounds: int = 0
-    accepted_tokens: int = 0
-    emitted_tokens: int = 0
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOTALLED, 0))
+    accepted_hist: list[int] = field(default_factory=list)
 
     def record(self, stats: dict[str, Any]) -> None:
+        """Add one finished request's `ddtree` stats."""
         self.requests += 1
-        self.verify_rounds += int(stats["verify_rounds"])
-        self.accepted_tokens += int(stats["accepted_tokens"])
-        self.emitted_tokens += int(stats["emitted_tokens"])
+        for name in TOTALLED:
+            self.totals[name] += int(stats[name])
+        hist = stats["accepted_hist"]
+        self.accepted_hist.extend([0] * (len(hist) - len(self.accepted_hist)))
+        for accepted, rounds in enumerate(hist):
+            self.accepted_hist[accepted] += int(rounds)
 
     def as_dict(self, in_flight: int, engine_steps: int) -> dict[str, Any]:
-        tau = self.emitted_tokens / self.verify_rounds if self.verify_rounds else 0.0
+        rounds, emitted = self.totals["verify_rounds"], self.totals["emitted_tokens"]
         return {
             "requests": self.requests,
             "aborted": self.aborted,
             "failed": self.failed,
             "in_flight": in_flight,
             "engine_steps": engine_steps,
-            "verify_rounds": self.verify_rounds,
-            "accepted_tokens": self.accepted_tokens,
-            "emitted_tokens": self.emitted_tokens,
-            "tau": tau,
+            **self.totals,
+            "tau": emitted / rounds if rounds else 0.0,
+            "accepted_hist": list(self.accepted_hist),
         }
 
 

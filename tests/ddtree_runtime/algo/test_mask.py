@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
+import pytest
 import torch
 
-from ddtree_runtime.mask import fill_tree_mask
-from ddtree_runtime.tree import build_tree
+from ddtree_runtime.algo import mask as mask_module
+from ddtree_runtime.algo.mask import fill_tree_mask
+from ddtree_runtime.algo.tree import build_tree
 
 
 def sample_tree():
@@ -57,3 +62,32 @@ def test_softmax_over_mask_rows_is_finite() -> None:
     mask = torch.zeros((2, 1, 6, 64))
     fill_tree_mask(mask, torch.zeros((2, 6), dtype=torch.long), tree, torch.tensor([0, 5]))
     assert torch.isfinite(torch.softmax(mask, dim=-1)).all()
+
+
+FAULT_LINE = "_FAULTS: set[str] = " + "set()"  # split, so this file never holds the line itself
+
+
+@pytest.mark.parametrize("fault", ["pad_visible", "stale_positions"])
+def test_a_fault_is_planted_in_a_copy_by_patching_one_line(tmp_path: Path, fault: str) -> None:
+    """The recipe in algo/mask.py's docstring, as issue 11 uses it on a copy of the package."""
+    source = Path(mask_module.__file__).read_text()
+    lines = source.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.rstrip("\n") == FAULT_LINE]
+    assert len(hits) == 1, "the fault switch must be exactly one line"
+    lines[hits[0]] = f'_FAULTS: set[str] = {{"{fault}"}}\n'
+    copy = tmp_path / "mask.py"
+    copy.write_text("".join(lines))
+    spec = importlib.util.spec_from_file_location("planted_mask", copy)
+    assert spec is not None and spec.loader is not None
+    planted = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(planted)
+    assert {fault} == planted._FAULTS and set() == mask_module._FAULTS
+    # The planted copy writes a different mask or positions for a padded tree.
+    tree, prefix = sample_tree(), torch.tensor([10, 3])
+    outputs = []
+    for module in (mask_module, planted):
+        mask, positions = torch.zeros((2, 1, 6, 64)), torch.zeros((2, 6), dtype=torch.long)
+        module.fill_tree_mask(mask, positions, tree, prefix)
+        outputs.append((mask, positions))
+    (clean_mask, clean_pos), (bad_mask, bad_pos) = outputs
+    assert not (torch.equal(clean_mask, bad_mask) and torch.equal(clean_pos, bad_pos))

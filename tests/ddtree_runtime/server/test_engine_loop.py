@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ddtree_runtime.engine_loop import EngineFailure, EngineLoop
+from ddtree_runtime.server.engine_loop import EngineFailure, EngineLoop
 
 
 @dataclass

@@ -12,12 +12,29 @@ from typing import Any
 import httpx
 import pytest
 
-from ddtree_runtime.local_server import LocalServer
+from ddtree_runtime.server.local_server import LocalServer
 
 MODEL = "tiny-random"
 MAX_MODEL_LEN = 256
 
 pytestmark = pytest.mark.slow
+
+EXPOSURE_TOTALS = (
+    "verify_rounds",
+    "padded_rounds",
+    "padding_rows",
+    "fixed_shape_rounds",
+    "cuda_graph_rounds",
+    "batched_rounds",
+)
+EXPOSURE = (
+    *EXPOSURE_TOTALS,
+    "max_tree_depth",
+    "max_tree_width",
+    "max_tree_nodes",
+    "max_verify_width",
+    "accepted_hist",
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +84,10 @@ def test_health_models_and_server_info(server: LocalServer) -> None:
     assert info["config"]["port"] == server.port
     assert info["fingerprint_inputs"]["source_hash"] == info["source_hash"]
     assert info["model"]["weights_hash"] == info["fingerprint_inputs"]["weights_hash"]
-    assert "cuda_graph_applied" in info["engine"]
+    assert info["engine"]["cuda_graph_applied"] is False
+    assert info["engine"]["fixed_verify_shape"] is None  # trimmed per round without --cuda-graph
     assert {"requests", "verify_rounds", "emitted_tokens", "tau", "in_flight"} <= set(info["stats"])
+    assert set(EXPOSURE_TOTALS) | {"accepted_hist"} <= set(info["stats"])
 
 
 def test_completion_carries_usage_stats_token_ids_and_logprobs(server: LocalServer) -> None:
@@ -82,6 +101,11 @@ def test_completion_carries_usage_stats_token_ids_and_logprobs(server: LocalServ
     stats = body["ddtree"]
     assert stats["emitted_tokens"] == len(ids)
     assert stats["tau"] == pytest.approx(stats["emitted_tokens"] / stats["verify_rounds"])
+    assert set(EXPOSURE) <= set(stats)
+    assert len(stats["accepted_hist"]) == 8  # block_size 8: 0..7 accepted drafted tokens
+    assert sum(stats["accepted_hist"]) == stats["verify_rounds"]
+    assert stats["fixed_shape_rounds"] == stats["cuda_graph_rounds"] == 0
+    assert stats["max_verify_width"] <= 1 + 16
     logprobs = choice["logprobs"]
     assert len(logprobs["tokens"]) == len(logprobs["token_logprobs"]) == len(ids)
     assert all(lp <= 0 for lp in logprobs["token_logprobs"])
@@ -199,11 +223,18 @@ async def test_simultaneous_requests_are_verified_together(server: LocalServer) 
         responses = await asyncio.gather(
             *[client.post("/v1/completions", json=body) for _ in range(4)]
         )
-    rounds = sum(r.json()["ddtree"]["verify_rounds"] for r in responses)
+    ddtree = [r.json()["ddtree"] for r in responses]
+    rounds = sum(d["verify_rounds"] for d in ddtree)
     after = httpx.get(f"{server.url}/server_info").json()["stats"]
     steps = after["engine_steps"] - before["engine_steps"]
     # One at a time would take `rounds` steps; batched, the four share most of them.
     assert steps < rounds * 0.75, (steps, rounds)
+    assert all(d["batched_rounds"] > 0 for d in ddtree)
+    # /server_info's totals are the sums of the requests' own figures.
+    for name in EXPOSURE_TOTALS:
+        assert after[name] - before[name] == sum(d[name] for d in ddtree), name
+    hist = [a - b for a, b in zip(after["accepted_hist"], before["accepted_hist"], strict=True)]
+    assert hist == [sum(col) for col in zip(*(d["accepted_hist"] for d in ddtree), strict=True)]
 
 
 C = "/v1/completions"
@@ -310,3 +341,30 @@ def test_client_disconnect_aborts_the_request(server: LocalServer) -> None:
     assert after["in_flight"] == 0
     assert after["aborted"] == before["aborted"] + 1
     assert after["requests"] == before["requests"]  # it never completed
+
+
+def test_cuda_graph_on_cpu_fixes_the_verify_width_and_reports_the_padding() -> None:
+    """A lone request at budget 16, topk 1 (chains of at most 7) in a 17-wide verify: padded."""
+    flags = ["--model", MODEL, "--max-model-len", str(MAX_MODEL_LEN), "--cuda-graph"]
+    flags += ["--budget", "16", "--topk", "1", "--max-batch", "1"]
+    with LocalServer(flags) as fixed:
+        info = httpx.get(f"{fixed.url}/server_info").json()
+        assert info["config"]["cuda_graph"] is True
+        assert info["engine"]["cuda_graph_applied"] is False
+        assert info["engine"]["cuda_graph_reason"] == "not applicable on cpu"
+        assert info["engine"]["fixed_verify_shape"] == 17
+        body = {"model": MODEL, "prompt": "abcabcabcabc", "max_tokens": 24, "temperature": 0}
+        events = stream_events(
+            fixed,
+            "/v1/completions",
+            {**body, "stream": True, "stream_options": {"include_usage": True}},
+        )
+        whole = post(fixed, "/v1/completions", body).json()
+        stats = httpx.get(f"{fixed.url}/server_info").json()["stats"]
+    for ddtree in (events[-2]["ddtree"], whole["ddtree"]):
+        rounds = ddtree["verify_rounds"]
+        assert ddtree["fixed_shape_rounds"] == ddtree["padded_rounds"] == rounds > 0
+        assert ddtree["padding_rows"] >= (17 - 1 - 7) * rounds
+        assert ddtree["max_verify_width"] == 17 and ddtree["max_tree_width"] <= 1
+        assert ddtree["cuda_graph_rounds"] == ddtree["batched_rounds"] == 0
+    assert stats["fixed_shape_rounds"] == stats["verify_rounds"] > 0

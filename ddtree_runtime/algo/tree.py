@@ -40,6 +40,18 @@ class TreeBatch:
         )
 
 
+def tree_extent(tree: TreeBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row [batch]: the depth of its deepest drafted node, and the most drafted nodes at one
+    depth (1 for a chain); both 0 for a root-only tree. Padding counts for neither."""
+    drafted = tree.real & (tree.depths > 0)
+    depth = torch.where(drafted, tree.depths, 0).max(dim=1).values
+    per_depth = torch.zeros(
+        (tree.depths.shape[0], int(depth.max()) + 1), dtype=torch.long, device=tree.depths.device
+    )
+    per_depth.scatter_add_(1, tree.depths, drafted.long())
+    return depth, per_depth.max(dim=1).values
+
+
 def mask_drafts(
     logprobs: torch.Tensor, budgets: torch.Tensor, topks: torch.Tensor, depths: torch.Tensor
 ) -> torch.Tensor:

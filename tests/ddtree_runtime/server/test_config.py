@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_runtime.config import (
+import ddtree_runtime
+from ddtree_runtime.server.config import (
     FINGERPRINT_KEYS,
     ServeConfig,
     canonical_json,
@@ -96,3 +97,17 @@ def test_source_hash_covers_paths_and_contents(tmp_path: Path) -> None:
 def test_real_package_source_hash_is_hex() -> None:
     value = source_hash()
     assert len(value) == 64 and int(value, 16) >= 0
+
+
+def test_real_package_source_hash_follows_the_readme_recipe_over_subpackages() -> None:
+    """The sweeper recomputes this without importing the runtime: every .py file under the
+    package (subpackages included), sorted by relative posix path, each fed as
+    path + NUL + bytes + NUL."""
+    package = Path(ddtree_runtime.__file__).parent
+    files = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
+    names = [p.relative_to(package).as_posix() for p in files]
+    assert {"algo/mask.py", "server/config.py", "engine.py"} <= set(names)
+    digest = hashlib.sha256()
+    for path, name in zip(files, names, strict=True):
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    assert source_hash() == digest.hexdigest()

@@ -19,8 +19,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ddtree_runtime.engine_loop import EngineFailure
-from ddtree_runtime.formatting import (
+from ddtree_runtime.server.engine_loop import EngineFailure
+from ddtree_runtime.server.formatting import (
     Accumulated,
     ResponseHead,
     TokenText,
@@ -29,7 +29,7 @@ from ddtree_runtime.formatting import (
     sse,
     usage,
 )
-from ddtree_runtime.generation import (
+from ddtree_runtime.server.generation import (
     EngineRequest,
     chat_prompt_ids,
     check_model_name,
@@ -37,7 +37,7 @@ from ddtree_runtime.generation import (
     new_request_id,
     sampling_params,
 )
-from ddtree_runtime.protocol import (
+from ddtree_runtime.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
     RequestError,
@@ -45,7 +45,7 @@ from ddtree_runtime.protocol import (
     error_body,
     validation_error,
 )
-from ddtree_runtime.state import RuntimeState, request_stats_dict
+from ddtree_runtime.server.state import RuntimeState, request_stats_dict
 
 log = logging.getLogger("ddtree_runtime.server")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ddtree_runtime.tree import TreeBatch
-from ddtree_runtime.verify import walk
+from ddtree_runtime.algo.tree import TreeBatch
+from ddtree_runtime.algo.verify import walk
 
 
 def tree_with_padding(pad_token: int) -> TreeBatch:

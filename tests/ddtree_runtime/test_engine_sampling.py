@@ -1,4 +1,4 @@
-"""Sampling is lossless: DDTree samples follow the target distribution and equal AR per seed."""
+"""Engine sampling is lossless: DDTree samples follow the target distribution, equal AR per seed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
+from ddtree_runtime.algo.sampling import processed_probs
 from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
-from ddtree_runtime.sampling import processed_probs, sample_with_uniform, uniform
 from tests.ddtree_runtime.engine_helpers import oracle_engine, prompts_and_refs, tiny
 
 TEMPERATURE, TOP_K = 1.0, 4
@@ -93,15 +93,3 @@ def test_same_seed_same_output_whatever_the_batch() -> None:
         .token_ids
     )
     assert other_seed != alone
-
-
-def test_inverse_cdf_and_filters() -> None:
-    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
-    probs = processed_probs(logits, 1.0, 2, 1.0)
-    assert probs[0, 2:].sum() == 0 and abs(float(probs.sum()) - 1) < 1e-12
-    nucleus = processed_probs(logits, 1.0, 0, 0.5)
-    assert nucleus[0].tolist() == [1.0, 0.0, 0.0, 0.0]
-    u = torch.tensor([0.0, 0.7, 0.999999])
-    assert sample_with_uniform(probs.expand(3, 4), u).tolist() == [0, 0, 1]
-    assert uniform(1, 5) == uniform(1, 5) and uniform(1, 5) != uniform(2, 5)
-    assert 0 <= uniform(0, 0) < 1

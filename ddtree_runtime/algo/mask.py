@@ -1,20 +1,26 @@
 """Tree attention mask and position ids, written in place into preallocated buffers.
 
-Under a CUDA graph the query length is fixed at 1+B so the captured graph replays on fresh
-values; elsewhere the engine passes views trimmed to the batch's largest tree. Tree node j of
-request b is written to cache column prefix[b]+j. Real rows see the committed prefix, their
-ancestors and themselves; padding rows see only themselves (a finite softmax, never NaN); real rows
-never see padding columns. Position ids are prefix + depth.
+With ``cuda_graph`` requested the query length is fixed at 1+B (a captured graph replays on fresh
+values; on CPU the engine keeps the same shape without a graph); otherwise the engine passes views
+trimmed to the batch's largest tree. Tree node j of request b is written to cache column
+prefix[b]+j. Real rows see the committed prefix, their ancestors and themselves; padding rows see
+only themselves (a finite softmax, never NaN); real rows never see padding columns. Position ids
+are prefix + depth.
 
-``_FAULTS`` exists only so tests can prove the exactness tests catch a broken mask: "pad_visible"
-lets real rows see padding columns, "stale_positions" skips the position update.
+Planted faults (tests only): ``_FAULTS`` holds the names of deliberate bugs, so tests can prove
+the exactness checks catch a broken mask: "pad_visible" lets real rows see padding columns,
+"stale_positions" skips the position update. In-process tests add a name to the set. To plant one
+in a *copy* of the package (a runtime to deploy), replace the one line of this file that reads
+exactly ``_FAULTS: set[str] = set()`` with ``_FAULTS: set[str] = {"pad_visible"}`` (or
+``{"stale_positions"}``). That line is part of the contract: a test checks it occurs exactly once
+and that the patched copy carries the fault.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ddtree_runtime.tree import TreeBatch
+from ddtree_runtime.algo.tree import TreeBatch
 
 _FAULTS: set[str] = set()
 

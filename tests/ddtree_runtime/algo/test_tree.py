@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from ddtree_runtime.tree import build_tree, build_tree_reference
+from ddtree_runtime.algo.tree import build_tree, build_tree_reference, tree_extent
 
 
 def random_drafts(batch: int, length: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -95,3 +95,28 @@ def test_zero_logprob_ties_keep_parents_before_children() -> None:
         lp, tok, torch.tensor([1]), torch.tensor([3]), torch.tensor([1]), torch.tensor([4]), 3
     )
     assert tree.tokens[0].tolist() == [1, 5, 6, 7] and tree.parents[0].tolist() == [-1, 0, 1, 2]
+
+
+def test_tree_extent_counts_drafted_nodes_only() -> None:
+    # Row 0: best-first over ranks 0/1 at three depths (a branching tree of 5); row 1: a chain of
+    # 2 padded to the same width; row 2: the root alone.
+    lp = torch.log(torch.tensor([[[0.6, 0.3], [0.5, 0.4], [0.9, 0.05]]] * 3, dtype=torch.float64))
+    tok = torch.arange(18).view(3, 3, 2) + 100
+    tree = build_tree(
+        lp,
+        tok,
+        torch.tensor([1, 2, 3]),
+        torch.tensor([5, 2, 0]),
+        torch.tensor([2, 1, 2]),
+        torch.tensor([3, 3, 3]),
+        5,
+    )
+    depth, width = tree_extent(tree)
+    want_width = [
+        max(int(((tree.depths[b] == d) & tree.real[b]).sum()) for d in range(1, 4))
+        for b in range(2)
+    ]
+    assert tree.n_nodes.tolist() == [5, 2, 0]
+    assert depth.tolist() == [int(tree.depths[0].max()), 2, 0]
+    assert width.tolist() == [*want_width, 0]
+    assert want_width[0] >= 2 and want_width[1] == 1
