@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sweeper.engines.registry import engine_for
 from sweeper.hosts import Host, HostError
 from sweeper.services.bundle import deploy, pack_runtime
 from sweeper.spec import LocalHostSpec, Spec, SSHHostSpec
@@ -77,10 +78,10 @@ def check_host(
         return checks
     if remote:
         add("systemd", lambda: _systemd(host))
-    wants_sglang = sglang or spec.runtime.engine == "sglang"
-    add("python", lambda: _python(host, python, wants_sglang))
-    gpu_needed = spec.runtime.engine == "sglang" or (spec.runtime.device or "").startswith("cuda")
-    add("gpus", lambda: _gpus(host, gpu_needed))
+    needs = engine_for(spec.runtime).requirements()
+    packages = list(dict.fromkeys([*needs.python_packages, *(["sglang"] if sglang else [])]))
+    add("python", lambda: _python(host, python, packages))
+    add("gpus", lambda: _gpus(host, needs.gpu))
     root = host_spec.remote_root if isinstance(host_spec, SSHHostSpec) else "."
     add("disk", lambda: _disk(host, python, root))
     add("port", lambda: _port(host, spec.runtime.port))
@@ -105,8 +106,7 @@ def _systemd(host: Host) -> tuple[bool, str]:
     return state in ("running", "degraded"), f"{first}, system {state or 'unknown'}"
 
 
-def _python(host: Host, python: str, sglang: bool) -> tuple[bool, str]:
-    names = ["torch", "transformers"] + (["sglang"] if sglang else [])
+def _python(host: Host, python: str, names: list[str]) -> tuple[bool, str]:
     result = host.run([python, "-c", VERSIONS_SCRIPT, *names], check=False, timeout=120)
     if not result.ok:
         return False, f"{python}: {result.stderr.strip()[-400:] or f'exit {result.exit_code}'}"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.engines.kinds import LAUNCHED
 from sweeper.plan.model import HostPlan, Plan, RequestConfig, ServerConfig, Step
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
 
@@ -94,7 +95,7 @@ class _Shape:
     @classmethod
     def of(cls, spec: Spec) -> _Shape:
         runtime = spec.runtime
-        if runtime.engine == "openai":  # a running endpoint: nothing to set, maybe a baseline
+        if not LAUNCHED[runtime.engine]:  # a running endpoint: nothing to set, maybe a baseline
             return cls((), False, runtime.baseline_url is not None)
         mapping = runtime.engine_mapping()
         return cls(tuple(mapping.params) if mapping else (), True, True)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
 
+from sweeper.engines.kinds import LAUNCHED
 from sweeper.spec.base import Slug, StrictModel
 from sweeper.spec.errors import problem
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
@@ -66,14 +67,15 @@ class Spec(StrictModel):
             for k in (*SERVER_KEYS, *self.grid.extra_flags())
             if k in self.grid.model_fields_set or k in self.grid.extra_flags()
         ]
-        if self.runtime.engine == "openai":
+        engine = self.runtime.engine
+        if not LAUNCHED[engine]:
             for index, host in enumerate(self.hosts):
                 if host.kind != "local":
-                    message = "engine 'openai' measures from this machine: hosts must be [local]"
+                    message = f"engine {engine!r} measures from this machine: hosts must be [local]"
                     raise problem(message, at=("hosts", index))
             for key in written:
                 message = (
-                    f"engine 'openai' measures a running endpoint and starts nothing, so the "
+                    f"engine {engine!r} measures a running endpoint and starts nothing, so the "
                     f"server key {key!r} would change nothing; remove it from the grid"
                 )
                 raise problem(message, at=("grid", key))

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from sweeper.engines.kinds import LAUNCHED
 from sweeper.engines.mapping import EngineMapping
 from sweeper.engines.presets import DEFAULT_PRESET, PRESETS, presets_of
 from sweeper.spec.base import EnvName, HttpURL, NonEmptyStr, Port, StrictModel
@@ -30,7 +31,6 @@ def secret_source(reference: str) -> str:
 
 
 #: The engines a spec can drive (`sweeper.engines.registry` has one module per name).
-ENGINES = ("ddtree_runtime", "sglang", "vllm", "openai")
 EngineName = Literal["ddtree_runtime", "sglang", "vllm", "openai"]
 
 
@@ -82,10 +82,10 @@ class RuntimeSpec(StrictModel):
     def _check_mapping(self) -> None:
         if self.preset is not None and self.mapping is not None:
             raise problem("give a preset or a mapping, not both", at=("mapping",))
-        if self.engine == "openai":
+        if not LAUNCHED[self.engine]:
             for key in ("preset", "mapping"):
                 if getattr(self, key) is not None:
-                    message = f"engine 'openai' starts no server, so it takes no {key}"
+                    message = f"engine {self.engine!r} starts no server, so it takes no {key}"
                     raise problem(message, at=(key,))
             return
         if self.preset is not None:
@@ -99,12 +99,14 @@ class RuntimeSpec(StrictModel):
             raise problem(f"engine {self.engine!r} needs a preset ({known}) or a mapping")
 
     def _check_endpoint(self) -> None:
-        openai = self.engine == "openai"
-        if openai and self.base_url is None:
-            raise problem("engine 'openai' needs base_url (the running endpoint to measure)")
+        endpoint = not LAUNCHED[self.engine]
+        if endpoint and self.base_url is None:
+            message = f"engine {self.engine!r} needs base_url (the running endpoint to measure)"
+            raise problem(message)
         for key in ("base_url", "baseline_url", "baseline_run"):
-            if not openai and getattr(self, key) is not None:
-                raise problem(f"{key} is for engine 'openai' only", at=(key,))
+            if not endpoint and getattr(self, key) is not None:
+                message = f"{key} is for an endpoint the sweeper does not start (engine 'openai')"
+                raise problem(message, at=(key,))
         if self.baseline_url is not None and self.baseline_run is not None:
             raise problem("give baseline_url or baseline_run, not both", at=("baseline_run",))
 

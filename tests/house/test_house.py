@@ -99,3 +99,51 @@ def test_planted_forbidden_imports_are_found(tmp_path: Path) -> None:
 )
 def test_cycle_finder(edges: dict[str, set[str]], expected: list[list[str]]) -> None:
     assert cycles(edges) == expected
+
+
+def engine_name_branches(root: Path) -> list[str]:
+    """`x == "vllm"`-style comparisons with an engine's name outside sweeper/engines/."""
+    import ast
+
+    from sweeper.engines.kinds import LAUNCHED
+
+    found = []
+    for name, path in module_names(root, ("sweeper",)).items():
+        if name.startswith("sweeper.engines"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                names = {s.value for s in sides if isinstance(s, ast.Constant)}
+                if names & set(LAUNCHED):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_nothing_outside_the_engines_branches_on_an_engine_name() -> None:
+    assert engine_name_branches(ROOT) == []
+
+
+def test_a_planted_engine_branch_is_found(tmp_path: Path) -> None:
+    planted = {
+        "sweeper/__init__.py": "",
+        "sweeper/runner.py": "def f(e):\n    return e == 'vllm'\n",
+    }
+    assert engine_name_branches(_plant(tmp_path, planted)) == ["sweeper/runner.py:2"]
+
+
+def test_the_engine_lists_agree() -> None:
+    from typing import get_args
+
+    from sweeper.engines.kinds import LAUNCHED
+    from sweeper.engines.presets import DEFAULT_PRESET
+    from sweeper.engines.registry import ENGINES
+    from sweeper.spec.runtime import EngineName, RuntimeSpec
+
+    assert set(get_args(EngineName)) == set(LAUNCHED) == set(ENGINES) == set(DEFAULT_PRESET)
+    for name, launched in LAUNCHED.items():
+        runtime = RuntimeSpec(engine=name, **MINIMAL_RUNTIME.get(name, {}))
+        assert ENGINES[name](runtime, None).launched == launched, name
+
+
+MINIMAL_RUNTIME = {"sglang": {"preset": "sglang-dflash"}, "openai": {"base_url": "http://x:1"}}
