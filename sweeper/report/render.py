@@ -180,6 +180,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             summary=_summary(view),
             knees=_knees(view),
             slo=(spec or {}).get("slo") if isinstance(spec, dict) else None,
+            judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
             charts=all_charts(view),
             comparison=comparison,
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
