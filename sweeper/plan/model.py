@@ -189,7 +189,11 @@ class RequestConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
+        """Plain data for JSON: an infinite rate is "inf", as in the spec (JSON has none)."""
+        out = {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
+        if self.rate is not None and math.isinf(self.rate):
+            out["rate"] = "inf"
+        return out
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ the same arrival schedule."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -91,3 +92,10 @@ def test_open_loop_estimate_counts_the_schedule_span() -> None:
     # Per config: 10 arrivals at 0.5/s span 20 s, at inf none; each point adds one request.
     expected = restarts + 2 * ((20.0 + per_request) + (0.0 + per_request))
     assert plan.estimated_seconds == pytest.approx(expected)
+
+
+def test_the_plan_as_json_writes_an_infinite_rate_as_inf() -> None:
+    plan = plan_of("{budget: [8], topk: [1]}", "    rate: [1, inf]\n")
+    text = json.dumps(plan.to_dict(), allow_nan=False)  # strict JSON: no Infinity token
+    rates = [rc["rate"] for rc in json.loads(text)["hosts"][0]["steps"][0]["request_configs"]]
+    assert rates == [1.0, "inf"]
