@@ -22,13 +22,13 @@ from typing import Any
 from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.engines.base import Engine
 from sweeper.hosts.facts import system_facts
+from sweeper.measure.drive import drive_point, records_tokens
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
     Counters,
     failed_point,
     measured_point,
     point_columns,
-    point_requests,
 )
 from sweeper.measure.readiness import (
     Identity,
@@ -37,7 +37,6 @@ from sweeper.measure.readiness import (
     prove_identity,
     wait_healthy,
 )
-from sweeper.measure.workload import run_requests_sync
 from sweeper.plan import HostPlan, Plan, Point, ServerConfig
 from sweeper.progress import SweepProgress
 from sweeper.results.baseline import EarlierBaseline
@@ -274,16 +273,17 @@ class Runner:
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload = self.spec.workload
         counters = Counters(self.engine, state.base_url)
-        result = run_requests_sync(
+        result = drive_point(
             state.base_url,
-            point_requests(point, workload),
-            engine=self.engine,
-            concurrency=point.request_config.concurrency,
+            point,
+            workload,
+            self.spec.runtime,
+            self.engine,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
-            on_record=lambda _s, r: self.progress.tokens(host, r["output_tokens"]),
             after_warmup=counters.start,
         )
+        self.progress.tokens(host, records_tokens(result))
         state.warm = True
         if self.stop_event.is_set():
             return None
@@ -311,6 +311,7 @@ class Runner:
             log_path=str(log_path.relative_to(self.store.dir)),
             log_text=log_text,
             acceptance=acceptance,
+            slo=self.spec.slo,
         )
         self._commit(record, requests)
         if sc.mode == "ar":

@@ -13,6 +13,7 @@ Definitions, following vLLM's `bench serve --goodput` and GuideLLM where they ag
   sent are misses, so the share is over every request the point offered.
 - goodput_share = good / offered; goodput_rps = good / the point's wall time (vLLM's
   request_goodput).
+- The targets are the spec's `slo:` section (`sweeper.spec.SloSpec`).
 - The point meets the SLO when goodput_share >= `attainment` (0.99 by default). So "TTFT p99
   <= a, ITL p99 <= b, E2E <= c" reads as: 99% of requests meet all three at once (GuideLLM's
   "meet the SLOs for 99% of users"). For a single target this is the point's p99 being within
@@ -34,26 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from sweeper.results.rows import is_failed, is_missing, rows_of
+from sweeper.spec import SloSpec
 
-
-@dataclass(frozen=True)
-class Slo:
-    """Per-request targets in seconds (None: not checked) and the share that must meet them."""
-
-    ttft_s: float | None = None
-    itl_s: float | None = None
-    e2e_s: float | None = None
-    attainment: float = 0.99
-
-    def __post_init__(self) -> None:
-        for name in ("ttft_s", "itl_s", "e2e_s"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"SLO {name} must be > 0 seconds, not {value!r}")
-        if self.ttft_s is None and self.itl_s is None and self.e2e_s is None:
-            raise ValueError("an SLO needs at least one of ttft_s, itl_s, e2e_s")
-        if not 0 < self.attainment <= 1:
-            raise ValueError(f"SLO attainment must be in (0, 1], not {self.attainment!r}")
+#: The SLO's targets and attainment are the spec's `slo:` section.
+Slo = SloSpec
 
 
 @dataclass(frozen=True)
@@ -226,3 +211,70 @@ def _ratio(baseline: float | None, value: float | None) -> float | None:
 
 def _rate(rate: float) -> str:
     return "rate inf" if math.isinf(rate) else f"{rate:g} req/s"
+
+
+def goodput_columns(records: object, slo: Slo | None, wall_s: float) -> dict[str, object]:
+    """A point's goodput columns against the spec's SLO (all None without one), and its
+    per-request ITL percentiles (what the SLO's ITL target judges)."""
+    rows = rows_of(records)
+    ok = [r for r in rows if not is_failed(r) and _finished(r)]
+    itls = np.asarray([v for v in (request_itl(r) for r in ok) if v is not None], dtype=float)
+    columns: dict[str, object] = {
+        "request_itl_p50": float(np.percentile(itls, 50)) if itls.size else None,
+        "request_itl_p99": float(np.percentile(itls, 99)) if itls.size else None,
+        "goodput_share": None,
+        "goodput_rps": None,
+        "meets_slo": None,
+    }
+    if slo is not None and rows:
+        g = point_goodput(rows, slo, wall_s)
+        columns.update(
+            goodput_share=g.goodput_share, goodput_rps=g.goodput_rps, meets_slo=g.meets_slo
+        )
+    return columns
+
+
+def latency_speedups(
+    point: Mapping[str, object], baseline: Mapping[str, object] | None
+) -> dict[str, float | None]:
+    """Baseline over point median E2E and median request ITL (the point columns)."""
+    base = baseline or {}
+    return {
+        "e2e_speedup": _ratio(_num(base.get("e2e_p50")), _num(point.get("e2e_p50"))),
+        "itl_speedup": _ratio(
+            _num(base.get("request_itl_p50")), _num(point.get("request_itl_p50"))
+        ),
+    }
+
+
+def rate_point_of(row: Mapping[str, object]) -> RatePoint:
+    """An open-loop point row (its recorded goodput and latency columns) as a RatePoint."""
+    offered = int(_num(row.get("n_requests")) or 0) + int(_num(row.get("n_errors")) or 0)
+    share, rps = _num(row.get("goodput_share")), _num(row.get("goodput_rps"))
+    meets = row.get("meets_slo")
+    goodput = PointGoodput(
+        offered=offered,
+        good=round((share or 0.0) * offered),
+        missed_error=int(_num(row.get("n_errors")) or 0) - int(_num(row.get("n_unfinished")) or 0),
+        missed_unfinished=int(_num(row.get("n_unfinished")) or 0),
+        goodput_share=share,
+        goodput_rps=rps,
+        meets_slo=not is_missing(meets) and bool(meets),
+    )
+    bound = row.get("client_bound")
+    return RatePoint(
+        rate=float(row["rate"]),  # type: ignore[arg-type]
+        goodput=goodput,
+        e2e_p50=_num(row.get("e2e_p50")),
+        itl_p50=_num(row.get("request_itl_p50")),
+        client_bound=not is_missing(bound) and bool(bound),
+    )
+
+
+def _num(value: object) -> float | None:
+    if value is None or is_missing(value) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

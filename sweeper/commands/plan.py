@@ -61,10 +61,18 @@ def render(plan: Plan, seconds: float, console: Console) -> None:
     for note in plan.notes:
         console.print(f"note: {note}", markup=False)
     workload = plan.spec.workload
+    per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
+    load = workload.load
+    if load is not None:
+        length = "prompts x repeats"
+        if load.requests is not None:
+            length = f"{load.requests} arrivals"
+        elif load.duration_s is not None:
+            length = f"{load.duration_s:g} s of arrivals"
+        per_point += f"; {length} per open loop, {load.arrival} arrivals"
     console.print(
         f"{plan.restarts} restarts, {plan.n_points} points, {plan.n_requests} measured requests "
-        f"({len(workload.prompts)} prompts x {workload.repeats} repeats per point, "
-        f"max_tokens {workload.max_tokens})",
+        f"({per_point}, max_tokens {workload.max_tokens})",
         markup=False,
     )
     console.print(

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from sweeper.engines.base import Engine, RequestSpec
+from sweeper.engines.base import Engine, HttpRequest, RequestSpec
 
 
 def token_sha256(token_ids: list[int]) -> str:
@@ -32,9 +32,14 @@ async def stream_request(
     engine: Engine,
     *,
     model: str | None = None,
+    request: HttpRequest | None = None,
 ) -> dict[str, Any]:
-    """Send one streaming request; return its measured fields (never raises for HTTP trouble)."""
-    request = engine.request(spec, model)
+    """Send one streaming request; return its measured fields (never raises for HTTP trouble).
+
+    `request` is the request as the engine wrote it elsewhere (the load client's parent, whose
+    engine learned the server's kind while proving it); by default the engine writes it here.
+    """
+    request = request if request is not None else engine.request(spec, model)
     reader = engine.reader(spec)
     itls: list[float] = []
     ttft: float | None = None

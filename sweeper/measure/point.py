@@ -13,12 +13,15 @@ from typing import Any, Literal
 
 import httpx
 
+from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.summary import summarize
-from sweeper.engines.base import Engine, RequestSpec
-from sweeper.measure.workload import WorkloadResult, expand_requests
+from sweeper.engines.base import Engine
+from sweeper.measure.selfcheck import check_columns
+from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
-from sweeper.results.records import PointRecord, RequestRecord
-from sweeper.spec import DeterminismSpec, WorkloadSpec
+from sweeper.results.records import PointRecord, RequestConfigColumns, RequestRecord
+from sweeper.results.rows import is_missing
+from sweeper.spec import DeterminismSpec, SloSpec
 
 #: Characters of a service log kept in a point row (the whole log is in logs/<point>.log).
 LOG_TAIL_CHARS = 4000
@@ -34,7 +37,8 @@ def server_columns(sc: ServerConfig, engine: str) -> dict[str, Any]:
 
 
 def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[str, Any]:
-    """What identifies a point in every row it writes: run, host, point, attempt, configs."""
+    """What identifies a point in every row it writes: run, host, point, attempt, configs (the
+    request config's columns are those `RequestConfigColumns` declares)."""
     rc = point.request_config
     return {
         "run_id": run_id,
@@ -42,25 +46,8 @@ def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[
         "point_id": point.point_id,
         "attempt": attempt,
         **server_columns(point.server_config, engine),
-        "concurrency": rc.concurrency,
-        "temperature": rc.temperature,
-        "max_tokens": rc.max_tokens,
-        "top_p": rc.top_p,
+        **{name: getattr(rc, name) for name in RequestConfigColumns.model_fields},
     }
-
-
-def point_requests(point: Point, workload: WorkloadSpec) -> list[RequestSpec]:
-    """The measured requests of a point: every prompt x repeat with its request config."""
-    rc = point.request_config
-    return expand_requests(
-        workload.prompts,
-        repeats=workload.repeats,
-        max_tokens=rc.max_tokens,
-        temperature=rc.temperature,
-        seed=rc.seed,
-        top_p=rc.top_p,
-        chat=workload.api == "chat",
-    )
 
 
 def measured_point(
@@ -77,14 +64,21 @@ def measured_point(
     log_path: str,
     log_text: str,
     acceptance: Mapping[str, float] | None = None,
+    slo: SloSpec | None = None,
 ) -> tuple[PointRecord, list[RequestRecord]]:
     """The point row and its request rows from what the workload measured; `acceptance` holds
-    the engine's counter deltas over the measured requests when it counts per server."""
+    the engine's counter deltas over the measured requests when it counts per server.
+
+    Requests cut off by an open loop's duration (never sent, or still in flight after the
+    grace) are SLO misses, not failures: the point fails only for requests that ended in an
+    error. A client-bound point (or one compared with a client-bound baseline) gets no speedup:
+    its numbers describe the client.
+    """
     rows = [
         {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
         for spec, rec in result.records
     ]
-    errors = [r["error"] for r in rows if r["error"]]
+    errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
     rc = point.request_config
     numbers, per_row = summarize(
         rows,
@@ -101,6 +95,12 @@ def measured_point(
     if errors:
         numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
     numbers.update(point_acceptance(numbers.get("tau"), acceptance))
+    numbers["n_unfinished"] = sum(not r.get("finished", True) for r in rows)
+    numbers.update(goodput_columns(rows, slo, result.wall_s))
+    numbers.update(latency_speedups(numbers, baseline_point))
+    numbers.update(check_columns(result.check, result.processes))
+    if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
+        numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
     sources = {r.get("token_ids_source") or "engine" for r in rows}
     numbers["token_ids_source"] = next(
         (s for s in ("approximate", "logprobs") if s in sources), "engine"
@@ -118,6 +118,10 @@ def measured_point(
         **numbers,
     )
     return record, [RequestRecord(**r) for r in rows]
+
+
+def _flag(value: Any) -> bool:
+    return not is_missing(value) and bool(value)
 
 
 def point_acceptance(

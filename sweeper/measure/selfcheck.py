@@ -154,3 +154,29 @@ def achieved(records: Sequence[Mapping[str, Any]]) -> tuple[float | None, float 
         peak = max(peak, level)
     mean = area / (last - first) if last > first else None
     return rate, mean, peak
+
+
+def check_columns(check: ClientCheck | None, processes: int) -> dict[str, Any]:
+    """The point columns of a self-check (`sweeper.results.records.PointRecord`): the verdict
+    and its reasons, and the worst worker's CPU share and loop lag."""
+    if check is None:
+        return {}
+    workers = check.workers
+
+    def worst(values: Sequence[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+    return {
+        "client_bound": check.client_bound,
+        "client_bound_reason": "; ".join(check.reasons),
+        "client_processes": processes,
+        "client_cpu_share": worst([w.cpu_share for w in workers]),
+        "loop_lag_p90": worst([w.loop_lag_p90_s for w in workers]),
+        "loop_lag_p99": worst([w.loop_lag_p99_s for w in workers]),
+        "late_p90": check.late_p90_s,
+        "late_p99": check.late_p99_s,
+        "achieved_rate": check.achieved_rate,
+        "mean_in_flight": check.mean_in_flight,
+        "max_in_flight": check.max_in_flight,
+    }

@@ -6,9 +6,12 @@ dict`: it sends one request described by a plain-dict payload and returns a plai
 processes import it by path, "module:function", so an engine module can supply its own without
 the pool knowing engines. `DEFAULT_SENDER` streams a request through
 `sweeper.measure.client.stream_request` with the engine the payload names: its payload is a
-`RequestSpec`'s fields, an optional "model", and the spec's runtime section as plain data
+`RequestSpec`'s fields, an optional "model", the spec's runtime section as plain data
 ("runtime"), from which each worker process builds the engine once (the default runtime's
-engine when absent).
+engine when absent), and optionally the request as the parent's engine wrote it ("request":
+path, body, headers). The parent's engine has proven the server and may have learned what it is
+(engine `openai` asks a vLLM server for token ids, which a freshly built engine would not
+know), so when the parent writes the request the workers' engines only read the streams.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from sweeper.engines.base import Engine, RequestSpec
+from sweeper.engines.base import Engine, HttpRequest, RequestSpec
 from sweeper.engines.registry import engine_for
 from sweeper.measure.client import stream_request
 from sweeper.spec import RuntimeSpec
@@ -48,9 +51,13 @@ def load_sender(path: str) -> Sender:
 
 
 def spec_payload(
-    spec: RequestSpec, model: str | None = None, runtime: RuntimeSpec | None = None
+    spec: RequestSpec,
+    model: str | None = None,
+    runtime: RuntimeSpec | None = None,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
-    """The default sender's payload for one RequestSpec (plain data, picklable)."""
+    """The default sender's payload for one RequestSpec (plain data, picklable); with `engine`,
+    the request is written here, by that engine."""
     payload = asdict(spec)
     if spec.messages is not None:
         payload["messages"] = [dict(m) for m in spec.messages]
@@ -58,6 +65,8 @@ def spec_payload(
         payload["model"] = model
     if runtime is not None:
         payload["runtime"] = runtime.model_dump(mode="json")
+    if engine is not None:
+        payload["request"] = asdict(engine.request(spec, model))
     return payload
 
 
@@ -79,6 +88,9 @@ async def openai_stream(
     fields = dict(payload)
     model = fields.pop("model", None)
     engine = _engine(fields.pop("runtime", None))
+    written = fields.pop("request", None)
+    request = HttpRequest(**written) if written is not None else None
     if fields.get("messages") is not None:
         fields["messages"] = tuple(fields["messages"])
-    return await stream_request(client, base_url, RequestSpec(**fields), engine, model=model)
+    spec = RequestSpec(**fields)
+    return await stream_request(client, base_url, spec, engine, model=model, request=request)

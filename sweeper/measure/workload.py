@@ -1,4 +1,6 @@
-"""Driving one point's requests: warmup (discarded), then prompts x repeats, bounded concurrency.
+"""A point's requests and what measuring them gave (`WorkloadResult`), and the single-process
+closed loop (`run_requests`) that the multi-process client (`sweeper.measure.drive`) replaced
+in the runner; benches keep it as the reference the pool is compared with.
 
 The concurrency level is an `asyncio.Semaphore`: at most that many requests are in flight, and a
 new one starts as soon as one finishes. The wall time of the measured phase is returned so the
@@ -17,15 +19,19 @@ import httpx
 
 from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.client import stream_request
+from sweeper.measure.selfcheck import ClientCheck
 from sweeper.spec import PromptSpec
 
 
 @dataclass(frozen=True)
 class WorkloadResult:
-    """The measured records (in request order) and the wall time of the measured phase."""
+    """The measured records (in request order) and the wall time of the measured phase; from
+    the load client, its self-check and how many processes it used."""
 
     records: list[tuple[RequestSpec, dict[str, Any]]]
     wall_s: float
+    check: ClientCheck | None = None
+    processes: int = 1
 
 
 def expand_requests(

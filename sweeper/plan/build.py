@@ -1,7 +1,9 @@
 """Building the plan: a spec's grid expanded into server configs and request configs.
 
 Server parameters (budget, topk, block_size, cuda_graph and any extra runtime flag) decide
-restarts; request parameters (temperature, top_p, concurrency, max_tokens) never do. Redundant grid
+restarts; request parameters (temperature, top_p, max_tokens, and the load: a concurrency or a rate
+with its arrival process) never do. Every grid combination is measured at every load of the
+workload, closed loops first; a rule naming `concurrency` or `rate` picks loads. Redundant grid
 points are dropped with a note: topk > budget (a tree node cannot have more children than the tree
 has nodes), any topk but 1 with budget 0, and budget 0 itself when the AR baseline already runs it
 (budget 0 *is* autoregressive decoding). With `baseline: true` every group of speculative configs
@@ -19,7 +21,8 @@ from typing import Any
 
 from sweeper.engines.kinds import LAUNCHED
 from sweeper.plan.model import HostPlan, Plan, RequestConfig, ServerConfig, Step
-from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
+from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
+from sweeper.spec.grid import LOAD_KEYS
 
 
 def build_plan(spec: Spec) -> Plan:
@@ -27,21 +30,23 @@ def build_plan(spec: Spec) -> Plan:
     grid = spec.grid
     extra_keys = list(grid.extra_flags())
     shape = _Shape.of(spec)
-    keys = [*SERVER_KEYS, *extra_keys, *REQUEST_KEYS, "concurrency"]
-
-    def values(key: str) -> list[Any]:
-        return list(spec.workload.concurrency) if key == "concurrency" else grid.values(key)
+    keys = [*SERVER_KEYS, *extra_keys, *REQUEST_KEYS]
+    loads = spec.workload.loads()
 
     combos = [
-        dict(zip(keys, vals, strict=True)) for vals in itertools.product(*(values(k) for k in keys))
+        {**dict(zip(keys, vals, strict=True)), **load}
+        for vals in itertools.product(*(grid.values(k) for k in keys))
+        for load in loads
     ]
-    combos = [c for c in combos if not any(_matches(rule, c) for rule in grid.exclude)]
+    combos = [c for c in combos if not any(_matches(grid, rule, c) for rule in grid.exclude)]
     for rule in grid.include:
         missing = [k for k in keys if k not in rule]
-        fixed = [v if isinstance(v, list) else [v] for v in rule.values()]
-        for vals in itertools.product(*fixed, *(values(k) for k in missing)):
-            combo = dict(zip([*rule, *missing], vals, strict=True))
-            combos.append({k: combo[k] for k in keys})
+        fixed = [grid.rule_values(k, v) for k, v in rule.items() if k not in LOAD_KEYS]
+        named = [k for k in rule if k not in LOAD_KEYS]
+        for vals in itertools.product(*fixed, *(grid.values(k) for k in missing)):
+            combo = dict(zip([*named, *missing], vals, strict=True))
+            for load in _rule_loads(grid, rule, loads):
+                combos.append({**{k: combo[k] for k in keys}, **load})
 
     drops: Counter[str] = Counter()
     # Ordered maps keep the spec's order: first appearance decides a config's place.
@@ -69,13 +74,25 @@ def build_plan(spec: Spec) -> Plan:
     return Plan(spec, tuple(host_plans), tuple(notes))
 
 
-def _matches(rule: Mapping[str, Any], combo: Mapping[str, Any]) -> bool:
+def _matches(grid: GridSpec, rule: Mapping[str, Any], combo: Mapping[str, Any]) -> bool:
     """A rule matches when every key's value equals the combo's (or is among a list's values)."""
     for key, wanted in rule.items():
-        options = wanted if isinstance(wanted, list) else [wanted]
+        options = grid.rule_values(key, wanted)
         if not any(_same(combo.get(key), option) for option in options):
             return False
     return True
+
+
+def _rule_loads(
+    grid: GridSpec, rule: Mapping[str, Any], loads: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The loads an include rule adds: those it names (a concurrency or a rate, even one the
+    workload does not list), else every load of the workload."""
+    for key in LOAD_KEYS:
+        if key in rule:
+            other = next(k for k in LOAD_KEYS if k != key)
+            return [{key: value, other: None} for value in grid.rule_values(key, rule[key])]
+    return loads
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -145,12 +162,23 @@ def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
     temperature = float(combo["temperature"])
     # Greedy decoding ignores top_p, so points differing only in top_p at temperature 0 are one.
     top_p = combo.get("top_p") if temperature > 0 else None
+    load = spec.workload.load
+    if combo.get("rate") is None or load is None:
+        open_loop: dict[str, Any] = {}
+    else:
+        open_loop = {
+            "rate": combo["rate"],
+            "arrival": load.arrival,
+            "burstiness": load.burstiness,
+            "max_concurrency": load.max_concurrency,
+        }
     return RequestConfig.make(
         temperature,
         spec.workload.max_tokens,
-        combo["concurrency"],
+        combo.get("concurrency"),
         top_p,
         spec.workload.seed,
+        **open_loop,
     )
 
 
@@ -171,12 +199,10 @@ def _baseline_configs(
         first = {k: spec.grid.values(k)[0] for k in ("cuda_graph", *extra_keys)}
         ar = ServerConfig.make("ar", shape.flags(first, extra_keys))
         requests = {}
-        for temperature, top_p, concurrency in itertools.product(
-            spec.grid.temperature, spec.grid.values("top_p"), spec.workload.concurrency
+        for temperature, top_p, load in itertools.product(
+            spec.grid.temperature, spec.grid.values("top_p"), spec.workload.loads()
         ):
-            rc = _request_config(
-                {"temperature": temperature, "top_p": top_p, "concurrency": concurrency}, spec
-            )
+            rc = _request_config({"temperature": temperature, "top_p": top_p, **load}, spec)
             requests[rc.id] = rc
         baselines[ar.id] = (ar, requests)
     return list(baselines.values())

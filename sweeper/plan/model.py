@@ -13,10 +13,10 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
-from sweeper.spec import SERVER_KEYS, HostSpec, Spec
+from sweeper.spec import SERVER_KEYS, HostSpec, Spec, WorkloadSpec
 
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
 DEFAULT_LOAD_S = 10.0
@@ -110,44 +110,90 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class RequestConfig:
-    """What each request of a point asks for; changing it never restarts the runtime."""
+    """What each request of a point asks for, and the load it comes in; changing it never
+    restarts the runtime. A point is closed-loop (`concurrency`) or open-loop (`rate`, with
+    its arrival process and `max_concurrency`), never both."""
 
     id: str
     temperature: float
     max_tokens: int
-    concurrency: int
+    concurrency: int | None
     top_p: float | None = None
     seed: int | None = None
+    rate: float | None = None
+    arrival: str | None = None
+    #: The gamma shape (gamma arrivals only).
+    burstiness: float | None = None
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("a point is closed-loop (concurrency) or open-loop (rate), not both")
 
     @classmethod
     def make(
         cls,
         temperature: float,
         max_tokens: int,
-        concurrency: int,
+        concurrency: int | None,
         top_p: float | None = None,
         seed: int | None = None,
+        *,
+        rate: float | None = None,
+        arrival: str = "poisson",
+        burstiness: float = 1.0,
+        max_concurrency: int | None = None,
     ) -> RequestConfig:
+        """Readable, stable ids: `t0-c1` (closed loop); `t0-r2`, `t0-rinf`, `t0-r2-constant`,
+        `t0-r2-gamma0.5`, `t0-r2-m8` (open loop: rate, arrival unless Poisson, max in flight)."""
         parts = [f"t{_fmt(float(temperature))}"]
         if top_p is not None:
             parts.append(f"p{_fmt(float(top_p))}")
-        parts.append(f"c{concurrency}")
-        return cls("-".join(parts), float(temperature), max_tokens, concurrency, top_p, seed)
+        if rate is None:
+            parts.append(f"c{concurrency}")
+            return cls("-".join(parts), float(temperature), max_tokens, concurrency, top_p, seed)
+        parts.append(f"r{_fmt(float(rate))}")
+        if arrival != "poisson":
+            parts.append(arrival + (_fmt(float(burstiness)) if arrival == "gamma" else ""))
+        if max_concurrency is not None:
+            parts.append(f"m{max_concurrency}")
+        return cls(
+            "-".join(parts),
+            float(temperature),
+            max_tokens,
+            None,
+            top_p,
+            seed,
+            rate=float(rate),
+            arrival=arrival,
+            burstiness=float(burstiness) if arrival == "gamma" else None,
+            max_concurrency=max_concurrency,
+        )
 
     @property
-    def comparison_key(self) -> tuple[float, int, int, float | None]:
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    @property
+    def comparison_key(self) -> tuple[Any, ...]:
         """What must be equal for two points to be compared (speedup, determinism)."""
-        return (self.temperature, self.max_tokens, self.concurrency, self.top_p)
+        return (
+            self.temperature,
+            self.max_tokens,
+            self.concurrency,
+            self.top_p,
+            self.rate,
+            self.arrival,
+            self.burstiness,
+            self.max_concurrency,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "concurrency": self.concurrency,
-            "top_p": self.top_p,
-            "seed": self.seed,
-        }
+        """Plain data for JSON: an infinite rate is "inf", as in the spec (JSON has none)."""
+        out = {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
+        if self.rate is not None and math.isinf(self.rate):
+            out["rate"] = "inf"
+        return out
 
 
 @dataclass(frozen=True)
@@ -239,9 +285,14 @@ class Plan:
 
     @property
     def n_requests(self) -> int:
-        """Measured requests (warmup excluded): every prompt x repeats at every point."""
+        """Measured requests (warmup excluded); an open loop's duration counts rate x duration."""
         workload = self.spec.workload
-        return self.n_points * len(workload.prompts) * workload.repeats
+        return sum(
+            point_requests_count(rc, workload)
+            for host in self.hosts
+            for step in host.steps
+            for rc in step.request_configs
+        )
 
     @property
     def estimated_seconds(self) -> float:
@@ -274,21 +325,40 @@ class Plan:
         }
 
 
+def point_requests_count(rc: RequestConfig, workload: WorkloadSpec) -> int:
+    """How many requests a point offers: prompts x repeats, or an open loop's `requests`, or
+    about rate x `duration_s` (the schedule decides the exact number)."""
+    load = workload.load
+    if rc.rate is None or load is None or (load.requests is None and load.duration_s is None):
+        return len(workload.prompts) * workload.repeats
+    if load.requests is not None:
+        return load.requests
+    assert load.duration_s is not None  # rate inf with a duration is refused by the spec
+    return max(1, round(rc.rate * load.duration_s))
+
+
 def estimate_seconds(
     plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
 ) -> float:
     """An estimate, not a promise: hosts run in parallel, so the slowest host's sum of
     restarts x `load_s` plus, per point, warmup and rounds of `concurrency` requests each taking
-    max_tokens / `tok_s` (no speedup assumed, batching assumed free)."""
+    max_tokens / `tok_s` (no speedup assumed, batching assumed free); an open loop lasts its
+    schedule (requests / rate, or its duration) plus one request."""
     workload = plan.spec.workload
     per_request = workload.max_tokens / tok_s
-    n_requests = len(workload.prompts) * workload.repeats
     slowest = 0.0
     for host in plan.hosts:
         total = 0.0
         for step in host.steps:
             total += load_s + workload.warmup * per_request
             for rc in step.request_configs:
-                total += math.ceil(n_requests / rc.concurrency) * per_request
+                n_requests = point_requests_count(rc, workload)
+                if rc.rate is None:
+                    total += math.ceil(n_requests / (rc.concurrency or 1)) * per_request
+                    continue
+                span = workload.load.duration_s if workload.load else None
+                if span is None:
+                    span = 0.0 if math.isinf(rc.rate) else n_requests / rc.rate
+                total += span + per_request
         slowest = max(slowest, total)
     return slowest

@@ -72,20 +72,30 @@ class RunView:
 
 
 def mark_best(points: pd.DataFrame) -> pd.Series:
-    """True on the fastest exact (or near-tie) ok point per host, temperature and concurrency."""
+    """True on the best exact (or near-tie) ok point per host, temperature and load: the highest
+    output tok/s of a closed loop; at an open loop's rate, where throughput is the offered rate,
+    the lowest median E2E among the points meeting the SLO. A client-bound point measured the
+    client, so it is never the best."""
     best = pd.Series(False, index=points.index)
     if points.empty or "output_tok_s" not in points:
         return best
-    eligible = points[
-        (points.get("status", "ok") == "ok")
-        & points.get("determinism", pd.Series("n/a", index=points.index)).isin(OK_VERDICTS)
-        & points["output_tok_s"].notna()
-    ]
-    keys = [k for k in ("host", "temperature", "concurrency") if k in points]
-    if eligible.empty:
-        return best
-    winners = eligible.groupby(keys, dropna=False)["output_tok_s"].idxmax()
-    best[winners.to_numpy()] = True
+    column = lambda name, default: points.get(name, pd.Series(default, index=points.index))  # noqa: E731
+    eligible = (
+        (column("status", "ok") == "ok")
+        & column("determinism", "n/a").isin(OK_VERDICTS)
+        & ~column("client_bound", False).fillna(False).astype(bool)
+        & column("meets_slo", True).fillna(True).astype(bool)
+    )
+    open_loop = column("rate", None).notna()
+    keys = [k for k in ("host", "temperature", "concurrency", "rate") if k in points]
+    for is_open, metric in ((False, "output_tok_s"), (True, "e2e_p50")):
+        rows = points[eligible & (open_loop == is_open)]
+        rows = rows[rows[metric].notna()] if metric in rows else rows.iloc[0:0]
+        if rows.empty:
+            continue
+        grouped = rows.groupby(keys, dropna=False)[metric]
+        winners = grouped.idxmin() if is_open else grouped.idxmax()
+        best[winners.to_numpy()] = True
     return best
 
 
@@ -162,7 +172,8 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
         "status": "ok",
         "temperature": 0.0,
     }
-    defaults |= {"concurrency": 1, "determinism": "n/a", "reason": ""}
+    defaults |= {"concurrency": 1, "rate": None, "determinism": "n/a", "reason": ""}
+    defaults |= {"client_bound": False, "client_bound_reason": ""}
     for col, value in defaults.items():
         if col not in points:
             points[col] = value
@@ -170,7 +181,7 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     points["config"] = [point_label(r) for r in rows]
     points["config_long"] = [point_label_long(r) for r in rows]
     points["best"] = mark_best(points)
-    sort_keys = [k for k in ("host", "temperature", "concurrency", "mode") if k in points]
+    sort_keys = [k for k in ("host", "temperature", "concurrency", "rate", "mode") if k in points]
     return points.sort_values(sort_keys, kind="stable").reset_index(drop=True)
 
 

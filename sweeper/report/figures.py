@@ -7,10 +7,6 @@ a small one. A figure with no data is skipped rather than drawn empty.
 
 from __future__ import annotations
 
-import base64
-import io
-from dataclasses import dataclass
-
 import matplotlib
 
 matplotlib.use("Agg")
@@ -19,33 +15,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 
 from sweeper.analysis.verdicts import COLOURS, MATRIX_STATES  # noqa: E402
 from sweeper.report.assemble import RunView  # noqa: E402
+from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
+from sweeper.report.rate_figures import rate_charts  # noqa: E402
 
 MAX_BOXES = 40  # latency plots show at most this many configs (the slowest by median)
-DPI = 80
-
-
-@dataclass
-class Chart:
-    """One embedded figure."""
-
-    title: str
-    uri: str
-    caption: str = ""
-
-
-def to_data_uri(fig: Figure) -> str:
-    """Encode a figure as a base64 PNG data URI and free it."""
-    buf = io.BytesIO()
-    # Layout is decided when the figure is made (constrained); bbox_inches="tight" would draw
-    # every figure twice.
-    fig.savefig(buf, format="png", dpi=DPI)
-    plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _ok_ddtree(points: pd.DataFrame) -> pd.DataFrame:
@@ -236,6 +213,7 @@ def all_charts(view: RunView) -> list[Chart]:
     return [
         *speedup_heatmaps(view.points),
         *throughput_and_tau(view.points),
+        *rate_charts(view.points),
         *latency_distributions(view),
         *determinism_matrix(view.verdict_matrix),
     ]

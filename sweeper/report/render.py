@@ -17,6 +17,9 @@ from typing import Any
 import jinja2
 
 from sweeper.analysis.compare import Comparison
+from sweeper.analysis.goodput import Knee
+from sweeper.analysis.knees import knee_rows, rate_text
+from sweeper.analysis.labels import load_label
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
 from sweeper.report.figures import all_charts
@@ -58,11 +61,18 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
             {
                 "config": r["config"],
                 "temperature": f"{r['temperature']:g}",
-                "concurrency": r["concurrency"],
+                "load": load_label(r),
                 "status": r["status"],
                 "tok_s": fmt(r.get("output_tok_s"), 1),
-                # the baseline is the unit of speedup even where the run left it blank
-                "speedup": fmt(1.0 if r["mode"] == "ar" else r.get("speedup")),
+                # the baseline is the unit of speedup even where the run left it blank; a
+                # client-bound point has none (its numbers are the client's)
+                "speedup": fmt(1.0 if r["mode"] == "ar" and not bound else r.get("speedup")),
+                "e2e_speedup": fmt(
+                    1.0 if r["mode"] == "ar" and not bound else r.get("e2e_speedup")
+                ),
+                "goodput": _share(r.get("goodput_share")),
+                "client_bound": bound,
+                "client_reason": str(r.get("client_bound_reason") or ""),
                 "tau": fmt(r.get("tau")),
                 "ttft_p50": ms(r.get("ttft_p50")),
                 "ttft_p99": ms(r.get("ttft_p99")),
@@ -72,9 +82,54 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
                 "best": bool(r["best"]),
             }
             for r in hp.to_dict("records")
+            for bound in [_true(r.get("client_bound"))]
+            for unit in [r["mode"] == "ar" and not bound]
         ]
         out.append((str(host), rows))
     return out
+
+
+def _true(value: Any) -> bool:
+    return value is not None and value == value and bool(value)
+
+
+def _share(value: Any) -> str:
+    return "\u2014" if value is None or value != value else f"{float(value):.0%}"
+
+
+def _knee_text(knee: Knee | None) -> str:
+    if knee is None or knee.rate is None:
+        return "none" if knee is not None and knee.stopped_by != "no slo: in the spec" else "\u2014"
+    return ("\u2265 " if knee.censored else "") + rate_text(knee.rate)
+
+
+def _knees(view: RunView) -> tuple[list[str], list[dict[str, Any]]]:
+    """The knee table: the rates (columns) and a row per config series."""
+    rows = knee_rows(view.points)
+    rates = sorted({rate for row in rows for rate in row.rates})
+    out = []
+    for row in rows:
+        c = row.comparison
+        cells = {}
+        for s in c.latency if c else ():
+            marker = " *" if s.below_knees else ""
+            cells[s.rate] = f"E2E \u00d7{fmt(s.e2e)} / ITL \u00d7{fmt(s.itl)}{marker}"
+        for rate in row.client_bound_rates:
+            cells[rate] = "client-bound"
+        out.append(
+            {
+                "host": row.host,
+                "setting": row.setting,
+                "config": row.config,
+                "knee": _knee_text(c.knee if c else row.knee),
+                "baseline_knee": _knee_text(c.baseline) if c else "",
+                "ratio": fmt(c.ratio) if c else "",
+                "stopped_by": ((c.knee if c else row.knee) or Knee(None, False, "")).stopped_by
+                or "",
+                "cells": [cells.get(rate, "") for rate in rates],
+            }
+        )
+    return [rate_text(r) for r in rates], out
 
 
 def _provenance(manifest: dict[str, Any]) -> list[tuple[str, str]]:
@@ -109,6 +164,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
         "ok": int((pts["status"] == "ok").sum()),
         "failed": int((pts["status"] == "failed").sum()),
         "non_exact": int((~pts["determinism"].isin(OK_VERDICTS)).sum()),
+        "client_bound": int(sum(_true(v) for v in pts["client_bound"])),
     }
     spec = view.manifest.get("spec")
     return (
@@ -122,6 +178,9 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             host_columns=host_columns,
             spec_text=json.dumps(spec, indent=2, default=str) if spec else "",
             summary=_summary(view),
+            knees=_knees(view),
+            slo=(spec or {}).get("slo") if isinstance(spec, dict) else None,
+            judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
             charts=all_charts(view),
             comparison=comparison,
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),

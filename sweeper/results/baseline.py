@@ -2,7 +2,8 @@
 endpoint the sweeper does not start and that has no baseline endpoint beside it.
 
 A point's baseline is the earlier run's ok AR point with the same temperature and max_tokens,
-preferring the same concurrency; its request rows are what determinism compares against.
+preferring the same load (concurrency, or rate and arrival); its request rows are what
+determinism compares against.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ class EarlierBaseline:
         ]
         if same.empty:
             return None
-        exact = same[same["concurrency"] == rc.concurrency]
+        exact = same
+        for column in ("concurrency", "rate", "arrival"):
+            wanted = getattr(rc, column)
+            values = exact[column] if column in exact else pd.Series(None, index=exact.index)
+            exact = exact[values.isna() if wanted is None else values == wanted]
         row = (exact if not exact.empty else same).iloc[0]
         return dict(row)
 

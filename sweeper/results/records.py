@@ -30,14 +30,20 @@ class ServerConfigColumns(BaseModel):
 
 
 class RequestConfigColumns(BaseModel):
-    """The columns that say what each request of a point asked for."""
+    """The columns that say what each request of a point asked for, and the load it came in:
+    a closed loop's `concurrency`, or an open loop's `rate` (req/s, inf: all at once) with its
+    `arrival` process (poisson, constant, gamma + `burstiness`) and `max_concurrency`."""
 
     model_config = ConfigDict(extra="allow")
 
     temperature: float
     max_tokens: int
-    concurrency: int
+    concurrency: int | None = None
     top_p: float | None = None
+    rate: float | None = None
+    arrival: str | None = None
+    burstiness: float | None = None
+    max_concurrency: int | None = None
 
 
 class PointKey(BaseModel):
@@ -80,6 +86,21 @@ class RequestRecord(_PointColumns):
     top2_margins: list[float] = Field(default_factory=list)
     verdict: str | None = None
     divergence_index: int | None = None
+    # The load client's timeline, in seconds from the point's t0 (one monotonic clock for every
+    # client process): when the request was due, when it left, when it ended.
+    #: Its place in the point's sequence (the arrival schedule's order).
+    index: int | None = None
+    #: The client process that sent it.
+    worker: int | None = None
+    scheduled_s: float | None = None
+    sent_s: float | None = None
+    done_s: float | None = None
+    #: Open loop: how long it waited for a free `max_concurrency` slot (the load's shape).
+    slot_wait_s: float | None = None
+    #: Open loop: how late the client sent it after it was due (and its slot free).
+    late_s: float | None = None
+    #: False when it was never sent or still in flight at the end of duration + grace.
+    finished: bool = True
 
 
 class PointRecord(_PointColumns):
@@ -114,6 +135,37 @@ class PointRecord(_PointColumns):
     output_tokens: int = 0
     #: Seconds of the measured window that throughput divides by.
     wall_s: float | None = None
+    #: Requests never sent or still in flight at the end of duration + grace (among n_errors).
+    n_unfinished: int = 0
+    #: Per-request mean inter-token latency (e2e - ttft) / (tokens - 1), what the SLO's ITL
+    #: judges; `itl_*` are the gaps between chunks.
+    request_itl_p50: float | None = None
+    request_itl_p99: float | None = None
+    #: Baseline over this point's median E2E / median request ITL (above 1: faster). The
+    #: speedup of an open loop below its knee, where throughput is the offered rate for both.
+    e2e_speedup: float | None = None
+    itl_speedup: float | None = None
+    # Goodput against the spec's `slo` (None without one).
+    goodput_share: float | None = None
+    goodput_rps: float | None = None
+    meets_slo: bool | None = None
+    # The load client's self-check: when `client_bound`, the numbers describe the client, not
+    # the server, and are never reported as the server's (no speedup, never the best config).
+    client_bound: bool | None = None
+    client_bound_reason: str = ""
+    client_processes: int | None = None
+    #: The busiest client process's CPU time over wall time.
+    client_cpu_share: float | None = None
+    #: The worst client process's event-loop lag percentiles (seconds).
+    loop_lag_p90: float | None = None
+    loop_lag_p99: float | None = None
+    #: Open loop: send lateness percentiles (seconds).
+    late_p90: float | None = None
+    late_p99: float | None = None
+    #: What the client achieved: the send rate (req/s) and the time-weighted mean in flight.
+    achieved_rate: float | None = None
+    mean_in_flight: float | None = None
+    max_in_flight: int | None = None
     fingerprint: str | None = None
     started_at: str
     finished_at: str

@@ -22,10 +22,13 @@ from pydantic import (
 )
 
 from sweeper.spec.errors import problem, suggest
+from sweeper.spec.open_loop import LoadSpec
 from sweeper.spec.workload import WorkloadSpec
 
 #: Keys of the grid that change what a request asks for; never a restart.
 REQUEST_KEYS = ("temperature", "top_p")
+#: The workload's load keys a rule may name: a point has one of them, never both.
+LOAD_KEYS = ("concurrency", "rate")
 #: Keys of the grid that the runtime is started with; each distinct combination is a restart.
 SERVER_KEYS = ("budget", "topk", "block_size", "cuda_graph")
 #: The named server keys that only speculative decoding has (an engine's mapping says which
@@ -102,7 +105,7 @@ class GridSpec(BaseModel):
     def _check_rules(self) -> GridSpec:
         keys = self.keys()
         for key in keys:
-            if key == "concurrency":
+            if key in LOAD_KEYS:
                 continue
             values = self.values(key)
             for index, value in enumerate(values):
@@ -112,6 +115,12 @@ class GridSpec(BaseModel):
             for index, rule in enumerate(getattr(self, rule_kind)):
                 if not rule:
                     raise problem("an empty rule matches everything", at=(rule_kind, index))
+                if all(key in rule for key in LOAD_KEYS):
+                    message = (
+                        "a point is either closed-loop (concurrency) or open-loop (rate), "
+                        "never both"
+                    )
+                    raise problem(message, at=(rule_kind, index, "rate"))
                 for key, value in rule.items():
                     if key not in keys:
                         raise problem(suggest(key, keys), at=(rule_kind, index, key))
@@ -122,25 +131,39 @@ class GridSpec(BaseModel):
         values = value if isinstance(value, list) else [value]
         if not values:
             raise problem("an empty list matches nothing", at=at)
-        field = type(self).model_fields.get(key)
-        if key == "concurrency":
-            field = WorkloadSpec.model_fields["concurrency"]
-        if field is None:  # an extra runtime flag: same shape check as the grid's own list
+        if self._rule_field(key) is None:  # an extra flag: same shape check as the grid's list
             if any(v is None or not isinstance(v, (bool, int, float, str)) for v in values):
                 raise problem("a runtime flag value must be a number, a string or a bool", at=at)
             return
         try:
-            TypeAdapter(field.annotation or Any).validate_python(values)
+            self.rule_values(key, value)
         except ValidationError as exc:
             raise problem(exc.errors()[0]["msg"], at=at) from None
+
+    def _rule_field(self, key: str) -> Any:
+        if key == "concurrency":
+            return WorkloadSpec.model_fields["concurrency"]
+        if key == "rate":
+            return LoadSpec.model_fields["rate"]
+        return type(self).model_fields.get(key)
+
+    def rule_values(self, key: str, value: Any) -> list[Any]:
+        """A rule's value for `key` as the alternatives it matches, parsed like the key's own
+        list (so a rule's `rate: inf` matches the points at rate infinity)."""
+        values = value if isinstance(value, list) else [value]
+        field = self._rule_field(key)
+        if field is None:
+            return values
+        parsed = TypeAdapter(field.annotation or Any).validate_python(values)
+        return list(parsed) if parsed is not None else values
 
     def extra_flags(self) -> dict[str, list[Any]]:
         """Runtime flags beyond the named ones, in spec order: name -> values."""
         return dict(self.model_extra or {})
 
     def keys(self) -> list[str]:
-        """Every key a rule may name: the named parameters, concurrency, the extra runtime flags."""
-        return [*SERVER_KEYS, *REQUEST_KEYS, "concurrency", *self.extra_flags()]
+        """Every key a rule may name: the named parameters, the load keys, the extra flags."""
+        return [*SERVER_KEYS, *REQUEST_KEYS, *LOAD_KEYS, *self.extra_flags()]
 
     def values(self, key: str) -> list[Any]:
         """The grid's list for `key` ([None] for an unset optional request key like top_p)."""

@@ -1,4 +1,5 @@
-"""The whole spec (`Spec`): hosts, runtime, grid, workload and the determinism policy."""
+"""The whole spec (`Spec`): hosts, runtime, grid, workload, the determinism policy and the
+latency SLO that goodput is judged by."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sweeper.spec.errors import problem
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
+from sweeper.spec.slo import SloSpec
 from sweeper.spec.workload import WorkloadSpec
 
 
@@ -46,6 +48,8 @@ class Spec(StrictModel):
     baseline: StrictBool = True
     workload: WorkloadSpec
     determinism: DeterminismSpec = Field(default_factory=DeterminismSpec)
+    #: Latency targets: each point's goodput, and each config's knee over the rates.
+    slo: SloSpec | None = None
     #: Split the speculative server configs round-robin between (identical) hosts.
     shard: StrictBool = False
     #: Leave the last server config running at the end instead of stopping it.
@@ -89,6 +93,18 @@ class Spec(StrictModel):
                 reason = mapping.unused.get(key, "its mapping does not use it")
                 message = f"{key} is not used by {name}: {reason}; remove it from the grid"
                 raise problem(message, at=("grid", key))
+        return self
+
+    @model_validator(mode="after")
+    def _rules_name_measured_loads(self) -> Spec:
+        """A rule naming `rate` needs open-loop points (`workload.load`)."""
+        if self.workload.load is not None:
+            return self
+        for rule_kind in ("exclude", "include"):
+            for index, rule in enumerate(getattr(self.grid, rule_kind)):
+                if "rate" in rule:
+                    message = "no open-loop points to match: rates come from workload.load"
+                    raise problem(message, at=("grid", rule_kind, index, "rate"))
         return self
 
     @model_validator(mode="after")

@@ -61,6 +61,8 @@ def write_spec(
     repeats: int = 2,
     ready_timeout_s: float = 30,
     extra_runtime: dict | None = None,
+    extra_workload: dict | None = None,
+    extra: dict | None = None,
 ) -> Path:
     spec = {
         "name": name,
@@ -88,7 +90,9 @@ def write_spec(
             "concurrency": [1],
             "warmup": 1,
             "seed": 7,
+            **(extra_workload or {}),
         },
+        **(extra or {}),
     }
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

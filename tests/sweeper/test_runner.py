@@ -89,7 +89,11 @@ def _run(tmp: Path, port: int, env: dict[str, str], port_wait_s: float = 10.0, *
 
 
 def test_sweep_measures_every_point(tmp_path: Path, port: int) -> None:
-    code, store, points, requests = _run(tmp_path, port, {"FAKE_START_DELAY": "0.3"})
+    # 5 ms between tokens: a fake streaming as fast as the CPU allows keeps the client's one
+    # process busy most of a point (82-98% of a core measured), and the client's self-check
+    # then rightly calls the point client-bound, which withholds its speedup.
+    env = {"FAKE_START_DELAY": "0.3", "FAKE_TOKEN_DELAY": "0.005"}
+    code, store, points, requests = _run(tmp_path, port, env)
     assert code == 0
     assert list(points["mode"]) == ["ar", "speculative", "speculative"]  # baseline first
     assert set(points.engine) == {"ddtree_runtime"}
@@ -100,6 +104,7 @@ def test_sweep_measures_every_point(tmp_path: Path, port: int) -> None:
     assert list(points.determinism) == ["n/a", "exact", "exact"]
     assert (points.n_requests == 4).all() and len(requests) == 12
     assert points.speedup.iloc[1:].notna().all() and points.output_tok_s.gt(0).all()
+    assert not points.client_bound.any() and (points.client_processes == 1).all()
     assert list(requests.verdict) == ["n/a"] * 4 + ["exact"] * 8
     csv = pd.read_csv(store.dir / "points.csv")
     assert list(csv.point_id) == list(points.index)

@@ -67,7 +67,7 @@ def test_several_errors_are_all_reported() -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["local.yaml"])
+@pytest.mark.parametrize("name", ["local.yaml", "local-rate.yaml"])
 def test_shipped_specs_load(name: str) -> None:
     spec = load_spec(ROOT / "sweeps" / name)
     assert spec.name == Path(name).stem

@@ -1,0 +1,135 @@
+"""One point's load as the runner sends it: warm-up, then the point's requests through the
+multi-process client (`sweeper.measure.pool`), closed loop or open loop.
+
+- Warm-up: `warmup` requests sent one after another from this process and discarded (a fresh
+  server's first requests pay for lazy initialisation); then `after_warmup` runs, with nothing
+  in flight (the runner reads per-server acceptance counters there).
+- The requests: request i of the point carries prompt i mod P (P prompts) as repeat i div P,
+  so the prompts take turns and every (prompt, repeat) is unique. A closed loop sends each
+  prompt `repeats` times at its concurrency; an open loop sends its schedule (`load.requests`
+  arrivals, the arrivals inside `load.duration_s`, or prompts x repeats), drawn once from the
+  workload's seed (0 when unset) and so the same for every server config at that rate.
+- The requests are written here, by the runner's engine (which has proven the server), and
+  sent and read by `workload.client_processes` worker processes.
+
+A client that fails (a worker crashed, or could not start) does not stop the sweep: every
+request of the point is recorded with the reason, so the point fails with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import replace
+
+import httpx
+
+from sweeper.engines.base import Engine, RequestSpec
+from sweeper.measure.arrivals import ArrivalProfile
+from sweeper.measure.client import stream_request
+from sweeper.measure.pool import ClosedLoop, Load, OpenLoop, run_load
+from sweeper.measure.senders import spec_payload
+from sweeper.measure.workload import WorkloadResult, expand_requests
+from sweeper.plan import Point, RequestConfig
+from sweeper.spec import RuntimeSpec, WorkloadSpec
+
+#: The seed of every open-loop schedule when the workload sets none.
+DEFAULT_SCHEDULE_SEED = 0
+
+
+def point_prompts(rc: RequestConfig, workload: WorkloadSpec) -> list[RequestSpec]:
+    """One request per prompt (repeat 0) with the point's request config."""
+    return expand_requests(
+        workload.prompts,
+        repeats=1,
+        max_tokens=rc.max_tokens,
+        temperature=rc.temperature,
+        seed=rc.seed,
+        top_p=rc.top_p,
+        chat=workload.api == "chat",
+    )
+
+
+def point_load(rc: RequestConfig, workload: WorkloadSpec) -> Load:
+    """How the point's requests are sent: its closed loop, or its open loop's schedule."""
+    offered = len(workload.prompts) * workload.repeats
+    if rc.rate is None:
+        assert rc.concurrency is not None  # a request config has one or the other
+        return ClosedLoop(rc.concurrency, requests=offered)
+    load = workload.load
+    assert load is not None  # the plan makes open-loop points only from workload.load
+    duration = load.duration_s
+    profile = ArrivalProfile(
+        rate=rc.rate,
+        arrival=load.arrival,
+        burstiness=rc.burstiness or 1.0,
+        duration_s=duration,
+        requests=None if duration is not None else (load.requests or offered),
+    )
+    seed = rc.seed if rc.seed is not None else DEFAULT_SCHEDULE_SEED
+    return OpenLoop(profile, seed=seed, max_concurrency=rc.max_concurrency)
+
+
+def drive_point(
+    base_url: str,
+    point: Point,
+    workload: WorkloadSpec,
+    runtime: RuntimeSpec,
+    engine: Engine,
+    *,
+    warmup: int,
+    model: str | None = None,
+    after_warmup: Callable[[], object] | None = None,
+) -> WorkloadResult:
+    """Warm up, then run the point's load (see the module doc); one record per offered request,
+    in schedule order."""
+    rc = point.request_config
+    prompts = point_prompts(rc, workload)
+    asyncio.run(_warm_up(base_url, prompts[:warmup], engine, model))
+    if after_warmup is not None:
+        after_warmup()
+    payloads = [spec_payload(spec, model, runtime, engine) for spec in prompts]
+    load = point_load(rc, workload)
+    grace = workload.load.grace_s if workload.load is not None else 0.0
+    try:
+        result = run_load(
+            base_url, payloads, load, processes=workload.client_processes, grace_s=grace
+        )
+    except (RuntimeError, ValueError, OSError) as exc:
+        return _client_failed(prompts, load, f"load client failed: {exc}")
+    records = []
+    for rec in result.records:
+        i = int(rec["index"])
+        spec = replace(prompts[i % len(prompts)], repeat=i // len(prompts))
+        fields = {k: v for k, v in rec.items() if k != "payload_index"}
+        records.append((spec, fields))
+    return WorkloadResult(records, result.wall_s, result.check, result.processes)
+
+
+async def _warm_up(
+    base_url: str, prompts: list[RequestSpec], engine: Engine, model: str | None
+) -> None:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as client:
+        for spec in prompts:
+            await stream_request(client, base_url, replace(spec, repeat=-1), engine, model=model)
+
+
+def _client_failed(prompts: list[RequestSpec], load: Load, reason: str) -> WorkloadResult:
+    """Every request the point would have sent, each recorded with the client's failure."""
+    if isinstance(load, ClosedLoop):
+        n = load.requests or len(prompts)
+    else:
+        n = load.profile.requests or len(prompts)
+    records = [
+        (
+            replace(prompts[i % len(prompts)], repeat=i // len(prompts)),
+            {"error": reason, "index": i},
+        )
+        for i in range(n)
+    ]
+    return WorkloadResult(records, 0.0)
+
+
+def records_tokens(result: WorkloadResult) -> int:
+    """Output tokens of a point's records (for progress)."""
+    return sum(int(rec.get("output_tokens") or 0) for _spec, rec in result.records)
