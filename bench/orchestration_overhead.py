@@ -22,6 +22,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sweeper.engines.ddtree_runtime import runtime_source_hash  # noqa: E402
+from sweeper.engines.registry import engine_for  # noqa: E402
 from sweeper.hosts.local import LocalHost  # noqa: E402
 from sweeper.plan import build_plan  # noqa: E402
 from sweeper.progress import PlainProgress  # noqa: E402
@@ -30,8 +32,8 @@ from sweeper.runner import Runner  # noqa: E402
 from sweeper.services.backends import Backend  # noqa: E402
 from sweeper.services.process import ProcessService  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402
-from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402
 from tests.sweeper.conftest import free_port  # noqa: E402
+from tests.sweeper.sweep_fixtures import fake_runtime_env  # noqa: E402
 
 
 def main() -> None:
@@ -41,16 +43,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        python = tmp / "python"
-        exec_fake = f'exec "{sys.executable}" "{FAKE}" "$@"'
-        python.write_text(f"#!/bin/sh\nexport FAKE_START_DELAY=1.0\nshift 2\n{exec_fake}\n")
-        python.chmod(0o755)
+        # The fake starts exactly as the runtime is started, so the /proc identity proof holds.
+        env = fake_runtime_env(tmp, {"FAKE_START_DELAY": "1.0", "FAKE_TOKEN_DELAY": "0.005"})
         spec_path = tmp / "bench.yaml"
         spec_path.write_text(
             yaml.safe_dump(
                 {
                     "name": "bench",
-                    "runtime": {"model": "fake", "port": free_port(), "python": str(python)},
+                    "runtime": {"model": "fake", "port": free_port(), "env": env},
                     "grid": {
                         "budget": [8 * (i + 1) for i in range(args.configs)],
                         "topk": [1],
@@ -70,10 +70,17 @@ def main() -> None:
         )
         spec = load_spec(spec_path)
         plan = build_plan(spec)
-        fields = {"sweep": "bench", "sweeper_version": "b", "spec": {}, "runtime_source_hash": ""}
+        source = runtime_source_hash()
+        fields = {
+            "sweep": "bench",
+            "sweeper_version": "b",
+            "spec": {},
+            "runtime_source_hash": source,
+        }
         store = RunStore.create(tmp / "results", fields)
-        backend = Backend(LocalHost(), ProcessService(store.dir / "service"), str(python))
-        runner = Runner(spec, plan, store, {"local": backend}, PlainProgress())
+        backend = Backend(LocalHost(), ProcessService(store.dir / "service"), sys.executable)
+        engine = engine_for(spec.runtime, source)
+        runner = Runner(spec, plan, store, {"local": backend}, PlainProgress(), engine)
         t0 = time.monotonic()
         code = runner.run()
         wall = time.monotonic() - t0

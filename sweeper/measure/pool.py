@@ -1,7 +1,8 @@
 """A point's load over N worker processes: closed loop (a concurrency) or open loop (a rate).
 
 `run_load` draws the open-loop schedule once (sweeper.measure.arrivals), splits the work over
-`processes` spawned workers (sweeper.measure.worker), starts them all on one t0 of the shared
+`processes` workers (sweeper.measure.worker; one runs on a thread of this process, more are
+forked processes), starts them all on one t0 of the shared
 monotonic clock, and merges their records in request order. How the load is held:
 - ClosedLoop(concurrency=C): C slots in all (C // N each, the first C % N workers one more),
   pulling request indices from one shared counter: exactly C in flight, globally, until the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import queue
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,8 +39,10 @@ from sweeper.measure.selfcheck import ClientCheck, WorkerStats, check_client
 from sweeper.measure.senders import DEFAULT_SENDER, load_sender
 from sweeper.measure.worker import WorkerJob, worker_main
 
-#: Time every worker gets between the start signal and t0, so all start on the same instant.
+#: Time every worker gets between the start signal and t0, so all start on the same instant
+#: (a lone worker thread needs next to none).
 START_LEAD_S = 0.1
+START_LEAD_THREAD_S = 0.005
 DEFAULT_GRACE_S = 30.0
 NOT_SENT = "not sent: still queued at the end of duration_s (+ grace_s)"
 
@@ -192,15 +196,17 @@ def run_load(
         grace_s=grace_s,
         request_timeout_s=request_timeout_s,
     )
-    ctx = _context()
+    # One client process is the controller itself (a worker thread): it has everything
+    # imported already, so a point pays no process start; more go to forked processes.
+    ctx = mp.get_context() if processes == 1 else _context()
     counter, t0_value, start, results = (
         ctx.Value("q", 0),
         ctx.Value("q", 0),
         ctx.Event(),
         ctx.Queue(),
     )
-    procs = [
-        ctx.Process(
+    workers: list[Any] = [
+        (threading.Thread if processes == 1 else ctx.Process)(
             target=worker_main,
             args=(job, counter, t0_value, start, results),
             name=f"sweeper-load-{job.worker}",
@@ -208,24 +214,25 @@ def run_load(
         )
         for job in jobs
     ]
-    for p in procs:
-        p.start()
+    for w in workers:
+        w.start()
     records: list[dict[str, Any]] = []
     stats: list[WorkerStats] = []
     try:
-        _collect(results, procs, "ready", time.monotonic() + start_timeout_s)
-        t0 = time.monotonic_ns() + int(START_LEAD_S * 1e9)
+        _collect(results, workers, "ready", time.monotonic() + start_timeout_s)
+        lead = START_LEAD_THREAD_S if processes == 1 else START_LEAD_S
+        t0 = time.monotonic_ns() + int(lead * 1e9)
         t0_value.value = t0
         start.set()
-        for _worker, recs, st in _collect(results, procs, "done", None):
+        for _worker, recs, st in _collect(results, workers, "done", None):
             records.extend(recs)
             stats.append(st)
     finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+        for w in workers:
+            w.join(5)
+            if w.is_alive() and hasattr(w, "kill"):
+                w.kill()
+                w.join(5)
     if offsets is not None:
         records.extend(_unsent(records, offsets, len(payloads)))
     records.sort(key=lambda r: r["index"])
@@ -235,7 +242,7 @@ def run_load(
         wall_s=max(ends, default=0.0),
         t0_ns=t0,
         check=check_client(stats, records),
-        processes=len(procs),
+        processes=len(workers),
         offsets_s=None if offsets is None else tuple(float(x) for x in offsets),
     )
 
@@ -250,18 +257,18 @@ def _context() -> Any:
     return ctx
 
 
-def _collect(results: Any, procs: list[Any], kind: str, deadline: float | None) -> list[Any]:
+def _collect(results: Any, workers: list[Any], kind: str, deadline: float | None) -> list[Any]:
     """One `kind` message from every worker; a worker's error or death raises RuntimeError."""
     got: dict[int, Any] = {}
-    while len(got) < len(procs):
+    while len(got) < len(workers):
         try:
             msg = results.get(timeout=0.5)
         except queue.Empty:
-            dead = [p for k, p in enumerate(procs) if k not in got and p.exitcode is not None]
+            dead = [w for k, w in enumerate(workers) if k not in got and not w.is_alive()]
             if dead:
+                code = getattr(dead[0], "exitcode", None)
                 raise RuntimeError(
-                    f"load worker {dead[0].name} exited with code {dead[0].exitcode} "
-                    f"before reporting {kind}"
+                    f"load worker {dead[0].name} ended (exit code {code}) before reporting {kind}"
                 ) from None
             if deadline is not None and time.monotonic() > deadline:
                 raise RuntimeError(f"load workers not {kind} in time") from None

@@ -111,11 +111,12 @@ class _Worker:
                 return  # the parent gave up (or died): leave quietly, nothing was sent
             self.t0 = int(t0_ns.value)
             await _sleep_until(self.t0)
-            cpu0 = time.process_time()
+            # This thread's CPU: a worker may share its process with the controller.
+            cpu0 = time.thread_time()
             ticker = asyncio.create_task(self._tick())
             await self._drive()
             end = time.monotonic_ns()
-            cpu = time.process_time() - cpu0
+            cpu = time.thread_time() - cpu0
             ticker.cancel()
         stats = WorkerStats(
             worker=job.worker,
