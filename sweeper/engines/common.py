@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from secrets import token_hex
 from typing import Any
 
 import httpx
 
 from sweeper.engines.base import EngineError, RequestSpec
-from sweeper.engines.mapping import flag_argv
+from sweeper.engines.mapping import flag_argv, render
 from sweeper.plan import ServerConfig
+from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
 
 #: Runtime settings a grid flag of the same name overrides, in the order they are rendered.
@@ -133,3 +135,57 @@ def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list
         elif not (want is None and reported[key] is None) and not same_value(want, reported[key]):
             wrong.append(f"{key}: requested {want!r}, server runs {reported[key]!r}")
     return wrong
+
+
+class ModuleServer:
+    """A third-party server started as `python -m MODULE --MODEL_FLAG model ... --host --port`
+    (SGLang, vLLM): the command from the mapping, the CUDA-graph-off flags and the settings
+    under the engine's own names. It takes no launch id, so the /proc proof alone ties the
+    instance to the launch (the id only names the launch in logs and the systemd unit)."""
+
+    module: str
+    model_flag: str
+    cuda_graph_off: tuple[str, ...]
+    setting_flags: Mapping[str, str | None]
+    renames: Mapping[str, str] = {}
+    launched = True
+
+    def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
+        self.runtime = runtime
+        mapping = runtime.engine_mapping()
+        assert mapping is not None
+        self.mapping = mapping
+
+    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
+        """The server's flags (without --host/--port) and the mapped environment."""
+        parts = split_config(server_config, self.runtime)
+        argv = [self.model_flag, self.runtime.model]
+        env: dict[str, str] = {}
+        if server_config.mode == "speculative":
+            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
+            argv += speculative
+        if parts.cuda_graph is False:
+            argv += self.cuda_graph_off
+        argv += settings_argv(parts, self.setting_flags, renames=self.renames)
+        return argv + list(self.runtime.extra_args), env
+
+    def launch(
+        self,
+        server_config: ServerConfig,
+        *,
+        python: str,
+        listen_host: str,
+        workdir: str | None,
+        secrets: Mapping[str, str],
+    ) -> Launch:
+        flags, env = self.command(server_config)
+        port = self.runtime.port
+        argv = [python, "-m", self.module, *flags, "--host", listen_host, "--port", str(port)]
+        return Launch(
+            argv=tuple(argv),
+            port=port,
+            launch_id=token_hex(8),
+            env={**self.runtime.env, **env},
+            secret_env=dict(secrets),
+            workdir=workdir,
+        )

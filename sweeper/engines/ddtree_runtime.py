@@ -41,21 +41,6 @@ from sweeper.plan import ServerConfig
 from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
 
-#: Keys of /server_info's fingerprint_inputs.config (README's contract).
-FINGERPRINTED_KEYS = (
-    "model",
-    "draft",
-    "speculative",
-    "budget",
-    "topk",
-    "block_size",
-    "cuda_graph",
-    "dtype",
-    "device",
-    "max_batch",
-    "max_model_len",
-    "seed",
-)
 _SETTING_FLAGS = {k: "--" + k.replace("_", "-") for k in SETTINGS}
 
 
@@ -141,7 +126,8 @@ class DDTreeRuntime:
         )
 
     def expected(self, server_config: ServerConfig) -> dict[str, Any]:
-        """Fingerprinted settings /server_info must report for this server config."""
+        """What /server_info must report for this server config (its fingerprinted config, else
+        its full config: README, "Runtime HTTP API")."""
         parts = split_config(server_config, self.runtime)
         want: dict[str, Any] = {"model": self.runtime.model, "draft": self.runtime.draft}
         want.update({k: v for k, v in parts.settings.items() if v is not None})
@@ -154,7 +140,8 @@ class DDTreeRuntime:
             want.update(parts.speculative)
         if parts.cuda_graph is not None:
             want["cuda_graph"] = parts.cuda_graph
-        want.update({k: v for k, v in parts.extras.items() if k in FINGERPRINTED_KEYS})
+        # /server_info's config holds every effective flag: an extra grid flag is checked too.
+        want.update(parts.extras)
         return want
 
     def prove(

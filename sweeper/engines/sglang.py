@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from secrets import token_hex
 from typing import Any
 
 import httpx
@@ -30,12 +29,15 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
-from sweeper.engines.common import api_path, mismatches, openai_body, settings_argv, split_config
-from sweeper.engines.mapping import render
+from sweeper.engines.common import (
+    ModuleServer,
+    api_path,
+    mismatches,
+    openai_body,
+)
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
 from sweeper.services import Launch
-from sweeper.spec import RuntimeSpec
 
 #: SGLang's flags for the runtime settings (None: SGLang has no such setting).
 SETTING_FLAGS: dict[str, str | None] = {
@@ -95,55 +97,16 @@ class SGLangReader(ChunkReader):
             }
 
 
-class SGLang:
+class SGLang(ModuleServer):
     """See the module docstring."""
 
     name = "sglang"
-    launched = True
     health_path = "/health"
-
-    def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
-        self.runtime = runtime
-        mapping = runtime.engine_mapping()
-        assert mapping is not None
-        self.mapping = mapping
-
-    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
-        """`sglang.launch_server` flags (without --host/--port) and the mapped environment."""
-        parts = split_config(server_config, self.runtime)
-        argv = ["--model-path", self.runtime.model]
-        env: dict[str, str] = {}
-        if server_config.mode == "speculative":
-            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
-            argv += speculative
-        if parts.cuda_graph is False:
-            argv += CUDA_GRAPH_OFF
-        argv += settings_argv(parts, SETTING_FLAGS, renames=RENAMES)
-        return argv + list(self.runtime.extra_args), env
-
-    def launch(
-        self,
-        server_config: ServerConfig,
-        *,
-        python: str,
-        listen_host: str,
-        workdir: str | None,
-        secrets: Mapping[str, str],
-    ) -> Launch:
-        flags, env = self.command(server_config)
-        port = self.runtime.port
-        argv = [python, "-m", "sglang.launch_server", *flags]
-        argv += ["--host", listen_host, "--port", str(port)]
-        return Launch(
-            argv=tuple(argv),
-            port=port,
-            # SGLang takes no launch id (this one names the launch in logs and the unit); the
-            # /proc proof ties the instance to this launch.
-            launch_id=token_hex(8),
-            env={**self.runtime.env, **env},
-            secret_env=dict(secrets),
-            workdir=workdir,
-        )
+    module = "sglang.launch_server"
+    model_flag = "--model-path"
+    cuda_graph_off = tuple(CUDA_GRAPH_OFF)
+    setting_flags = SETTING_FLAGS
+    renames = RENAMES
 
     def expected(self, server_config: ServerConfig) -> dict[str, Any]:
         """What SGLang's resolved server args must say for this server config."""

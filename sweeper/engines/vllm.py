@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from secrets import token_hex
 from typing import Any
 
 import httpx
@@ -30,13 +28,16 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
-from sweeper.engines.common import api_path, mismatches, openai_body, settings_argv, split_config
-from sweeper.engines.mapping import render
+from sweeper.engines.common import (
+    ModuleServer,
+    api_path,
+    mismatches,
+    openai_body,
+)
 from sweeper.engines.presets import VLLM_SPEC_FLAG
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
 from sweeper.services import Launch
-from sweeper.spec import RuntimeSpec
 
 SETTING_FLAGS: dict[str, str | None] = {
     "device": None,  # vLLM picks its platform from the installed build
@@ -68,53 +69,16 @@ def read_counters(text: str) -> dict[str, float] | None:
     return found or None
 
 
-class VLLM:
+class VLLM(ModuleServer):
     """See the module docstring."""
 
     name = "vllm"
-    launched = True
     health_path = "/health"
-
-    def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
-        self.runtime = runtime
-        mapping = runtime.engine_mapping()
-        assert mapping is not None
-        self.mapping = mapping
-
-    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
-        """api_server flags (without --host/--port) and the mapped environment."""
-        parts = split_config(server_config, self.runtime)
-        argv = ["--model", self.runtime.model]
-        env: dict[str, str] = {}
-        if server_config.mode == "speculative":
-            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
-            argv += speculative
-        if parts.cuda_graph is False:
-            argv += CUDA_GRAPH_OFF
-        argv += settings_argv(parts, SETTING_FLAGS, renames=RENAMES)
-        return argv + list(self.runtime.extra_args), env
-
-    def launch(
-        self,
-        server_config: ServerConfig,
-        *,
-        python: str,
-        listen_host: str,
-        workdir: str | None,
-        secrets: Mapping[str, str],
-    ) -> Launch:
-        flags, env = self.command(server_config)
-        port = self.runtime.port
-        argv = [python, "-m", "vllm.entrypoints.openai.api_server", *flags]
-        argv += ["--host", listen_host, "--port", str(port)]
-        return Launch(
-            argv=tuple(argv),
-            port=port,
-            launch_id=token_hex(8),  # vLLM takes none; /proc ties the instance to the launch
-            env={**self.runtime.env, **env},
-            secret_env=dict(secrets),
-            workdir=workdir,
-        )
+    module = "vllm.entrypoints.openai.api_server"
+    model_flag = "--model"
+    cuda_graph_off = tuple(CUDA_GRAPH_OFF)
+    setting_flags = SETTING_FLAGS
+    renames = RENAMES
 
     def speculative_config(self, server_config: ServerConfig) -> dict[str, Any] | None:
         """The --speculative-config this server config passes, or None (AR)."""
