@@ -8,7 +8,7 @@ spec's public interface.
 
 from sweeper.spec.errors import SpecError, SpecIssue
 from sweeper.spec.grid import REQUEST_KEYS, SERVER_KEYS, GridSpec
-from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec
+from sweeper.spec.hosts import HostSpec, LocalHostSpec, RemoteHostSpec, SlurmHostSpec, SSHHostSpec
 from sweeper.spec.load import load_spec, parse_spec, spec_json_schema
 from sweeper.spec.model import DeterminismSpec, Spec
 from sweeper.spec.runtime import RuntimeSpec, resolve_secrets, secret_source
@@ -22,8 +22,10 @@ __all__ = [
     "Message",
     "PromptSpec",
     "REQUEST_KEYS",
+    "RemoteHostSpec",
     "RuntimeSpec",
     "SERVER_KEYS",
+    "SlurmHostSpec",
     "SSHHostSpec",
     "Spec",
     "SpecError",

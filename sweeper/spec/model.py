@@ -9,7 +9,7 @@ from pydantic import Field, StrictBool, StrictInt, field_validator, model_valida
 from sweeper.spec.base import Slug, StrictModel
 from sweeper.spec.errors import problem
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
-from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec, host_shorthand
+from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
 from sweeper.spec.workload import WorkloadSpec
 
@@ -30,7 +30,7 @@ class DeterminismSpec(StrictModel):
 # --- the spec -----------------------------------------------------------------------------------
 
 
-def _local_only() -> list[LocalHostSpec | SSHHostSpec]:
+def _local_only() -> list[LocalHostSpec | SSHHostSpec | SlurmHostSpec]:
     return [LocalHostSpec()]
 
 
@@ -87,6 +87,17 @@ class Spec(StrictModel):
                 reason = mapping.unused.get(key, "its mapping does not use it")
                 message = f"{key} is not used by {name}: {reason}; remove it from the grid"
                 raise problem(message, at=("grid", key))
+        return self
+
+    @model_validator(mode="after")
+    def _slurm_leaves_nothing_running(self) -> Spec:
+        """A Slurm host's allocations are cancelled when the sweep ends: nothing can stay up."""
+        if self.leave_running and any(isinstance(h, SlurmHostSpec) for h in self.hosts):
+            message = (
+                "a slurm host cancels its allocations when the sweep ends, so nothing can be "
+                "left running; remove leave_running"
+            )
+            raise problem(message, at=("leave_running",))
         return self
 
     @model_validator(mode="after")
