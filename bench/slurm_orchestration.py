@@ -33,11 +33,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sweeper.hosts import slurm_commands as cmd  # noqa: E402
 from sweeper.hosts.ssh import SSHHost, SSHTarget  # noqa: E402
 from sweeper.services import Launch  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
 from tests import slurm_cluster  # noqa: E402
-from tests import slurm_commands as cmd  # noqa: E402
+from tests.slurm_helpers import probe_argv  # noqa: E402
 
 PORT = 18950
 SERVER = """
@@ -111,9 +112,8 @@ def slurm_figures(host: SSHHost, cluster: slurm_cluster.SlurmCluster, allocs: in
 
     def allocate() -> tuple[str, float]:
         t0 = time.monotonic()
-        argv = cmd.allocate_argv(
-            run, time_limit="30", output=f"{shared}/alloc-%j.out", gpus_per_node=2
-        )
+        options = cmd.AllocationOptions(time_limit="30", gpus_per_node=2)
+        argv = cmd.allocate_argv(run, options, output=f"{shared}/alloc-%j.out")
         job = cmd.parse_job_id(host.run(argv).stdout)
         poll(lambda: host.run(cmd.job_argv(job)).stdout.startswith("RUNNING|"))
         return job, time.monotonic() - t0
@@ -157,7 +157,7 @@ def slurm_figures(host: SSHHost, cluster: slurm_cluster.SlurmCluster, allocs: in
         t2 = time.monotonic()
         poll(lambda: answers(url), step=0.02)
         t3 = time.monotonic()
-        host.run(cmd.probe_argv(job, step, PORT, "/usr/bin/python3"))
+        host.run(probe_argv(job, step, PORT, "/usr/bin/python3"))
         t4 = time.monotonic()
         if previous:  # the first launch has nothing to stop: not a restart
             rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import slurm_commands as cmd
+from sweeper.hosts import slurm_commands as cmd
 from tests import testhosts
 from tests.slurm_cluster import (
     JOBCOMP_LOG,
@@ -127,7 +127,7 @@ def test_a_server_that_exits_leaves_its_exit_code_and_the_allocation(
         ok(slurm_cluster.login(cmd.background_line(srun, files)))
         assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() == "3"
         assert "task 0: Exited with exit code 3" in read_or_empty(files.srun_log)
-        assert read_or_empty(files.stderr) == "dying\n"
+        assert read_or_empty(files.output) == "dying\n"
         assert job_line(slurm_cluster, job)["state"] == "RUNNING"
         # No slurmdbd here: sacct cannot say anything (the reason we read scontrol and srun).
         sacct = slurm_cluster.run(["sacct", "-j", job])
@@ -149,7 +149,7 @@ def test_an_allocation_that_runs_out_of_time(slurm_cluster: SlurmCluster) -> Non
         )
         record = wait_job_state(slurm_cluster, job, "TIMEOUT", 150, 1.0)
         assert record["Reason"] == "TimeLimit"
-        assert "DUE TO TIME LIMIT" in until(lambda: read_or_empty(files.stderr), 30, "step stderr")
+        assert "DUE TO TIME LIMIT" in until(lambda: read_or_empty(files.output), 30, "step stderr")
         assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() != "0"
     finally:
         cancel_run(slurm_cluster, run)
