@@ -16,6 +16,7 @@ from sweeper.plan.model import (
     Step,
     estimate_seconds,
     point_id,
+    step_seconds,
 )
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "build_plan",
     "estimate_seconds",
     "point_id",
+    "step_seconds",
 ]
