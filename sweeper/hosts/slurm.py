@@ -174,12 +174,17 @@ class SlurmLogin:
 
     def cancel_run(self, timeout_s: float = 120.0) -> dict[str, str]:
         """Cancel every job of the run and wait until squeue lists none; returns what was there.
+        The steps' secrets files go too (they only ever serve a running step).
 
         Safe to repeat; the one cleanup for the end of a sweep, a failure, Ctrl-C and a resume.
         """
         found = self.run_jobs()
-        if not found:
-            return found
+        if found:
+            self._cancel_and_wait(timeout_s)
+        self.run(["sh", "-c", 'rm -f -- "$1"/*.env', "sh", self.run_dir], check=False)
+        return found
+
+    def _cancel_and_wait(self, timeout_s: float) -> None:
         self.run(cancel_run_argv(self.run_id))
         try:
             wait_until(
@@ -191,7 +196,6 @@ class SlurmLogin:
                 f"{self.name}: jobs of {job_name(self.run_id)} still listed {timeout_s:.0f} s "
                 f"after scancel: {left}"
             ) from None
-        return found
 
 
 class NodeHost:

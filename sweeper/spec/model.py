@@ -101,6 +101,23 @@ class Spec(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _one_slurm_host_per_login(self) -> Spec:
+        """A run's jobs are found and cancelled by their name, `sweeper-<run id>`: two slurm
+        hosts on one login host would cancel each other's allocations."""
+        seen: dict[str, str] = {}
+        for index, host in enumerate(self.hosts):
+            if isinstance(host, SlurmHostSpec):
+                if host.address in seen:
+                    message = (
+                        f"slurm hosts {seen[host.address]!r} and {host.name!r} share the login "
+                        f"host {host.address!r}, so their jobs would share one name; use one "
+                        "host with more allocations"
+                    )
+                    raise problem(message, at=("hosts", index, "address"))
+                seen[host.address] = host.name
+        return self
+
+    @model_validator(mode="after")
     def _unique_hosts(self) -> Spec:
         seen: set[str] = set()
         for index, host in enumerate(self.hosts):

@@ -5,6 +5,7 @@ scheduler's queue."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -53,6 +54,7 @@ def write_spec(
     prompts: int = 2,
     max_tokens: int = 12,
     repeats: int = 1,
+    secrets: dict[str, str] | None = None,
     **host: Any,
 ) -> Path:
     body = {
@@ -64,6 +66,7 @@ def write_spec(
             "device": "cpu",
             "port": port,
             "ready_timeout_s": 120,
+            **({"secrets": secrets} if secrets else {}),
         },
         "grid": {**GRID, "temperature": list(temperature)},
         "baseline": True,
@@ -92,11 +95,15 @@ def sweep_argv(spec: Path, results: Path, *extra: str) -> list[str]:
 
 
 def run_sweep(
-    spec: Path, results: Path, *extra: str, timeout: float = 400
+    spec: Path, results: Path, *extra: str, timeout: float = 400, env: dict[str, str] | None = None
 ) -> tuple[int, Path, str]:
     """`sweeper run` to the end: exit code, run directory, stderr."""
     proc = subprocess.run(
-        sweep_argv(spec, results, *extra), capture_output=True, text=True, timeout=timeout
+        sweep_argv(spec, results, *extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
     lines = proc.stdout.strip().splitlines()
     assert lines, proc.stderr[-3000:]

@@ -35,8 +35,11 @@ pytestmark = pytest.mark.slow
 def test_a_two_node_sweep_is_exact_and_leaves_no_job(
     slurm_cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    spec = write_spec(tmp_path, "slurmtwo", slurm_cluster, port=18610)
-    code, run_dir, stderr = run_sweep(spec, tmp_path / "results")
+    secret = "hunter2-" + "x" * 8  # reaches each server as HF_TOKEN, and nothing else
+    spec = write_spec(
+        tmp_path, "slurmtwo", slurm_cluster, port=18610, secrets={"HF_TOKEN": "${env:SLURM_T}"}
+    )
+    code, run_dir, stderr = run_sweep(spec, tmp_path / "results", env={"SLURM_T": secret})
     table = points(run_dir)
     assert code == 0, (table[["point_id", "status", "reason"]], stderr[-3000:])
     assert len(table) == 6  # AR + 2 speculative configs, temperature {0, 0.7}
@@ -62,6 +65,26 @@ def test_a_two_node_sweep_is_exact_and_leaves_no_job(
     first = table.sort_values("started_at").iloc[0]
     assert "ddtree_runtime ready" in (run_dir / first.log_path).read_text()
     assert "queued" in stderr and "starting ar-cg0" in stderr  # queue waits apart from loads
+    assert run_jobs(slurm_cluster, run_dir.name) == {}
+    # The secret was proven in each server's environment (masked), and is written nowhere: not
+    # in the shared directory (its 0600 file is gone with the step), not in the results.
+    assert all("HF_TOKEN" not in " ".join(p["unproven"]) for p in manifest["identities"].values())
+    shared = [p for p in slurm_cluster.shared_dir.rglob("*") if p.is_file()]
+    assert shared and not [p for p in shared if p.suffix == ".env"]
+    for path in [*shared, *(p for p in run_dir.rglob("*") if p.is_file())]:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_a_refused_allocation_fails_every_point_with_sbatchs_words(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    spec = write_spec(tmp_path, "slurmrefused", slurm_cluster, port=18615, partition="nope")
+    code, run_dir, stderr = run_sweep(spec, tmp_path / "results")
+    table = points(run_dir)
+    assert code == 3, stderr[-3000:]
+    assert len(table) == 6 and (table.status == "failed").all()
+    assert table.reason.str.contains("sbatch refused the allocation").all()
+    assert table.reason.str.contains("Invalid partition name specified").all()
     assert run_jobs(slurm_cluster, run_dir.name) == {}
 
 
