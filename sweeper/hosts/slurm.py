@@ -33,9 +33,11 @@ from sweeper.hosts.slurm_commands import (
     parse_run_jobs,
     parse_sacct,
     parse_show_job,
+    parse_steps,
     run_jobs_argv,
     sacct_argv,
     show_job_argv,
+    steps_argv,
     time_left_seconds,
 )
 from sweeper.hosts.ssh import SSHHost
@@ -121,8 +123,18 @@ class SlurmLogin:
         return parse_job_id(result.stdout)
 
     def job(self, job: str) -> JobLine | None:
-        """squeue's line about the job; None once squeue no longer lists it."""
-        return parse_job_line(self.run(job_argv(job), check=False).stdout)
+        """squeue's line about the job; None once squeue no longer lists it. A squeue that
+        fails otherwise (slurmctld busy: "Socket timed out") raises HostError: not knowing is
+        not the job's end."""
+        result = self.run(job_argv(job), check=False)
+        if not result.ok and "Invalid job id" not in result.stderr:
+            raise HostError(f"{self.name}: squeue failed: {result.stderr.strip()[-300:]}")
+        return parse_job_line(result.stdout)
+
+    def steps(self, job: str) -> dict[str, str] | None:
+        """The job's running steps {name: id}; None when squeue could not say (see `job`)."""
+        result = self.run(steps_argv(job), check=False)
+        return parse_steps(result.stdout) if result.ok else None
 
     def show_job(self, job: str) -> dict[str, str]:
         """The controller's record of the job ({} once it forgot it, after MinJobAge)."""
@@ -184,12 +196,16 @@ class SlurmLogin:
         self.run(["sh", "-c", 'rm -f -- "$1"/*.env', "sh", self.run_dir], check=False)
         return found
 
+    def _none_left(self) -> bool:
+        try:
+            return not self.run_jobs()
+        except HostError:
+            return False  # squeue did not answer this time: ask again
+
     def _cancel_and_wait(self, timeout_s: float) -> None:
         self.run(cancel_run_argv(self.run_id))
         try:
-            wait_until(
-                lambda: not self.run_jobs(), timeout_s=timeout_s, interval_s=0.1, max_interval_s=1.0
-            )
+            wait_until(self._none_left, timeout_s=timeout_s, interval_s=0.1, max_interval_s=1.0)
         except WaitTimeout:
             left = self.run_jobs()
             raise HostError(

@@ -32,10 +32,8 @@ from sweeper.hosts.slurm_commands import (
     job_name,
     listpids_argv,
     parse_listpids,
-    parse_steps,
     step_files,
     step_srun_argv,
-    steps_argv,
     stop_step_argv,
 )
 from sweeper.poll import WaitTimeout, wait_until
@@ -133,14 +131,14 @@ class SlurmStepService:
         end first is a failed start with the scheduler's words."""
 
         def listed() -> str | None:
-            step = parse_steps(self.login.run(steps_argv(self.job)).stdout).get(name)
-            if step:
-                return step
+            steps = self.login.steps(self.job)
+            if steps is None:
+                return None  # squeue did not answer this time
+            if name in steps:
+                return steps[name]
             if self._read(files.srun_rc).strip():
                 raise ServiceError(f"step {name} ended at once: {self._srun_words(files)}")
-            line = self.login.job(self.job)
-            if line is None or line.state != "RUNNING":
-                self.allocation.lose(self.login.end_reason(self.job))
+            if self._allocation_ended():
                 raise ServiceError(f"the allocation is gone: {self.allocation.lost}")
             return None
 
@@ -182,14 +180,17 @@ class SlurmStepService:
             return ServiceState(False, False, detail="no step started", placement=placement)
         if self._ended is not None:
             return self._ended
-        steps = parse_steps(self.login.run(steps_argv(self.job)).stdout)
-        if self._step in steps.values():
+        steps = self.login.steps(self.job)
+        if steps is None or self._step in steps.values():
+            # Running, or squeue could not say this time: not knowing is not an end.
+            said = "running" if steps is not None else "running as far as known (squeue failed)"
             return ServiceState(
-                True, False, detail=f"step {self._step} running", placement=placement
+                True, False, detail=f"step {self._step} {said}", placement=placement
             )
-        line = self.login.job(self.job)
-        if line is None or line.state != "RUNNING":
-            self.allocation.lose(self.login.end_reason(self.job))
+        ended = self._allocation_ended()
+        if ended is None:  # squeue could not say: not knowing is not an end
+            return ServiceState(True, False, detail="job state unknown", placement=placement)
+        if ended:
             return self._state_now()
         reason = self._why()
         rc = self._read(self._files.srun_rc).strip() if self._files else ""
@@ -202,6 +203,18 @@ class SlurmStepService:
             placement=placement,
         )
         return self._ended
+
+    def _allocation_ended(self) -> bool | None:
+        """Whether the job no longer runs (then the allocation is marked lost with the
+        scheduler's reason); None when squeue could not say."""
+        try:
+            line = self.login.job(self.job)
+        except HostError:
+            return None
+        if line is not None and line.state == "RUNNING":
+            return False
+        self.allocation.lose(self.login.end_reason(self.job))
+        return True
 
     def _why(self) -> str:
         """Why the current step ended while its job runs: sacct's state where there is
@@ -270,7 +283,8 @@ class SlurmStepService:
 
     def _gone(self, step: str, timeout: float) -> bool:
         def gone() -> bool:
-            return step not in parse_steps(self.login.run(steps_argv(self.job)).stdout).values()
+            steps = self.login.steps(self.job)
+            return steps is not None and step not in steps.values()
 
         try:
             wait_until(gone, timeout_s=timeout, interval_s=0.05, max_interval_s=0.5)

@@ -143,7 +143,7 @@ class SlurmWorkers(Generic[B]):
             thread.join()
         left = [p for w in queue.drain() for p in w.points]
         if left and not hooks.stop.is_set():
-            why = "; ".join(self.reasons[-3:]) or "every worker retired"
+            why = "; ".join(dict.fromkeys(self.reasons[-3:])) or "every worker retired"
             hooks.fail(left, f"no Slurm worker left to run it: {why}")
 
     # ------------------------------------------------------------------ one worker
@@ -220,7 +220,10 @@ class SlurmWorkers(Generic[B]):
         fresh one could do better)."""
         if not allocation.configs:
             return False
-        left = self.login.time_left(allocation.job)
+        try:
+            left = self.login.time_left(allocation.job)
+        except HostError:
+            return False  # squeue could not say: the watchdog notices a real end
         need = self.estimator.expected(item.step) + self.policy.time_margin_s
         if left is None or left >= need:
             return False
@@ -254,7 +257,11 @@ class SlurmWorkers(Generic[B]):
         started = time.monotonic()
         shown: tuple[str, float] | None = None
         while True:
-            line = self.login.job(job)
+            try:
+                line = self.login.job(job)
+            except HostError:
+                hooks.stop.wait(self.policy.poll_s)  # squeue did not answer: ask again
+                continue
             waited = time.monotonic() - started
             if line is not None and line.state == "RUNNING":
                 allocation = self.login.allocation(job, line)

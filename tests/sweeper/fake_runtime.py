@@ -253,8 +253,9 @@ def main(argv: list[str]) -> None:
         print(f"fake runtime: injected start failure (exit {crash})", flush=True)
         sys.exit(int(crash))
     app = FakeRuntime(argv)
-    print(f"fake runtime listening on 127.0.0.1:{app.port}", flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=app.port, log_level="warning", lifespan="on")
+    host = str(parse_flags(argv).get("host", "127.0.0.1"))  # a Slurm node's server: 0.0.0.0
+    print(f"fake runtime listening on {host}:{app.port}", flush=True)
+    uvicorn.run(app, host=host, port=app.port, log_level="warning", lifespan="on")
 
 
 if __name__ == "__main__":

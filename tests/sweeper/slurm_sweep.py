@@ -166,3 +166,10 @@ def points(run_dir: Path) -> pd.DataFrame:
 
 def squeue_name(run_dir: Path) -> str:
     return job_name(run_dir.name)
+
+
+def failures(table: pd.DataFrame, log: str = "") -> str:
+    """Every failed point with its whole reason, then the end of the run's log (for asserts)."""
+    rows = table[table.status != "ok"]
+    lines = [f"{r.point_id}: {r.reason}" for r in rows.itertuples()]
+    return "\n".join(lines) + "\n--- log:\n" + log[-3000:]

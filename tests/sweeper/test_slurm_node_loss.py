@@ -2,7 +2,8 @@
 flight there fails with the scheduler's reason, the rest of its server config and every other
 config finish on the surviving node, and no job of the run is left.
 
-Boots its own cluster (it kills one of its hosts). Root + the Slurm packages only.
+Boots its own cluster, with slurmdbd (it kills one of its hosts, and what accounting says of the
+lost job is checked through the product's own reader). Root + the Slurm packages only.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.hosts.slurm import SlurmLogin
+from sweeper.hosts.slurm_commands import AllocationOptions, job_name
+from sweeper.hosts.ssh import SSHHost, SSHTarget
 from tests import testhosts
 from tests.slurm_cluster import (
+    JOBCOMP_LOG,
     SlurmCluster,
+    accounting_skip_reason,
     boot_slurm_cluster,
+    node_states,
     shutdown_slurm_cluster,
-    skip_reason,
 )
 from tests.sweeper.slurm_sweep import (
+    failures,
     points,
     recorded,
     run_dir_of,
@@ -37,10 +44,10 @@ PORT = 18650
 
 @pytest.fixture
 def own_cluster() -> Iterator[SlurmCluster]:
-    reason = skip_reason()
+    reason = accounting_skip_reason()
     if reason:
         pytest.skip(reason)
-    cluster = boot_slurm_cluster()
+    cluster = boot_slurm_cluster(accounting=True)
     try:
         yield cluster
     finally:
@@ -57,8 +64,10 @@ def _serving_a_request(host: testhosts.TestHost) -> bool:
 def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Path) -> None:
     slurm = own_cluster
     # Through SSH tunnels via the login host: a dead node sends no RST, and the sweeper cuts its
-    # tunnels as soon as Slurm gives the node up. Long enough points to be caught mid-point.
-    spec = write_spec(tmp_path, "slurmloss", slurm, port=PORT, max_tokens=160, access="tunnel")
+    # tunnels as soon as Slurm gives the node up. The kill waits for a request on the node.
+    spec = write_spec(
+        tmp_path, "slurmloss", slurm, port=PORT, max_tokens=64, prompts=1, access="tunnel"
+    )
     results = tmp_path / "results"
     proc = start_sweep(spec, results, tmp_path / "run.log")
     try:
@@ -78,9 +87,9 @@ def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Pa
     run_dir = run_dir_of(results, "slurmloss")
     assert run_dir is not None and ar
     table = points(run_dir)
-    assert code == 3, (table[["point_id", "status", "reason"]], log[-3000:])
+    assert code == 3, failures(table, log)
     failed = table[table.status == "failed"]
-    assert len(failed) == 1, failed[["point_id", "reason"]]
+    assert len(failed) == 1, failures(table, log)
     lost = failed.iloc[0]
     assert lost.slurm_node == victim.name
     assert lost.reason.startswith(f"node failure: slurm job {lost.slurm_job_id} NODE_FAIL")
@@ -92,4 +101,22 @@ def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Pa
     assert len(later) >= 2 and set(later.slurm_node) == {survivor}
     assert set(ok[ok["mode"] == "speculative"].determinism) == {"exact"}
     assert run_jobs(slurm, run_dir.name) == {}
+    assert node_states(slurm)[victim.name].startswith("down")
+    # What else the scheduler kept of it: accounting (read by the product, as on a site with
+    # slurmdbd: the job NODE_FAIL, the server's step merely CANCELLED with no exit code), the
+    # jobcomp log, and srun's own view: exit 0 (never a node failure signal) and its words.
+    c = slurm.controller
+    ssh = SSHHost(c.name, SSHTarget(c.address, 22, c.user, (c.key_file,), None, slurm.known_hosts))
+    try:
+        login = SlurmLogin(ssh, run_dir.name, AllocationOptions(), str(slurm.shared_dir))
+        rows = login.accounting(lost.slurm_job_id)
+    finally:
+        ssh.close()
+    assert rows[lost.slurm_job_id] == (job_name(run_dir.name), "NODE_FAIL", "0:0")
+    assert rows[lost.slurm_step_id][1:] == ("CANCELLED", "")
+    jobcomp = (c.root / JOBCOMP_LOG.lstrip("/")).read_text()
+    assert f"JobId={lost.slurm_job_id} " in jobcomp and "JobState=NODE_FAIL" in jobcomp
+    logs = list((slurm.shared_dir / "runs" / job_name(run_dir.name)).glob("*.srun.log"))
+    lost_log = next(p for p in logs if f"Node failure on {victim.name}" in p.read_text())
+    assert lost_log.with_name(lost_log.name.replace(".srun.log", ".srun.rc")).read_text() == "0\n"
     print(f"\nkilled node: the sweep ended {took:.1f} s later")

@@ -17,6 +17,7 @@ import pytest
 
 from tests.slurm_cluster import SlurmCluster
 from tests.sweeper.slurm_sweep import (
+    failures,
     interrupt,
     job_state,
     points,
@@ -41,7 +42,7 @@ def test_a_two_node_sweep_is_exact_and_leaves_no_job(
     )
     code, run_dir, stderr = run_sweep(spec, tmp_path / "results", env={"SLURM_T": secret})
     table = points(run_dir)
-    assert code == 0, (table[["point_id", "status", "reason"]], stderr[-3000:])
+    assert code == 0, failures(table, stderr)
     assert len(table) == 6  # AR + 2 speculative configs, temperature {0, 0.7}
     assert (table.status == "ok").all()
     speculative = table[table["mode"] == "speculative"]
@@ -114,7 +115,7 @@ def test_an_allocation_too_short_for_the_next_config_is_replaced_before_it(
     code, run_dir, stderr = run_sweep(spec, results)
     shortener.join()
     table = points(run_dir).sort_values("started_at")
-    assert code == 0, (table[["point_id", "status", "reason"]], stderr[-3000:])
+    assert code == 0, failures(table, stderr)
     assert (table.status == "ok").all() and len(table) == 3
     first = shortened[0]
     assert list(table.slurm_job_id) == [first] + [table.slurm_job_id.iloc[1]] * 2
@@ -145,7 +146,7 @@ def test_a_killed_controller_resumes_without_duplicates_or_orphan_jobs(
     code, resumed, stderr = run_sweep(spec, results, "--resume-latest")
     assert resumed == run_dir
     table = points(run_dir)
-    assert code == 0, (table[["point_id", "status", "reason"]], stderr[-3000:])
+    assert code == 0, failures(table, stderr)
     lines = [p["point_id"] for p in recorded(run_dir)]
     assert len(lines) == len(set(lines)) == 6  # every point once
     assert (table.status == "ok").all()
