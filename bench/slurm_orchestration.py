@@ -1,45 +1,61 @@
-"""Bench: what Slurm costs the sweeper per worker and per point, next to the systemd path, in one
-run on one machine.
+"""Bench: what a Slurm host costs the sweeper, next to the SSH + systemd path, in one run on one
+machine, through the product's own classes.
 
-Boots the test Slurm cluster (root + Slurm packages; see tests/slurm_cluster.py) and, over one
-reused paramiko connection to the login host (as the sweeper's SSHHost keeps it), measures:
-  - cluster boot (until both nodes idle) and teardown;
-  - submission to a running allocation (sbatch --parsable, then squeue every 50 ms);
-  - per point: stop the previous server step (SIGTERM, until squeue no longer lists it), launch
-    the next step in the background (srun --jobid ... &), until squeue lists it, until the server
-    answers over HTTP from this machine, and the identity probe (srun --overlap on the node:
-    scontrol listpids + /proc);
-  - `scancel --name` until `squeue --name` is empty.
-Then the same per-point cycle with the systemd unit service on the login host (a test host with
-systemd: SystemdService stop + start with its InvocationID/MainPID proof), same stand-in server.
-The server's own start-up (Python exec to listening) is inside both "until it answers" figures.
+Boots the test Slurm cluster (root + Slurm packages; tests/slurm_cluster.py). Its controller is
+also the login host and runs systemd, so the SSH/systemd figures come from the same machine over
+the same kind of paramiko connection. A stand-in server (stdlib HTTP, ready as soon as Python is)
+replaces the model load in the first two parts:
+  1. submission to a running step: sbatch until RUNNING (queue), then `SlurmStepService.start`
+     (srun in the background until squeue lists the step and the node lists its pid), then until
+     the server answers from here; beside it, a unit's first start under `SystemdService`;
+  2. step restart: stop (SIGTERM step / systemctl stop) + start + server answers + the /proc
+     identity probe (through `srun --overlap` on the node / over SSH);
+  3. per-point orchestration overhead of a whole `Runner` sweep with the tests' fake runtime
+     (1.0 s "model load"): wall time minus queue waits, readiness waits and measurement windows,
+     for a slurm host (one allocation) and for the same machine as an SSH host.
 
-Run: `sudo .venv/bin/python bench/slurm_orchestration.py [--points 8]`.
+Run: `sudo .venv/bin/python bench/slurm_orchestration.py [--restarts 8] [--submissions 5]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sweeper.engines.ddtree_runtime import runtime_source_hash  # noqa: E402
+from sweeper.engines.registry import engine_for  # noqa: E402
+from sweeper.hosts import Host  # noqa: E402
+from sweeper.hosts.slurm import Allocation, NodeHost, SlurmLogin  # noqa: E402
+from sweeper.hosts.slurm_commands import AllocationOptions  # noqa: E402
 from sweeper.hosts.ssh import SSHHost, SSHTarget  # noqa: E402
-from sweeper.services import Launch  # noqa: E402
+from sweeper.plan import build_plan  # noqa: E402
+from sweeper.progress import PlainProgress  # noqa: E402
+from sweeper.results.store import RunStore  # noqa: E402
+from sweeper.runner import Runner  # noqa: E402
+from sweeper.services import Launch, Service  # noqa: E402
+from sweeper.services.backends import open_backend  # noqa: E402
+from sweeper.services.proc import read_process  # noqa: E402
+from sweeper.services.slurm import SlurmStepService  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
+from sweeper.spec import load_spec  # noqa: E402
 from tests import slurm_cluster  # noqa: E402
-from tests import slurm_commands as cmd  # noqa: E402
+from tests.sweeper.sweep_fixtures import shim_env, shim_files  # noqa: E402
 
 PORT = 18950
+PYTHON = "/usr/bin/python3"
 SERVER = """
 import http.server, sys
 class Ok(http.server.BaseHTTPRequestHandler):
@@ -48,11 +64,11 @@ class Ok(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"ok")
     def log_message(self, *args):
         pass
-http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), Ok).serve_forever()
+http.server.HTTPServer(("0.0.0.0", int(sys.argv[1])), Ok).serve_forever()
 """
 
 
-def poll(probe: Callable[[], object], timeout: float = 60.0, step: float = 0.05) -> float:
+def poll(probe: Callable[[], object], timeout: float = 60.0, step: float = 0.02) -> float:
     """Seconds until probe() is truthy."""
     started = time.monotonic()
     while not probe():
@@ -62,14 +78,6 @@ def poll(probe: Callable[[], object], timeout: float = 60.0, step: float = 0.05)
     return time.monotonic() - started
 
 
-def job_gone(host: SSHHost, job: str) -> bool:
-    return not host.run(["squeue", "-h", "-j", job], check=False).stdout.strip()
-
-
-def step_gone(host: SSHHost, job: str, step: str) -> bool:
-    return step not in cmd.parse_steps(host.run(cmd.steps_argv(job)).stdout).values()
-
-
 def answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=0.5).status_code == 200
@@ -77,134 +85,223 @@ def answers(url: str) -> bool:
         return False
 
 
+def launch(port: int) -> Launch:
+    argv = (PYTHON, "-c", SERVER, str(port))
+    return Launch(argv=argv, port=port, launch_id=uuid.uuid4().hex[:16], env={"BENCH": "1"})
+
+
+def median_row(rows: list[tuple[float, ...]]) -> list[float]:
+    return [statistics.median(col) for col in zip(*rows, strict=True)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=int, default=8)
-    parser.add_argument("--allocations", type=int, default=5)
+    parser.add_argument("--restarts", type=int, default=8)
+    parser.add_argument("--submissions", type=int, default=5)
+    parser.add_argument("--sweep-configs", type=int, default=4, help="0 skips part 3")
     args = parser.parse_args()
     reason = slurm_cluster.skip_reason()
     if reason:
         print(f"skipped: {reason}")
         return 0
-    started = time.monotonic()
     cluster = slurm_cluster.boot_slurm_cluster()
-    boot_s = time.monotonic() - started
-    print(f"slurm cluster boot (3 hosts, until both nodes idle): {boot_s:.2f} s")
-    login = cluster.controller
-    target = SSHTarget(login.address, 22, "root", (login.key_file,), None, cluster.known_hosts)
-    host = SSHHost("login", target)
+    print(f"slurm cluster boot (3 hosts, until both nodes idle): {cluster.boot_s:.2f} s")
+    c = cluster.controller
+    ssh = SSHHost(
+        "login", SSHTarget(c.address, 22, "root", (c.key_file,), None, cluster.known_hosts)
+    )
     try:
-        host.run(["true"])
-        slurm_figures(host, cluster, args.allocations, args.points)
-        systemd_figures(host, args.points)
+        ssh.run(["true"])
+        options = AllocationOptions(time_limit="30", gpus_per_node=slurm_cluster.GPUS_PER_NODE)
+        login = SlurmLogin(ssh, uuid.uuid4().hex[:8], options, str(cluster.shared_dir))
+        submissions(login, ssh, args.submissions)
+        restarts(login, ssh, args.restarts)
+        login.cancel_run()
+        if args.sweep_configs:
+            sweeps(cluster, args.sweep_configs)
     finally:
-        host.close()
-        started = time.monotonic()
+        ssh.close()
         slurm_cluster.shutdown_slurm_cluster(cluster)
-        print(f"slurm cluster teardown: {time.monotonic() - started:.2f} s")
     return 0
 
 
-def slurm_figures(host: SSHHost, cluster: slurm_cluster.SlurmCluster, allocs: int, n: int) -> None:
-    run = uuid.uuid4().hex[:8]
-    shared = str(cluster.shared_dir)
+def allocate(login: SlurmLogin) -> tuple[Allocation, float]:
+    started = time.monotonic()
+    job = login.submit()
+    poll(lambda: (line := login.job(job)) is not None and line.state == "RUNNING", step=0.05)
+    line = login.job(job)
+    assert line is not None
+    return login.allocation(job, line), time.monotonic() - started
 
-    def allocate() -> tuple[str, float]:
+
+def submissions(login: SlurmLogin, ssh: SSHHost, n: int) -> None:
+    rows, units = [], []
+    for i in range(n):
+        allocation, queued = allocate(login)
+        service = SlurmStepService(login, allocation, NodeHost(login, allocation))
         t0 = time.monotonic()
-        argv = cmd.allocate_argv(
-            run, time_limit="30", output=f"{shared}/alloc-%j.out", gpus_per_node=2
-        )
-        job = cmd.parse_job_id(host.run(argv).stdout)
-        poll(lambda: host.run(cmd.job_argv(job)).stdout.startswith("RUNNING|"))
-        return job, time.monotonic() - t0
-
-    waits = []
-    for _ in range(allocs):
-        job, waited = allocate()
-        waits.append(waited)
-        host.run(["scancel", job])
-        poll(functools.partial(job_gone, host, job))
-    print(
-        f"sbatch to RUNNING on an idle cluster (n={allocs}): median "
-        f"{statistics.median(waits):.2f} s, min {min(waits):.2f}, max {max(waits):.2f}"
-    )
-
-    job, _ = allocate()
-    node = host.run(cmd.job_argv(job)).stdout.split("|")[2]
-    address = host.run(["getent", "hosts", node]).stdout.split()[0]
-    url = f"http://{address}:{PORT}/"
-    rows = []
-    previous: str | None = None
-    for i in range(n + 1):
-        name = f"sweeper-{run}-c{i}"
-        files = cmd.step_files(shared, name)
-        t0 = time.monotonic()
-        if previous:
-            host.run(cmd.stop_step_argv(previous))
-            poll(functools.partial(step_gone, host, job, previous))
+        service.start(launch(PORT))
         t1 = time.monotonic()
-        argv = ["/usr/bin/python3", "-c", SERVER, address, str(PORT)]
-        srun = cmd.step_srun_argv(job, name, argv, files, cpus=2, gpus=2)
-        host.run(["sh", "-c", cmd.background_line(srun, files)])
-        step = ""
+        poll(lambda a=allocation: answers(f"http://{a.address}:{PORT}/"))
+        rows.append((queued, t1 - t0, time.monotonic() - t1))
+        login.cancel(allocation.job)
+        poll(lambda a=allocation: login.job(a.job) is None, step=0.05)
+        unit = SystemdService(ssh, unit=f"bench-first-{i}", remote_root="/opt/bench")
+        t0 = time.monotonic()
+        unit.start(launch(PORT + 1))
+        t1 = time.monotonic()
+        with ssh.open_tunnel(PORT + 1) as local:
+            poll(lambda port=local: answers(f"http://127.0.0.1:{port}/"))
+        units.append((t1 - t0, time.monotonic() - t1))
+        unit.stop()
+        unit.remove()
+    queued, start, answer = median_row(rows)
+    unit_start, unit_answer = median_row(units)
+    print(f"1. submission to a running server (median of {n}):")
+    print(f"   slurm: sbatch until RUNNING {queued:.3f} s + step start (listed, pid) {start:.3f} s")
+    print(f"          + until it answers {answer:.3f} s = {queued + start + answer:.3f} s")
+    print(f"   systemd (first start of a unit): start {unit_start:.3f} s")
+    print(f"          + until it answers {unit_answer:.3f} s = {unit_start + unit_answer:.3f} s")
 
-        def listed(step_name: str = name) -> bool:
-            nonlocal step
-            step = cmd.parse_steps(host.run(cmd.steps_argv(job)).stdout).get(step_name, "")
-            return bool(step)
 
-        poll(listed)
-        t2 = time.monotonic()
-        poll(lambda: answers(url), step=0.02)
-        t3 = time.monotonic()
-        host.run(cmd.probe_argv(job, step, PORT, "/usr/bin/python3"))
-        t4 = time.monotonic()
-        if previous:  # the first launch has nothing to stop: not a restart
-            rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3))
-        previous = step
-    stop, launch, answer, probe = (statistics.median(col) for col in zip(*rows, strict=True))
-    print(f"slurm step restart per point (median of {n}, same allocation):")
-    print(f"  SIGTERM step until squeue drops it     {stop:6.3f} s")
-    print(f"  srun in background until step listed  {launch:6.3f} s")
-    print(f"  until the server answers from here    {answer:6.3f} s")
-    print(f"  identity probe (srun --overlap, /proc) {probe:6.3f} s")
-    print(f"  restart to proven server: {stop + launch + answer + probe:.3f} s")
+def restart_cycle(
+    service: Service, host: Host, port: int, url: Callable[[], str]
+) -> tuple[float, ...]:
     t0 = time.monotonic()
-    host.run(cmd.cancel_run_argv(run))
-    poll(lambda: not host.run(cmd.run_jobs_argv(run)).stdout.strip())
-    print(f"scancel --name until squeue --name is empty: {time.monotonic() - t0:.2f} s")
-
-
-def systemd_figures(host: SSHHost, n: int) -> None:
-    service = SystemdService(host, unit="bench-slurm-compare", remote_root="/opt/bench")
-    rows = []
-    url = f"http://127.0.0.1:{PORT + 1}/"
-    with host.open_tunnel(PORT + 1) as local:
-        url = f"http://127.0.0.1:{local}/"
-        for i in range(n + 1):
-            launch = Launch(
-                argv=("/usr/bin/python3", "-c", SERVER, "127.0.0.1", str(PORT + 1)),
-                port=PORT + 1,
-                launch_id=uuid.uuid4().hex[:12],
-                env={"BENCH_POINT": str(i)},
-            )
-            t0 = time.monotonic()
-            service.stop()
-            t1 = time.monotonic()
-            service.start(launch)
-            t2 = time.monotonic()
-            poll(lambda: answers(url), step=0.02)
-            t3 = time.monotonic()
-            if i:
-                rows.append((t1 - t0, t2 - t1, t3 - t2))
     service.stop()
-    service.remove()
-    stop, start, answer = (statistics.median(col) for col in zip(*rows, strict=True))
-    print(f"systemd unit restart per point on the login host (median of {n}, SSH tunnel):")
-    print(f"  stop previous unit + port free        {stop:6.3f} s")
-    print(f"  install + restart + InvocationID/PID  {start:6.3f} s")
-    print(f"  until the server answers from here    {answer:6.3f} s")
-    print(f"  restart to proven server: {stop + start + answer:.3f} s")
+    t1 = time.monotonic()
+    instance = service.start(launch(port))
+    t2 = time.monotonic()
+    poll(lambda: answers(url()))
+    t3 = time.monotonic()
+    assert instance.pid is not None
+    facts = read_process(host, PYTHON, instance.pid, port, ["BENCH"])
+    assert facts.alive and facts.listeners, facts
+    return (t1 - t0, t2 - t1, t3 - t2, time.monotonic() - t3)
+
+
+def restarts(login: SlurmLogin, ssh: SSHHost, n: int) -> None:
+    allocation, _ = allocate(login)
+    node = NodeHost(login, allocation)
+    step = SlurmStepService(login, allocation, node)
+    url = f"http://{allocation.address}:{PORT}/"
+    # The first start has nothing to stop: not a restart.
+    slurm = [restart_cycle(step, node, PORT, lambda: url) for _ in range(n + 1)][1:]
+    unit = SystemdService(ssh, unit="bench-restart", remote_root="/opt/bench")
+    with ssh.open_tunnel(PORT + 1) as local:
+        systemd = [
+            restart_cycle(unit, ssh, PORT + 1, lambda: f"http://127.0.0.1:{local}/")
+            for _ in range(n + 1)
+        ][1:]
+    unit.stop()
+    unit.remove()
+    print(f"2. restart to a proven server (median of {n}):")
+    for name, rows in (("slurm step", slurm), ("systemd unit", systemd)):
+        stop, start, answer, probe = median_row(rows)
+        print(
+            f"   {name:12}: stop {stop:.3f} + start {start:.3f} + answers {answer:.3f}"
+            f" + /proc probe {probe:.3f} = {stop + start + answer + probe:.3f} s"
+        )
+
+
+def sweeps(cluster: slurm_cluster.SlurmCluster, n_configs: int) -> None:
+    shim = cluster.shared_dir / "bench-shim"
+    for name, text in shim_files().items():
+        (shim / name).parent.mkdir(parents=True, exist_ok=True)
+        (shim / name).write_text(text)
+    c = cluster.controller
+    login = {
+        "address": c.address,
+        "user": "root",
+        "key_file": c.key_file,
+        "known_hosts": cluster.known_hosts,
+        "python": sys.executable,
+    }
+    hosts = {
+        "slurm": {
+            "kind": "slurm",
+            "name": "cluster",
+            "shared_dir": str(cluster.shared_dir),
+            "gpus_per_node": slurm_cluster.GPUS_PER_NODE,
+            "time_limit": "30",
+            **login,
+        },
+        "ssh": {"kind": "ssh", "name": "login", "remote_root": "/opt/bench", **login},
+    }
+    print("3. per-point orchestration of a Runner sweep (fake runtime, 1.0 s load, direct):")
+    for kind, host in hosts.items():
+        figures = sweep(host, shim, n_configs)
+        print(
+            f"   {kind:5}: {figures['points']} points, {figures['restarts']} restarts in "
+            f"{figures['wall']:.2f} s; queue {figures['queue']:.2f} s, readiness "
+            f"{figures['ready']:.2f} s, measurement {figures['measured']:.2f} s excluded; "
+            f"orchestration {figures['overhead'] / figures['points']:.3f} s per point, "
+            f"{figures['overhead'] / figures['restarts']:.3f} s per restart"
+        )
+
+
+def sweep(host: dict[str, Any], shim: Path, n_configs: int) -> dict[str, float]:
+    body = {
+        "name": "bench",
+        "hosts": [host],
+        "runtime": {
+            "model": "fake",
+            "port": PORT + 2,
+            "env": {**shim_env(str(shim)), "FAKE_START_DELAY": "1.0"},
+        },
+        "grid": {
+            "budget": [8 * (i + 1) for i in range(n_configs)],
+            "topk": [1],
+            "block_size": [4],
+            "temperature": [0.0, 0.7],
+        },
+        "workload": {
+            "api": "completions",
+            "prompts": [{"id": "a", "text": "a"}, {"id": "b", "text": "b"}],
+            "max_tokens": 16,
+            "repeats": 2,
+            "warmup": 1,
+            "seed": 1,
+        },
+    }
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        (tmp / "bench.yaml").write_text(yaml.safe_dump(body))
+        spec = load_spec(tmp / "bench.yaml")
+        plan = build_plan(spec)
+        fields = {
+            "sweep": "bench",
+            "sweeper_version": "bench",
+            "spec": spec.model_dump(mode="json"),
+            "runtime_source_hash": runtime_source_hash(),
+        }
+        store = RunStore.create(tmp / "results", fields)
+        engine = engine_for(spec.runtime, store.manifest.runtime_source_hash)
+        backends = {
+            h.name: open_backend(h, spec, store.dir / "service", run_id=store.run_id)
+            for h in spec.hosts
+        }
+        runner = Runner(spec, plan, store, backends, PlainProgress(), engine)
+        started = time.monotonic()
+        code = runner.run()
+        wall = time.monotonic() - started
+        for backend in backends.values():
+            backend.host.close()
+        points = store.points()
+        assert code == 0 and all(p["status"] == "ok" for p in points.values()), points
+        timings = store.manifest.timings
+        name = host["name"]
+        queue, ready = timings.get(f"{name}.queue_s", 0.0), timings[f"{name}.ready_s"]
+        measured = sum(p["wall_s"] for p in points.values())
+    return {
+        "points": len(points),
+        "restarts": plan.restarts,
+        "wall": wall,
+        "queue": queue,
+        "ready": ready,
+        "measured": measured,
+        "overhead": wall - queue - ready - measured,
+    }
 
 
 if __name__ == "__main__":

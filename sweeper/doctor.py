@@ -63,34 +63,54 @@ def check_host(
     selftest_args: tuple[str, ...] = SELFTEST_ARGS,
 ) -> list[Check]:
     """Run every check against one host; never raises for a failing check."""
-    checks: list[Check] = []
+    checks = Checks(host_spec.name)
+    add = checks.add
+    remote = isinstance(host_spec, SSHHostSpec)
+    if not add("connectivity", lambda: connectivity(host)):
+        return checks.found
+    if remote:
+        add("systemd", lambda: _systemd(host))
+    add("python", lambda: python_packages(host, python, needed_packages(spec, sglang)))
+    add("gpus", lambda: gpus(host, gpu_needed(spec)))
+    root = host_spec.remote_root if isinstance(host_spec, SSHHostSpec) else "."
+    add("disk", lambda: disk(host, python, root))
+    add("port", lambda: _port(host, spec.runtime.port))
+    if selftest:
+        add(
+            "selftest",
+            lambda: runtime_selftest(host, root if remote else None, python, selftest_args),
+        )
+    return checks.found
 
-    def add(name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
+
+class Checks:
+    """The checks of one host so far; `add` runs one and records its answer or its error."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.found: list[Check] = []
+
+    def add(self, name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
         try:
             ok, detail = probe()
         except (HostError, OSError, ValueError, RuntimeError) as exc:
             ok, detail = False, str(exc).strip()[-600:]
-        checks.append(Check(host_spec.name, name, ok, detail))
+        self.found.append(Check(self.host, name, ok, detail))
         return ok
 
-    remote = isinstance(host_spec, SSHHostSpec)
-    if not add("connectivity", lambda: _connectivity(host)):
-        return checks
-    if remote:
-        add("systemd", lambda: _systemd(host))
-    needs = engine_for(spec.runtime).requirements()
-    packages = list(dict.fromkeys([*needs.python_packages, *(["sglang"] if sglang else [])]))
-    add("python", lambda: _python(host, python, packages))
-    add("gpus", lambda: _gpus(host, needs.gpu))
-    root = host_spec.remote_root if isinstance(host_spec, SSHHostSpec) else "."
-    add("disk", lambda: _disk(host, python, root))
-    add("port", lambda: _port(host, spec.runtime.port))
-    if selftest:
-        add("selftest", lambda: _selftest(host, root if remote else None, python, selftest_args))
-    return checks
+
+def needed_packages(spec: Spec, sglang: bool) -> list[str]:
+    """The Python packages the spec's engine needs on a host (`--sglang` adds sglang)."""
+    needs = engine_for(spec.runtime).requirements().python_packages
+    return list(dict.fromkeys([*needs, *(["sglang"] if sglang else [])]))
 
 
-def _connectivity(host: Host) -> tuple[bool, str]:
+def gpu_needed(spec: Spec) -> bool:
+    """Whether the spec's engine needs GPUs on a host."""
+    return engine_for(spec.runtime).requirements().gpu
+
+
+def connectivity(host: Host) -> tuple[bool, str]:
     started = time.monotonic()
     result = host.run(["uname", "-srm"], timeout=30)
     elapsed = (time.monotonic() - started) * 1000
@@ -106,7 +126,7 @@ def _systemd(host: Host) -> tuple[bool, str]:
     return state in ("running", "degraded"), f"{first}, system {state or 'unknown'}"
 
 
-def _python(host: Host, python: str, names: list[str]) -> tuple[bool, str]:
+def python_packages(host: Host, python: str, names: list[str]) -> tuple[bool, str]:
     result = host.run([python, "-c", VERSIONS_SCRIPT, *names], check=False, timeout=120)
     if not result.ok:
         return False, f"{python}: {result.stderr.strip()[-400:] or f'exit {result.exit_code}'}"
@@ -119,13 +139,13 @@ def _python(host: Host, python: str, names: list[str]) -> tuple[bool, str]:
     return not missing, ", ".join(parts) + ("; " + "; ".join(errors) if errors else "")
 
 
-def _gpus(host: Host, needed: bool) -> tuple[bool, str]:
+def gpus(host: Host, needed: bool) -> tuple[bool, str]:
     query = ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
     try:
         result = host.run(query, check=False, timeout=60)
     except HostError as exc:
         return not needed, f"nvidia-smi unavailable: {exc}"
-    if result.exit_code == 127 or "not found" in result.stderr:
+    if result.exit_code == 127 or "not found" in result.stderr or "No such file" in result.stderr:
         return not needed, "no nvidia-smi" + (" (the engine needs GPUs)" if needed else " (CPU)")
     if not result.ok:
         return False, f"nvidia-smi failed: {result.stderr.strip()[-300:]}"
@@ -133,7 +153,7 @@ def _gpus(host: Host, needed: bool) -> tuple[bool, str]:
     return bool(gpus) or not needed, f"{len(gpus)} GPU(s): " + "; ".join(gpus)
 
 
-def _disk(host: Host, python: str, root: str) -> tuple[bool, str]:
+def disk(host: Host, python: str, root: str) -> tuple[bool, str]:
     # The remote root may not exist yet: measure the nearest existing parent.
     probe = (
         "import os, shutil, sys\np = sys.argv[1]\n"
@@ -154,7 +174,7 @@ def _port(host: Host, port: int) -> tuple[bool, str]:
     return True, f"port {port} is free"
 
 
-def _selftest(
+def runtime_selftest(
     host: Host, remote_root: str | None, python: str, args: tuple[str, ...]
 ) -> tuple[bool, str]:
     env = None

@@ -102,7 +102,7 @@ class RichProgress:
 
 
 class PlainProgress:
-    """One line per event, for logs and tests."""
+    """One line per event, for logs and tests (never wrapped: a log line stays one line)."""
 
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True, highlight=False)
@@ -118,11 +118,11 @@ class PlainProgress:
     def host_started(self, host: str, total: int, done: int) -> None:
         with self._lock:
             self._done[host] = [done, total]
-            self.console.print(f"{host}: {done}/{total} points already done")
+            self.console.print(f"{host}: {done}/{total} points already done", soft_wrap=True)
 
     def status(self, host: str, text: str) -> None:
         with self._lock:
-            self.console.print(f"{host}: {text}")
+            self.console.print(f"{host}: {text}", soft_wrap=True)
 
     def tokens(self, host: str, n: int) -> None:
         return None
@@ -131,7 +131,8 @@ class PlainProgress:
         with self._lock:
             counts = self._done[host]
             counts[0] += 1
-            self.console.print(f"{host}: [{counts[0]}/{counts[1]}] {status} {point_id} {detail}")
+            line = f"{host}: [{counts[0]}/{counts[1]}] {status} {point_id} {detail}"
+            self.console.print(line, soft_wrap=True)
 
     def host_done(self, host: str) -> None:
         return None

@@ -2,18 +2,18 @@
 
 Per host (hosts in parallel, one thread each): for each server config, AR baseline first:
 stop the previous instance -> start -> readiness + identity -> for each request config: measure
--> record. A point that cannot be measured (start failure, readiness timeout, identity mismatch,
-request errors) is recorded as failed with its reason and log tail, and the sweep goes on.
-Points already complete in the run directory are skipped (resume). On a stop request (Ctrl-C)
-the point in flight is discarded, never recorded half, and the server is stopped.
+-> record. A Slurm host's configs are shared by its workers, one allocation each
+(`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
+mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes
+on. Points already complete in the run directory are skipped (resume). On a stop request
+(Ctrl-C) the point in flight is discarded, never recorded half, and the server is stopped.
 """
 
 from __future__ import annotations
 
-import platform
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +21,6 @@ from typing import Any
 
 from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.engines.base import Engine
-from sweeper.hosts.facts import system_facts
 from sweeper.measure.drive import drive_point, records_tokens
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
@@ -40,11 +39,13 @@ from sweeper.measure.readiness import (
 from sweeper.plan import HostPlan, Plan, Point, ServerConfig
 from sweeper.progress import SweepProgress
 from sweeper.results.baseline import EarlierBaseline
-from sweeper.results.records import HostFacts, IdentityRecord, PointRecord, RequestRecord
+from sweeper.results.records import PointRecord, RequestRecord, RunStatus
 from sweeper.results.store import RunStore, utc_now
-from sweeper.services import ServiceError
+from sweeper.services import Instance, ServiceError
 from sweeper.services.backends import Backend
+from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.spec import Spec, resolve_secrets
+from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
 
 EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
 
@@ -69,6 +70,7 @@ class _Step:
     warm: bool = False
     #: The served model name requests must carry (OpenAI's required `model`).
     model: str | None = None
+    instance: Instance | None = None
 
 
 @dataclass
@@ -88,6 +90,9 @@ class Runner:
     _errors: list[str] = field(default_factory=list)
     #: An earlier run's AR points as the baseline (`runtime.baseline_run`), when given.
     earlier: EarlierBaseline | None = None
+    #: point id -> the backend and instance serving it, for the placement columns of its record
+    #: and the scheduler's words when it fails (see `sweeper.serving.placed`).
+    _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.spec.runtime.baseline_run and self.earlier is None:
@@ -96,49 +101,32 @@ class Runner:
     # -- whole run ---------------------------------------------------------------------------
 
     def run(self) -> int:
-        manifest = self.store.manifest
-        manifest.points_total = self.plan.n_points
-        self.store.count_points()
-        manifest.status = "running"
-        if manifest.started_at is None:
-            manifest.started_at = utc_now()
-        else:
-            manifest.resumed_at.append(utc_now())
-        self.store.save_manifest()
+        self.store.begin(self.plan.n_points)
         started = time.monotonic()
-        threads = [
-            threading.Thread(target=self._host_thread, args=(hp,), name=f"host-{hp.name}")
-            for hp in self.plan.hosts
-        ]
-        for t in threads:
-            t.start()
+        # Each host thread sets its event when it ends. Not Thread.join: on Python 3.11 a
+        # join interrupted by Ctrl-C marks a thread that still runs as stopped (bpo-45274's fix).
+        done = [threading.Event() for _ in self.plan.hosts]
+        for hp, ended in zip(self.plan.hosts, done, strict=True):
+            args = (hp, ended)
+            threading.Thread(target=self._host_thread, args=args, name=f"host-{hp.name}").start()
         try:
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(timeout=0.2)
+            while not all(ended.wait(0.2) for ended in done):
+                pass
         except KeyboardInterrupt:
             self.stop_event.set()
             self._stop_all()  # in-flight requests then fail fast; their point is discarded
-            for t in threads:
-                t.join()
+            for ended in done:
+                ended.wait()
         finally:
             self._stop_all(final=True)
         points = self.store.points()
-        self.store.consolidate(points)
-        self.store.count_points(points)
-        manifest.timings["wall_s"] = manifest.timings.get("wall_s", 0.0) + (
-            time.monotonic() - started
-        )
+        status: RunStatus = "complete"
+        code = exit_code_for(points)
         if self.stop_event.is_set():
-            manifest.status, code = "interrupted", EXIT_INTERRUPTED
+            status, code = "interrupted", EXIT_INTERRUPTED
         elif self._errors:
-            manifest.status, code = "failed", EXIT_FAILED
-        else:
-            code = exit_code_for(points)
-            manifest.status = "complete"
-        manifest.exit_code = code
-        manifest.finished_at = utc_now()
-        self.store.save_manifest()
+            status, code = "failed", EXIT_FAILED
+        self.store.finish(points, status, code, time.monotonic() - started)
         return code
 
     def _stop_all(self, final: bool = False) -> None:
@@ -152,7 +140,7 @@ class Runner:
 
     # -- one host ----------------------------------------------------------------------------
 
-    def _host_thread(self, host_plan: HostPlan) -> None:
+    def _host_thread(self, host_plan: HostPlan, ended: threading.Event) -> None:
         try:
             self._run_host(host_plan)
         except Exception as exc:  # noqa: BLE001 - a host's crash must not hide the others
@@ -160,6 +148,7 @@ class Runner:
             self.progress.status(host_plan.name, f"error: {exc}")
         finally:
             self.progress.host_done(host_plan.name)
+            ended.set()
 
     def _run_host(self, host_plan: HostPlan) -> None:
         backend = self.backends[host_plan.name]
@@ -172,42 +161,81 @@ class Runner:
         for row in self.store.requests(done):
             if row["host"] == host_plan.name and row["mode"] == "ar":
                 baseline_rows.setdefault(row["point_id"], []).append(row)
-        previous: Identity | None = None
-        for step in host_plan.steps:
-            points = [p for p in all_points if p.server_config.id == step.server_config.id]
-            pending = [p for p in points if p.point_id not in done]
-            if not pending or self.stop_event.is_set():
-                continue
-            with ExitStack() as tunnel:
-                state = self._start(
-                    backend, host_plan.name, step.server_config, pending, previous, tunnel
-                )
-                if state is None:
-                    continue
-                previous = state.identity
+
+        def run_step(
+            on: Backend, item: Work, previous: Identity | None, gate: Callable[[], bool] | None
+        ) -> StepOutcome:
+            return self._run_step(on, host_plan.name, item, previous, done, baseline_rows, gate)
+
+        hooks = WorkerHooks[Backend](
+            run_step=run_step,
+            fail=lambda points, reason: self._fail(backend, points, reason, None),
+            recorded=lambda point_id: point_id in done,
+            progress=self.progress,
+            stop=self.stop_event,
+            timing=lambda key, value: self._add_timing(f"{host_plan.name}.{key}", value),
+        )
+        workers = backend.workers or InOrder(backend)
+        workers.run(host_plan.name, pending_work(host_plan, done), hooks)
+
+    def _run_step(
+        self,
+        backend: Backend,
+        host: str,
+        item: Work,
+        previous: Identity | None,
+        done: dict[str, dict[str, Any]],
+        baseline_rows: dict[str, list[dict[str, Any]]],
+        gate: Callable[[], bool] | None = None,
+    ) -> StepOutcome:
+        """One server config: start and prove it, then measure its points in order. Points the
+        service cannot serve because the machine under it was lost are handed back unmeasured."""
+        pending = item.points
+        with ExitStack() as tunnel:
+            try:
+                state = self._start(backend, host, item.step.server_config, previous, tunnel)
+            except StartFailed as failed:
+                if host_lost(backend):
+                    return StepOutcome(unmeasured=tuple(pending))
+                self._fail(backend, pending, failed.reason, None, log_tail=failed.log_tail)
+                return StepOutcome()
+            if state is None:
+                return StepOutcome(stopped=True)
+            if state.instance is not None:
+                self._serving.update((p.point_id, (backend, state.instance)) for p in pending)
+            try:
+                if gate is not None and not gate():
+                    stopped = self.stop_event.is_set()
+                    return StepOutcome(state.identity, stopped, () if stopped else tuple(pending))
                 for n, point in enumerate(pending):
                     if self.stop_event.is_set():
-                        return
+                        return StepOutcome(state.identity, stopped=True)
                     exited = backend.service.state()
+                    if exited.exited and exited.host_lost:
+                        return StepOutcome(state.identity, unmeasured=tuple(pending[n:]))
                     if exited.exited:
-                        reason = f"runtime exited (code {exited.exit_code}) during the sweep"
-                        self._fail(backend, pending[n:], reason, state.log_cursor)
+                        code = f"runtime exited (code {exited.exit_code}) during the sweep"
+                        self._fail(backend, pending[n:], exited.reason or code, state.log_cursor)
                         break
                     record = self._measure(backend, point, state, done, baseline_rows)
-                    if record is None:
-                        return  # stopped mid-point: discarded, redone on resume
+                    if record is None:  # stopped mid-point: discarded, redone on resume
+                        return StepOutcome(state.identity, stopped=True)
                     done[point.point_id] = record
+            finally:
+                for point in pending:
+                    self._serving.pop(point.point_id, None)
+        return StepOutcome(state.identity)
 
     def _start(
         self,
         backend: Backend,
         host: str,
         sc: ServerConfig,
-        pending: list[Point],
         previous: Identity | None,
         tunnel: ExitStack,
     ) -> _Step | None:
-        """Stop the previous instance, start this config, prove it; None (points failed) if not."""
+        """Stop the previous instance, start this config, prove it; None when the sweep stops,
+        StartFailed when it cannot be served."""
         t0 = time.monotonic()
         self.progress.status(host, f"starting {sc.label}")
         engine, deadline = self.engine, self.spec.runtime.ready_timeout_s
@@ -222,11 +250,11 @@ class Runner:
             backend.service.stop()
             instance = backend.service.start(launch)
         except (ServiceError, ValueError) as exc:
-            self._fail(backend, pending, f"start failed: {exc}", None)
-            return None
+            raise StartFailed(f"start failed: {exc}") from None
         if self.stop_event.is_set():
             return None
         state = _Step(base_url=self._base_url(backend, launch.url or launch.port, tunnel))
+        state.instance = instance
         tail = lambda: self._log_tail(backend)  # noqa: E731
         try:
             waited = wait_healthy(
@@ -235,18 +263,27 @@ class Runner:
             where = Where(backend.host, backend.python, backend.sudo)
             identity = prove_identity(engine, state.base_url, instance, sc, where, previous)
         except ReadinessError as exc:
-            if not self.stop_event.is_set():
-                self._fail(backend, pending, exc.reason, None, log_tail=exc.log_tail or tail())
-            return None
+            if self.stop_event.is_set():
+                return None
+            raise StartFailed(exc.reason, exc.log_tail or tail()) from None
         state.identity = identity
         state.model = identity.model or self.spec.runtime.model
-        self._note_host(backend, host, sc, identity)
+        facts = host_facts(
+            backend, host, self.engine.name, identity, self.store.manifest.hosts.get(host)
+        )
         with self._lock:
-            timings = self.store.manifest.timings
-            timings[f"{host}.ready_s"] = timings.get(f"{host}.ready_s", 0.0) + waited
-            timings[f"{host}.restarts"] = timings.get(f"{host}.restarts", 0.0) + 1
+            self.store.manifest.hosts[host] = facts
+            self.store.manifest.identities[f"{host}/{sc.label}"] = identity_record(identity)
+            self.store.save_manifest()
+        self._add_timing(f"{host}.ready_s", waited)
+        self._add_timing(f"{host}.restarts", 1)
         self.overhead_s.append(time.monotonic() - t0 - waited)
         return state
+
+    def _add_timing(self, key: str, value: float) -> None:
+        with self._lock:
+            timings = self.store.manifest.timings
+            timings[key] = timings.get(key, 0.0) + value
 
     @staticmethod
     def _base_url(backend: Backend, port: int | str, tunnel: ExitStack) -> str:
@@ -349,35 +386,11 @@ class Runner:
             self.progress.point_done(point.host, point.point_id, "failed", reason)
 
     def _commit(self, point: PointRecord, requests: list[RequestRecord]) -> None:
+        serving = self._serving.pop(point.point_id, None)
+        if serving is not None:
+            point = placed(point, *serving)
         with self._lock:
             self.store.commit_point(point, requests)
-
-    def _note_host(self, backend: Backend, host: str, sc: ServerConfig, identity: Identity) -> None:
-        info = identity.proof.info
-        known = self.store.manifest.hosts.get(host)
-        system = known.system if known and known.system else system_facts(backend.host)
-        facts = HostFacts(
-            name=host,
-            address=backend.host.address,
-            engine=self.engine.name,
-            runtime_version=identity.proof.version,
-            reported_source_hash=identity.proof.source_hash,
-            model=dict(info.get("model") or {}) if isinstance(info.get("model"), dict) else {},
-            device=info.get("device"),
-            bundle_sha256=backend.bundle_sha256,
-            controller=platform.node(),
-            system=system,
-        )
-        proof = IdentityRecord(
-            fingerprint=identity.fingerprint,
-            pid=identity.process.pid if identity.process else None,
-            proven=list(identity.proven),
-            unproven=list(identity.unproven),
-        )
-        with self._lock:
-            self.store.manifest.hosts[host] = facts
-            self.store.manifest.identities[f"{host}/{sc.label}"] = proof
-            self.store.save_manifest()
 
     @staticmethod
     def _log_tail(backend: Backend) -> str:

@@ -1,6 +1,6 @@
-"""Helpers for the Slurm tests: run tests/slurm_commands.py's command lines on the login host of a
-test cluster and wait for what they promise (a running allocation, a listed step, a listening
-server). Failures carry Slurm's own words (stderr, state, reason).
+"""Helpers for the Slurm tests: run the product's command lines (sweeper/hosts/slurm_commands.py)
+on the login host of a test cluster and wait for what they promise (a running allocation, a
+listed step, a listening server). Failures carry Slurm's own words (stderr, state, reason).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests import slurm_commands as cmd
+from sweeper.hosts import slurm_commands as cmd
 from tests.slurm_cluster import CPUS_PER_NODE, GPUS_PER_NODE, PARTITION, SlurmCluster
 
 T = TypeVar("T")
@@ -53,13 +53,11 @@ def allocate(
     slurm: SlurmCluster, run_id: str, *, time_limit: str = "30", extra: tuple[str, ...] = ()
 ) -> str:
     """Submit a holding allocation for the run; returns the job id (it may still be pending)."""
+    options = cmd.AllocationOptions(
+        time_limit=time_limit, gpus_per_node=GPUS_PER_NODE, partition=PARTITION, extra=extra
+    )
     argv = cmd.allocate_argv(
-        run_id,
-        time_limit=time_limit,
-        output=f"{slurm.shared_dir}/{cmd.job_name(run_id)}-%j.out",
-        gpus_per_node=GPUS_PER_NODE,
-        partition=PARTITION,
-        extra=extra,
+        run_id, options, output=f"{slurm.shared_dir}/{cmd.job_name(run_id)}-%j.out"
     )
     return cmd.parse_job_id(ok(slurm.run(argv)))
 
@@ -148,11 +146,68 @@ def http_server_argv(address: str, port: int) -> list[str]:
     return [PYTHON, "-m", "http.server", "--bind", address, str(port)]
 
 
+#: Run on the node inside the allocation (`srun --overlap`): the step's processes with their
+#: cmdline and requested environment keys (never the whole environment: it may hold secrets),
+#: and which pid owns the listening socket of the port. Prints one JSON object.
+PROBE_SOURCE = r"""
+import json, os, subprocess, sys
+step, port, keys = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+listed = subprocess.run(["scontrol", "listpids", step], capture_output=True, text=True)
+pids = [int(line.split()[0]) for line in listed.stdout.splitlines()[1:] if line.split()]
+inodes = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        rows = open(table).read().splitlines()[1:]
+    except OSError:
+        continue
+    for row in rows:
+        f = row.split()
+        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+            inodes.add(f[9])
+listeners = set()
+for pid in pids:
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                listeners.add(pid)
+    except OSError:
+        pass
+procs = {}
+for pid in pids:
+    try:
+        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    except OSError:
+        continue
+    env = dict(e.decode(errors="replace").split("=", 1) for e in environ if b"=" in e)
+    wanted = ["SLURM_JOB_ID", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES", *keys]
+    procs[pid] = {
+        "ppid": int(stat[1]),
+        "start_ticks": int(stat[19]),
+        "cmdline": [c.decode(errors="replace") for c in cmdline],
+        "env": {k: env[k] for k in wanted if k in env},
+    }
+roots = [p for p, info in procs.items() if info["ppid"] not in procs]
+print(json.dumps({"pids": pids, "roots": roots, "listeners": sorted(listeners), "procs": procs}))
+"""
+
+
+def probe_argv(
+    job: str, step_id: str, port: int, python: str, keys: Sequence[str] = ()
+) -> list[str]:
+    """An --overlap step on the allocation's node that reads the server step's /proc (the
+    product reads it with sweeper.services.proc's probe through NodeHost; this one checks what
+    the node shows from the step's side: every pid `scontrol listpids` gives, their env keys)."""
+    return cmd.overlap_argv(job, [python, "-c", PROBE_SOURCE, step_id, str(port), *keys])
+
+
 def probe(
     slurm: SlurmCluster, job: str, step_id: str, port: int, keys: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The step's processes as the node's /proc shows them (through an --overlap step)."""
-    return dict(json.loads(ok(slurm.run(cmd.probe_argv(job, step_id, port, PYTHON, keys)))))
+    return dict(json.loads(ok(slurm.run(probe_argv(job, step_id, port, PYTHON, keys)))))
 
 
 def cancel_run(slurm: SlurmCluster, run_id: str, timeout: float = 30.0) -> None:

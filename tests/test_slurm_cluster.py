@@ -1,5 +1,5 @@
 """A real Slurm 22.05 on test hosts, and the mechanisms a sweeper `slurm` host relies on, driven
-over SSH through the login host exactly as tests/slurm_commands.py builds them: a holding
+over SSH through the login host exactly as sweeper/hosts/slurm_commands.py builds them: a holding
 allocation per worker, server steps launched without blocking, reached directly and through an
 SSH tunnel, their identity read from the node's /proc, restarts, cleanup by name, queue waits.
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from sweeper.hosts import slurm_commands as cmd
 from sweeper.hosts.ssh import SSHHost, SSHTarget
-from tests import slurm_commands as cmd
 from tests.slurm_cluster import GPUS_PER_NODE, SlurmCluster, node_states
 from tests.slurm_helpers import (
     PYTHON,
@@ -140,9 +140,9 @@ def test_server_step_reachable_directly_and_through_a_login_tunnel(
             tunnel.terminate()
             tunnel.wait(10)
         assert step_id_of(slurm_cluster, job, f"sweeper-{run}-c0") == step
-        # stdout and stderr, written on the node, read here from the shared directory.
-        assert f"Serving HTTP on {address} port {PORT}" in Path(files.stdout).read_text()
-        access = Path(files.stderr).read_text()
+        # stdout and stderr (one file), written on the node, read here from the shared directory.
+        assert f"Serving HTTP on {address} port {PORT}" in Path(files.output).read_text()
+        access = Path(files.output).read_text()
         assert f"{slurm_cluster.gateway} - - " in access  # direct, from this machine
         assert f"{slurm_cluster.controller.address} - - " in access  # tunnel: from the login host
     finally:
@@ -220,14 +220,14 @@ def test_a_new_server_step_waits_until_the_previous_one_has_exited(
             'trap "sleep 2; echo bye; exit 0" TERM; echo up; while :; do sleep 0.1; done',
         ]
         files, step = start_step(slurm_cluster, job, f"sweeper-{run}-slow", slow_exit)
-        until(lambda: "up" in read_or_empty(files.stdout), 20, "slow step up")
+        until(lambda: "up" in read_or_empty(files.output), 20, "slow step up")
         ok(slurm_cluster.run(cmd.stop_step_argv(step)))
         # A second step wanting the same CPUs and GPUs (foreground srun) must wait for it.
         next_files = cmd.step_files(str(slurm_cluster.shared_dir), f"sweeper-{run}-next")
         srun = cmd.step_srun_argv(
             job,
             f"sweeper-{run}-next",
-            ["cat", files.stdout],
+            ["cat", files.output],
             next_files,
             cpus=2,
             gpus=GPUS_PER_NODE,
@@ -235,7 +235,9 @@ def test_a_new_server_step_waits_until_the_previous_one_has_exited(
         waited = slurm_cluster.run(srun, timeout=60)
         assert waited.returncode == 0, waited.stderr
         assert "Requested nodes are busy" in waited.stderr
-        assert Path(next_files.stdout).read_text() == "up\nbye\n"  # it ran after the old exit
+        seen = Path(next_files.output).read_text()  # it ran after the old one's exit:
+        assert seen.startswith("up\n") and seen.endswith("\nbye\n"), seen
+        assert "CANCELLED" in seen  # slurmstepd's words, in order with the step's own
     finally:
         cancel_run(slurm_cluster, run)
 
@@ -269,9 +271,8 @@ def test_time_left_of_an_allocation(slurm_cluster: SlurmCluster) -> None:
 
 
 def test_a_request_no_node_can_meet_is_refused_at_submission(slurm_cluster: SlurmCluster) -> None:
-    argv = cmd.allocate_argv(
-        new_run(), time_limit="5", output="/dev/null", gpus_per_node=GPUS_PER_NODE + 1
-    )
+    options = cmd.AllocationOptions(time_limit="5", gpus_per_node=GPUS_PER_NODE + 1)
+    argv = cmd.allocate_argv(new_run(), options, output="/dev/null")
     refused = slurm_cluster.run(argv)
     assert refused.returncode == 1
     assert "Requested node configuration is not available" in refused.stderr
@@ -300,7 +301,7 @@ def test_the_sweepers_ssh_host_drives_the_login_host(slurm_cluster: SlurmCluster
     host = SSHHost(login.name, target)
     run = new_run()
     try:
-        argv = cmd.allocate_argv(run, time_limit="5", output="/dev/null")
+        argv = cmd.allocate_argv(run, cmd.AllocationOptions(time_limit="5"), output="/dev/null")
         job = cmd.parse_job_id(host.run(argv).stdout)
         wait_running(slurm_cluster, job)
         assert host.run(cmd.run_jobs_argv(run)).stdout.split() == [f"{job}|RUNNING"]

@@ -1,6 +1,9 @@
-"""Faults on a real Slurm 22.05: what the scheduler reports when a compute host dies mid-step, a
-step's server exits, or an allocation runs out of time, and what a sweeper can read of it without
-slurmdbd (scontrol's record, the jobcomp log, srun's log and exit status).
+"""Faults on a real Slurm 22.05: what the scheduler reports when a compute host dies mid-step or a
+step's server exits, and what a sweeper can read of it without slurmdbd (scontrol's record, the
+jobcomp log, srun's log and exit status). An allocation running out of time is not provoked
+here (whole-minute limits enforced every ~30 s: 60-90 s of CI): the sweeper replaces an
+allocation before a config it cannot fit (tests/sweeper/test_slurm_sweep.py), and one that ends
+anyway is a lost allocation like a dead node's.
 
 Root + the Slurm packages only. The node-death test boots its own cluster, with slurmdbd (it
 kills one host and compares what scontrol, srun and sacct then say).
@@ -14,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests import slurm_commands as cmd
+from sweeper.hosts import slurm_commands as cmd
 from tests import testhosts
 from tests.slurm_cluster import (
     JOBCOMP_LOG,
@@ -127,30 +130,11 @@ def test_a_server_that_exits_leaves_its_exit_code_and_the_allocation(
         ok(slurm_cluster.login(cmd.background_line(srun, files)))
         assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() == "3"
         assert "task 0: Exited with exit code 3" in read_or_empty(files.srun_log)
-        assert read_or_empty(files.stderr) == "dying\n"
+        assert read_or_empty(files.output) == "dying\n"
         assert job_line(slurm_cluster, job)["state"] == "RUNNING"
         # No slurmdbd here: sacct cannot say anything (the reason we read scontrol and srun).
         sacct = slurm_cluster.run(["sacct", "-j", job])
         assert sacct.returncode != 0 and "accounting storage is disabled" in sacct.stderr
-    finally:
-        cancel_run(slurm_cluster, run)
-
-
-def test_an_allocation_that_runs_out_of_time(slurm_cluster: SlurmCluster) -> None:
-    """Slurm's limits are whole minutes and checked about every 30 s: this takes 60-90 s."""
-    run = uuid.uuid4().hex[:8]
-    try:
-        job = allocate(slurm_cluster, run, time_limit="1")
-        address = node_address(slurm_cluster, wait_running(slurm_cluster, job))
-        left = cmd.time_left_seconds(job_line(slurm_cluster, job)["left"])
-        assert left is not None and 50 <= left <= 60
-        files, _ = start_step(
-            slurm_cluster, job, f"sweeper-{run}-c0", http_server_argv(address, PORT)
-        )
-        record = wait_job_state(slurm_cluster, job, "TIMEOUT", 150, 1.0)
-        assert record["Reason"] == "TimeLimit"
-        assert "DUE TO TIME LIMIT" in until(lambda: read_or_empty(files.stderr), 30, "step stderr")
-        assert until(lambda: read_or_empty(files.srun_rc), 30, "srun rc").strip() != "0"
     finally:
         cancel_run(slurm_cluster, run)
 

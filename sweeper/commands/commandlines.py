@@ -15,6 +15,8 @@ from sweeper.services.backends import open_backend
 from sweeper.spec import secret_source
 
 LAUNCH_ID = "<launch-id>"
+#: What names a Slurm host's jobs in a run, shown as a placeholder.
+RUN_ID = "<run-id>"
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ def command_lines(plan: Plan) -> list[CommandLine]:
     out = []
     with tempfile.TemporaryDirectory() as state:
         for host_plan in plan.hosts:
-            backend = open_backend(host_plan.host, spec, Path(state))
+            backend = open_backend(host_plan.host, spec, Path(state), run_id=RUN_ID)
             for step in host_plan.steps:
                 launch = engine.launch(
                     step.server_config,

@@ -18,7 +18,15 @@ from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.doctor import Check, check_host
 from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
-from sweeper.spec import LocalHostSpec, Spec, SpecError, SSHHostSpec, load_spec
+from sweeper.spec import (
+    HostSpec,
+    LocalHostSpec,
+    SlurmHostSpec,
+    Spec,
+    SpecError,
+    SSHHostSpec,
+    load_spec,
+)
 
 EXIT_CHECK_FAILED = 1
 
@@ -43,7 +51,9 @@ def command(
     selftest: bool = typer.Option(True, "--selftest/--no-selftest", help="Run the selftest."),
     host: list[str] = typer.Option([], "--host", help="Only these hosts (repeatable)."),
 ) -> None:
-    """Check each host: SSH, systemd, Python packages, GPUs, disk, port, runtime selftest."""
+    """Check each host: SSH, systemd, Python packages, GPUs, disk, port, runtime selftest (a
+    Slurm host: login SSH, sinfo, a short allocation, the shared dir from a node, the node's
+    Python and GPUs, the selftest as a step)."""
     try:
         loaded = load_spec(spec)
     except SpecError as exc:
@@ -54,7 +64,11 @@ def command(
         typer.echo(f"no host named {', '.join(host)} in {spec}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
 
-    def run_one(host_spec: LocalHostSpec | SSHHostSpec) -> list[Check]:
+    def run_one(host_spec: HostSpec) -> list[Check]:
+        if isinstance(host_spec, SlurmHostSpec):
+            from sweeper.doctor_slurm import check_slurm_host  # paramiko only for remote hosts
+
+            return check_slurm_host(host_spec, loaded, sglang=sglang, selftest=selftest)
         target = _open(host_spec)
         try:
             return check_host(

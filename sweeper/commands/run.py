@@ -94,7 +94,8 @@ def command(
     engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
     state = store.dir / "service"
     backends = {
-        h.name: open_backend(h, plan.spec, state, launched=engine.launched) for h in plan.spec.hosts
+        h.name: open_backend(h, plan.spec, state, launched=engine.launched, run_id=store.run_id)
+        for h in plan.spec.hosts
     }
     if not engine.launched:
         console.print(

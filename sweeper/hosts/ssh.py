@@ -303,11 +303,20 @@ class SSHHost:
 
     # ------------------------------------------------------------------ tunnel
 
-    def open_tunnel(self, remote_port: int) -> AbstractContextManager[int]:
-        return self._tunnel(remote_port)
+    def open_tunnel(
+        self,
+        remote_port: int,
+        host: str = "127.0.0.1",
+        abort: threading.Event | None = None,
+    ) -> AbstractContextManager[int]:
+        """Forward a free local port to `host:remote_port` as this SSH server reaches it (its own
+        loopback by default; a cluster's compute node from its login host). Setting `abort`
+        closes every forwarded connection at once: a client waiting on a machine that died
+        (no RST ever comes) fails now instead of at its read timeout."""
+        return self._tunnel(remote_port, host, abort or threading.Event())
 
     @contextmanager
-    def _tunnel(self, remote_port: int) -> Iterator[int]:
+    def _tunnel(self, remote_port: int, host: str, abort: threading.Event) -> Iterator[int]:
         """Listen on a free loopback port; each connection becomes a direct-tcpip channel."""
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))
@@ -321,7 +330,9 @@ class SSHHost:
                 except OSError:
                     return
                 threading.Thread(
-                    target=self._forward, args=(conn, peer, remote_port, stop), daemon=True
+                    target=self._forward,
+                    args=(conn, peer, (host, remote_port), (stop, abort)),
+                    daemon=True,
                 ).start()
 
         acceptor = threading.Thread(target=serve, name=f"tunnel-{self.name}", daemon=True)
@@ -337,15 +348,22 @@ class SSHHost:
             acceptor.join(timeout=2)
 
     def _forward(
-        self, conn: socket.socket, peer: tuple[str, int], port: int, stop: threading.Event
+        self,
+        conn: socket.socket,
+        peer: tuple[str, int],
+        target: tuple[str, int],
+        stops: tuple[threading.Event, threading.Event],
     ) -> None:
+        if any(event.is_set() for event in stops):
+            conn.close()
+            return
         try:
-            channel = self._transport().open_channel("direct-tcpip", ("127.0.0.1", port), peer)
+            channel = self._transport().open_channel("direct-tcpip", target, peer)
         except (OSError, EOFError, paramiko.SSHException, HostError):
             conn.close()
             return
         try:
-            while not stop.is_set():
+            while not any(event.is_set() for event in stops):
                 readable, _, _ = select.select([conn, channel], [], [], 0.5)  # type: ignore[type-var]
                 if conn in readable:
                     data = conn.recv(65536)

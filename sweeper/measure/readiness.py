@@ -70,11 +70,10 @@ def wait_healthy(
 
     def died() -> str | None:
         state = service.state()
-        return (
-            f"server exited (code {state.exit_code}) before becoming ready"
-            if state.exited
-            else None
-        )
+        if not state.exited:
+            return None
+        said = f": {state.reason}" if state.reason else ""
+        return f"server exited (code {state.exit_code}) before becoming ready{said}"
 
     with httpx.Client(timeout=httpx.Timeout(2.0, connect=0.5)) as client:
 

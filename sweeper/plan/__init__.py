@@ -17,6 +17,7 @@ from sweeper.plan.model import (
     estimate_seconds,
     point_id,
     point_requests_count,
+    step_seconds,
 )
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "estimate_seconds",
     "point_id",
     "point_requests_count",
+    "step_seconds",
 ]

@@ -341,24 +341,32 @@ def estimate_seconds(
     plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
 ) -> float:
     """An estimate, not a promise: hosts run in parallel, so the slowest host's sum of
-    restarts x `load_s` plus, per point, warmup and rounds of `concurrency` requests each taking
-    max_tokens / `tok_s` (no speedup assumed, batching assumed free); an open loop lasts its
-    schedule (requests / rate, or its duration) plus one request."""
-    workload = plan.spec.workload
+    `step_seconds` over its restarts."""
+    return max(
+        (
+            sum(step_seconds(plan.spec, step, load_s=load_s, tok_s=tok_s) for step in host.steps)
+            for host in plan.hosts
+        ),
+        default=0.0,
+    )
+
+
+def step_seconds(
+    spec: Spec, step: Step, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
+) -> float:
+    """One restart: `load_s` plus warmup and, per point, rounds of `concurrency` requests each
+    taking max_tokens / `tok_s` (no speedup assumed, batching assumed free); an open loop lasts
+    its schedule (requests / rate, or its duration) plus one request."""
+    workload = spec.workload
     per_request = workload.max_tokens / tok_s
-    slowest = 0.0
-    for host in plan.hosts:
-        total = 0.0
-        for step in host.steps:
-            total += load_s + workload.warmup * per_request
-            for rc in step.request_configs:
-                n_requests = point_requests_count(rc, workload)
-                if rc.rate is None:
-                    total += math.ceil(n_requests / (rc.concurrency or 1)) * per_request
-                    continue
-                span = workload.load.duration_s if workload.load else None
-                if span is None:
-                    span = 0.0 if math.isinf(rc.rate) else n_requests / rc.rate
-                total += span + per_request
-        slowest = max(slowest, total)
-    return slowest
+    total = load_s + workload.warmup * per_request
+    for rc in step.request_configs:
+        n_requests = point_requests_count(rc, workload)
+        if rc.rate is None:
+            total += math.ceil(n_requests / (rc.concurrency or 1)) * per_request
+            continue
+        span = workload.load.duration_s if workload.load else None
+        if span is None:
+            span = 0.0 if math.isinf(rc.rate) else n_requests / rc.rate
+        total += span + per_request
+    return total

@@ -171,6 +171,11 @@ class PointRecord(_PointColumns):
     finished_at: str
     log_path: str = ""
     log_tail: str = ""
+    #: Where the server ran on a Slurm host: the allocation's job id, the server's step id
+    #: (`<job>.<step>`) and the node; None elsewhere.
+    slurm_job_id: str | None = None
+    slurm_step_id: str | None = None
+    slurm_node: str | None = None
 
 
 #: Which server and request config a point measured: what `compare` matches points by.

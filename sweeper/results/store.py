@@ -23,7 +23,13 @@ from typing import Any
 import pandas as pd
 
 from sweeper.results.reader import MANIFEST, POINTS_LOG, REQUESTS_LOG, read_jsonl
-from sweeper.results.records import Manifest, PointRecord, RequestRecord, upgrade_legacy_row
+from sweeper.results.records import (
+    Manifest,
+    PointRecord,
+    RequestRecord,
+    RunStatus,
+    upgrade_legacy_row,
+)
 
 
 def utc_now() -> str:
@@ -114,6 +120,30 @@ class RunStore:
             _trim_torn_tail(run_dir / name)
         (run_dir / "logs").mkdir(exist_ok=True)
         return cls(run_dir, manifest)
+
+    def begin(self, points_total: int) -> None:
+        """Mark the run started (or resumed) with the number of points its plan has."""
+        manifest = self.manifest
+        manifest.points_total = points_total
+        self.count_points()
+        manifest.status = "running"
+        if manifest.started_at is None:
+            manifest.started_at = utc_now()
+        else:
+            manifest.resumed_at.append(utc_now())
+        self.save_manifest()
+
+    def finish(
+        self, points: dict[str, dict[str, Any]], status: RunStatus, exit_code: int, wall_s: float
+    ) -> None:
+        """Rewrite the derived files and close the manifest with how the run (or this resumed
+        part of it) ended."""
+        self.consolidate(points)
+        self.count_points(points)
+        manifest = self.manifest
+        manifest.timings["wall_s"] = manifest.timings.get("wall_s", 0.0) + wall_s
+        manifest.status, manifest.exit_code, manifest.finished_at = status, exit_code, utc_now()
+        self.save_manifest()
 
     def save_manifest(self) -> None:
         text = self.manifest.model_dump_json(indent=2)

@@ -2,7 +2,8 @@
 
 A service starts one server config as an `Instance`, reports its state, hands out its log lines
 since a cursor, and stops it. `ProcessService` (a managed local process) lives in `process.py`;
-`SystemdService` (a systemd unit on a remote host) in `systemd.py`.
+`SystemdService` (a systemd unit on a remote host) in `systemd.py`; `SlurmStepService` (a job
+step in a Slurm allocation) in `slurm.py`.
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ class Instance:
 
     launch: Launch
     pid: int | None
-    #: systemd's InvocationID, when the service has one.
+    #: systemd's InvocationID, or the Slurm step id, when the service has one.
     invocation_id: str | None = None
+    #: Where it runs, as record columns of its points (`slurm_job_id`, `slurm_step_id`,
+    #: `slurm_node`); empty where the host says it all.
+    placement: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,13 @@ class ServiceState:
     exited: bool
     exit_code: int | None = None
     detail: str = ""
+    #: Why it is gone in the words of what ended it (the scheduler's state and exit code);
+    #: a failed point's reason starts with it. Empty when the service cannot say.
+    reason: str = ""
+    #: The machine under the server was lost (a Slurm allocation ended), not the server: the
+    #: remaining points can run on another machine.
+    host_lost: bool = False
+    placement: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable

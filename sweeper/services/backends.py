@@ -1,7 +1,10 @@
 """Which `Host` and `Service` serve a host of the spec: the only place that maps kinds to classes.
 
 A local host gets `LocalHost` + `ProcessService`; an SSH host gets `SSHHost` + `SystemdService`
-running the bundled runtime. The runner only sees the `Backend`, so it stays host-agnostic.
+running the bundled runtime; a Slurm host gets workers (`sweeper.workers.slurm`), each with a
+`NodeHost` + `SlurmStepService` per allocation, and as its own service the run's jobs as a whole
+(`SlurmRunService`: stopping it cancels them all). The runner only sees the `Backend`, so it
+stays host-agnostic.
 Nothing connects here: the connection, the bundle upload (once per content, see `bundle.py`)
 and the first unit start all happen inside the host's own sweep thread, so an unreachable host
 fails its own points and never stops the others.
@@ -21,7 +24,8 @@ from sweeper.services import Service
 from sweeper.services.bundle import Bundle, deploy, pack_runtime, release_dir
 from sweeper.services.endpoint import EndpointService
 from sweeper.services.process import ProcessService
-from sweeper.spec import HostSpec, Spec, SSHHostSpec
+from sweeper.spec import HostSpec, RemoteHostSpec, SlurmHostSpec, Spec, SSHHostSpec
+from sweeper.workers import Workers
 
 if TYPE_CHECKING:
     from sweeper.hosts.ssh import SSHHost
@@ -49,13 +53,17 @@ class Backend:
     sudo: bool = False
     #: Environment the service adds to every launch (the bundle's PYTHONPATH under systemd).
     service_env: dict[str, str] = field(default_factory=dict)
+    #: Workers sharing the host's configs, each on its own backend (a Slurm cluster's
+    #: allocations); None: this backend runs them in order itself.
+    workers: Workers | None = None
 
 
 def open_backend(
-    host_spec: HostSpec, spec: Spec, state_dir: Path, *, launched: bool = True
+    host_spec: HostSpec, spec: Spec, state_dir: Path, *, launched: bool = True, run_id: str = ""
 ) -> Backend:
-    """Build the backend for one host; `state_dir` holds local pidfiles and logs. When the
-    engine launches nothing (an endpoint already running), the service manages nothing."""
+    """Build the backend for one host; `state_dir` holds local pidfiles and logs; `run_id`
+    names a Slurm host's jobs. When the engine launches nothing (an endpoint already running),
+    the service manages nothing."""
     if not launched:
         return Backend(LocalHost(host_spec.name), EndpointService(), python=sys.executable)
     if host_spec.kind == "local":
@@ -64,6 +72,10 @@ def open_backend(
             service=ProcessService(Path(state_dir) / host_spec.name),
             python=spec.runtime.python or sys.executable,
         )
+    if host_spec.kind == "slurm":
+        if not run_id:
+            raise ValueError(f"{host_spec.name}: a slurm host needs the run id for its job names")
+        return open_slurm_backend(host_spec, spec, run_id)
     return open_ssh_backend(host_spec, spec)
 
 
@@ -73,7 +85,7 @@ def runtime_bundle() -> Bundle:
     return pack_runtime()
 
 
-def ssh_host_for(host_spec: SSHHostSpec) -> SSHHost:
+def ssh_host_for(host_spec: RemoteHostSpec) -> SSHHost:
     """An (unconnected) SSHHost for a spec host, ~/.ssh/config applied."""
     # paramiko loads only when a spec has SSH hosts.
     from sweeper.hosts.ssh import SSHHost
@@ -91,7 +103,7 @@ def ssh_host_for(host_spec: SSHHostSpec) -> SSHHost:
         target,
         accept_new_host_key=host_spec.accept_new_host_key,
         connect_timeout=host_spec.connect_timeout_s,
-        sudo_allowed=host_spec.sudo,
+        sudo_allowed=isinstance(host_spec, SSHHostSpec) and host_spec.sudo,
     )
 
 
@@ -132,4 +144,74 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
         bundle_sha256=bundle.sha256,
         sudo=sudo,
         service_env=service_env,
+    )
+
+
+def open_slurm_backend(host_spec: SlurmHostSpec, spec: Spec, run_id: str) -> Backend:
+    """The login host, the run's jobs as its service, and workers that each build a backend
+    (the node as a host, a step service) for every allocation they hold."""
+    # paramiko and the Slurm modules load only when a spec has Slurm hosts.
+    from sweeper.hosts.slurm import Allocation, NodeHost, SlurmLogin
+    from sweeper.hosts.slurm_commands import AllocationOptions
+    from sweeper.plan import step_seconds
+    from sweeper.services.slurm import SlurmRunService, SlurmStepService
+    from sweeper.workers.slurm import SlurmWorkers, WorkerPolicy
+
+    options = AllocationOptions(
+        time_limit=host_spec.time_limit,
+        gpus_per_node=host_spec.gpus_per_node,
+        partition=host_spec.partition,
+        account=host_spec.account,
+        qos=host_spec.qos,
+        constraint=host_spec.constraint,
+        extra=tuple(host_spec.sbatch_args),
+    )
+    ssh = ssh_host_for(host_spec)
+    login = SlurmLogin(ssh, run_id, options, host_spec.shared_dir)
+    bundle = runtime_bundle()
+    release = release_dir(host_spec.shared_dir, bundle)
+    # The bundle comes first on the path: the nodes run exactly the controller's runtime.
+    service_env = {"PYTHONPATH": release}
+    python = spec.runtime.python or host_spec.python
+    tunnel = host_spec.access == "tunnel"
+
+    def on_node(allocation: Allocation) -> Backend:
+        node = NodeHost(login, allocation)
+        service = SlurmStepService(
+            login, allocation, node, gpus=host_spec.gpus_per_node, extra_env=service_env
+        )
+        return Backend(
+            host=node,
+            service=service,
+            python=python,
+            listen_host="0.0.0.0",  # the node's address (direct) or the login host's (tunnel)
+            workdir=release,
+            use_tunnel=tunnel,
+            bundle_sha256=bundle.sha256,
+            service_env=service_env,
+        )
+
+    policy = WorkerPolicy(
+        workers=host_spec.allocations,
+        queue_wait_s=host_spec.queue_wait_s,
+        replace_wait_s=host_spec.replace_wait_s,
+        time_margin_s=host_spec.time_margin_s,
+    )
+    workers = SlurmWorkers(
+        login,
+        on_node,
+        policy,
+        estimate=lambda step: step_seconds(spec, step),
+        prepare=lambda: deploy(ssh, host_spec.shared_dir, bundle),
+    )
+    return Backend(
+        host=ssh,
+        service=SlurmRunService(login),
+        python=python,
+        listen_host="0.0.0.0",
+        workdir=release,
+        use_tunnel=tunnel,
+        bundle_sha256=bundle.sha256,
+        service_env=service_env,
+        workers=workers,
     )

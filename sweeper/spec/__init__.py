@@ -8,7 +8,7 @@ This package's names are the spec's public interface.
 
 from sweeper.spec.errors import SpecError, SpecIssue
 from sweeper.spec.grid import REQUEST_KEYS, SERVER_KEYS, GridSpec
-from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec
+from sweeper.spec.hosts import HostSpec, LocalHostSpec, RemoteHostSpec, SlurmHostSpec, SSHHostSpec
 from sweeper.spec.load import load_spec, parse_spec, spec_json_schema
 from sweeper.spec.model import DeterminismSpec, Spec
 from sweeper.spec.open_loop import LoadSpec, Rate
@@ -26,8 +26,10 @@ __all__ = [
     "PromptSpec",
     "REQUEST_KEYS",
     "Rate",
+    "RemoteHostSpec",
     "RuntimeSpec",
     "SERVER_KEYS",
+    "SlurmHostSpec",
     "SSHHostSpec",
     "SloSpec",
     "Spec",

@@ -11,7 +11,7 @@ from sweeper.engines.kinds import LAUNCHED
 from sweeper.spec.base import Slug, StrictModel
 from sweeper.spec.errors import problem
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
-from sweeper.spec.hosts import HostSpec, LocalHostSpec, SSHHostSpec, host_shorthand
+from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
 from sweeper.spec.slo import SloSpec
 from sweeper.spec.workload import WorkloadSpec
@@ -33,7 +33,7 @@ class DeterminismSpec(StrictModel):
 # --- the spec -----------------------------------------------------------------------------------
 
 
-def _local_only() -> list[LocalHostSpec | SSHHostSpec]:
+def _local_only() -> list[LocalHostSpec | SSHHostSpec | SlurmHostSpec]:
     return [LocalHostSpec()]
 
 
@@ -105,6 +105,34 @@ class Spec(StrictModel):
                 if "rate" in rule:
                     message = "no open-loop points to match: rates come from workload.load"
                     raise problem(message, at=("grid", rule_kind, index, "rate"))
+        return self
+
+    @model_validator(mode="after")
+    def _slurm_leaves_nothing_running(self) -> Spec:
+        """A Slurm host's allocations are cancelled when the sweep ends: nothing can stay up."""
+        if self.leave_running and any(isinstance(h, SlurmHostSpec) for h in self.hosts):
+            message = (
+                "a slurm host cancels its allocations when the sweep ends, so nothing can be "
+                "left running; remove leave_running"
+            )
+            raise problem(message, at=("leave_running",))
+        return self
+
+    @model_validator(mode="after")
+    def _one_slurm_host_per_login(self) -> Spec:
+        """A run's jobs are found and cancelled by their name, `sweeper-<run id>`: two slurm
+        hosts on one login host would cancel each other's allocations."""
+        seen: dict[str, str] = {}
+        for index, host in enumerate(self.hosts):
+            if isinstance(host, SlurmHostSpec):
+                if host.address in seen:
+                    message = (
+                        f"slurm hosts {seen[host.address]!r} and {host.name!r} share the login "
+                        f"host {host.address!r}, so their jobs would share one name; use one "
+                        "host with more allocations"
+                    )
+                    raise problem(message, at=("hosts", index, "address"))
+                seen[host.address] = host.name
         return self
 
     @model_validator(mode="after")

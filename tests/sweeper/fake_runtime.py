@@ -268,14 +268,15 @@ def main(argv: list[str]) -> None:
         sys.exit(int(crash))
     _reexec(argv)
     app = FakeRuntime(argv)
-    print(f"fake runtime listening on 127.0.0.1:{app.port}", flush=True)
+    host = str(parse_flags(argv).get("host", "127.0.0.1"))  # a Slurm node's server: 0.0.0.0
+    print(f"fake runtime listening on {host}:{app.port}", flush=True)
     if os.environ.get("FAKE_REUSEPORT") == "1":
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind(("127.0.0.1", app.port))
+        sock.bind((host, app.port))
         uvicorn.run(app, fd=sock.fileno(), log_level="warning", lifespan="on")
     else:
-        uvicorn.run(app, host="127.0.0.1", port=app.port, log_level="warning", lifespan="on")
+        uvicorn.run(app, host=host, port=app.port, log_level="warning", lifespan="on")
 
 
 def _reexec(argv: list[str]) -> None:

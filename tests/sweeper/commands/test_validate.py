@@ -72,10 +72,11 @@ def test_schema_is_json_schema_of_the_spec() -> None:
 
 
 def test_shipped_gpu_specs_validate() -> None:
-    """The realistic B300 and RTX PRO 6000 specs stay valid as the schema evolves."""
+    """The realistic B300, RTX PRO 6000 and Slurm specs stay valid as the schema evolves."""
     expected = {
         "b300.yaml": "ok: 16 server configs, 96 points",
         "rtx6000.yaml": "ok: 14 server configs, 84 points",
+        "slurm-example.yaml": "ok: 7 server configs, 28 points",
     }
     for name, summary in expected.items():
         result = runner.invoke(app, ["validate", str(ROOT / "sweeps" / name)])

@@ -10,6 +10,7 @@ import pytest
 
 from sweeper.spec import (
     LocalHostSpec,
+    SlurmHostSpec,
     SpecError,
     SSHHostSpec,
     load_spec,
@@ -18,6 +19,7 @@ from sweeper.spec import (
     spec_json_schema,
 )
 from sweeper.spec.errors import suggest
+from sweeper.spec.hosts import slurm_time_seconds
 
 ROOT = Path(__file__).resolve().parents[3]
 BAD_SPECS = sorted((Path(__file__).parent / "bad_specs").glob("*.yaml"))
@@ -113,6 +115,62 @@ def test_ssh_host_fields_from_the_remote_issue() -> None:
     assert ssh.accept_new_host_key is False  # strict host keys unless asked
     assert ssh.remote_root == "/srv/ddtree"
     assert spec.shard and spec.leave_running
+
+
+def test_slurm_host_fields_from_the_slurm_issue() -> None:
+    text = MINIMAL + (
+        "hosts:\n"
+        "  - kind: slurm\n"
+        "    name: cluster\n"
+        "    address: login1\n"
+        "    user: me\n"
+        "    access: tunnel\n"
+        "    shared_dir: /shared/sweeper/\n"
+        "    partition: gpu\n"
+        "    account: acct\n"
+        "    qos: high\n"
+        "    time_limit: '1-02:00:00'\n"
+        "    gpus_per_node: 8\n"
+        "    constraint: b300\n"
+        "    sbatch_args: ['--reservation=bench']\n"
+        "    allocations: 4\n"
+        "    replace_wait_s: 120\n"
+    )
+    host = parse_spec(text).hosts[0]
+    assert isinstance(host, SlurmHostSpec)
+    assert (host.address, host.user, host.access, host.shared_dir) == (
+        "login1",
+        "me",
+        "tunnel",
+        "/shared/sweeper",
+    )
+    assert (host.partition, host.account, host.qos, host.constraint) == (
+        "gpu",
+        "acct",
+        "high",
+        "b300",
+    )
+    assert (host.time_limit, host.gpus_per_node, host.allocations) == ("1-02:00:00", 8, 4)
+    assert host.sbatch_args == ["--reservation=bench"]
+    assert host.accept_new_host_key is False  # the login host's key is checked strictly
+    assert host.queue_wait_s is None and host.replace_wait_s == 120
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30", 1800.0),
+        ("1:30", 90.0),
+        ("2:00:00", 7200.0),
+        ("2-0", 172800.0),
+        ("2-3:04", 183840.0),
+        ("1-02:03:04", 93784.0),
+        ("2h", None),
+        ("1:2:3:4", None),
+    ],
+)
+def test_slurm_time_limits_read_as_sbatch_reads_them(text: str, seconds: float | None) -> None:
+    assert slurm_time_seconds(text) == seconds
 
 
 def test_relative_remote_root_is_refused() -> None:

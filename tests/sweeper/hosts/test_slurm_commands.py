@@ -1,6 +1,6 @@
-"""The Slurm command lines and parsers of tests/slurm_commands.py, without a cluster: hostile
-values stay single words, the background launch line runs detached and records srun's exit
-status, squeue/scontrol outputs parse. (The real Slurm behind them: test_slurm_cluster.py.)
+"""The Slurm command lines and parsers of sweeper/hosts/slurm_commands.py, without a cluster:
+hostile values stay single words, the background launch line runs detached and records srun's
+exit status, squeue/scontrol outputs parse. (The real Slurm behind them: test_slurm_cluster.py.)
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import slurm_commands as cmd
-from tests.slurm_helpers import free_port
+from sweeper.hosts import slurm_commands as cmd
+from tests.slurm_helpers import free_port, probe_argv
 
 HOSTILE = "x'; touch /tmp/pwned-slurm; echo '$HOME `id`"
 
@@ -67,17 +67,16 @@ def test_steps_by_name() -> None:
 
 
 def test_allocation_keeps_spec_values_as_single_words() -> None:
-    argv = cmd.allocate_argv(
-        "r1",
+    options = cmd.AllocationOptions(
         time_limit="30",
-        output="/shared/alloc-%j.out",
         gpus_per_node=8,
         partition=HOSTILE,
         account="acct",
         qos="high",
         constraint="b300",
-        extra=["--reservation=x y"],
+        extra=("--reservation=x y",),
     )
+    argv = cmd.allocate_argv("r1", options, output="/shared/alloc-%j.out")
     assert argv[0] == "sbatch" and argv[-1] == f"--wrap={cmd.HOLD_SCRIPT}"
     assert "--job-name=sweeper-r1" in argv
     assert {"--exclusive", "--no-requeue", "--gres=gpu:8", "--constraint=b300"} <= set(argv)
@@ -138,7 +137,7 @@ def test_probe_finds_the_server_pid_cmdline_env_keys_and_listener(tmp_path: Path
             f"#!/bin/sh\necho 'PID JOBID STEPID LOCALID GLOBALID'\necho '{server.pid} 12 0 0 0'\n"
         )
         (fake_bin / "scontrol").chmod(0o755)
-        argv = cmd.probe_argv("12", "12.0", port, sys.executable, ["WANTED"])
+        argv = probe_argv("12", "12.0", port, sys.executable, ["WANTED"])
         assert argv[:3] == ["srun", "--jobid=12", "--overlap"]
         on_node = argv[argv.index(sys.executable) :]  # what srun runs on the node
         env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}"}
@@ -150,3 +149,40 @@ def test_probe_finds_the_server_pid_cmdline_env_keys_and_listener(tmp_path: Path
     proc = seen["procs"][str(server.pid)]
     assert proc["cmdline"] == server_argv
     assert proc["env"] == {"WANTED": "yes"}  # only the keys asked for (and SLURM ones)
+
+
+def test_squeue_lines_parse() -> None:
+    assert cmd.parse_job_line("RUNNING|None|sl5n1|29:55\n") == cmd.JobLine(
+        "RUNNING", "None", "sl5n1", "29:55"
+    )
+    assert cmd.parse_job_line("") is None  # squeue no longer lists it
+    assert cmd.parse_run_jobs("12|RUNNING\n13|PENDING\n") == {"12": "RUNNING", "13": "PENDING"}
+
+
+def test_the_task_pid_is_the_local_id_0_row_of_listpids() -> None:
+    text = (
+        "PID      JOBID    STEPID   LOCALID GLOBALID\n"
+        "166      1        3        -       -       \n"
+        "165      1        3        0       0       \n"
+    )
+    assert cmd.parse_listpids(text) == 165
+    assert cmd.parse_listpids("PID      JOBID    STEPID   LOCALID GLOBALID\n") is None
+
+
+def test_overlap_steps_run_any_argv_beside_the_server() -> None:
+    argv = cmd.overlap_argv("12", ["python3", "-c", HOSTILE])
+    assert argv[:3] == ["srun", "--jobid=12", "--overlap"]
+    assert argv[-3:] == ["python3", "-c", HOSTILE]
+    assert shlex.split(shlex.join(argv)) == argv
+
+
+def test_a_step_takes_every_cpu_and_gpu_and_one_output_file() -> None:
+    files = cmd.step_files("/shared/run", "sweeper-r1-abc")
+    argv = cmd.step_srun_argv("12", "sweeper-r1-abc", ["serve"], files, cpus=32, gpus=8)
+    assert {
+        "--cpus-per-task=32",
+        "--gres=gpu:8",
+        "--mem=0",
+        "--output=/shared/run/sweeper-r1-abc.out",
+    } <= set(argv)
+    assert not any(a.startswith("--error") for a in argv)  # stderr joins stdout, in order

@@ -1,15 +1,15 @@
-"""The Slurm command lines a sweeper `slurm` host and step service send to the login host, as
-argv lists (the SSH layer quotes every word: `shlex.join`), and parsers for what comes back.
+"""The Slurm command lines a `slurm` host sends to its login host, as argv lists (the SSH layer
+quotes every word: `shlex.join`), and parsers for what comes back. Pure functions: nothing here
+runs a command.
 
-Proven against Debian 12's Slurm 22.05 by tests/test_slurm_cluster.py; the why of each option is
-in /work/notes/slurm.md. Pure functions: nothing here runs a command.
-
+Proven against Debian 12's Slurm 22.05 (tests/test_slurm_cluster.py, tests/test_slurm_faults.py).
 One allocation per worker is a *holding batch job* (`sbatch --wrap 'exec sleep infinity'`): it
-returns the job id at once, so queue waits are seen (squeue state and reason) and bounded by the
-caller, not by a blocking salloc. Each server config is a *job step* launched from the login host
+returns the job id at once, so a queue wait is seen (squeue state and reason) and bounded by the
+sweeper, not by a blocking salloc. Each server config is a *job step* launched from the login host
 with `srun --jobid` in the background (`nohup`, all stdio redirected, so the SSH command returns);
-the step's stdout/stderr go straight from the node to files in the shared directory, srun's own
-messages and exit status to a log and an rc file beside them.
+the step's output goes straight from the node to a file in the shared directory, srun's own
+messages and exit status to a log and an rc file beside it. Commands on the node itself (the
+/proc probe, `scontrol listpids`) run as `srun --overlap` steps of the same allocation.
 """
 
 from __future__ import annotations
@@ -27,18 +27,20 @@ def job_name(run_id: str) -> str:
     return f"sweeper-{run_id}"
 
 
-def allocate_argv(
-    run_id: str,
-    *,
-    time_limit: str,
-    output: str,
-    gpus_per_node: int = 0,
-    partition: str | None = None,
-    account: str | None = None,
-    qos: str | None = None,
-    constraint: str | None = None,
-    extra: Sequence[str] = (),
-) -> list[str]:
+@dataclass(frozen=True)
+class AllocationOptions:
+    """What each allocation asks the scheduler for (the spec's slurm host keys)."""
+
+    time_limit: str | None = None
+    gpus_per_node: int = 0
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    extra: tuple[str, ...] = ()
+
+
+def allocate_argv(run_id: str, options: AllocationOptions, *, output: str) -> list[str]:
     """sbatch for one whole node held until cancelled; prints the job id (--parsable)."""
     argv = [
         "sbatch",
@@ -48,17 +50,21 @@ def allocate_argv(
         "--exclusive",  # every CPU of the node: nothing else lands beside the server
         "--mem=0",  # all of its memory (CR_*_Memory otherwise defaults per site)
         "--no-requeue",  # a node failure ends the job (NODE_FAIL) instead of re-running it
-        f"--time={time_limit}",
         f"--output={output}",
     ]
-    if gpus_per_node:
-        argv.append(f"--gres=gpu:{gpus_per_node}")
-    for flag, value in (("partition", partition), ("account", account), ("qos", qos)):
+    if options.time_limit:
+        argv.append(f"--time={options.time_limit}")
+    if options.gpus_per_node:
+        argv.append(f"--gres=gpu:{options.gpus_per_node}")
+    for flag, value in (
+        ("partition", options.partition),
+        ("account", options.account),
+        ("qos", options.qos),
+        ("constraint", options.constraint),
+    ):
         if value:
             argv.append(f"--{flag}={value}")
-    if constraint:
-        argv.append(f"--constraint={constraint}")
-    return [*argv, *extra, f"--wrap={HOLD_SCRIPT}"]
+    return [*argv, *options.extra, f"--wrap={HOLD_SCRIPT}"]
 
 
 def parse_job_id(sbatch_stdout: str) -> str:
@@ -69,9 +75,28 @@ def parse_job_id(sbatch_stdout: str) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class JobLine:
+    """squeue's one line about a job it still lists."""
+
+    state: str
+    reason: str
+    node: str
+    left: str
+
+
 def job_argv(job: str) -> list[str]:
     """One line about a job while squeue knows it: state|reason|node|time left."""
     return ["squeue", "-h", "-j", job, "-o", "%T|%r|%N|%L"]
+
+
+def parse_job_line(text: str) -> JobLine | None:
+    """job_argv's answer; None when squeue no longer lists the job."""
+    line = text.strip()
+    if not line:
+        return None
+    state, reason, node, left = (line.splitlines()[0].split("|") + ["", "", ""])[:4]
+    return JobLine(state, reason, node, left)
 
 
 def run_jobs_argv(run_id: str) -> list[str]:
@@ -79,9 +104,24 @@ def run_jobs_argv(run_id: str) -> list[str]:
     return ["squeue", "-h", f"--name={job_name(run_id)}", "-o", "%i|%T"]
 
 
+def parse_run_jobs(text: str) -> dict[str, str]:
+    """run_jobs_argv's answer as {job id: state}."""
+    jobs = {}
+    for line in text.splitlines():
+        job, _, state = line.strip().partition("|")
+        if job:
+            jobs[job] = state
+    return jobs
+
+
 def cancel_run_argv(run_id: str) -> list[str]:
     """Cancel every job of the run, pending or running (scancel matches the job name)."""
     return ["scancel", f"--name={job_name(run_id)}"]
+
+
+def cancel_job_argv(job: str) -> list[str]:
+    """Cancel one job (an allocation given up: queue deadline, too short, no work left)."""
+    return ["scancel", job]
 
 
 def show_job_argv(job: str) -> list[str]:
@@ -112,14 +152,15 @@ def parse_sacct(text: str) -> dict[str, tuple[str, str, str]]:
     the job's state is the reason."""
     rows = {}
     for line in text.splitlines():
-        if line.strip():
-            job_id, name, state, exit_code = line.split("|")
+        parts = line.split("|")
+        if len(parts) == 4:
+            job_id, name, state, exit_code = parts
             rows[job_id] = (name, state.split(" ")[0], exit_code)
     return rows
 
 
 def time_left_seconds(text: str) -> float | None:
-    """squeue's %L ("45", "3:05", "1:02:03", "2-00:00:00") in seconds; None when unlimited."""
+    """squeue's %L ("0:45", "3:05", "1:02:03", "2-00:00:00") in seconds; None when unlimited."""
     text = text.strip()
     if text in ("UNLIMITED", "NOT_SET", "INVALID", ""):
         return None
@@ -131,20 +172,28 @@ def time_left_seconds(text: str) -> float | None:
     return float(((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds)
 
 
+def node_address_argv(node: str) -> list[str]:
+    """The node's address as the login host resolves it (where the controller reaches it)."""
+    return ["getent", "hosts", node]
+
+
 @dataclass(frozen=True)
 class StepFiles:
     """Where a step's output lands (in the shared directory, so the login host can read it)."""
 
-    stdout: str  # the server's stdout, written by slurmstepd on the node
-    stderr: str
-    srun_log: str  # srun's own messages on the login host ("task 0: Exited with exit code 3")
-    srun_rc: str  # srun's exit status, written when srun ends (the step's outcome)
+    #: The server's stdout and stderr, written by slurmstepd on the node (one file, in order).
+    output: str
+    #: srun's own messages on the login host ("task 0: Exited with exit code 3").
+    srun_log: str
+    #: srun's exit status, written when srun ends. srun exits 0 when the node dies under it:
+    #: never read a node failure from it.
+    srun_rc: str
 
 
-def step_files(shared_dir: str, step_name: str) -> StepFiles:
+def step_files(directory: str, step_name: str) -> StepFiles:
     """Per-step files, named after the (unique) step name."""
-    base = f"{shared_dir}/{step_name}"
-    return StepFiles(f"{base}.out", f"{base}.err", f"{base}.srun.log", f"{base}.srun.rc")
+    base = f"{directory}/{step_name}"
+    return StepFiles(f"{base}.out", f"{base}.srun.log", f"{base}.srun.rc")
 
 
 def step_srun_argv(
@@ -162,7 +211,7 @@ def step_srun_argv(
     Taking everything makes Slurm itself refuse a second server step until the previous one has
     exited ("step creation temporarily disabled", srun waits), so a restart can never overlap.
     The environment is set with `env K=V` (exec: the pid stays the server's) instead of
-    --export, whose commas cannot be quoted.
+    --export, whose commas cannot be quoted. Without --error, stderr goes to --output too.
     """
     srun = [
         "srun",
@@ -173,8 +222,7 @@ def step_srun_argv(
         f"--cpus-per-task={cpus}",
         "--mem=0",
         "--input=none",
-        f"--output={files.stdout}",
-        f"--error={files.stderr}",
+        f"--output={files.output}",
     ]
     if gpus:
         srun.append(f"--gres=gpu:{gpus}")
@@ -216,60 +264,10 @@ def stop_step_argv(step_id: str, *, hard: bool = False) -> list[str]:
     return ["scancel", step_id] if hard else ["scancel", "--signal=TERM", step_id]
 
 
-#: Run on the node inside the allocation (`srun --overlap`): the step's processes with their
-#: cmdline and requested environment keys (never the whole environment: it may hold secrets),
-#: and which pid owns the listening socket of the port. Prints one JSON object.
-PROBE_SOURCE = r"""
-import json, os, subprocess, sys
-step, port, keys = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-listed = subprocess.run(["scontrol", "listpids", step], capture_output=True, text=True)
-pids = [int(line.split()[0]) for line in listed.stdout.splitlines()[1:] if line.split()]
-inodes = set()
-for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-    try:
-        rows = open(table).read().splitlines()[1:]
-    except OSError:
-        continue
-    for row in rows:
-        f = row.split()
-        if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-            inodes.add(f[9])
-listeners = set()
-for pid in pids:
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if link.startswith("socket:[") and link[8:-1] in inodes:
-                listeners.add(pid)
-    except OSError:
-        pass
-procs = {}
-for pid in pids:
-    try:
-        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
-        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-    except OSError:
-        continue
-    env = dict(e.decode(errors="replace").split("=", 1) for e in environ if b"=" in e)
-    wanted = ["SLURM_JOB_ID", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES", *keys]
-    procs[pid] = {
-        "ppid": int(stat[1]),
-        "start_ticks": int(stat[19]),
-        "cmdline": [c.decode(errors="replace") for c in cmdline],
-        "env": {k: env[k] for k in wanted if k in env},
-    }
-roots = [p for p, info in procs.items() if info["ppid"] not in procs]
-print(json.dumps({"pids": pids, "roots": roots, "listeners": sorted(listeners), "procs": procs}))
-"""
+def overlap_argv(job: str, argv: Sequence[str], *, name: str = "sweeper-probe") -> list[str]:
+    """Run argv on the allocation's node as an extra step beside the server.
 
-
-def probe_argv(
-    job: str, step_id: str, port: int, python: str, keys: Sequence[str] = ()
-) -> list[str]:
-    """srun an --overlap probe step on the allocation's node that reads the server step's /proc.
-
-    --overlap: the server step holds every CPU, GPU and all memory; without it the probe would
+    --overlap: the server step holds every CPU, GPU and all memory; without it this step would
     wait for the server to end.
     """
     return [
@@ -278,11 +276,24 @@ def probe_argv(
         "--overlap",
         "--nodes=1",
         "--ntasks=1",
-        "--job-name=sweeper-probe",
-        python,
-        "-c",
-        PROBE_SOURCE,
-        step_id,
-        str(port),
-        *keys,
+        "--quiet",
+        "--input=none",
+        f"--job-name={name}",
+        *argv,
     ]
+
+
+def listpids_argv(step_id: str) -> list[str]:
+    """The step's processes, as the node's slurmstepd knows them (must run on the node)."""
+    return ["scontrol", "listpids", step_id]
+
+
+def parse_listpids(text: str) -> int | None:
+    """The pid of the step's task (LOCALID 0) from `scontrol listpids`; None when not yet there.
+
+    Its children are listed too, with LOCALID "-"."""
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 4 and fields[3] == "0" and fields[0].isdigit():
+            return int(fields[0])
+    return None

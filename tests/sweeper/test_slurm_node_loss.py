@@ -1,0 +1,122 @@
+"""A compute host killed whole in the middle of a `sweeper run` through a real Slurm: the point in
+flight there fails with the scheduler's reason, the rest of its server config and every other
+config finish on the surviving node, and no job of the run is left.
+
+Boots its own cluster, with slurmdbd (it kills one of its hosts, and what accounting says of the
+lost job is checked through the product's own reader). Root + the Slurm packages only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sweeper.hosts.slurm import SlurmLogin
+from sweeper.hosts.slurm_commands import AllocationOptions, job_name
+from sweeper.hosts.ssh import SSHHost, SSHTarget
+from tests import testhosts
+from tests.slurm_cluster import (
+    JOBCOMP_LOG,
+    SlurmCluster,
+    accounting_skip_reason,
+    boot_slurm_cluster,
+    node_states,
+    shutdown_slurm_cluster,
+)
+from tests.sweeper.slurm_sweep import (
+    failures,
+    points,
+    recorded,
+    run_dir_of,
+    run_jobs,
+    start_sweep,
+    wait_for,
+    write_spec,
+)
+from tests.testhost_cluster import cluster_leftovers
+
+pytestmark = pytest.mark.slow
+PORT = 18650
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[SlurmCluster]:
+    reason = accounting_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = boot_slurm_cluster(accounting=True)
+    try:
+        yield cluster
+    finally:
+        shutdown_slurm_cluster(cluster)
+        assert cluster_leftovers(cluster.cluster) == []
+
+
+def _serving_a_request(host: testhosts.TestHost) -> bool:
+    """A measurement request is in flight on the host: a connection to the server's port."""
+    out = host.exec(["ss", "-Htn", "state", "established", f"( sport = :{PORT} )"]).stdout
+    return bool(out.strip())
+
+
+def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Path) -> None:
+    slurm = own_cluster
+    # Through SSH tunnels via the login host: a dead node sends no RST, and the sweeper cuts its
+    # tunnels as soon as Slurm gives the node up. The kill waits for a request on the node.
+    spec = write_spec(
+        tmp_path, "slurmloss", slurm, port=PORT, max_tokens=64, prompts=1, access="tunnel"
+    )
+    results = tmp_path / "results"
+    proc = start_sweep(spec, results, tmp_path / "run.log")
+    try:
+        # The AR baseline done, the other node measures a speculative config: kill it mid-point.
+        ar = wait_for(lambda: len(recorded(run_dir_of(results, "slurmloss"))) >= 2, 300, "AR")
+        ar_node = recorded(run_dir_of(results, "slurmloss"))[0]["slurm_node"]
+        victim = next(n for n in slurm.nodes if n.name != ar_node)
+        wait_for(lambda: _serving_a_request(victim), 60, "a request in flight on the victim", 0.05)
+        killed_at = time.monotonic()
+        testhosts.kill_whole(victim)
+        code = proc.wait(400)
+        took = time.monotonic() - killed_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = (tmp_path / "run.log").read_text()
+    run_dir = run_dir_of(results, "slurmloss")
+    assert run_dir is not None and ar
+    table = points(run_dir)
+    assert code == 3, failures(table, log)
+    failed = table[table.status == "failed"]
+    assert len(failed) == 1, failures(table, log)
+    lost = failed.iloc[0]
+    assert lost.slurm_node == victim.name
+    assert lost.reason.startswith(f"node failure: slurm job {lost.slurm_job_id} NODE_FAIL")
+    assert "reason NodeDown" in lost.reason and "exit code 0:0" in lost.reason
+    ok = table[table.status == "ok"]
+    assert len(ok) == 5  # every other point, on the survivor after the kill
+    survivor = next(n.name for n in slurm.nodes if n is not victim)
+    later = ok[ok.started_at > lost.started_at]
+    assert len(later) >= 2 and set(later.slurm_node) == {survivor}
+    assert set(ok[ok["mode"] == "speculative"].determinism) == {"exact"}
+    assert run_jobs(slurm, run_dir.name) == {}
+    assert node_states(slurm)[victim.name].startswith("down")
+    # What else the scheduler kept of it: accounting (read by the product, as on a site with
+    # slurmdbd: the job NODE_FAIL, the server's step merely CANCELLED with no exit code), the
+    # jobcomp log, and srun's own view: exit 0 (never a node failure signal) and its words.
+    c = slurm.controller
+    ssh = SSHHost(c.name, SSHTarget(c.address, 22, c.user, (c.key_file,), None, slurm.known_hosts))
+    try:
+        login = SlurmLogin(ssh, run_dir.name, AllocationOptions(), str(slurm.shared_dir))
+        rows = login.accounting(lost.slurm_job_id)
+    finally:
+        ssh.close()
+    assert rows[lost.slurm_job_id] == (job_name(run_dir.name), "NODE_FAIL", "0:0")
+    assert rows[lost.slurm_step_id][1:] == ("CANCELLED", "")
+    jobcomp = (c.root / JOBCOMP_LOG.lstrip("/")).read_text()
+    assert f"JobId={lost.slurm_job_id} " in jobcomp and "JobState=NODE_FAIL" in jobcomp
+    logs = list((slurm.shared_dir / "runs" / job_name(run_dir.name)).glob("*.srun.log"))
+    lost_log = next(p for p in logs if f"Node failure on {victim.name}" in p.read_text())
+    assert lost_log.with_name(lost_log.name.replace(".srun.log", ".srun.rc")).read_text() == "0\n"
+    print(f"\nkilled node: the sweep ended {took:.1f} s later")
