@@ -120,9 +120,9 @@ def run(test_host: testhosts.TestHost, boot_s: float, n_commands: int, n_points:
         t0 = time.monotonic()
         service.stop()
         t1 = time.monotonic()
-        instance = service.start(launch)
+        service.start(launch)
         t2 = time.monotonic()
-        wait_healthy(service, instance.base_url, 60.0)
+        wait_healthy(service, f"http://{host.address}:{PORT}", 60.0)
         t3 = time.monotonic()
         service.logs()
         t4 = time.monotonic()
@@ -156,30 +156,32 @@ def run_sweep(test_host: testhosts.TestHost, n_configs: int) -> None:
 
     import yaml
 
+    from sweeper.engines.ddtree_runtime import runtime_source_hash
+    from sweeper.engines.registry import engine_for
     from sweeper.plan import build_plan
     from sweeper.progress import PlainProgress
     from sweeper.results.store import RunStore
     from sweeper.runner import Runner
     from sweeper.services.backends import open_backend
     from sweeper.spec import load_spec
+    from tests.sweeper.sweep_fixtures import shim_env, shim_files
     from tests.sweeper.testhost_fixture import hosts_yaml
 
-    fake = ROOT / "tests" / "sweeper" / "fake_runtime.py"
-    wrapper = (
-        f'#!/bin/sh\nexport FAKE_START_DELAY=1.0\nshift 2\nexec "{sys.executable}" "{fake}" "$@"\n'
-    )
+    # The fake starts on the host exactly as the runtime would (a shim `ddtree_runtime`).
     target = SSHTarget(
         test_host.address, 22, "root", (test_host.key_file,), None, test_host.known_hosts
     )
     setup = SSHHost("setup", target)
-    setup.put_file("/opt/bench-fake/python", wrapper.encode(), mode=0o755)
+    for name, text in shim_files().items():
+        setup.run(["mkdir", "-p", "/opt/bench-fake/ddtree_runtime"])
+        setup.put_file(f"/opt/bench-fake/{name}", text.encode())
     setup.close()
+    env = {**shim_env("/opt/bench-fake"), "FAKE_START_DELAY": "1.0", "FAKE_TOKEN_DELAY": "0.005"}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         hosts = hosts_yaml([test_host], test_host.known_hosts, access="tunnel")
-        hosts = hosts.replace(f"python: {sys.executable}", "python: /opt/bench-fake/python")
         body = {
-            "runtime": {"model": "fake", "port": PORT + 1},
+            "runtime": {"model": "fake", "port": PORT + 1, "env": env},
             "grid": {
                 "budget": [8 * (i + 1) for i in range(n_configs)],
                 "topk": [1],
@@ -199,15 +201,17 @@ def run_sweep(test_host: testhosts.TestHost, n_configs: int) -> None:
         spec_path.write_text("name: sshbench\n" + hosts + yaml.safe_dump(body, sort_keys=False))
         spec = load_spec(spec_path)
         plan = build_plan(spec)
+        source = runtime_source_hash()
         fields = {
             "sweep": "sshbench",
             "sweeper_version": "b",
             "spec": {},
-            "runtime_source_hash": "",
+            "runtime_source_hash": source,
         }
         store = RunStore.create(tmp / "results", fields)
         backends = {h.name: open_backend(h, spec, store.dir / "service") for h in spec.hosts}
-        runner = Runner(spec, plan, store, backends, PlainProgress())
+        engine = engine_for(spec.runtime, source)
+        runner = Runner(spec, plan, store, backends, PlainProgress(), engine)
         t0 = time.monotonic()
         code = runner.run()
         wall = time.monotonic() - t0
