@@ -1,5 +1,5 @@
 """Turning one point's measurement into records: the request rows with their verdicts and the
-point row with its metrics, speedup and determinism; or the row of a point that failed.
+point row with its metrics, speedup, determinism and exposure; or the row of a point that failed.
 
 Pure record building: the runner sends the requests and fetches the logs, this module shapes
 what they gave. A measured and a failed point take their identifying columns from the same
@@ -15,6 +15,7 @@ import httpx
 
 from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine, RequestSpec
+from sweeper.measure.exposure import point_exposure
 from sweeper.measure.workload import WorkloadResult, expand_requests
 from sweeper.plan import Point, ServerConfig
 from sweeper.results.records import PointRecord, RequestRecord
@@ -101,6 +102,7 @@ def measured_point(
     if errors:
         numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
     numbers.update(point_acceptance(numbers.get("tau"), acceptance))
+    numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))
     sources = {r.get("token_ids_source") or "engine" for r in rows}
     numbers["token_ids_source"] = next(
         (s for s in ("approximate", "logprobs") if s in sources), "engine"

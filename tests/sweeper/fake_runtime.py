@@ -108,6 +108,9 @@ class FakeRuntime:
         self.token_delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0"))
         self.fail_requests = os.environ.get("FAKE_FAIL_REQUESTS") == "1"
         self.plain = os.environ.get("FAKE_PLAIN") == "1"
+        #: Requests in flight -> whether another overlapped them (their rounds count as batched).
+        self.overlapped: dict[int, bool] = {}
+        self.started = 0
         config = {k: v for k, v in flags.items() if k not in ("host", "port", "launch_id")}
         config.setdefault("model", "fake")
         config.setdefault("speculative", "ddtree" if "budget" in config else "none")
@@ -167,6 +170,28 @@ class FakeRuntime:
         else:
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
 
+    def exposure(self, rounds: int, *, shared: bool) -> dict[str, Any]:
+        """The runtime's exposure keys, as its contract shapes them: under --cuda-graph every
+        round is at the fixed width 1 + budget and (a one-token draft) padded; a request that
+        overlapped another counts its rounds as batched."""
+        config = self.info["config"]
+        budget = int(config.get("budget") or 0)
+        fixed = bool(config.get("cuda_graph")) and budget > 0
+        block = int(config.get("block_size") or 2)
+        nodes = min(1, budget)
+        return {
+            "padded_rounds": rounds if fixed and budget > nodes else 0,
+            "padding_rows": rounds * (budget - nodes) if fixed else 0,
+            "fixed_shape_rounds": rounds if fixed else 0,
+            "cuda_graph_rounds": 0,
+            "batched_rounds": rounds if shared else 0,
+            "max_tree_depth": nodes,
+            "max_tree_width": nodes,
+            "max_tree_nodes": nodes,
+            "max_verify_width": 1 + (budget if fixed else nodes),
+            "accepted_hist": [0, rounds] + [0] * (block - 2) if nodes else [rounds],
+        }
+
     async def complete(self, req: dict, send: Any, *, chat: bool) -> None:
         if self.fail_requests:
             await _json(send, 500, {"error": {"message": "injected failure", "type": "server"}})
@@ -177,6 +202,11 @@ class FakeRuntime:
             prompt = req.get("prompt", "")
         n = int(req.get("max_tokens", 16))
         ids = token_ids(prompt, n)
+        self.started += 1
+        me = self.started
+        for other in self.overlapped:
+            self.overlapped[other] = True
+        self.overlapped[me] = bool(self.overlapped)
         await send(
             {
                 "type": "http.response.start",
@@ -210,11 +240,13 @@ class FakeRuntime:
                 choice["finish_reason"] = "length"
             await _chunk(send, {"id": "c", "object": "text_completion", "choices": [choice]})
         usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+        rounds = max(1, n // 2)
         ddtree = {
-            "verify_rounds": max(1, n // 2),
+            "verify_rounds": rounds,
             "accepted_tokens": n // 2,
             "emitted_tokens": n,
-            "tau": n / max(1, n // 2),
+            "tau": n / rounds,
+            **self.exposure(rounds, shared=self.overlapped.pop(me)),
         }
         final: dict[str, Any] = {"id": "c", "choices": [], "usage": usage}
         if not self.plain:

@@ -44,7 +44,12 @@ vllm:num_requests_running{engine="0",model_name="m"} 0.0
 
 
 def test_acceptance_counters_are_read_from_the_metrics_page() -> None:
-    assert read_counters(METRICS) == {"drafts": 6.0, "draft_tokens": 24.0, "accepted_tokens": 8.0}
+    assert read_counters(METRICS) == {
+        "drafts": 6.0,
+        "draft_tokens": 24.0,
+        "accepted_tokens": 8.0,
+        "accepted_at_0": 4.0,
+    }
     assert read_counters("vllm:num_requests_running 0.0\n") is None  # an AR server has none
 
 
