@@ -102,11 +102,20 @@ def summary(d: Diagnosis) -> dict[str, Any]:
     }
 
 
-def point_line(d: Diagnosis) -> str:
-    """A short line for one newly broken config (compare, nightly): the run's rule."""
+def point_line(d: Diagnosis, point_id: str = "") -> str:
+    """A short line for one newly broken config (compare, nightly): the run's rule, and how many
+    of this point's judged requests are inside it and broke."""
     if not d.broken:
         return "diagnosis: no violations"
+    mine = ""
+    if point_id and d.population is not None:
+        rows = [i for i, r in enumerate(d.population.rows) if str(r.get("point_id")) == point_id]
+        inside = [i for i in rows if d.rule_mask >> i & 1]
+        broken = [i for i in rows if d.population.broken >> i & 1]
+        if rows:
+            mine = f"; this config: {len(broken)}/{len(rows)} broken"
+            mine += f", {len(inside)} inside the rule" if d.rule else ""
     if not d.rule:
-        return f"diagnosis: {d.broken}/{d.judged} violations, no factor separates them"
+        return f"diagnosis: {d.broken}/{d.judged} violations, no factor separates them{mine}"
     where = " and ".join(t.condition.text for t in d.rule)
-    return f"diagnosis: violations only where {where} ({d.explained}/{d.broken} of them)"
+    return f"diagnosis: violations only where {where} ({d.explained}/{d.broken}){mine}"

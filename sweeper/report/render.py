@@ -19,6 +19,7 @@ import jinja2
 from sweeper.analysis.compare import Comparison
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
+from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
 
@@ -30,6 +31,7 @@ PROVENANCE_KEYS = [
     "sweeper_version",
     "runtime_source_hash",
     "spec_path",
+    "follows",
     "created_at",
     "started_at",
     "finished_at",
@@ -124,6 +126,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             summary=_summary(view),
             charts=all_charts(view),
             comparison=comparison,
+            diagnosis=load_diagnosis(view.run_dir, view.manifest.get("follows")),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )

@@ -267,3 +267,5 @@ class Manifest(BaseModel):
     points_ok: int = 0
     points_failed: int = 0
     timings: dict[str, float] = Field(default_factory=dict)
+    #: The run directory this run follows up (`sweeper diagnose`), when it is a follow-up.
+    follows: str | None = None

@@ -65,6 +65,11 @@ class RuntimeSpec(StrictModel):
     baseline_url: HttpURL | None = None
     #: engine openai: or an earlier run directory whose AR points serve as the baseline.
     baseline_run: NonEmptyStr | None = None
+    #: engine ddtree_runtime: a directory holding a `ddtree_runtime` package (a patched copy)
+    #: that is THE runtime of this run: what `python -m ddtree_runtime` imports locally, the
+    #: bundle deployed to SSH hosts, and the source hash the manifest names. Relative to the
+    #: spec file; `load_spec` makes it absolute and checks the package is there.
+    package: NonEmptyStr | None = None
 
     @model_validator(mode="after")
     def _check_engine_and_secrets(self) -> RuntimeSpec:
@@ -107,6 +112,9 @@ class RuntimeSpec(StrictModel):
                 raise problem(f"{key} is for engine 'openai' only", at=(key,))
         if self.baseline_url is not None and self.baseline_run is not None:
             raise problem("give baseline_url or baseline_run, not both", at=("baseline_run",))
+        if self.package is not None and self.engine != "ddtree_runtime":
+            message = f"package is the bundled runtime's; engine {self.engine!r} runs its own code"
+            raise problem(message, at=("package",))
 
     def engine_mapping(self) -> EngineMapping | None:
         """The parameter mapping in force: the spec's own, its preset, or the engine's default."""
