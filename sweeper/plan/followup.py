@@ -17,8 +17,9 @@ pairs of arms that differ in one thing, each measured on those prompts:
 An experiment is planned only when the diagnosis left its question open: a factor it turns is
 implicated, confounded, modulates, inconclusive, not varied or unknown (not `cleared`, not
 `acts only through` another factor: the grid settled those), and the engine has the knob it
-turns (a chain needs topk). The follow-up is plain data: a `Spec` whose grid is the arms as include rules, with the
-same runtime, engine, model, determinism policy and AR baseline as the run.
+turns (a chain needs topk). The follow-up is plain data: a `Spec` whose grid is the arms as
+include rules, with the same runtime, engine, model, determinism policy and AR baseline as the
+run.
 """
 
 from __future__ import annotations
