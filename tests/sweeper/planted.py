@@ -4,6 +4,11 @@ The recipe of `ddtree_runtime/algo/mask.py`'s docstring, on a copy: the one line
 exactly `_FAULTS: set[str] = set()` becomes `_FAULTS: set[str] = {"<fault>"}`. Used by the tests
 and, from the command line, to build the must-show runs' runtimes:
 `python -m tests.sweeper.planted DEST pad_visible` (DEST then holds `ddtree_runtime/`).
+
+`rounded_logits` is no fault but numerics: on this CPU the runtime's verify equals AR bit for
+bit, so a correct run has no near-ties to show; this copy rounds the logits of verifies wider
+than one token to float16 (as a kernel chosen by shape rounds differently), which flips the
+argmax only where the top-2 margin is below the rounding (~0.04 for logits under 40): near-ties.
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from sweeper.services.bundle import runtime_package_dir
 
 FAULT_LINE = "_FAULTS: set[str] = " + "set()"  # split, so this file never holds the line itself
 FAULTS = ("pad_visible", "stale_positions")
+NUMERICS = "rounded_logits"
+_VERIFY_RETURN = "        return self._upcast(out.logits)\n"
+_ROUNDED = "        return self._upcast(out.logits.half() if q > 1 else out.logits)\n"
 
 
 def plant_fault(dest: Path, fault: str | None) -> Path:
     """Copy the installed runtime's source into `dest/ddtree_runtime`, with `fault` planted
     (None: an unpatched copy); returns `dest`, the directory to name as `runtime.package`."""
-    if fault is not None and fault not in FAULTS:
-        raise ValueError(f"unknown fault {fault!r} (known: {', '.join(FAULTS)})")
+    if fault is not None and fault not in (*FAULTS, NUMERICS):
+        raise ValueError(f"unknown fault {fault!r} (known: {', '.join((*FAULTS, NUMERICS))})")
     installed = runtime_package_dir()
     copy = dest / "ddtree_runtime"
     for source in sorted(installed.rglob("*")):
@@ -29,7 +37,9 @@ def plant_fault(dest: Path, fault: str | None) -> Path:
             target = copy / source.relative_to(installed)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(source.read_bytes())
-    if fault is not None:
+    if fault == NUMERICS:
+        _replace_line(copy / "forward.py", _VERIFY_RETURN, _ROUNDED)
+    elif fault is not None:
         mask = copy / "algo" / "mask.py"
         lines = mask.read_text().splitlines(keepends=True)
         hits = [i for i, line in enumerate(lines) if line.rstrip("\n") == FAULT_LINE]
@@ -38,6 +48,15 @@ def plant_fault(dest: Path, fault: str | None) -> Path:
         lines[hits[0]] = f'_FAULTS: set[str] = {{"{fault}"}}\n'
         mask.write_text("".join(lines))
     return dest
+
+
+def _replace_line(path: Path, old: str, new: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line == old]
+    if len(hits) != 1:
+        raise RuntimeError(f"{path}: expected {old.strip()!r} once, found {len(hits)}")
+    lines[hits[0]] = new
+    path.write_text("".join(lines))
 
 
 if __name__ == "__main__":
