@@ -92,7 +92,8 @@ def measured_point(
         result.wall_s,
         temperature=rc.temperature,
         seed=rc.seed,
-        is_baseline=point.server_config.mode == "ar",
+        # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
+        is_baseline=point.server_config.mode == "ar" and baseline_rows is None,
         baseline_rows=baseline_rows,
         baseline_point=baseline_point,
         policy=policy,

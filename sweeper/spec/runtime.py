@@ -63,7 +63,10 @@ class RuntimeSpec(StrictModel):
     #: engine openai: a second endpoint serving the same model without speculation, the AR
     #: baseline its outputs are judged against.
     baseline_url: HttpURL | None = None
-    #: engine openai: or an earlier run directory whose AR points serve as the baseline.
+    #: An earlier run directory whose AR points serve as the baseline: an endpoint's (engine
+    #: openai), or a trusted runtime's for any engine, so a fault the run's own AR path shares
+    #: (budget 0 runs through the same verify) cannot hide; the run's own AR points are then
+    #: judged against it too.
     baseline_run: NonEmptyStr | None = None
     #: engine ddtree_runtime: a directory holding a `ddtree_runtime` package (a patched copy)
     #: that is THE runtime of this run: what `python -m ddtree_runtime` imports locally, the
@@ -107,7 +110,7 @@ class RuntimeSpec(StrictModel):
         openai = self.engine == "openai"
         if openai and self.base_url is None:
             raise problem("engine 'openai' needs base_url (the running endpoint to measure)")
-        for key in ("base_url", "baseline_url", "baseline_run"):
+        for key in ("base_url", "baseline_url"):
             if not openai and getattr(self, key) is not None:
                 raise problem(f"{key} is for engine 'openai' only", at=(key,))
         if self.baseline_url is not None and self.baseline_run is not None:

@@ -77,3 +77,26 @@ def test_diagnose_plans_then_runs_the_follow_up_linked_to_the_run(
     assert report.returncode == 0, report.stderr
     html = Path(report.stdout.strip().splitlines()[-1]).read_text()
     assert "<h2>Diagnosis</h2>" in html and f"follows up run {run_dir}" in html
+
+
+def test_a_fault_the_ar_path_shares_needs_a_trusted_baseline(tmp_path: Path, port: int) -> None:
+    # Every config, AR included, emits the same wrong tokens: the run's own baseline agrees.
+    env = fake_runtime_env(tmp_path, {"FAKE_WRONG_TOKENS": "1"})
+    shared = write_spec(tmp_path, port, fake_env=env, name="shared", max_tokens=6)
+    alone = _cli("run", str(shared), "--results", str(tmp_path / "results"), "--plain")
+    assert alone.returncode == 0, alone.stderr  # invisible: AR is wrong the same way
+
+    trusted_env = fake_runtime_env(tmp_path / "t")
+    trusted = write_spec(tmp_path / "t", port, fake_env=trusted_env, max_tokens=6)
+    first = _cli("run", str(trusted), "--results", str(tmp_path / "results"), "--plain")
+    assert first.returncode == 0, first.stderr
+    data = yaml.safe_load(shared.read_text())
+    data["runtime"]["baseline_run"] = first.stdout.strip().splitlines()[-1]
+    shared.write_text(yaml.safe_dump(data, sort_keys=False))
+    judged = _cli("run", str(shared), "--results", str(tmp_path / "results"), "--plain")
+    assert judged.returncode == 4, judged.stderr
+    dry = _cli("diagnose", judged.stdout.strip().splitlines()[-1], "--dry-run")
+    out = " ".join(dry.stdout.split())
+    # The AR points broke too: nothing separates, speculation itself (mode) is cleared.
+    assert "every judged request broke, so no factor separates them" in out
+    assert "Cleared (violations at every value): " in out and " mode, " in out
