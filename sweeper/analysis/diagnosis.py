@@ -122,13 +122,6 @@ class Diagnosis:
     def status_of(self, column: str) -> str | None:
         return next((f.status for f in self.findings if f.column == column), None)
 
-    @property
-    def sentence(self) -> str:
-        """The diagnosis in words (see `sentence`)."""
-        from sweeper.analysis.diagnosis_text import sentence
-
-        return sentence(self)
-
 
 def diagnose(records: Any, kinds: Mapping[str, str] | None = None) -> Diagnosis:
     """Attribute a run's violations to its factors (see the module docstring)."""

@@ -61,6 +61,16 @@ class Condition:
     def text(self) -> str:
         return f"{self.column} {self.op} {show(self.value)}"
 
+    def holds(self, row: Mapping[str, Any]) -> bool:
+        """Whether a request row passes (an unknown value passes nothing)."""
+        value = normal(row.get(self.column))
+        if value is None:
+            return False
+        if self.op == "=":
+            return bool(value == self.value and type(value) is type(self.value))
+        ops = {">": value > self.value, ">=": value >= self.value, "<=": value <= self.value}
+        return bool(ops[self.op])
+
     def key(self) -> tuple[str, str, str]:
         """Identity without the mask (for tests and de-duplication)."""
         return (self.column, self.op, show(self.value))

@@ -147,11 +147,17 @@ def command(
     store = create_store(plan, spec_path, root, follows=str(run_dir))
     code = execute(plan, store, plain)
     followed, _ = run_requests([store.dir])
-    rows = evidence(followup.experiments, followed)
-    _table(console, "evidence", EVIDENCE_COLUMNS, rows)
+    combined = diagnose_run(run_dir, store.dir)
+    rule = [t.condition for t in combined.rule] if combined is not None else []
+    rows = evidence(followup.experiments, followed, rule)
+    _table(
+        console,
+        "evidence (in the rule / outside it: of the run and its follow-up)",
+        EVIDENCE_COLUMNS,
+        rows,
+    )
     for name, shown in dict.fromkeys((r["experiment"], r["shows"]) for r in rows):
         console.print(f"experiment {name}: {shown}", markup=False, soft_wrap=True)
-    combined = diagnose_run(run_dir, store.dir)
     if combined is not None:
         console.print("verdict over the run and its follow-up: " + sentence(combined), markup=False)
     sys.stdout.write(f"{store.dir}\n")

@@ -9,6 +9,7 @@ import pytest
 
 from sweeper.analysis.diagnosis import diagnose
 from sweeper.analysis.evidence import evidence
+from sweeper.analysis.factors import Condition
 from sweeper.plan import build_plan
 from sweeper.plan.followup import REPEATS, plan_followup
 from sweeper.spec import Spec
@@ -129,3 +130,28 @@ def test_evidence_says_which_arm_breaks() -> None:
     assert table[0]["shows"] == f"separates: breaks only at {padded_chain.label}"
     graph = next(e for e in followup.experiments if e.name == "cuda graph")
     assert {r["shows"] for r in evidence((graph,), measured)} == {"not measured"}
+
+
+def test_an_arm_that_still_hit_the_rule_does_not_clear_it() -> None:
+    # The chain meant to fill its verify drafted less once and padded: that request broke, the
+    # unpadded one did not. Both arms break, but only where padding was: not "cleared".
+    rows = grid(padded_breaks, concurrency=(1,))
+    d = diagnose(rows)
+    followup = plan_followup(_spec([1]), d, rows)
+    no_padding = next(e for e in followup.experiments if e.name == "no padding")
+    full, padded_chain = no_padding.arms
+
+    def row(arm: Any, padded: bool) -> dict[str, Any]:
+        verdict = "diverged" if padded else "exact"
+        return {"mode": "speculative", **arm.params, "concurrency": 1, "verdict": verdict,
+                "padded_rounds": 2 if padded else 0}  # fmt: skip
+
+    measured = [row(full, True), row(full, False), row(padded_chain, True)]
+    rule = [Condition("padded_rounds", ">", 0, mask=0)]  # the run's rule, as diagnosed
+    table = evidence((no_padding,), measured, rule)
+    assert [(r["in the rule"], r["outside it"]) for r in table] == [("1/1", "0/1"), ("1/1", "0/0")]
+    assert table[0]["shows"] == (
+        "both arms break, but only where padded_rounds > 0: 1 of their requests outside it "
+        "stayed clean"
+    )
+    assert evidence((no_padding,), measured)[0]["shows"] == "both arms break: no padding cleared"
