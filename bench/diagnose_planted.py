@@ -58,7 +58,8 @@ def spec(package: Path, name: str, args: argparse.Namespace) -> dict:
             "warmup": 1,
             "seed": 1234,
         },
-        "determinism": {"near_tie_margin": 0.05},
+        # bfloat16-rounded logits flip the argmax where the margin is below 0.25 (planted.py).
+        "determinism": {"near_tie_margin": 0.5 if args.fault == "rounded_logits" else 0.05},
     }
 
 
