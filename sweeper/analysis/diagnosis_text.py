@@ -38,7 +38,10 @@ def sentence(d: Diagnosis) -> str:
             text += f", {d.outside} outside the rule"
         text += "."
     elif d.broken == d.judged:
-        text = f"{head}: every judged request broke, so no factor separates them."
+        text = (
+            f"{head}: every judged request broke, so no factor separates them; the fault is on "
+            "a path every one of them took."
+        )
     else:
         text = f"{head}, spread so that no factor separates them from the clean ones."
     if set(d.verdicts) == {"nondeterministic"}:
