@@ -112,6 +112,8 @@ class Diagnosis:
     clean_inside: int
     findings: tuple[Finding, ...]
     rule_mask: int = 0
+    #: Judged requests whose verdict is near-tie (clean: numerics, not a bug).
+    near_ties: int = 0
     population: Population | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -149,6 +151,7 @@ def diagnose(records: Any, kinds: Mapping[str, str] | None = None) -> Diagnosis:
         clean_inside=count(region & pop.clean) if terms else 0,
         findings=_findings(pop, candidates, terms, region),
         rule_mask=region if terms else 0,
+        near_ties=verdicts.get("near-tie", 0),
         population=pop,
     )
 

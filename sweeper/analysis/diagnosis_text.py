@@ -26,8 +26,8 @@ def sentence(d: Diagnosis) -> str:
         return "No judged requests: nothing to diagnose."
     if d.broken == 0:
         return (
-            f"No violations among {d.judged} judged requests (near-ties are numerics, not "
-            "violations): nothing to explain, no factor implicated."
+            f"No violations among {d.judged} judged requests ({d.near_ties} near-ties: "
+            "numerics, not violations): nothing to explain, no factor implicated."
         )
     head = f"{d.broken} of {d.judged} judged requests are violations ({_verdicts(d)})"
     if d.rule:
