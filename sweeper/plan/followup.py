@@ -117,9 +117,11 @@ def _focus(rows: list[Mapping[str, Any]], point: str | None) -> Mapping[str, Any
         return next((r for r in mine if r in broken), mine[0])
     if not broken:
         return None
-    counts = Counter(str(r.get("point_id")) for r in broken)
-    top = max(counts.values())
-    chosen = min(p for p, n in counts.items() if n == top)  # ties: the first point id
+    # The point with the most violations; a speculative one first (the experiments turn its
+    # knobs), then the first point id.
+    counts = Counter((str(r.get("mode")) != "ar", str(r.get("point_id"))) for r in broken)
+    top = max((speculative, n) for (speculative, _), n in counts.items())
+    chosen = min(p for (speculative, p), n in counts.items() if (speculative, n) == top)
     return next(r for r in broken if str(r.get("point_id")) == chosen)
 
 
@@ -146,7 +148,7 @@ def plan_followup(
     def add(name: str, question: str, a: Arm, b: Arm, needs: tuple[str, ...] = ()) -> None:
         missing = [k for k in needs if k not in base]
         if missing:
-            skipped.append(f"{name}: the engine's grid has no {', '.join(missing)}")
+            skipped.append(f"{name}: the focus has no {', '.join(missing)} (its engine or mode)")
         elif not _open(diagnosis, name):
             skipped.append(f"{name}: the run already settled it ({question})")
         else:
