@@ -97,7 +97,7 @@ def command(
     point: str | None = typer.Option(None, "--point", help="Follow up this point id."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the diagnosis, plan and cost."),
     results: Path | None = typer.Option(
-        None, "--results", help="Results root for the follow-up [the run's own]."
+        None, "--results", help="Results root for the follow-up (default: the run's own)."
     ),
     plain: bool = typer.Option(False, "--plain", help="Plain log lines instead of live display."),
 ) -> None:
