@@ -30,6 +30,9 @@ app.add_typer(cron.app, name="cron")
 from sweeper.commands import doctor  # noqa: E402
 
 app.command("doctor")(doctor.command)
+from sweeper.commands import diagnose  # noqa: E402
+
+app.command("diagnose")(diagnose.command)
 
 
 def main() -> None:

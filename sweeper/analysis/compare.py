@@ -7,7 +7,8 @@ both the relative threshold and the noise of the two runs: twice the combined st
 of the per-request values, where each request is measured against its own prompt's mean so that
 prompts of different lengths do not count as noise (the spread of repeats).
 A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
-determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now).
+determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now);
+a newly broken config carries run B's diagnosis (`compare_dirs`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.diagnosis_text import point_line
 from sweeper.analysis.labels import point_label_long
+from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
 from sweeper.results.reader import load_points, load_request_columns
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
@@ -42,6 +45,15 @@ class PointDelta:
     noise: dict[str, float]
     flags: list[str] = field(default_factory=list)
     is_regression: bool = False
+    #: The point in run B (empty when it is only in A).
+    point_id: str = ""
+    #: For a config whose determinism newly broke: where run B's violations live and how this
+    #: point's requests stand (`diagnosis_text.point_line`).
+    diagnosis: str = ""
+
+    @property
+    def flag_text(self) -> str:
+        return ", ".join(self.flags)
 
 
 @dataclass
@@ -154,7 +166,13 @@ def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
             )
         )
     (points_a, requests_a), (points_b, requests_b) = frames
-    return compare_runs(points_a, points_b, requests_a, requests_b, threshold, Path(run_a).name)
+    result = compare_runs(points_a, points_b, requests_a, requests_b, threshold, Path(run_a).name)
+    broken = [r for r in result.rows if r.is_regression and "determinism broken" in r.flag_text]
+    diagnosis = diagnose_run(Path(run_b)) if broken else None
+    if diagnosis is not None:
+        for row in broken:
+            row.diagnosis = point_line(diagnosis, row.point_id)
+    return result
 
 
 def compare_runs(
@@ -201,6 +219,7 @@ def _delta(
     out = PointDelta(
         key, str(some.get("host")), point_label_long(some), a, b, dict.fromkeys(METRICS), {}
     )
+    out.point_id = "" if rb is None else str(rb.get("point_id"))
     if ra is None or rb is None:
         out.flags.append("new point" if ra is None else "missing in this run")
         return out

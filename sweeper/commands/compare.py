@@ -43,7 +43,7 @@ def print_table(comparison: Comparison, console: Console, everything: bool) -> N
             pct(row.delta.get("tau")),
             pct(row.delta.get("ttft_p50")),
             pct(row.noise.get("output_tok_s")),
-            ", ".join(row.flags),
+            ", ".join([*row.flags, *([row.diagnosis] if row.diagnosis else [])]),
             style=style,
         )
     console.print(table)

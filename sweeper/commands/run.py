@@ -54,6 +54,21 @@ def _open_store(
         if store.manifest.spec != spec.model_dump(mode="json"):
             typer.echo("warning: the spec changed since this run started", err=True)
         return store
+    return create_store(plan, spec_path, results)
+
+
+def planned_source_hash(plan: Plan) -> str:
+    """The source hash of the runtime this plan runs: the spec's own package, else the
+    installed one (what the manifest names and every server must report)."""
+    package = plan.spec.runtime.package
+    return runtime_source_hash(Path(package) / "ddtree_runtime" if package else None)
+
+
+def create_store(
+    plan: Plan, spec_path: Path, results: Path, follows: str | None = None
+) -> RunStore:
+    """A new run directory for the plan; `follows` links it to the run it follows up."""
+    spec = plan.spec
     return RunStore.create(
         results,
         {
@@ -61,7 +76,8 @@ def _open_store(
             "sweeper_version": __version__,
             "spec_path": str(spec_path),
             "spec": spec.model_dump(mode="json"),
-            "runtime_source_hash": runtime_source_hash(),
+            "runtime_source_hash": planned_source_hash(plan),
+            "follows": follows,
         },
     )
 
@@ -90,6 +106,16 @@ def command(
     if earlier and not is_run_dir(Path(earlier)):
         raise _usage(f"runtime.baseline_run {earlier} is not a run directory (no manifest.json)")
     store = _open_store(plan, spec, results, resume, resume_latest)
+    code = execute(plan, store, plain)
+    if code == 130:
+        typer.echo(f"resume with: sweeper run {spec} --resume {store.dir}", err=True)
+    sys.stdout.write(f"{store.dir}\n")
+    sys.stdout.flush()
+    raise typer.Exit(code)
+
+
+def execute(plan: Plan, store: RunStore, plain: bool) -> int:
+    """Run a plan into a store (every host, live or plain progress on stderr); the exit code."""
     console = Console(stderr=True)
     engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
     state = store.dir / "service"
@@ -134,10 +160,4 @@ def command(
         highlight=False,
         soft_wrap=True,
     )
-    if code == 130:
-        console.print(
-            f"resume with: sweeper run {spec} --resume {store.dir}", markup=False, soft_wrap=True
-        )
-    sys.stdout.write(f"{store.dir}\n")
-    sys.stdout.flush()
-    raise typer.Exit(code)
+    return code

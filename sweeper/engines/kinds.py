@@ -1,5 +1,6 @@
 """What each engine is, as data the spec and the plan read without importing the engines:
-whether the sweeper launches its server (an `openai` endpoint is already running)."""
+whether the sweeper launches its server (an `openai` endpoint is already running), and whether
+the server runs the bundled runtime's code (which `runtime.package` may replace)."""
 
 from __future__ import annotations
 
@@ -10,3 +11,7 @@ LAUNCHED: dict[str, bool] = {
     "vllm": True,
     "openai": False,
 }
+
+#: Engine name -> its server is the bundled runtime (`ddtree_runtime`), whose code a spec's
+#: `runtime.package` replaces and whose source hash the manifest names.
+RUNS_BUNDLED_RUNTIME: dict[str, bool] = {name: name == "ddtree_runtime" for name in LAUNCHED}

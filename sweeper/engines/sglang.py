@@ -91,9 +91,14 @@ class SGLangReader(ChunkReader):
         if isinstance(details, list):
             details = details[0] if details else None
         if details and details.get("spec_verify_ct"):
+            # Of the exposure columns SGLang reports only the accepted-length histogram
+            # (drafts accepted per verify step, bonus excluded: our accepted_hist); padding,
+            # graph replay, batching and tree shapes stay unknown.
+            histogram = details.get("spec_correct_drafts_histogram")
             self.acceptance = {
                 "tau": details.get("spec_accept_length"),
                 "verify_rounds": details.get("spec_verify_ct"),
+                "accepted_hist": [int(n) for n in histogram] if histogram else None,
             }
 
 

@@ -1,5 +1,5 @@
 """Reading one streamed OpenAI-style response, chunk by chunk: text, token ids, top-2 margins,
-finish reason, usage and per-request acceptance.
+finish reason, usage and per-request acceptance and exposure.
 
 `ChunkReader` reads what every OpenAI-compatible server sends; an engine subclasses it where its
 stream differs (where token ids live, what acceptance extension it adds). A margin is the top-1
@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 import httpx
+
+from sweeper.results.records import EXPOSURE_COLUMNS
 
 #: Where a record's token ids came from: the engine's own ids, ids recovered from logprobs, or
 #: a re-tokenization of the text (only approximately the ids the engine generated).
@@ -93,8 +95,10 @@ class ChunkReader:
         return "".join(self.texts)
 
     def fields(self) -> dict[str, Any]:
-        """The record's stream fields: ids, text, margins, finish, acceptance, ids' source."""
+        """The record's stream fields: ids, text, margins, finish, acceptance, ids' source, and
+        the exposure columns the engine reported (None: not reported)."""
         return {
+            **{name: self.acceptance.get(name) for name in EXPOSURE_COLUMNS},
             "token_ids": list(self.token_ids),
             "text": self.text,
             "top2_margins": list(self.margins),

@@ -10,13 +10,16 @@ model and length (`/v1/models`) and its version (`/version`); with `VLLM_SERVER_
 spec's env it also reports the resolved speculative config (`/server_info`), which must then
 match. Streams carry `token_ids` per chunk (`return_token_ids`). Acceptance is per server:
 `/metrics` counters read after warm-up and after the point (tau = 1 + accepted / drafts; the
-drafted count is its own counter, since n-gram often proposes fewer than k).
+drafted count is its own counter, since n-gram often proposes fewer than k), and the
+per-position accepted counts give the point's accepted-length histogram. vLLM reports no other
+exposure (padding, CUDA graph replay, batching, tree shapes): those columns stay unknown.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 import httpx
@@ -56,16 +59,26 @@ COUNTERS = {
 }
 
 
+#: Drafts that accepted at least i + 1 tokens, per draft position i (label `position`): the
+#: point's accepted-length histogram follows from them (`sweeper.measure.exposure`).
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+_POSITION = re.compile(r'position="(\d+)"')
+
+
 def read_counters(text: str) -> dict[str, float] | None:
-    """The spec-decode counters of a Prometheus text page, summed over label sets; None when
-    the server has none (an AR server)."""
+    """The spec-decode counters of a Prometheus text page, summed over label sets (engines);
+    the per-position ones as `accepted_at_<i>`. None when the server has none (AR)."""
     found: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
             continue
         name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in COUNTERS:
-            found[COUNTERS[name]] = found.get(COUNTERS[name], 0.0) + float(line.rsplit(" ", 1)[1])
+        key = COUNTERS.get(name)
+        position = _POSITION.search(line) if name == PER_POSITION else None
+        if position is not None:
+            key = f"accepted_at_{position.group(1)}"
+        if key is not None:
+            found[key] = found.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return found or None
 
 

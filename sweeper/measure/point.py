@@ -1,5 +1,5 @@
 """Turning one point's measurement into records: the request rows with their verdicts and the
-point row with its metrics, speedup and determinism; or the row of a point that failed.
+point row with its metrics, speedup, determinism and exposure; or the row of a point that failed.
 
 Pure record building: the runner sends the requests and fetches the logs, this module shapes
 what they gave. A measured and a failed point take their identifying columns from the same
@@ -16,6 +16,7 @@ import httpx
 from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
+from sweeper.measure.exposure import point_exposure
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
@@ -85,7 +86,8 @@ def measured_point(
         result.wall_s,
         temperature=rc.temperature,
         seed=rc.seed,
-        is_baseline=point.server_config.mode == "ar",
+        # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
+        is_baseline=point.server_config.mode == "ar" and baseline_rows is None,
         baseline_rows=baseline_rows,
         baseline_point=baseline_point,
         policy=policy,
@@ -101,6 +103,7 @@ def measured_point(
     numbers.update(check_columns(result.check, result.processes))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
         numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
+    numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))
     sources = {r.get("token_ids_source") or "engine" for r in rows}
     numbers["token_ids_source"] = next(
         (s for s in ("approximate", "logprobs") if s in sources), "engine"

@@ -22,6 +22,7 @@ from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.labels import load_label
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
+from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
 
@@ -33,6 +34,7 @@ PROVENANCE_KEYS = [
     "sweeper_version",
     "runtime_source_hash",
     "spec_path",
+    "follows",
     "created_at",
     "started_at",
     "finished_at",
@@ -183,6 +185,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
             charts=all_charts(view),
             comparison=comparison,
+            diagnosis=load_diagnosis(view.run_dir, view.manifest.get("follows")),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )

@@ -64,10 +64,52 @@ class _PointColumns(RequestConfigColumns, ServerConfigColumns, PointKey):
     """Key, server config and request config columns, in that order."""
 
 
-class RequestRecord(_PointColumns):
-    """One measured request (README: requests columns)."""
+# -- exposure (issue 11): which code paths a request went through -----------------------------
+# A factor of the diagnosis is marked on its field (`json_schema_extra={"factor": kind}`), so the
+# diagnosis derives its factor list from these models: kind `level` (a value: config, prompt),
+# `exposure` (a count of rounds: the path ran when > 0) or `extent` (a largest size: ordered).
+# None means the engine did not report it (the point's `exposure_note` says which are unknown).
+FACTOR_KEY = "factor"
 
-    prompt_id: str
+
+def _factor(kind: str, default: Any = None) -> Any:
+    return Field(default=default, json_schema_extra={FACTOR_KEY: kind})
+
+
+class ExposureColumns(BaseModel):
+    """Per request: rounds with padding, at a fixed verify shape, under a CUDA graph, batched;
+    the largest trees verified; the accepted-length histogram (README "Runtime HTTP API")."""
+
+    model_config = ConfigDict(extra="allow")
+
+    #: Verify rounds whose width exceeded 1 + this request's tree (padding rows in its rows).
+    padded_rounds: int | None = _factor("exposure")
+    #: Padding rows summed over rounds: how much, not whether (no factor of its own).
+    padding_rows: int | None = None
+    #: Rounds at the fixed width 1 + budget (`cuda_graph` requested; on CPU too).
+    fixed_shape_rounds: int | None = _factor("exposure")
+    #: Of those, rounds replayed from a captured CUDA graph.
+    cuda_graph_rounds: int | None = _factor("exposure")
+    #: Rounds verified together with other requests.
+    batched_rounds: int | None = _factor("exposure")
+    max_tree_depth: int | None = _factor("extent")
+    #: Most drafted nodes at one depth (1: chains only).
+    max_tree_width: int | None = _factor("extent")
+    max_tree_nodes: int | None = _factor("extent")
+    #: Widest verify (query length, root included) it ran in.
+    max_verify_width: int | None = _factor("extent")
+    #: accepted_hist[a] = rounds that accepted a drafted tokens.
+    accepted_hist: list[int] | None = None
+
+
+#: The exposure columns, as the engines' `ddtree`-style extensions name them.
+EXPOSURE_COLUMNS: tuple[str, ...] = tuple(ExposureColumns.model_fields)
+
+
+class RequestRecord(ExposureColumns, _PointColumns):
+    """One measured request (README: requests columns); key, configs, exposure, then its own."""
+
+    prompt_id: str = _factor("level", ...)
     repeat: int
     seed: int | None = None
     ttft: float | None = None
@@ -103,8 +145,10 @@ class RequestRecord(_PointColumns):
     finished: bool = True
 
 
-class PointRecord(_PointColumns):
-    """One point: a (host, server config, request config) and its numbers (README: points)."""
+class PointRecord(ExposureColumns, _PointColumns):
+    """One point: a (host, server config, request config) and its numbers (README: points).
+    Its exposure columns aggregate its requests': counts summed, largest sizes maxed,
+    histograms added (`sweeper.measure.exposure`)."""
 
     status: Literal["ok", "failed"]
     reason: str = ""
@@ -176,6 +220,8 @@ class PointRecord(_PointColumns):
     slurm_job_id: str | None = None
     slurm_step_id: str | None = None
     slurm_node: str | None = None
+    #: Which exposure columns the engine did not report (None there), and why.
+    exposure_note: str = ""
 
 
 #: Which server and request config a point measured: what `compare` matches points by.
@@ -185,9 +231,26 @@ CONFIG_COLUMNS: tuple[str, ...] = (
 )
 
 
+def factor_kinds(columns: Iterable[str]) -> dict[str, str]:
+    """The diagnosis's factors among a requests table's columns, column -> kind: every config
+    column (the record models' and the extra grid flags) is a `level`, and the request model's
+    marked fields (prompt, exposure) their marked kind. Column order is kept."""
+    marked = {
+        name: str(extra[FACTOR_KEY])
+        for name, info in RequestRecord.model_fields.items()
+        if isinstance(extra := info.json_schema_extra, dict) and FACTOR_KEY in extra
+    }
+    present = list(columns)
+    config = {*CONFIG_COLUMNS, *extra_config_columns(present)}
+    return {
+        c: ("level" if c in config else marked[c]) for c in present if c in config | set(marked)
+    }
+
+
 def extra_config_columns(columns: Iterable[str]) -> list[str]:
-    """Columns of a points table that no record model declares: the extra grid flags."""
-    declared = set(PointRecord.model_fields)
+    """Columns of a points or requests table that no record model declares: the extra grid
+    flags."""
+    declared = {*PointRecord.model_fields, *RequestRecord.model_fields}
     return [c for c in columns if c not in declared]
 
 
@@ -261,3 +324,5 @@ class Manifest(BaseModel):
     points_ok: int = 0
     points_failed: int = 0
     timings: dict[str, float] = Field(default_factory=dict)
+    #: The run directory this run follows up (`sweeper diagnose`), when it is a follow-up.
+    follows: str | None = None

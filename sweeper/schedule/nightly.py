@@ -107,7 +107,10 @@ def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: log
     for gone in prune(run_dir.parent, keep, protect=run_dir):
         log.info("pruned %s", gone)
     if comparison is not None and comparison.regressed:
-        names = "; ".join(f"{r.label}: {', '.join(r.flags)}" for r in comparison.regressions)
+        names = "; ".join(
+            f"{r.label}: {', '.join([*r.flags, *([r.diagnosis] if r.diagnosis else [])])}"
+            for r in comparison.regressions
+        )
         print(f"sweeper nightly: REGRESSION in {run_dir}: {names} (report {report})")
         return EXIT_REGRESSION
     if code != 0:

@@ -4,7 +4,8 @@ A local host gets `LocalHost` + `ProcessService`; an SSH host gets `SSHHost` + `
 running the bundled runtime; a Slurm host gets workers (`sweeper.workers.slurm`), each with a
 `NodeHost` + `SlurmStepService` per allocation, and as its own service the run's jobs as a whole
 (`SlurmRunService`: stopping it cancels them all). The runner only sees the `Backend`, so it
-stays host-agnostic.
+stays host-agnostic. A spec's `runtime.package` (a patched copy of the runtime) is what runs
+on all of them: imported first locally, packed as the bundle remotely.
 Nothing connects here: the connection, the bundle upload (once per content, see `bundle.py`)
 and the first unit start all happen inside the host's own sweep thread, so an unreachable host
 fails its own points and never stops the others.
@@ -21,7 +22,13 @@ from typing import TYPE_CHECKING
 from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
 from sweeper.services import Service
-from sweeper.services.bundle import Bundle, deploy, pack_runtime, release_dir
+from sweeper.services.bundle import (
+    Bundle,
+    deploy,
+    pack_runtime,
+    release_dir,
+    runtime_package_dir,
+)
 from sweeper.services.endpoint import EndpointService
 from sweeper.services.process import ProcessService
 from sweeper.spec import HostSpec, RemoteHostSpec, SlurmHostSpec, Spec, SSHHostSpec
@@ -67,10 +74,16 @@ def open_backend(
     if not launched:
         return Backend(LocalHost(host_spec.name), EndpointService(), python=sys.executable)
     if host_spec.kind == "local":
+        # A spec's own runtime package is imported first: it is the working directory (which
+        # `python -m` puts first on sys.path) and the path.
+        package = spec.runtime.package
+        service_env = {"PYTHONPATH": package} if package else {}
         return Backend(
             host=LocalHost(host_spec.name),
-            service=ProcessService(Path(state_dir) / host_spec.name),
+            service=ProcessService(Path(state_dir) / host_spec.name, extra_env=service_env),
             python=spec.runtime.python or sys.executable,
+            workdir=package,
+            service_env=service_env,
         )
     if host_spec.kind == "slurm":
         if not run_id:
@@ -79,10 +92,11 @@ def open_backend(
     return open_ssh_backend(host_spec, spec)
 
 
-@functools.lru_cache(maxsize=1)
-def runtime_bundle() -> Bundle:
-    """The runtime packed once per controller process (all hosts share it)."""
-    return pack_runtime()
+@functools.lru_cache(maxsize=4)
+def runtime_bundle(package: str | None = None) -> Bundle:
+    """The runtime packed once per controller process (all hosts share it): a spec's own
+    package (`runtime.package`), else the installed one."""
+    return pack_runtime(runtime_package_dir(package))
 
 
 def ssh_host_for(host_spec: RemoteHostSpec) -> SSHHost:
@@ -117,7 +131,7 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
     from sweeper.services.systemd import SystemdService
 
     host = ssh_host_for(host_spec)
-    bundle = runtime_bundle()
+    bundle = runtime_bundle(spec.runtime.package)
     release = release_dir(host_spec.remote_root, bundle)
     sudo = host_spec.sudo and host.target.user != "root"
     # The bundle comes first on the path: the host runs exactly the controller's runtime.
@@ -168,7 +182,7 @@ def open_slurm_backend(host_spec: SlurmHostSpec, spec: Spec, run_id: str) -> Bac
     )
     ssh = ssh_host_for(host_spec)
     login = SlurmLogin(ssh, run_id, options, host_spec.shared_dir)
-    bundle = runtime_bundle()
+    bundle = runtime_bundle(spec.runtime.package)
     release = release_dir(host_spec.shared_dir, bundle)
     # The bundle comes first on the path: the nodes run exactly the controller's runtime.
     service_env = {"PYTHONPATH": release}

@@ -48,8 +48,11 @@ class Release:
     uploaded: bool
 
 
-def runtime_package_dir() -> Path:
-    """The `ddtree_runtime` package directory, found without importing it."""
+def runtime_package_dir(package: str | None = None) -> Path:
+    """The `ddtree_runtime` package directory: the one inside `package` (a spec's
+    `runtime.package`, a patched copy), else the installed one, found without importing it."""
+    if package is not None:
+        return Path(package) / "ddtree_runtime"
     found = importlib.util.find_spec("ddtree_runtime")
     if found is None or not found.submodule_search_locations:
         raise FileNotFoundError("the ddtree_runtime package is not installed next to sweeper")

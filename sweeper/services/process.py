@@ -9,11 +9,13 @@ against the process start time, so a recycled pid is left alone).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import signal
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from sweeper.poll import WaitTimeout, wait_until
@@ -77,8 +79,17 @@ def _group_alive(pgid: int) -> bool:
 class ProcessService:
     """Starts the runtime as a child process in its own session, one instance at a time."""
 
-    def __init__(self, state_dir: Path, *, name: str = "runtime", port_wait_s: float = 10.0):
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        name: str = "runtime",
+        port_wait_s: float = 10.0,
+        extra_env: Mapping[str, str] | None = None,
+    ):
         self.state_dir = Path(state_dir)
+        #: Environment every launch gets beneath its own (as a systemd unit's extra env).
+        self.extra_env = dict(extra_env or {})
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.port_wait_s = port_wait_s
@@ -93,6 +104,8 @@ class ProcessService:
         if self._proc is not None and self._proc.poll() is None:
             raise ServiceError("the previous instance is still running; stop it first")
         self._proc, self._launch, self._log_path = None, None, None  # forget the previous one
+        # The instance runs (and /proc must show) the service's environment under the launch's.
+        launch = dataclasses.replace(launch, env={**self.extra_env, **launch.env})
         self.reap_stale()
         if not wait_port_free(launch.port, self.port_wait_s):
             raise ServiceError(

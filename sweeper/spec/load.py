@@ -42,7 +42,8 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
 
 
 def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = None) -> Spec:
-    """Validate spec text; `base_dir` resolves `prompts_file` (default: the current directory)."""
+    """Validate spec text; `base_dir` resolves `prompts_file` and `runtime.package` (default: the
+    current directory)."""
     lines = YamlLines.parse(text, source)
     data = lines.data
     if not isinstance(data, dict):
@@ -56,7 +57,25 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = Non
         raise SpecError(sorted(issues, key=lambda issue: issue.line or 0)) from None
     if spec.workload.prompts_file is not None:
         spec = _with_prompts_file(spec, lines, base_dir or Path.cwd())
+    if spec.runtime.package is not None:
+        spec = _with_package(spec, lines, base_dir or Path.cwd())
     return spec
+
+
+#: What `runtime.package` must hold: the package `python -m ddtree_runtime` runs.
+PACKAGE_MARKER = ("ddtree_runtime", "__main__.py")
+
+
+def _with_package(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
+    """`runtime.package` made absolute (relative to the spec), refused when no runtime is there."""
+    assert spec.runtime.package is not None
+    path = (base_dir / spec.runtime.package).resolve()
+    if not path.joinpath(*PACKAGE_MARKER).is_file():
+        line, field = lines.locate(("runtime", "package"))
+        message = f"{str(path)!r} holds no ddtree_runtime package ({'/'.join(PACKAGE_MARKER)})"
+        raise SpecError([SpecIssue(lines.source, line, field, message)])
+    runtime = spec.runtime.model_copy(update={"package": str(path)})
+    return spec.model_copy(update={"runtime": runtime})
 
 
 def _issue(lines: YamlLines, error: Any) -> SpecIssue:

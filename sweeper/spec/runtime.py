@@ -9,7 +9,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from sweeper.engines.kinds import LAUNCHED
+from sweeper.engines.kinds import LAUNCHED, RUNS_BUNDLED_RUNTIME
 from sweeper.engines.mapping import EngineMapping
 from sweeper.engines.presets import DEFAULT_PRESET, PRESETS, presets_of
 from sweeper.spec.base import EnvName, HttpURL, NonEmptyStr, Port, StrictModel
@@ -63,8 +63,16 @@ class RuntimeSpec(StrictModel):
     #: engine openai: a second endpoint serving the same model without speculation, the AR
     #: baseline its outputs are judged against.
     baseline_url: HttpURL | None = None
-    #: engine openai: or an earlier run directory whose AR points serve as the baseline.
+    #: An earlier run directory whose AR points serve as the baseline: an endpoint's (engine
+    #: openai), or a trusted runtime's for any engine, so a fault the run's own AR path shares
+    #: (budget 0 runs through the same verify) cannot hide; the run's own AR points are then
+    #: judged against it too.
     baseline_run: NonEmptyStr | None = None
+    #: engine ddtree_runtime: a directory holding a `ddtree_runtime` package (a patched copy)
+    #: that is THE runtime of this run: what `python -m ddtree_runtime` imports locally, the
+    #: bundle deployed to SSH hosts, and the source hash the manifest names. Relative to the
+    #: spec file; `load_spec` makes it absolute and checks the package is there.
+    package: NonEmptyStr | None = None
 
     @model_validator(mode="after")
     def _check_engine_and_secrets(self) -> RuntimeSpec:
@@ -103,12 +111,15 @@ class RuntimeSpec(StrictModel):
         if endpoint and self.base_url is None:
             message = f"engine {self.engine!r} needs base_url (the running endpoint to measure)"
             raise problem(message)
-        for key in ("base_url", "baseline_url", "baseline_run"):
+        for key in ("base_url", "baseline_url"):
             if not endpoint and getattr(self, key) is not None:
                 message = f"{key} is for an endpoint the sweeper does not start (engine 'openai')"
                 raise problem(message, at=(key,))
         if self.baseline_url is not None and self.baseline_run is not None:
             raise problem("give baseline_url or baseline_run, not both", at=("baseline_run",))
+        if self.package is not None and not RUNS_BUNDLED_RUNTIME[self.engine]:
+            message = f"package is the bundled runtime's; engine {self.engine!r} runs its own code"
+            raise problem(message, at=("package",))
 
     def engine_mapping(self) -> EngineMapping | None:
         """The parameter mapping in force: the spec's own, its preset, or the engine's default."""

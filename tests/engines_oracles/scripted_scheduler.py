@@ -80,6 +80,7 @@ class ScriptedScheduler:
             spec = {
                 "spec_verify_ct": [step.get("verify_ct", 0)],
                 "spec_num_correct_drafts": [step.get("correct_drafts", 0)],
+                "spec_correct_drafts_histogram": [step.get("correct_drafts_histogram", [])],
             }
             logprobs = "logprobs" in step
             output = io.BatchStrOutput(

@@ -28,6 +28,7 @@ STEPS = [
         "top_ids": [[6, 7]],
         "verify_ct": 1,
         "correct_drafts": 0,
+        "correct_drafts_histogram": [1],  # cumulative: one step accepted 0 drafts
     },
     {
         "text": " tide comes",
@@ -37,6 +38,7 @@ STEPS = [
         "top_ids": [[7, 9], [8, 9]],
         "verify_ct": 2,
         "correct_drafts": 1,
+        "correct_drafts_histogram": [1, 1],  # ... and one accepted 1
     },
 ]
 IDS = [6, 7, 8]
@@ -165,6 +167,23 @@ def test_spec_tokens_details_give_per_request_acceptance(served: dict) -> None:
     assert details["spec_accept_length"] == 1.5 and details["spec_verify_ct"] == 2
     # proposed = verify passes x (num_draft_tokens - 1) = 2 x 15.
     assert details["spec_num_proposed_drafts"] == 30 and details["spec_num_correct_drafts"] == 1
+
+
+def test_our_reader_takes_the_accepted_histogram_and_nothing_else_as_exposure(
+    served: dict,
+) -> None:
+    """The one exposure figure SGLang reports per request, read by the sweeper's SGLang reader
+    from SGLang's own stream; the others stay unknown (None), never 0."""
+    from sweeper.engines.sglang import SGLangReader
+    from sweeper.results.records import EXPOSURE_COLUMNS
+
+    reader = SGLangReader(chat=True)
+    for _, data in sse_events(served["chat_sglext_body"]["body"]):
+        if isinstance(data, dict):
+            reader.feed(data)
+    fields = reader.fields()
+    assert fields["accepted_hist"] == [1, 1] and fields["verify_rounds"] == 2
+    assert all(fields[k] is None for k in EXPOSURE_COLUMNS if k != "accepted_hist")
 
 
 def test_chat_logprobs_carry_top2_per_token(served: dict) -> None:

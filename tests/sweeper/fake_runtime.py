@@ -11,8 +11,11 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_CONFIG_OVERRIDE: JSON merged into the fingerprinted config (a server running other params);
 - FAKE_TOKEN_DELAY: seconds between streamed tokens (default 0: as fast as it can);
 - FAKE_FAIL_REQUESTS=1: answer completions with a 500;
-- FAKE_WHEN="key=value": apply the misbehaviours above only when that flag has that value
-  (e.g. "topk=4"), so one server config of a sweep misbehaves and the others do not;
+- FAKE_WRONG_TOKENS=1: from the third token on, emit other tokens than the pure function of
+  the prompt (a runtime that diverges from the AR baseline);
+- FAKE_WHEN="key=value[,key=value...]": apply the misbehaviours above only when those flags
+  have those values (e.g. "topk=4"), so one server config of a sweep misbehaves and the others
+  do not;
 - FAKE_PLAIN=1: a plain OpenAI-compatible server knowing none of the extensions: no
   /server_info, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody here wrote);
 - FAKE_REEXEC=argv|env: replace itself (same pid) by `python -m ddtree_runtime` with one more
@@ -20,13 +23,15 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_REUSEPORT=1: bind its port with SO_REUSEPORT (as some engines do), so another process
   can listen on the same port beside it;
 - FAKE_SOURCE_HASH: the source hash to report (the tests pass the bundled runtime's, since the
-  fake stands in for it); FAKE_WRONG_SOURCE_HASH, a misbehaviour: report this one instead (a
-  runtime whose code is not the manifest's).
+  fake stands in for it), or `self`: the hash of the `ddtree_runtime` package it was started
+  through (a spec's `runtime.package`); FAKE_WRONG_SOURCE_HASH, a misbehaviour: report this one
+  instead (a runtime whose code is not the manifest's).
 
 `sweep_fixtures.fake_runtime_env` starts it exactly as the runtime is started
 (`python -m ddtree_runtime serve ...`, through a shim package), so /proc shows the launched argv.
 
-Tokens are a pure function of (prompt, position), so repeated requests are identical.
+Tokens are a pure function of (prompt, position), so repeated requests are identical. The final
+usage chunk's `ddtree` object carries the runtime's exposure keys too (`FakeRuntime.exposure`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import os
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 FINGERPRINTED = (
@@ -91,6 +97,19 @@ def _value(raw: str) -> Any:
     return {"true": True, "false": False}.get(raw.lower(), raw)
 
 
+def own_source_hash() -> str:
+    """The runtime's source hash (README recipe) of the `ddtree_runtime` package this process
+    imported, as the real runtime reports its own: the shim it was started through."""
+    import ddtree_runtime
+
+    root = Path(next(iter(ddtree_runtime.__path__)))
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def token_ids(prompt: str, n: int) -> list[int]:
     seed = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16)
     return [(seed + 7 * i) % 997 + 3 for i in range(n)]
@@ -108,6 +127,9 @@ class FakeRuntime:
         self.token_delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0"))
         self.fail_requests = os.environ.get("FAKE_FAIL_REQUESTS") == "1"
         self.plain = os.environ.get("FAKE_PLAIN") == "1"
+        #: Requests in flight -> whether another overlapped them (their rounds count as batched).
+        self.overlapped: dict[int, bool] = {}
+        self.started = 0
         config = {k: v for k, v in flags.items() if k not in ("host", "port", "launch_id")}
         config.setdefault("model", "fake")
         config.setdefault("speculative", "ddtree" if "budget" in config else "none")
@@ -117,6 +139,8 @@ class FakeRuntime:
         source = os.environ.get("FAKE_WRONG_SOURCE_HASH") or os.environ.get(
             "FAKE_SOURCE_HASH", "s0"
         )
+        if source == "self":
+            source = own_source_hash()
         inputs = {"config": fp_config, "weights_hash": "w0", "source_hash": source}
         canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
         fingerprint = hashlib.sha256(canonical.encode()).hexdigest()
@@ -167,6 +191,28 @@ class FakeRuntime:
         else:
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
 
+    def exposure(self, rounds: int, *, shared: bool) -> dict[str, Any]:
+        """The runtime's exposure keys, as its contract shapes them: under --cuda-graph every
+        round is at the fixed width 1 + budget and (a one-token draft) padded; a request that
+        overlapped another counts its rounds as batched."""
+        config = self.info["config"]
+        budget = int(config.get("budget") or 0)
+        fixed = bool(config.get("cuda_graph")) and budget > 0
+        block = int(config.get("block_size") or 2)
+        nodes = min(1, budget)
+        return {
+            "padded_rounds": rounds if fixed and budget > nodes else 0,
+            "padding_rows": rounds * (budget - nodes) if fixed else 0,
+            "fixed_shape_rounds": rounds if fixed else 0,
+            "cuda_graph_rounds": 0,
+            "batched_rounds": rounds if shared else 0,
+            "max_tree_depth": nodes,
+            "max_tree_width": nodes,
+            "max_tree_nodes": nodes,
+            "max_verify_width": 1 + (budget if fixed else nodes),
+            "accepted_hist": [0, rounds] + [0] * (block - 2) if nodes else [rounds],
+        }
+
     async def complete(self, req: dict, send: Any, *, chat: bool) -> None:
         if self.fail_requests:
             await _json(send, 500, {"error": {"message": "injected failure", "type": "server"}})
@@ -177,6 +223,13 @@ class FakeRuntime:
             prompt = req.get("prompt", "")
         n = int(req.get("max_tokens", 16))
         ids = token_ids(prompt, n)
+        if os.environ.get("FAKE_WRONG_TOKENS") == "1":
+            ids = ids[:2] + [(t * 31 + 5) % 997 + 3 for t in ids[2:]]
+        self.started += 1
+        me = self.started
+        for other in self.overlapped:
+            self.overlapped[other] = True
+        self.overlapped[me] = bool(self.overlapped)
         await send(
             {
                 "type": "http.response.start",
@@ -210,11 +263,13 @@ class FakeRuntime:
                 choice["finish_reason"] = "length"
             await _chunk(send, {"id": "c", "object": "text_completion", "choices": [choice]})
         usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+        rounds = max(1, n // 2)
         ddtree = {
-            "verify_rounds": max(1, n // 2),
+            "verify_rounds": rounds,
             "accepted_tokens": n // 2,
             "emitted_tokens": n,
-            "tau": n / max(1, n // 2),
+            "tau": n / rounds,
+            **self.exposure(rounds, shared=self.overlapped.pop(me)),
         }
         final: dict[str, Any] = {"id": "c", "choices": [], "usage": usage}
         if not self.plain:
@@ -249,8 +304,9 @@ def _misbehaviour_applies(argv: list[str]) -> bool:
     when = os.environ.get("FAKE_WHEN")
     if not when:
         return True
-    key, value = when.split("=", 1)
-    return str(parse_flags(argv).get(key)) == value
+    flags = parse_flags(argv)
+    conditions = [part.split("=", 1) for part in when.split(",")]
+    return all(str(flags.get(key)) == value for key, value in conditions)
 
 
 def main(argv: list[str]) -> None:

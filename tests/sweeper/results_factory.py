@@ -153,6 +153,9 @@ def _requests(points: pd.DataFrame, shape: RunShape) -> tuple[pd.DataFrame, dict
             "point_id": live["point_id"].to_numpy()[pidx],
             "prompt_id": np.char.add("prompt-", prompt.astype(str)),
             "repeat": repeat,
+            # The point's server config, as every real request row carries it.
+            **{c: live[c].to_numpy()[pidx] for c in ("engine", "budget", "topk", "block_size")},
+            "cuda_graph": live["cuda_graph"].to_numpy()[pidx],
             "concurrency": live["concurrency"].to_numpy()[pidx],
             "temperature": temps,
             "seed": 1234,

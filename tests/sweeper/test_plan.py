@@ -32,8 +32,9 @@ def test_local_sweep_arithmetic() -> None:
     plan = build_plan(load_spec(ROOT / "sweeps" / "local.yaml"))
     # 8 speculative configs + one AR baseline per cuda_graph value.
     assert plan.restarts == 10
-    assert plan.n_points == 20  # x temperature {0, 0.7} x concurrency [1]
-    assert plan.n_requests == 160  # x 4 prompts x 2 repeats
+    # x (T=0 c=1, T=0 c=4, T=0.7 c=1): sampled points at concurrency 4 are excluded.
+    assert plan.n_points == 30
+    assert plan.n_requests == 240  # x 4 prompts x 2 repeats
     assert labels(plan)[:2] == ["ar-cg1", "ar-cg0"]
     assert all(label.startswith("b") for label in labels(plan)[2:])
     assert plan.notes == ()

@@ -19,7 +19,7 @@ runner = CliRunner()
 def test_validate_ok() -> None:
     result = runner.invoke(app, ["validate", LOCAL])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "ok: 10 server configs, 20 points"
+    assert result.stdout.strip() == "ok: 10 server configs, 30 points"
 
 
 def test_validate_bad_spec_exits_2_with_file_line_field() -> None:
@@ -47,11 +47,12 @@ def test_plan_json() -> None:
     result = runner.invoke(app, ["plan", LOCAL, "--json", "--load-s", "8", "--tok-s", "12"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert (data["restarts"], data["n_points"], data["n_requests"]) == (10, 20, 160)
+    assert (data["restarts"], data["n_points"], data["n_requests"]) == (10, 30, 240)
     steps = data["hosts"][0]["steps"]
     assert steps[0]["server_config"]["mode"] == "ar"
-    # 10 x 8 s load + (10 warmup + 160) requests x 32 tokens / 12 tok/s, the file's arithmetic.
-    assert data["estimated_seconds"] == round(10 * 8 + 170 * 32 / 12, 1)
+    # 10 x 8 s load + (10 warmup + 20 points x 8 requests one by one + 10 points x 2 rounds of
+    # 4 at once) x 32 tokens / 12 tok/s: the rough model, batching taken as free.
+    assert data["estimated_seconds"] == round(10 * 8 + (10 + 160 + 20) * 32 / 12, 1)
     assert data["hosts"][0]["points"][0]["point_id"] == "local-ar-cg1-t0-c1"
 
 

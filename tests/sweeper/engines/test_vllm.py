@@ -44,7 +44,12 @@ vllm:num_requests_running{engine="0",model_name="m"} 0.0
 
 
 def test_acceptance_counters_are_read_from_the_metrics_page() -> None:
-    assert read_counters(METRICS) == {"drafts": 6.0, "draft_tokens": 24.0, "accepted_tokens": 8.0}
+    assert read_counters(METRICS) == {
+        "drafts": 6.0,
+        "draft_tokens": 24.0,
+        "accepted_tokens": 8.0,
+        "accepted_at_0": 4.0,
+    }
     assert read_counters("vllm:num_requests_running 0.0\n") is None  # an AR server has none
 
 
@@ -114,6 +119,14 @@ def test_a_real_vllm_sweep(vllm_model: str, tmp_path: Path) -> None:
     assert (speculative.acceptance_source == "metrics").all()
     assert (speculative.accepted_tokens <= speculative.draft_tokens).all()
     assert (speculative.tau > 1).any()
+    # Exposure: a point's accepted-length histogram from vLLM's per-position counters (one
+    # entry per drafted position, plus 0), agreeing with its accepted-token counter; padding,
+    # graphs, batching and trees vLLM does not report: unknown, and said so.
+    for _, row in speculative.iterrows():
+        hist = list(row.accepted_hist)
+        assert len(hist) == row.budget + 1
+        assert sum(a * n for a, n in enumerate(hist)) == row.accepted_tokens
+        assert pd.isna(row.padded_rounds) and "padded_rounds" in row.exposure_note
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["identities"]) == 3
     for label, proof in manifest["identities"].items():

@@ -2,7 +2,8 @@
 
 One story: a first night runs while a second invocation overlaps it and is turned away by the
 lock (exit 75); the next night is slower (the fake streams 10x slower), so the job reports the
-comparison, prunes beyond --keep and exits 1 with one line for cron mail.
+comparison, prunes beyond --keep and exits 1 with one line for cron mail; the night after breaks
+exactness, and the line carries the diagnosis of the newly broken config.
 """
 
 from __future__ import annotations
@@ -57,3 +58,14 @@ def test_overlap_is_refused_then_a_slower_night_is_a_regression(tmp_path: Path) 
     log = paths_for(spec, results).log.read_text()
     assert "skipped:" in log and f"pruned {night_one}" in log
     assert "run| " in log  # the sweep's own output is in the log
+
+    wrong = fake_runtime_env(
+        tmp_path, {"FAKE_TOKEN_DELAY": "0.02", "FAKE_WRONG_TOKENS": "1", "FAKE_WHEN": "topk=4"}
+    )
+    assert write_spec(tmp_path, port, fake_env=wrong, topk=(4,)) == spec
+    third = subprocess.run(_nightly(spec, results), capture_output=True, text=True, timeout=120)
+    assert third.returncode == 1, third.stdout + third.stderr
+    assert "determinism broken (diverged), diagnosis: " in third.stdout
+    assert "this config: 4/4 broken" in third.stdout
+    (night_three,) = sorted((results / "t").iterdir())
+    assert "this config: 4/4 broken" in (night_three / "report.html").read_text()

@@ -1,0 +1,179 @@
+"""What the diagnosis reasons over: judged requests, their factors, and conditions on factors.
+
+A *judged* request is one whose verdict says something: a violation (`VIOLATIONS`: diverged,
+nondeterministic, garbled) is *broken*; exact and near-tie are *clean* (a near-tie is numerics,
+not a bug). An AR request at temperature 0 is the reference the others are judged against, so
+it counts as clean (its repeats agreeing is all that can be checked; if they disagree it is
+`nondeterministic`, a violation); any other `n/a` (failed, unseeded, no baseline) says nothing
+and is left out.
+
+A *factor* is a column the record models mark as one (`factor_kinds`): a `level` (config
+values, the prompt), an `exposure` count (the path ran when > 0) or an `extent` (a largest size,
+ordered). A *condition* is a test on one factor, `cuda_graph = on`, `padded_rounds > 0`,
+`max_tree_width >= 2`, held as a bit mask over the judged requests (bit i: request i passes),
+so rules are set operations. A request whose factor value is unknown (None) passes no
+condition on that factor. Requests are put in a canonical order first (by their values and
+outcome, never by column names), so masks and ties do not depend on how columns are named or
+ordered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.results.rows import is_failed, is_missing, rows_of
+
+CLEAN_VERDICTS = frozenset({"exact", "near-tie"})
+
+
+@dataclass(frozen=True)
+class Population:
+    """The judged requests, in canonical order, with their outcomes as masks."""
+
+    rows: tuple[Mapping[str, Any], ...]
+    broken: int
+    clean: int
+    #: Which factors: column -> kind.
+    kinds: Mapping[str, str]
+
+    @property
+    def everyone(self) -> int:
+        return self.broken | self.clean
+
+    def values(self, column: str) -> list[Any]:
+        """The column's value per request, normalised (None when unknown)."""
+        return [normal(r.get(column)) for r in self.rows]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A test on one factor, with the requests that pass it."""
+
+    column: str
+    op: str  # "=", ">", ">=", "<="
+    value: Any
+    mask: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.column} {self.op} {show(self.value)}"
+
+    def holds(self, row: Mapping[str, Any]) -> bool:
+        """Whether a request row passes (an unknown value passes nothing)."""
+        value = normal(row.get(self.column))
+        if value is None:
+            return False
+        if self.op == "=":
+            return bool(value == self.value and type(value) is type(self.value))
+        ops = {">": value > self.value, ">=": value >= self.value, "<=": value <= self.value}
+        return bool(ops[self.op])
+
+    def key(self) -> tuple[str, str, str]:
+        """Identity without the mask (for tests and de-duplication)."""
+        return (self.column, self.op, show(self.value))
+
+
+def normal(value: Any) -> Any:
+    """A factor value as compared: None for missing/NaN, plain bool/int/float/str otherwise."""
+    if is_missing(value):
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalar
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def show(value: Any) -> str:
+    """How a value reads: on/off for bools, compact numbers."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return format(value, "g")
+    return str(value)
+
+
+def outcome(row: Mapping[str, Any]) -> str | None:
+    """`broken`, `clean`, or None when the request's verdict says nothing (see the module)."""
+    verdict = row.get("verdict")
+    verdict = None if is_missing(verdict) else str(verdict)
+    if verdict in VIOLATIONS:
+        return "broken"
+    if verdict in CLEAN_VERDICTS:
+        return "clean"
+    reference = str(row.get("mode")) == "ar" and _temperature(row) == 0
+    return "clean" if reference and verdict == "n/a" and not is_failed(row) else None
+
+
+def _temperature(row: Mapping[str, Any]) -> float:
+    value: Any = row.get("temperature")
+    return 0.0 if is_missing(value) else float(value)
+
+
+def population(records: Any, kinds: Mapping[str, str]) -> Population:
+    """The judged requests of `records` (rows or a DataFrame) with the factors `kinds`."""
+    judged = []
+    for row in rows_of(records):
+        result = outcome(row)
+        if result is not None:
+            judged.append((result, row))
+
+    def order(item: tuple[str, Mapping[str, Any]]) -> tuple[str, ...]:
+        result, row = item
+        values = sorted(f"{kinds[c]}:{show(normal(row.get(c)))}" for c in kinds)
+        return (result, *values)
+
+    judged.sort(key=order)
+    broken = clean = 0
+    for index, (result, _) in enumerate(judged):
+        if result == "broken":
+            broken |= 1 << index
+        else:
+            clean |= 1 << index
+    return Population(tuple(r for _, r in judged), broken, clean, dict(kinds))
+
+
+def levels(values: Sequence[Any]) -> list[Any]:
+    """The distinct known values, ordered (numbers ascending, then the rest as text)."""
+    known = {v for v in values if v is not None}
+    numbers = sorted(v for v in known if isinstance(v, (int, float)) and not isinstance(v, bool))
+    rest = sorted((v for v in known if v not in numbers), key=lambda v: (type(v).__name__, str(v)))
+    return [*numbers, *rest]
+
+
+def _mask(values: Sequence[Any], test: Any) -> int:
+    mask = 0
+    for index, value in enumerate(values):
+        if value is not None and test(value):
+            mask |= 1 << index
+    return mask
+
+
+def conditions(pop: Population, column: str) -> list[Condition]:
+    """Every condition the diagnosis considers on one factor (none when it takes one value)."""
+    values = pop.values(column)
+    found = levels(values)
+    if len(found) < 2:
+        return []
+    kind = pop.kinds[column]
+    ordered = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in found)
+    out: list[Condition] = []
+    if kind == "exposure" and ordered:
+        out.append(Condition(column, ">", 0, _mask(values, lambda v: v > 0)))
+        out.append(Condition(column, "=", 0, _mask(values, lambda v: v == 0)))
+        return [c for c in out if c.mask]
+    if kind != "extent" or not ordered:
+        out += [Condition(column, "=", v, _mask(values, lambda x, v=v: x == v)) for v in found]
+    if ordered and (kind == "extent" or len(found) > 2):
+        out += [Condition(column, ">=", t, _mask(values, lambda x, t=t: x >= t)) for t in found[1:]]
+        out += [
+            Condition(column, "<=", t, _mask(values, lambda x, t=t: x <= t)) for t in found[:-1]
+        ]
+    return out
+
+
+def count(mask: int) -> int:
+    return mask.bit_count()
