@@ -7,7 +7,9 @@ take effect at the start of the next step).
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
 drafts, builds one padded tree per request, writes their mask, verifies all trees in one forward,
 commits the accepted path's KV and emits the accepted tokens + bonus through the AR stopping rules.
-Budget 0 (or speculative "none") is plain AR through the same code path.
+An AR server (budget 0, or speculative "none") is plain AR through the same forward, cache and
+sampling, but its rows get the causal decode mask (``fill_decode_mask``), never the tree mask:
+it is the reference DDTree is judged against, so it must not share the code under test.
 
 The verify width (query length) is fixed at 1 + budget whenever ``cuda_graph`` is requested, as a
 captured graph needs, also where no graph is captured (CPU, feature drafters): a lone request's
@@ -31,7 +33,7 @@ import torch
 
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
-from ddtree_runtime.algo.mask import fill_tree_mask
+from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
 from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import RowSampling, Verdict, target_choices, walk
@@ -241,7 +243,10 @@ class Engine:
         n, q_len = tree.tokens.shape
         kv_len = self.forward.kv_len(int(prefix.max()) + q_len)
         mask, positions = self.forward.buffers(n, kv_len, q_len)
-        fill_tree_mask(mask, positions, tree, prefix)
+        if self.budget == 0:  # an AR server: the reference keeps off the tree mask (docstring)
+            fill_decode_mask(mask, positions, prefix)
+        else:
+            fill_tree_mask(mask, positions, tree, prefix)
         return kv_len
 
     def _walk(self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor) -> Verdict:

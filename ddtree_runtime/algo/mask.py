@@ -65,6 +65,23 @@ def fill_tree_mask(
         position_ids[:n].copy_(prefix_lens[:, None] + tree.depths)
 
 
+def fill_decode_mask(
+    mask: torch.Tensor, position_ids: torch.Tensor, prefix_lens: torch.Tensor
+) -> None:
+    """Plain AR decode (one query row per request, written at column prefix[b]): the row sees the
+    prefix and itself, at position prefix[b].
+
+    Deliberately separate from ``fill_tree_mask``: an AR server is the reference DDTree output is
+    judged against, so it must not share the tree mask and position code under test (a fault there
+    would otherwise break AR and DDTree alike and stay invisible).
+    """
+    n = prefix_lens.shape[0]
+    view = mask[:n, 0, 0]
+    cols = torch.arange(view.shape[-1], device=mask.device)
+    view.copy_(torch.where(cols[None, :] <= prefix_lens[:, None], 0.0, float("-inf")))
+    position_ids[:n, 0].copy_(prefix_lens)
+
+
 def causal_mask(length: int, kv: int, start: int, dtype: torch.dtype, device: str) -> torch.Tensor:
     """[1,1,length,kv] float mask for a prefill of `length` tokens written at `start`."""
     rows = torch.arange(length, device=device)[:, None] + start

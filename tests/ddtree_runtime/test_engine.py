@@ -58,6 +58,23 @@ def test_speculative_none_is_plain_ar() -> None:
     assert all(r.stats.tau == 1.0 for r in results)
 
 
+@pytest.mark.parametrize("cuda_graph", [False, True])
+def test_ar_server_never_uses_the_tree_mask(cuda_graph: bool) -> None:
+    """The AR server is the reference: with both tree-mask faults planted it stays equal to the
+    independent HF loop (batched, so rows have different prefixes), while a DDTree engine breaks
+    (test_broken_mask_variants_diverge). A fault in the tree path cannot hide in the baseline."""
+    prompts, refs = prompts_and_refs()
+    m = tiny()
+    cfg = EngineConfig(speculative="none", max_batch=3, cuda_graph=cuda_graph)
+    mask._FAULTS.update({"pad_visible", "stale_positions"})
+    try:
+        engine = Engine(m, make_drafter("ngram", m), cfg)
+        results = engine.generate(prompts, [SamplingParams(max_tokens=NEW_TOKENS)] * len(prompts))
+    finally:
+        mask._FAULTS.clear()
+    assert first_divergence([r.token_ids for r in results], refs) is None
+
+
 def test_padding_token_equal_to_target_argmax_is_never_accepted() -> None:
     """Before every step the padding carries exactly the token the target picks at the root."""
     prompts, refs = prompts_and_refs()
