@@ -22,16 +22,17 @@ from pathlib import Path
 
 import yaml
 
-from sweeper.analysis.diagnosis_text import sentence, table
-from sweeper.analysis.run_diagnosis import diagnose_run
-from tests.sweeper.planted import plant_fault
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run as a script: the planted copies come from tests/
+
+from sweeper.analysis.diagnosis_text import sentence, table  # noqa: E402
+from sweeper.analysis.run_diagnosis import diagnose_run  # noqa: E402
+from tests.sweeper.planted import plant_fault  # noqa: E402
 
 #: The chat prompts of sweeps/local.yaml (answers that repeat, so the n-gram drafter drafts).
 PROMPTS = [
     (p["id"], p["text"])
-    for p in yaml.safe_load((Path(__file__).parents[1] / "sweeps" / "local.yaml").read_text())[
-        "workload"
-    ]["prompts"]
+    for p in yaml.safe_load((ROOT / "sweeps" / "local.yaml").read_text())["workload"]["prompts"]
 ]
 
 
@@ -66,7 +67,10 @@ def spec(package: Path, name: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "fault", choices=["pad_visible", "stale_positions", "rounded_logits", "none"]
+        "fault",
+        nargs="?",
+        default="pad_visible",
+        choices=["pad_visible", "stale_positions", "rounded_logits", "none"],
     )
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--port", type=int, default=8731)
