@@ -24,8 +24,12 @@ import shlex
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests import testhost_cluster, testhosts
 from tests.testhost_cluster import Cluster
@@ -249,6 +253,20 @@ def boot_slurm_cluster(*, accounting: bool = False) -> SlurmCluster:
 def shutdown_slurm_cluster(slurm: SlurmCluster) -> None:
     """Power all three hosts off; remove the bridge and the shared directory."""
     testhost_cluster.shutdown_cluster(slurm.cluster)
+
+
+@contextmanager
+def accounting_cluster() -> Iterator[SlurmCluster]:
+    """A cluster with slurmdbd for one test alone (one that kills a host); skips with the reason
+    where accounting cannot run here."""
+    reason = accounting_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = boot_slurm_cluster(accounting=True)
+    try:
+        yield cluster
+    finally:
+        shutdown_slurm_cluster(cluster)
 
 
 def node_states(slurm: SlurmCluster) -> dict[str, str]:

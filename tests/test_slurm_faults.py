@@ -22,8 +22,7 @@ from tests import testhosts
 from tests.slurm_cluster import (
     JOBCOMP_LOG,
     SlurmCluster,
-    accounting_skip_reason,
-    boot_slurm_cluster,
+    accounting_cluster,
     node_states,
     shutdown_slurm_cluster,
 )
@@ -47,20 +46,14 @@ PORT = 18432
 
 
 @pytest.fixture
-def accounting_cluster() -> Iterator[SlurmCluster]:
+def own_cluster() -> Iterator[SlurmCluster]:
     """A cluster with slurmdbd for this test alone (it kills a host and checks the teardown)."""
-    reason = accounting_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    cluster = boot_slurm_cluster(accounting=True)
-    try:
+    with accounting_cluster() as cluster:
         yield cluster
-    finally:
-        shutdown_slurm_cluster(cluster)
 
 
-def test_a_compute_host_killed_mid_step(accounting_cluster: SlurmCluster) -> None:
-    slurm = accounting_cluster
+def test_a_compute_host_killed_mid_step(own_cluster: SlurmCluster) -> None:
+    slurm = own_cluster
     run = uuid.uuid4().hex[:8]
     victim, survivor = slurm.nodes[1], slurm.nodes[0]
     job = allocate(slurm, run, extra=(f"--nodelist={victim.name}",))

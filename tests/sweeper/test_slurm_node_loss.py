@@ -21,10 +21,8 @@ from tests import testhosts
 from tests.slurm_cluster import (
     JOBCOMP_LOG,
     SlurmCluster,
-    accounting_skip_reason,
-    boot_slurm_cluster,
+    accounting_cluster,
     node_states,
-    shutdown_slurm_cluster,
 )
 from tests.sweeper.slurm_sweep import (
     failures,
@@ -44,15 +42,9 @@ PORT = 18650
 
 @pytest.fixture
 def own_cluster() -> Iterator[SlurmCluster]:
-    reason = accounting_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    cluster = boot_slurm_cluster(accounting=True)
-    try:
+    with accounting_cluster() as cluster:
         yield cluster
-    finally:
-        shutdown_slurm_cluster(cluster)
-        assert cluster_leftovers(cluster.cluster) == []
+    assert cluster_leftovers(cluster.cluster) == []
 
 
 def _serving_a_request(host: testhosts.TestHost) -> bool:
