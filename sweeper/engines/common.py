@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from sweeper.engines.base import EngineError, RequestSpec
+from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.mapping import flag_argv, render
 from sweeper.plan import ServerConfig
 from sweeper.services import Launch
@@ -69,8 +70,9 @@ def settings_argv(
     return argv
 
 
-def openai_body(spec: RequestSpec, model: str | None) -> dict[str, Any]:
-    """The standard streaming body; at temperature 0 it asks for two top logprobs per token,
+def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -> dict[str, Any]:
+    """The standard streaming body; at temperature 0 and where `margins` (an AR server: a
+    speculative one is never asked, see `capabilities`) it asks for two top logprobs per token,
     so a divergence can be told from a near tie."""
     body: dict[str, Any] = {
         "max_tokens": spec.max_tokens,
@@ -88,12 +90,12 @@ def openai_body(spec: RequestSpec, model: str | None) -> dict[str, Any]:
         body["messages"] = (
             list(spec.messages) if spec.messages else [{"role": "user", "content": spec.prompt}]
         )
-        if spec.temperature == 0:
+        if spec.temperature == 0 and margins:
             body["logprobs"] = True
             body["top_logprobs"] = 2
     else:
         body["prompt"] = spec.prompt
-        if spec.temperature == 0:
+        if spec.temperature == 0 and margins:
             body["logprobs"] = 2
     return body
 
@@ -137,7 +139,7 @@ def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list
     return wrong
 
 
-class ModuleServer:
+class ModuleServer(Negotiated):
     """A third-party server started as `python -m MODULE --MODEL_FLAG model ... --host --port`
     (SGLang, vLLM): the command from the mapping, the CUDA-graph-off flags and the settings
     under the engine's own names. It takes no launch id, so the /proc proof alone ties the

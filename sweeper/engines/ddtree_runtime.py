@@ -26,6 +26,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
+from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_openai
 from sweeper.engines.common import (
     SETTINGS,
     api_path,
@@ -74,7 +75,7 @@ class DDTreeReader(ChunkReader):
             self.acceptance = dict(chunk["ddtree"])
 
 
-class DDTreeRuntime:
+class DDTreeRuntime(Negotiated):
     """See the module docstring."""
 
     name = "ddtree_runtime"
@@ -187,8 +188,16 @@ class DDTreeRuntime:
             ),
         )
 
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        speculative = server_config.mode == "speculative"
+        return negotiate_openai(self, client, base_url, speculative, probe, model)
+
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        return HttpRequest(api_path(spec), {**openai_body(spec, model), "return_token_ids": True})
+        body = openai_body(spec, model, margins=self.margins_allowed())
+        return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return DDTreeReader(spec.chat)

@@ -57,6 +57,9 @@ class ServerConfig:
     #: Which of `params` only speculative decoding has (not part of the identity: the mapping
     #: decides it, and the same params under the same mapping mean the same server).
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
+    #: Labels of other configs the engine's rules make this same behaviour (measured once,
+    #: reported under each: `sweeper.engines.effective`).
+    covers: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -105,7 +108,8 @@ class ServerConfig:
         return _short_hash(self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        out = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        return {**out, "covers": list(self.covers)} if self.covers else out
 
 
 @dataclass(frozen=True)
