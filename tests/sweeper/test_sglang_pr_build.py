@@ -17,14 +17,40 @@ import yaml
 from sweeper.results.store import RunStore
 from tests.sweeper.fake_sglang import shim_env
 
+#: The preset's flags without its effective-config rules (a fork's own mapping): the plan then
+#: measures b7-k1 and b7-k4 apart, and only the run can tell they were one server.
+OWN_MAPPING = {
+    "speculative_args": ["--speculative-algorithm", "DDTREE"],
+    "draft": {"flag": "--speculative-draft-model-path"},
+    "params": {
+        "budget": {"flag": "--speculative-ddtree-budget"},
+        "block_size": {"flag": "--speculative-num-draft-tokens"},
+        "topk": {"env": "SGLANG_DDTREE_MAX_TOPK"},
+    },
+}
 
-def _spec(tmp: Path, port: int, api: str) -> Path:
+
+def _sweeper(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "sweeper.cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+
+
+def _run(spec: Path, results: Path) -> tuple[Path, pd.DataFrame]:
+    done = _sweeper("run", str(spec), "--plain", "--results", str(results))
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    points = pd.read_parquet(run_dir / "points.parquet").set_index("point_id")
+    columns = ["status", "reason", "determinism", "token_ids_source", "acceptance_source"]
+    assert done.returncode == 0, (points[columns].to_string(), done.stderr[-3000:])
+    return run_dir, points
+
+
+def _spec(tmp: Path, port: int, api: str, mapping: dict | None = None) -> Path:
     spec = {
         "name": "prbuild",
         "hosts": ["local"],
         "runtime": {
             "engine": "sglang",
-            "preset": "sglang-ddtree",
+            **({"mapping": mapping} if mapping else {"preset": "sglang-ddtree"}),
             "model": "fake-target",
             "draft": "fake-draft",
             "port": port,
@@ -52,7 +78,7 @@ def _spec(tmp: Path, port: int, api: str) -> Path:
             "seed": 7,
         },
     }
-    path = tmp / "prbuild.yaml"
+    path = tmp / f"prbuild-{api}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
@@ -68,15 +94,7 @@ def test_a_sweep_of_the_pr_29907_build(tmp_path: Path, port: int, api: str) -> N
     )  # fmt: skip
     assert plan.returncode == 0, plan.stderr
     assert "b7-k4-bs8-cg0 is b7-k1-bs8-cg0" in " ".join(plan.stdout.split())
-    done = subprocess.run(
-        [sys.executable, "-m", "sweeper.cli", "run", str(spec), "--plain",
-         "--results", str(tmp_path / "results")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    run_dir = Path(done.stdout.strip().splitlines()[-1])
-    points = pd.read_parquet(run_dir / "points.parquet").set_index("point_id")
-    columns = ["status", "reason", "determinism", "token_ids_source", "acceptance_source"]
-    assert done.returncode == 0, (points[columns].to_string(), done.stderr[-3000:])
+    run_dir, points = _run(spec, tmp_path / "results")
     requests = pd.read_parquet(run_dir / "requests.parquet")
     # AR + one per behaviour: b7 (k1 covering k4), b16-k1 (width 1), b16-k4 (width 3).
     assert sorted(points.index) == [
@@ -104,3 +122,23 @@ def test_a_sweep_of_the_pr_29907_build(tmp_path: Path, port: int, api: str) -> N
         caps = manifest.identities[f"local/{label}"].capabilities
         assert caps is not None and caps["token_ids"] == "native", caps
         assert any("no ids" in line for line in caps["evidence"])
+
+
+def test_labels_no_rule_merged_are_flagged_indistinguishable_by_the_run(
+    tmp_path: Path, port: int
+) -> None:
+    """Without the preset's rules both b7 labels run; their outputs and per-request acceptance
+    are identical on every request, and the report and compare say so. So is b16-k1's: a tree of
+    width 1 at block 8 drafts the same 7-token spine as the b7 chain (only its verify is padded
+    to 17 rows: the plan keeps it apart, the run shows it accepts alike); b16-k4 (width 3) is
+    not flagged."""
+    spec = _spec(tmp_path, port, "completions", OWN_MAPPING)
+    run_dir, points = _run(spec, tmp_path / "results")
+    assert len(points) == 5 and (points.status == "ok").all()
+    report = _sweeper("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    html = Path(report.stdout.strip().splitlines()[-1]).read_text()
+    flagged = "indistinguishable: b16 k1 bs8 = b7 k1 bs8 = b7 k4 bs8 gave identical outputs"
+    assert flagged in html and "b16 k4" not in html.split("indistinguishable:")[1][:200]
+    compare = _sweeper("compare", str(run_dir), str(run_dir))
+    assert flagged in " ".join(compare.stdout.split())
