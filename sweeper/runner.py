@@ -340,6 +340,7 @@ class Runner:
             acceptance=acceptance,
             slo=self.spec.slo,
             capabilities=engine.capabilities,
+            speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
         )
         self._commit(record, requests)
         if sc.mode == "ar":

@@ -19,6 +19,7 @@ from sweeper.engines.base import EngineError, RequestSpec
 from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.mapping import flag_argv, render
 from sweeper.plan import ServerConfig
+from sweeper.plan.model import SPEED_BASELINE
 from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
 
@@ -40,9 +41,27 @@ class ConfigParts:
     extras: dict[str, Any]
 
 
+def extra_args_of(server_config: ServerConfig, runtime: RuntimeSpec) -> list[str]:
+    """`runtime.extra_args`, with `runtime.speed_baseline`'s changes on the speed baseline:
+    `--key value` replaced (or added), a None value dropping `--key` and its value."""
+    args = list(runtime.extra_args)
+    if not server_config.params.get(SPEED_BASELINE) or not runtime.speed_baseline:
+        return args
+    for key, value in runtime.speed_baseline.items():
+        flag = "--" + key.replace("_", "-")
+        if flag in args:
+            at = args.index(flag)
+            has_value = at + 1 < len(args) and not args[at + 1].startswith("--")
+            del args[at : at + (2 if has_value else 1)]
+        if value is not None:
+            args += [flag, value]
+    return args
+
+
 def split_config(server_config: ServerConfig, runtime: RuntimeSpec) -> ConfigParts:
     """Split a server config into speculative values, cuda_graph, settings and extra flags."""
     params = dict(server_config.params)
+    params.pop(SPEED_BASELINE, None)  # not a flag: `extra_args_of` applies it
     speculative = {k: params.pop(k) for k in server_config.speculative_keys if k in params}
     cuda_graph = params.pop("cuda_graph", None)
     settings = {key: params.pop(key, getattr(runtime, key)) for key in SETTINGS}
@@ -169,7 +188,7 @@ class ModuleServer(Negotiated):
         if parts.cuda_graph is False:
             argv += self.cuda_graph_off
         argv += settings_argv(parts, self.setting_flags, renames=self.renames)
-        return argv + list(self.runtime.extra_args), env
+        return argv + extra_args_of(server_config, self.runtime), env
 
     def launch(
         self,

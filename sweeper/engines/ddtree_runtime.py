@@ -30,6 +30,7 @@ from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_ope
 from sweeper.engines.common import (
     SETTINGS,
     api_path,
+    extra_args_of,
     get_json,
     mismatches,
     openai_body,
@@ -102,7 +103,7 @@ class DDTreeRuntime(Negotiated):
         if parts.cuda_graph is not None:
             argv.append("--cuda-graph" if parts.cuda_graph else "--disable-cuda-graph")
         argv += settings_argv(parts, _SETTING_FLAGS)
-        return argv + list(self.runtime.extra_args)
+        return argv + extra_args_of(server_config, self.runtime)
 
     def launch(
         self,

@@ -22,7 +22,7 @@ from typing import Any
 
 from sweeper.engines.effective import effective, why
 from sweeper.engines.kinds import LAUNCHED
-from sweeper.plan.model import HostPlan, Plan, RequestConfig, ServerConfig, Step
+from sweeper.plan.model import SPEED_BASELINE, HostPlan, Plan, RequestConfig, ServerConfig, Step
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
 
@@ -72,6 +72,18 @@ def build_plan(spec: Spec) -> Plan:
     spec_configs = _one_per_behaviour(spec, spec_configs, notes)
     if spec.baseline and shape.has_baseline:
         ar_configs = _baseline_configs(spec, spec_configs, extra_keys, shape)
+        if spec.runtime.speed_baseline:
+            # Each exactness baseline's twin with the production flags: the speed baseline.
+            ar_configs += [
+                (ServerConfig.make("ar", {**sc.params, SPEED_BASELINE: True}), dict(rcs))
+                for sc, rcs in ar_configs
+            ]
+            notes.append(
+                "speed baseline: each AR baseline also runs with "
+                + ", ".join(f"{k}={v}" for k, v in spec.runtime.speed_baseline.items())
+                + " (speed_speedup); exactness is judged against the AR baseline with the "
+                "speculative configs' own flags (speedup)"
+            )
 
     host_plans = _assign_hosts(spec, ar_configs, spec_configs, notes)
     return Plan(spec, tuple(host_plans), tuple(notes))

@@ -177,7 +177,12 @@ class PointRecord(ExposureColumns, _PointColumns):
     covers_labels: list[str] = Field(default_factory=list)
     accepted_tokens: float | None = None
     draft_tokens: float | None = None
+    #: Throughput over the exactness baseline's: the AR server with the speculative configs'
+    #: own flags (same numerics), which also judges exactness.
     speedup: float | None = None
+    #: Throughput over the speed baseline's (`runtime.speed_baseline`: e.g. the production
+    #: attention backend), where the spec names one; None otherwise.
+    speed_speedup: float | None = None
     determinism: str = "n/a"
     #: `engine` when every request's ids came from the engine's OpenAI extension, `native`
     #: from its native API (SGLang's `/generate`); else the least exact source (`logprobs`,

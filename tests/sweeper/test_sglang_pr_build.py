@@ -44,7 +44,9 @@ def _run(spec: Path, results: Path) -> tuple[Path, pd.DataFrame]:
     return run_dir, points
 
 
-def _spec(tmp: Path, port: int, api: str, mapping: dict | None = None) -> Path:
+def _spec(
+    tmp: Path, port: int, api: str, mapping: dict | None = None, runtime: dict | None = None
+) -> Path:
     spec = {
         "name": "prbuild",
         "hosts": ["local"],
@@ -57,6 +59,7 @@ def _spec(tmp: Path, port: int, api: str, mapping: dict | None = None) -> Path:
             "ready_timeout_s": 60,
             "env": {**shim_env(tmp), "FAKE_START_DELAY": "0.3"},
             "extra_args": ["--page-size", "1"],
+            **(runtime or {}),
         },
         "grid": {
             "budget": [7, 16],
@@ -142,3 +145,29 @@ def test_labels_no_rule_merged_are_flagged_indistinguishable_by_the_run(
     assert flagged in html and "b16 k4" not in html.split("indistinguishable:")[1][:200]
     compare = _sweeper("compare", str(run_dir), str(run_dir))
     assert flagged in " ".join(compare.stdout.split())
+
+
+def test_a_speed_baseline_apart_from_the_exactness_baseline(tmp_path: Path, port: int) -> None:
+    """The spec names the production attention backend as the speed baseline: every
+    speculative point is judged against the AR with its own flags and carries a speedup
+    against each; the report says which is which."""
+    runtime = {
+        "extra_args": ["--page-size", "1", "--attention-backend", "triton"],
+        "speed_baseline": {"attention_backend": "fa3"},
+    }
+    spec = _spec(tmp_path, port, "completions", runtime=runtime)
+    run_dir, points = _run(spec, tmp_path / "results")
+    assert {"local-ar-cg0-t0-c1", "local-ar-speed-cg0-t0-c1"} <= set(points.index)
+    speculative = points[points["mode"] == "speculative"]
+    assert (speculative.determinism == "exact").all()
+    for _, row in speculative.iterrows():
+        # A client-bound point (a loaded machine) has no speedup of either kind.
+        if row.client_bound:
+            assert pd.isna(row.speedup) and pd.isna(row.speed_speedup)
+        else:
+            assert row.speedup > 0 and row.speed_speedup > 0, row
+    manifest = RunStore.open(run_dir).manifest
+    assert manifest.identities["local/ar-speed-cg0"].proven  # proven like any config
+    report = _sweeper("report", str(run_dir))
+    html = Path(report.stdout.strip().splitlines()[-1]).read_text()
+    assert "vs speed baseline" in html and "the exactness baseline" in html
