@@ -107,9 +107,9 @@ def skip_reason() -> str | None:
         return "test hosts need Linux namespaces"
     for tool in ("unshare", "nsenter", "setpriv", "ip", "ssh", "ssh-keygen", "systemd-id128"):
         if shutil.which(tool) is None:
-            return f"test hosts need {tool!r} (run .ci/setup-testhosts.sh)"
+            return f"test hosts need {tool!r} (run .ci/setup-system.sh)"
     if not Path("/usr/sbin/sshd").exists():
-        return "test hosts need sshd (apt-get install openssh-server, see .ci/setup-testhosts.sh)"
+        return "test hosts need sshd (apt-get install openssh-server, see .ci/setup-system.sh)"
     if not Path("/lib/systemd/systemd").exists():
         return "test hosts need systemd (/lib/systemd/systemd)"
     if cgroup2_root() is None:
