@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PLANTED = '''
+PLANTED = """
 import pytest
 
 def test_skips():
@@ -28,7 +28,7 @@ def test_xfail():
 
 def test_ok():
     pass
-'''
+"""
 
 
 def _pytest(tmp_path: Path, ci: str | None, body: str = PLANTED) -> subprocess.CompletedProcess:
