@@ -135,17 +135,6 @@ def recorded(run_dir: Path | None) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
 
 
-def wait_for(check: Any, timeout: float, what: str, step: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(step)
-
-
 def interrupt(proc: subprocess.Popen[bytes], timeout: float = 60) -> tuple[int, float]:
     """SIGINT (Ctrl-C); the exit code and the seconds until it exited."""
     started = time.monotonic()
