@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from sweeper.engines.effective import effective
 from sweeper.engines.presets import PRESETS
 from sweeper.plan import build_plan
@@ -77,3 +79,22 @@ def test_shard_says_where_a_level_cannot_run_on_every_host() -> None:
     )
     notes = build_plan(spec).notes
     assert any("cuda_graph=True runs on a only" in n and "not on b, c" in n for n in notes), notes
+
+
+def test_validate_refuses_label_duplicates_where_the_spec_asks(tmp_path: Path) -> None:
+    text = (ROOT / "sweeps" / "b300.yaml").read_text()
+    text = text.replace("shard: true", "shard: true\nsame_behaviour: refuse", 1)
+    path = tmp_path / "b300.yaml"
+    path.write_text(text)
+    line = text.splitlines().index("  topk: [1, 4]") + 1
+    with pytest.raises(Exception, match=rf"b300.yaml:{line}: grid.topk: topk 1 and 4 are one"):
+        load_spec(path)
+    assert "chain, topk unused" in str(_error(path))
+
+
+def _error(path: Path) -> Exception:
+    try:
+        load_spec(path)
+    except Exception as exc:  # noqa: BLE001 - the spec error, whatever its class
+        return exc
+    raise AssertionError("not refused")
