@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis.compare import Comparison, compare_dirs, parse_threshold
+from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.report.formatting import pct
 from sweeper.results.reader import is_run_dir
 
@@ -64,6 +65,9 @@ def command(
             raise typer.Exit(EXIT_USAGE)
     comparison = compare_dirs(run_a, run_b, limit)
     # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.
-    print_table(comparison, Console(width=None if sys.stdout.isatty() else 160), everything)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    print_table(comparison, console, everything)
+    for note in describe(indistinguishable_in(run_b)):
+        console.print(note, markup=False)
     if comparison.regressed:
         raise typer.Exit(EXIT_REGRESSION)

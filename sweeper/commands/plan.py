@@ -46,9 +46,10 @@ def render(plan: Plan, seconds: float, console: Console) -> None:
         table.add_column("id")
         table.add_column("request configs")
         for number, step in enumerate(host.steps, start=1):
+            covers = step.server_config.covers
             table.add_row(
                 str(number),
-                step.server_config.label,
+                step.server_config.label + (f" (also {', '.join(covers)})" if covers else ""),
                 step.server_config.id,
                 ", ".join(rc.id for rc in step.request_configs),
             )

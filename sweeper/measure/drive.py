@@ -50,6 +50,18 @@ def point_prompts(rc: RequestConfig, workload: WorkloadSpec) -> list[RequestSpec
     )
 
 
+def probe_spec(workload: WorkloadSpec) -> RequestSpec:
+    """The workload's first prompt, greedy: the shape of a server's negotiation probe."""
+    return expand_requests(
+        workload.prompts[:1],
+        repeats=1,
+        max_tokens=workload.max_tokens,
+        temperature=0.0,
+        seed=None,
+        chat=workload.api == "chat",
+    )[0]
+
+
 def point_load(rc: RequestConfig, workload: WorkloadSpec) -> Load:
     """How the point's requests are sent: its closed loop, or its open loop's schedule."""
     offered = len(workload.prompts) * workload.repeats
