@@ -92,3 +92,11 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) $(SGLANG_VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
+# exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU
+# ops, which no PyPI wheel ships (the spec's header says why).
+sglang-model: vllm-model
+
+sglang-run: sglang-0.5.15-venv sglang-model
+	$(BIN)/sweeper run sweeps/sglang-cpu.yaml
