@@ -1,7 +1,8 @@
 """The one place that knows the order of a sweep.
 
 Per host (hosts in parallel, one thread each): for each server config, AR baseline first:
-stop the previous instance -> start -> readiness + identity -> for each request config: measure
+stop the previous instance -> start -> readiness + identity -> negotiation (what the build gives:
+ids, acceptance, margins) -> for each request config: measure
 -> record. A Slurm host's configs are shared by its workers, one allocation each
 (`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
 mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes

@@ -97,6 +97,14 @@ def _try(
     return result, margins
 
 
+def _ids_reader(result: ProbeResult) -> SGLangReader | None:
+    """The probe's reader when the answer carried ids."""
+    reader = result.reader
+    if result.ok and isinstance(reader, SGLangReader) and reader.saw_ids:
+        return reader
+    return None
+
+
 def negotiate_sglang(
     engine: _Writer,
     client: httpx.Client,
@@ -113,10 +121,12 @@ def negotiate_sglang(
     openai = "sglext" if spec.chat else "openai"
     first = Capabilities(openai, acceptance, margins)
     result, got_margins = _try(engine, client, base_url, spec, model, first, evidence, "OpenAI")
-    chosen: tuple[str, ProbeResult, bool, dict[str, Any]] | None = None
-    if result.ok and result.reader and result.reader.saw_ids:
-        chosen = (openai, result, got_margins, {})
-    if chosen is None or (speculative and not result.reader.acceptance):  # type: ignore[union-attr]
+    # (path, the reader of its probe, margins came back, details), best so far.
+    chosen: tuple[str, SGLangReader, bool, dict[str, Any]] | None = None
+    reader = _ids_reader(result)
+    if reader is not None:
+        chosen = (openai, reader, got_margins, {})
+    if chosen is None or (speculative and not chosen[1].acceptance):
         ids = tokenize(client, base_url, spec, model)
         evidence.append(
             f"/tokenize: {len(ids)} prompt ids" if ids else "/tokenize: no ids for this prompt"
@@ -127,21 +137,16 @@ def negotiate_sglang(
             got, got_native_margins = _try(
                 engine, client, base_url, spec, model, native, evidence, "native"
             )
-            reader = got.reader
-            if got.ok and reader is not None and reader.saw_ids:
-                assert isinstance(reader, SGLangReader)
+            reader = _ids_reader(got)
+            if reader is not None and (chosen is None or reader.acceptance):
                 details["streaming"] = reader.streaming or "cumulative"
-                better = chosen is None or (speculative and reader.acceptance)
-                if better:
-                    chosen = ("native", got, got_native_margins, details)
+                chosen = ("native", reader, got_native_margins, details)
     if chosen is None:
         raise lacking(
             "token ids",
             [*evidence, "no OpenAI token_ids or sglext ids, no /generate output_ids"],
         )
-    path, result, got_margins, details = chosen
-    reader = result.reader
-    assert reader is not None
+    path, reader, got_margins, details = chosen
     if speculative and not reader.acceptance:
         counters = engine.acceptance_counters(client, base_url)
         if counters:
