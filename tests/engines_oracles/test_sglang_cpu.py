@@ -59,13 +59,16 @@ def test_a_real_sglang_sweep(spec_file: Path, tmp_path: Path) -> None:
     assert done.stdout.strip(), done.stderr[-4000:]
     run = Path(done.stdout.strip().splitlines()[-1])
     points = pd.read_parquet(run / "points.parquet").set_index("point_id")
-    assert done.returncode == 0, (points[["status", "reason"]], done.stderr[-3000:])
+    logs = "".join(p.read_text()[-3000:] for p in sorted(run.glob("service/*/runtime-*.log")))
+    assert done.returncode == 0, (points[["status", "reason"]], done.stderr[-2000:], logs)
     assert (points.status == "ok").all() and set(points.engine) == {"sglang"}
     assert len(points) == 8 and set(points["mode"]) == {"ar"}
     assert sorted(set(points.temperature)) == [0.0, 0.7]
     assert sorted(set(points.concurrency)) == [1, 4]
     # No OpenAI id extension in 0.5.15: every point's ids came from the native /generate.
     assert set(points.token_ids_source) == {"native"}, points.token_ids_source
+    # An AR server is asked for margins: top-2 logprobs on the same native stream.
+    assert set(points.margin_source) == {"logprobs"}, points.margin_source
     manifest = json.loads((run / "manifest.json").read_text())
     assert len(manifest["identities"]) == 2
     for label, proof in manifest["identities"].items():
@@ -73,8 +76,11 @@ def test_a_real_sglang_sweep(spec_file: Path, tmp_path: Path) -> None:
         assert any("runs the requested argv and environment" in p for p in proven), label
         assert any("only its process tree listens" in p for p in proven), label
         assert any(p.startswith("/server_info reports every requested flag") for p in proven)
-        # Negotiated after the proof: the OpenAI probe carried no ids, /generate did.
-        assert proof["capabilities"]["token_ids"] == "native", proof["capabilities"]
+        # Negotiated after the proof: the OpenAI probe carried no ids, /generate did, for the
+        # prompt's ids from the server's own /tokenize (the same ids for every config).
+        caps = proof["capabilities"]
+        assert caps["token_ids"] == "native", caps
+        assert caps["details"]["prompt"] == "input_ids from /tokenize", caps
 
 
 @pytest.fixture(scope="module")
