@@ -88,7 +88,7 @@ class Spec(StrictModel):
         assert mapping is not None  # RuntimeSpec guarantees one for every launched engine
         name = self.runtime.preset or ("the spec's mapping" if self.runtime.mapping else "")
         name = name or f"engine {self.runtime.engine!r}"
-        found = []
+        found: list[tuple[str, tuple[str | int, ...]]] = []
         for key in SPECULATIVE_GRID_KEYS:
             if key in written and key not in mapping.params:
                 reason = mapping.unused.get(key, "its mapping does not use it")
@@ -105,7 +105,7 @@ class Spec(StrictModel):
         limit = self.runtime.max_model_len
         if limit is None:
             return self
-        found = []
+        found: list[tuple[str, tuple[str | int, ...]]] = []
         if self.workload.max_tokens > limit:
             message = f"{self.workload.max_tokens} exceeds runtime.max_model_len {limit}"
             found.append((message, ("workload", "max_tokens")))
