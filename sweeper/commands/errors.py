@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ def describe(exc: BaseException) -> str:
     """One line for an error: for an OSError its reason, the path and what to do."""
     if not isinstance(exc, OSError):
         return f"{type(exc).__name__}: {exc}".replace("\n", " ")
-    reason = exc.strerror or str(exc) or type(exc).__name__
+    reason = os.strerror(exc.errno) if exc.errno else exc.strerror or str(exc)
     where = f": {exc.filename}" if exc.filename else ""
     hint = _HINTS.get(exc.errno or 0)
     return f"{reason}{where}" + (f" ({hint})" if hint else "")

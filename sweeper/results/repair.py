@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from sweeper.results.reader import MANIFEST, POINTS_LOG, read_manifest
+from sweeper.results.reader import MANIFEST, POINTS_LOG, read_jsonl, read_manifest
 from sweeper.results.store import DERIVED_VIEWS, RunStore
 
 
@@ -31,12 +31,17 @@ def _readable(path: Path) -> bool:
 
 
 def broken_views(run_dir: Path) -> list[str]:
-    """The derived views of a run that are missing or unreadable (none for a run without
-    records: there is nothing to rebuild them from)."""
+    """The derived views of a run that are missing, unreadable or behind the records (a run
+    that died before rewriting them); none for a run without records."""
     run_dir = Path(run_dir)
     if not (run_dir / POINTS_LOG).is_file():
         return []
-    return [name for name in DERIVED_VIEWS if not _readable(run_dir / name)]
+    broken = [name for name in DERIVED_VIEWS if not _readable(run_dir / name)]
+    if "points.parquet" not in broken:
+        recorded = len({row.get("point_id") for row in read_jsonl(run_dir / POINTS_LOG)})
+        if pq.read_metadata(run_dir / "points.parquet").num_rows != recorded:
+            broken.append("points.parquet (behind the records)")
+    return broken
 
 
 class RepairError(ValueError):

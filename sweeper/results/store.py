@@ -72,6 +72,11 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename or not exc.errno:
+            raise
+        # pyarrow's and pandas' errors name no file: say which one could not be written.
+        raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)
 
