@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sweeper.analysis.verdicts import VIOLATIONS
-
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_SPEC = 2
@@ -26,6 +24,9 @@ EXIT_INTERRUPTED = 130
 
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
     """4 if any determinism violation, else 3 if any point failed, else 0."""
+    # Imported here: every command imports this module, and the analysis package loads pandas.
+    from sweeper.analysis.verdicts import VIOLATIONS
+
     rows = list(points.values())
     if any(p.get("determinism") in VIOLATIONS for p in rows):
         return EXIT_VIOLATION
