@@ -174,14 +174,17 @@ def _ssh_unresolvable(ctx: Ctx) -> tuple[str, Outcome]:
 
 
 def _modes(ctx: Ctx, out: Outcome) -> None:
-    """The shared run was written under umask 022: every file 0644, none 0600."""
+    """Every file of the shared run has the mode the umask gives (0644 under 022), none
+    mkstemp's 0600."""
+    from sweeper.results.store import _umask
+
     base = ctx.shared.base_run()
     modes = {
         str(p.relative_to(base)): stat.S_IMODE(p.stat().st_mode)
         for p in base.rglob("*")
         if p.is_file() and "service" not in p.parts
     }
-    assert_that(set(modes.values()) == {0o644}, modes)
+    assert_that(set(modes.values()) == {0o666 & ~_umask()}, modes)
 
 
 RESULT_CASES = [
