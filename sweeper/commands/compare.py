@@ -34,7 +34,7 @@ def refuse_other_sweeps(run_a: Path, run_b: Path, force: bool) -> None:
         typer.echo(f"warning: comparing runs of different sweeps ({what})", err=True)
         return
     typer.echo(
-        f"error: {run_a.name} and {run_b.name} are runs of different sweeps ({what}); "
+        f"error: {run_a} and {run_b} are runs of different sweeps ({what}); "
         "--force compares them anyway",
         err=True,
     )
