@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, model_validator
 
-from sweeper.spec.base import NonEmptyStr, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Slug, StrictModel
 from sweeper.spec.errors import problem
 from sweeper.spec.open_loop import LoadSpec
 
@@ -47,20 +47,20 @@ class WorkloadSpec(StrictModel):
     #: JSONL of prompts, relative to the spec file; `load_spec` appends them to `prompts`.
     prompts_file: NonEmptyStr | None = None
     api: Literal["chat", "completions"] = "chat"
-    max_tokens: Annotated[StrictInt, Field(ge=1)] = 64
-    repeats: Annotated[StrictInt, Field(ge=1)] = 1
+    max_tokens: Annotated[Int, Field(ge=1)] = 64
+    repeats: Annotated[Int, Field(ge=1)] = 1
     #: Closed-loop points, one per level (default [1], or none when `load` is given).
-    concurrency: list[Annotated[StrictInt, Field(ge=1)]] | None = Field(default=None, min_length=1)
+    concurrency: list[Annotated[Int, Field(ge=1)]] | None = Field(default=None, min_length=1)
     #: Open-loop points, one per rate.
     load: LoadSpec | None = None
     #: Worker processes of the load client (each one asyncio loop); the load is held exactly,
     #: globally, whatever their number. More when one core cannot keep up (see the
     #: points' `client_bound`).
-    client_processes: Annotated[StrictInt, Field(ge=1, le=256)] = 1
+    client_processes: Annotated[Int, Field(ge=1, le=256)] = 1
     #: Requests sent and discarded after each restart, before measuring.
-    warmup: Annotated[StrictInt, Field(ge=0)] = 1
+    warmup: Annotated[Int, Field(ge=0)] = 1
     #: Sampling seed sent with every request (temperature > 0 repeats must then be identical).
-    seed: StrictInt | None = None
+    seed: Int | None = None
 
     @model_validator(mode="after")
     def _check_prompts(self) -> WorkloadSpec:
