@@ -101,11 +101,12 @@ def _numbers(group: pd.DataFrame) -> dict[str, Any]:
     elif "tau" in group and group["tau"].notna().any():
         tau = float(group["tau"].mean())
     hist: list[int] = []
-    for value in group["accepted_hist"] if "accepted_hist" in group else []:
+    for value in group.get("accepted_hist", []):
         if value is None or (isinstance(value, float) and np.isnan(value)):
             continue
         counts = [int(v) for v in value]
-        hist = [a + b for a, b in zip(_pad(hist, len(counts)), _pad(counts, len(hist)))]
+        width = max(len(hist), len(counts))
+        hist = [a + b for a, b in zip(_pad(hist, width), _pad(counts, width), strict=True)]
     ttft = group["ttft"].dropna() if "ttft" in group else pd.Series(dtype=float)
     return {
         "n_requests": len(group),
@@ -132,8 +133,8 @@ def _speedups(frame: pd.DataFrame) -> list[float | None]:
     for _, row in frame.iterrows():
         ar = reference.get(_key(row, keys))
         rate = row["output_tok_s"]
-        ok = ar and rate and row.get("mode") != "ar" and row["status"] == "ok"
-        out.append(float(rate) / ar if ok else None)
+        ok = bool(rate) and row.get("mode") != "ar" and row["status"] == "ok"
+        out.append(float(rate) / ar if ar and ok else None)
     return out
 
 

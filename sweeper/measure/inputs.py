@@ -148,7 +148,9 @@ class Inputs:
             chat=self.workload.api == "chat",
             inputs=resolved,
         )
-        record = await stream_request(client, base_url, replace(spec, repeat=-1), self.engine)
+        record = await stream_request(
+            client, base_url, replace(spec, repeat=-1), self.engine, model=model
+        )
         if record.get("error"):
             message = f"the history of a later turn: answering {prompt.id} failed: "
             raise InputsError(message + str(record["error"]))

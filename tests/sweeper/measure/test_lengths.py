@@ -51,9 +51,9 @@ def test_answers_that_end_early_are_counted_and_explained() -> None:
         "nor min_tokens"
     )
     sent, _ = _requests(("ignore_eos", "min_tokens"))
-    assert "stopped early all the same" in point_lengths([(sent, {"output_tokens": 3})])[
-        "length_note"
-    ]
+    assert (
+        "stopped early all the same" in point_lengths([(sent, {"output_tokens": 3})])["length_note"]
+    )
     assert point_lengths([(sent, {"output_tokens": 6})]) == {
         "lengths_not_held": 0,
         "length_note": "",
