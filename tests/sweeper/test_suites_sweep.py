@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.analysis.compare import compare_dirs
 from sweeper.analysis.diagnosis_text import sentence
 from sweeper.analysis.run_diagnosis import diagnose_run
+from sweeper.report.assemble import load_run
+from sweeper.report.render import render_html
 from tests.sweeper.test_runner import _run
 
 pytestmark = pytest.mark.slow
@@ -56,3 +59,10 @@ def test_a_fault_in_later_turns_only_is_diagnosed_to_turn_2(tmp_path: Path, port
     assert (synthetic.prompt_tokens == synthetic.asked_input_tokens).all()
     assert synthetic.asked_input_tokens.between(16, 64).all()
     assert synthetic.length_held.all() and (points.lengths_not_held == 0).all()
+    # The report's per-dataset table: one row per (config, dataset); compare matches per dataset.
+    html = render_html(load_run(store.dir))
+    section = html[html.index("<h2>Per dataset</h2>") : html.index("<h2>Figures</h2>")]
+    assert section.count('<td class="l">mt-bench</td>') == 2  # two speculative configs
+    assert "humaneval" in section and "synthetic" in section and "T=0" in section
+    labels = {row.label for row in compare_dirs(store.dir, store.dir, 0.05).rows}
+    assert "b8 k4 bs4 T=0 c=2 [mt-bench]" in labels and len(labels) == 9

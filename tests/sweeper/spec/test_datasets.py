@@ -205,7 +205,7 @@ def test_shipped_suites_spec_loads() -> None:
     spec = load_spec(ROOT / "sweeps" / "local-suites.yaml")
     datasets = {p.dataset for p in spec.workload.prompts}
     assert datasets == {"humaneval", "mt-bench", "synthetic"}
-    assert len(spec.workload.prompts) == 16
+    assert len(spec.workload.prompts) == 12
 
 
 def test_make_setup_installs_every_suite_at_the_version_read_here() -> None:
