@@ -19,7 +19,8 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_WRONG_LATER_TURNS=1: like FAKE_WRONG_TOKENS, only for chat requests whose messages hold
   an assistant message (a later turn of a conversation: a fault that needs history to show);
 - FAKE_PLAIN=1: a plain OpenAI-compatible server knowing none of the extensions: no
-  /server_info, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody here wrote);
+  /server_info, no /tokenize, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody
+  here wrote);
 - FAKE_REEXEC=argv|env: replace itself (same pid) by `python -m ddtree_runtime` with one more
   argument, or without the NOTE variable: a process that no longer runs what was launched;
 - FAKE_REUSEPORT=1: bind its port with SO_REUSEPORT (as some engines do), so another process
@@ -181,7 +182,7 @@ class FakeRuntime:
             await _json(send, 200 if ready else 503, body)
         elif path == "/server_info" and not self.plain:
             await _json(send, 200, self.info)
-        elif path == "/tokenize":
+        elif path == "/tokenize" and not self.plain:
             text = json.loads(await _body(receive)).get("prompt", "")
             tokens = [int(hashlib.sha256(w.encode()).hexdigest()[:4], 16) for w in text.split()]
             await _json(send, 200, {"tokens": tokens, "count": len(tokens)})
