@@ -15,9 +15,11 @@ import pytest
 
 from sweeper.analysis.compare import compare_dirs
 from sweeper.analysis.diagnosis_text import sentence
-from sweeper.analysis.run_diagnosis import diagnose_run
+from sweeper.analysis.run_diagnosis import diagnose_run, run_requests
+from sweeper.plan.followup import plan_followup
 from sweeper.report.assemble import load_run
 from sweeper.report.render import render_html
+from sweeper.spec import load_spec
 from tests.sweeper.test_runner import _run
 
 pytestmark = pytest.mark.slow
@@ -59,6 +61,13 @@ def test_a_fault_in_later_turns_only_is_diagnosed_to_turn_2(tmp_path: Path, port
     assert (synthetic.prompt_tokens == synthetic.asked_input_tokens).all()
     assert synthetic.asked_input_tokens.between(16, 64).all()
     assert synthetic.length_held.all() and (points.lengths_not_held == 0).all()
+    # A follow-up keeps a failing turn 2 with the turn its history is answered from.
+    rows, _kinds = run_requests([store.dir])
+    followup = plan_followup(load_spec(tmp_path / "t.yaml"), diagnosis, rows)
+    assert followup.spec is not None
+    kept = {p.id: p for p in followup.spec.workload.prompts}
+    assert all(p.turn == 1 or set(p.answers_from) <= set(kept) for p in kept.values())
+    assert any(p.turn == 2 for p in kept.values()) and not followup.spec.workload.datasets
     # The report's per-dataset table: one row per (config, dataset); compare matches per dataset.
     html = render_html(load_run(store.dir))
     section = html[html.index("<h2>Per dataset</h2>") : html.index("<h2>Figures</h2>")]
