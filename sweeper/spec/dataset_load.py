@@ -149,14 +149,16 @@ def item_prompts(item: Item, dataset: DatasetSpec, label: str, *, chat: bool) ->
 def synthetic_prompts(
     synthetic: SyntheticSpec, label: str, seed: int, max_tokens: int
 ) -> list[PromptSpec]:
-    """`count` prompts of drawn input lengths, each answer held at its drawn output length."""
+    """`count` prompts of drawn input lengths, each answer held at its drawn output length
+    (`max_tokens` only bounds what the spec can ask of the model)."""
     rng = random.Random(f"{seed}:{label}")
-    output = synthetic.output_tokens or LengthSpec(tokens=max_tokens)
+    output = synthetic.output_tokens
     return [
         PromptSpec(
             id=f"{label}-{i}",
             tokens=draw(synthetic.input_tokens, rng),
-            max_tokens=draw(output, rng),
+            # Without its own output lengths, the point's max_tokens (a grid axis too), held.
+            max_tokens=draw(output, rng) if output is not None else None,
             hold_output=True,
             dataset=label,
             turn=1,

@@ -182,7 +182,7 @@ def test_synthetic_lengths_are_drawn_from_the_seed() -> None:
     assert all(8 <= (p.max_tokens or 0) <= 16 for p in prompts)
     assert lengths == [p.tokens for p in _prompts([{"synthetic": synthetic}])]
     fixed = _prompts([{"synthetic": {"count": 2, "input_tokens": 128}}], max_tokens=9)
-    assert [(p.tokens, p.max_tokens) for p in fixed] == [(128, 9), (128, 9)]
+    assert [(p.tokens, p.max_tokens, p.hold_output) for p in fixed] == [(128, None, True)] * 2
 
 
 def test_synthetic_lengths_must_fit_the_model() -> None:
