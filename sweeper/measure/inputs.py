@@ -84,7 +84,7 @@ class Inputs:
                 )
                 if found is None or not self._complete(found):
                     found = asyncio.run(self._build(base_url, model))
-                    text = json.dumps(found, indent=1)
+                    text = json.dumps(found)
                     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
                 self._resolved = found
             return dict(self._resolved["prompts"])
