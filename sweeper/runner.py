@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.engines.base import Engine
+from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.drive import drive_point, records_tokens
 from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import (
@@ -47,18 +47,6 @@ from sweeper.services.backends import Backend
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
-
-EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
-
-
-def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
-    """4 if any determinism violation, else 3 if any point failed, else 0."""
-    rows = list(points.values())
-    if any(p.get("determinism") in VIOLATIONS for p in rows):
-        return EXIT_VIOLATION
-    if any(p.get("status") != "ok" for p in rows):
-        return EXIT_FAILED
-    return EXIT_OK
 
 
 @dataclass
@@ -89,6 +77,8 @@ class Runner:
     overhead_s: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _errors: list[str] = field(default_factory=list)
+    #: Writing the results failed (disk full...): the run ends failed, raising it again.
+    _io_error: OSError | None = None
     #: An earlier run's AR points as the baseline (`runtime.baseline_run`), when given.
     earlier: EarlierBaseline | None = None
     #: point id -> the backend and instance serving it, for the placement columns of its record
@@ -129,9 +119,12 @@ class Runner:
         code = exit_code_for(points)
         if self.stop_event.is_set():
             status, code = "interrupted", EXIT_INTERRUPTED
-        elif self._errors:
-            status, code = "failed", EXIT_FAILED
-        self.store.finish(points, status, code, time.monotonic() - started)
+        elif self._errors:  # the sweeper's own I/O error (disk full...) is not a point's
+            status, code = "failed", EXIT_IO if self._io_error else EXIT_FAILED
+        error = "; ".join(self._errors) or None
+        self.store.finish(points, status, code, time.monotonic() - started, error=error)
+        if self._io_error is not None:
+            raise self._io_error
         return code
 
     def _stop_all(self, final: bool = False) -> None:
@@ -150,6 +143,7 @@ class Runner:
             self._run_host(host_plan)
         except Exception as exc:  # noqa: BLE001 - a host's crash must not hide the others
             self._errors.append(f"{host_plan.name}: {type(exc).__name__}: {exc}")
+            self._io_error = exc if isinstance(exc, OSError) else self._io_error
             self.progress.status(host_plan.name, f"error: {exc}")
         finally:
             self.progress.host_done(host_plan.name)

@@ -77,7 +77,6 @@ def dataset_points(points: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame
         row: dict[str, Any] = {c: point.get(c) for c in config}
         row.update(
             point_id=f"{pid}/{dataset}",
-            source_point_id=pid,
             dataset=dataset,
             **_numbers(group),
             determinism=str(worst.get((pid, dataset), "n/a")),

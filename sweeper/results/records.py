@@ -334,6 +334,8 @@ class Manifest(BaseModel):
     resumed_at: list[str] = Field(default_factory=list)
     status: RunStatus = "running"
     exit_code: int | None = None
+    #: Why a failed run stopped (a host's error, the disk full...), None otherwise.
+    error: str | None = None
     points_total: int = 0
     points_done: int = 0
     points_ok: int = 0

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, model_validator
 
-from sweeper.spec.base import NonEmptyStr, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Slug, StrictModel
 from sweeper.spec.errors import problem
 
-Count = Annotated[StrictInt, Field(ge=1)]
+Count = Annotated[Int, Field(ge=1)]
 
 
 class LengthSpec(StrictModel):

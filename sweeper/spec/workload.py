@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, model_validator
 
-from sweeper.spec.base import NonEmptyStr, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Slug, StrictModel
 from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import problem
 from sweeper.spec.open_loop import LoadSpec
@@ -35,14 +35,14 @@ class PromptSpec(StrictModel):
     id: Slug
     text: str | None = None
     messages: list[Message] | None = Field(default=None, min_length=1)
-    tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    tokens: Annotated[Int, Field(ge=1)] | None = None
     #: This prompt's output length (default: the point's max_tokens).
-    max_tokens: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_tokens: Annotated[Int, Field(ge=1)] | None = None
     #: Hold the answer at its max_tokens (ignore_eos + min_tokens, where the engine takes them).
     hold_output: bool = False
     dataset: Slug | None = None
     category: NonEmptyStr | None = None
-    turn: Annotated[StrictInt, Field(ge=1)] | None = None
+    turn: Annotated[Int, Field(ge=1)] | None = None
     #: Earlier prompts whose greedy AR answers fill this prompt's empty assistant messages, in
     #: order: the history of a later turn, the same for every server config.
     answers_from: list[Slug] = Field(default_factory=list)
@@ -71,20 +71,20 @@ class WorkloadSpec(StrictModel):
     #: Suites, files and synthetic prompts; `load_spec` appends their prompts to `prompts`.
     datasets: list[DatasetSpec] = Field(default_factory=list)
     api: Literal["chat", "completions"] = "chat"
-    max_tokens: Annotated[StrictInt, Field(ge=1)] = 64
-    repeats: Annotated[StrictInt, Field(ge=1)] = 1
+    max_tokens: Annotated[Int, Field(ge=1)] = 64
+    repeats: Annotated[Int, Field(ge=1)] = 1
     #: Closed-loop points, one per level (default [1], or none when `load` is given).
-    concurrency: list[Annotated[StrictInt, Field(ge=1)]] | None = Field(default=None, min_length=1)
+    concurrency: list[Annotated[Int, Field(ge=1)]] | None = Field(default=None, min_length=1)
     #: Open-loop points, one per rate.
     load: LoadSpec | None = None
     #: Worker processes of the load client (each one asyncio loop); the load is held exactly,
     #: globally, whatever their number. More when one core cannot keep up (see the
     #: points' `client_bound`).
-    client_processes: Annotated[StrictInt, Field(ge=1, le=256)] = 1
+    client_processes: Annotated[Int, Field(ge=1, le=256)] = 1
     #: Requests sent and discarded after each restart, before measuring.
-    warmup: Annotated[StrictInt, Field(ge=0)] = 1
+    warmup: Annotated[Int, Field(ge=0)] = 1
     #: Sampling seed sent with every request (temperature > 0 repeats must then be identical).
-    seed: StrictInt | None = None
+    seed: Int | None = None
 
     @model_validator(mode="after")
     def _check_prompts(self) -> WorkloadSpec:
