@@ -23,6 +23,7 @@ from typing import Any
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.drive import drive_point, records_tokens
+from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
     Counters,
@@ -73,10 +74,14 @@ class Runner:
     #: point id -> the backend and instance serving it, for the placement columns of its record
     #: and the scheduler's words when it fails (see `sweeper.serving.placed`).
     _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
+    #: What the prompts need from a served model (synthetic ids, later turns' histories).
+    inputs: Inputs | None = None
 
     def __post_init__(self) -> None:
-        if self.spec.runtime.baseline_run and self.earlier is None:
-            self.earlier = EarlierBaseline(Path(self.spec.runtime.baseline_run))
+        earlier = self.spec.runtime.baseline_run
+        if earlier and self.earlier is None:
+            self.earlier = EarlierBaseline(Path(earlier))
+        self.inputs = Inputs(self.spec.workload, self.store.dir, self.engine, earlier)
 
     # -- whole run ---------------------------------------------------------------------------
 
@@ -239,7 +244,7 @@ class Runner:
             return None
         state = _Step(base_url=self._base_url(backend, launch.url or launch.port, tunnel))
         state.instance = instance
-        tail = lambda: self._log_tail(backend)  # noqa: E731
+        tail = lambda: backend.service.logs(None)[0][-LOG_TAIL_CHARS:]  # noqa: E731
         try:
             waited = wait_healthy(
                 backend.service, state.base_url, deadline, path=engine.health_path, log_tail=tail
@@ -304,6 +309,7 @@ class Runner:
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
             after_warmup=counters.start,
+            inputs=self.inputs,
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -341,11 +347,8 @@ class Runner:
         if sc.mode == "ar":
             baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
-        detail = (
-            f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
-            if record.status == "ok"
-            else record.reason
-        )
+        detail = f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
+        detail = detail if record.status == "ok" else record.reason
         self.progress.point_done(host, point.point_id, record.status, detail)
         return record.model_dump()
 
@@ -378,7 +381,3 @@ class Runner:
             point = placed(point, *serving)
         with self._lock:
             self.store.commit_point(point, requests)
-
-    @staticmethod
-    def _log_tail(backend: Backend) -> str:
-        return backend.service.logs(None)[0][-LOG_TAIL_CHARS:]

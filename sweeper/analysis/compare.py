@@ -2,7 +2,9 @@
 
 `compare_runs` is pure: frames in, a `Comparison` out (`compare_dirs` reads two run directories
 for it). Points are matched by identity (host + server params +
-request params), never by run-specific ids. A metric change is flagged only when it exceeds
+request params), never by run-specific ids; when both runs' requests name datasets, each point
+is split by dataset (`sweeper.analysis.datasets`) and matched per dataset, so a regression on
+one suite is not averaged away by the others. A metric change is flagged only when it exceeds
 both the relative threshold and the noise of the two runs: twice the combined standard error
 of the per-request values, where each request is measured against its own prompt's mean so that
 prompts of different lengths do not count as noise (the spread of repeats).
@@ -20,6 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.datasets import (
+    DATASET_REQUEST_COLUMNS,
+    dataset_points,
+    dataset_requests,
+    has_datasets,
+)
 from sweeper.analysis.diagnosis_text import point_line
 from sweeper.analysis.labels import point_label_long
 from sweeper.analysis.run_diagnosis import diagnose_run
@@ -161,6 +169,8 @@ def _num(v: Any) -> float | None:
 
 #: The request columns the noise estimate reads.
 NOISE_COLUMNS = ["point_id", "prompt_id", "output_tokens", "e2e", "ttft"]
+#: What compare reads of the requests: the noise columns, and what a per-dataset split needs.
+COMPARED_COLUMNS = list(dict.fromkeys([*NOISE_COLUMNS, *DATASET_REQUEST_COLUMNS]))
 
 
 def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
@@ -171,9 +181,11 @@ def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
         frames.append(
             (
                 points if points is not None else pd.DataFrame(columns=["point_id"]),
-                load_request_columns(run, NOISE_COLUMNS, categorical=False),
+                load_request_columns(run, COMPARED_COLUMNS, categorical=False),
             )
         )
+    if all(has_datasets(requests) for _, requests in frames):
+        frames = [(dataset_points(p, r), dataset_requests(r)) for p, r in frames]
     (points_a, requests_a), (points_b, requests_b) = frames
     result = compare_runs(points_a, points_b, requests_a, requests_b, threshold, Path(run_a).name)
     broken = [r for r in result.rows if r.is_regression and "determinism broken" in r.flag_text]
@@ -196,7 +208,7 @@ def compare_runs(
     # Every config column of either run: a flag column only B has must tell B's points apart
     # (left out, they would share one key and all but one would silently vanish).
     extra = extra_config_columns([*points_a.columns, *points_b.columns])
-    identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra)]
+    identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra), "dataset"]
     cols = [c for c in identity if c in points_a or c in points_b]
     ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
     noise_a = request_noise(requests_a if requests_a is not None else pd.DataFrame())
@@ -237,9 +249,10 @@ def _delta(
     a, b = _values(ra), _values(rb)
     some = rb if rb is not None else ra
     assert some is not None
-    out = PointDelta(
-        key, str(some.get("host")), point_label_long(some), a, b, dict.fromkeys(METRICS), {}
-    )
+    label = point_label_long(some)
+    if isinstance(some.get("dataset"), str):
+        label += f" [{some['dataset']}]"
+    out = PointDelta(key, str(some.get("host")), label, a, b, dict.fromkeys(METRICS), {})
     out.point_id = "" if rb is None else str(rb.get("point_id"))
     if ra is None or rb is None:
         out.flags.append("new point" if ra is None else "missing in this run")
