@@ -114,9 +114,15 @@ def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -
             body["logprobs"] = True
             body["top_logprobs"] = 2
     else:
-        body["prompt"] = spec.prompt
+        body["prompt"] = (
+            list(spec.prompt_token_ids) if spec.prompt_token_ids is not None else spec.prompt
+        )
         if spec.temperature == 0 and margins:
             body["logprobs"] = 2
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    if spec.min_tokens:
+        body["min_tokens"] = spec.min_tokens
     return body
 
 

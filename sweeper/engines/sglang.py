@@ -110,6 +110,8 @@ class SGLang(ModuleServer):
 
     name = "sglang"
     health_path = "/health"
+    #: Output-length fields it takes (SGLang's OpenAI server takes both as extra sampling fields).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
     module = "sglang.launch_server"
     model_flag = "--model-path"
     cuda_graph_off = tuple(CUDA_GRAPH_OFF)
@@ -197,7 +199,9 @@ class SGLang(ModuleServer):
         caps = self.capabilities
         if caps is not None and caps.token_ids == "native":
             prompt: list[int] | str = spec.prompt
-            if caps.details.get("tokenize_at"):
+            if spec.prompt_token_ids is not None:  # a synthetic prompt: its ids as given
+                prompt = list(spec.prompt_token_ids)
+            elif caps.details.get("tokenize_at"):
                 prompt = self.prompt_ids(spec, model, str(caps.details["tokenize_at"]))
             return HttpRequest(
                 GENERATE_PATH, generate_body(spec, prompt, margins=self.margins_allowed())

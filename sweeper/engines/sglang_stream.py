@@ -41,6 +41,10 @@ def generate_body(spec: RequestSpec, prompt: list[int] | str, *, margins: bool) 
     sampling: dict[str, Any] = {"max_new_tokens": spec.max_tokens, "temperature": spec.temperature}
     if spec.top_p is not None:
         sampling["top_p"] = spec.top_p
+    if spec.ignore_eos:
+        sampling["ignore_eos"] = True
+    if spec.min_tokens:
+        sampling["min_new_tokens"] = spec.min_tokens
     if spec.seed is not None and spec.temperature > 0:
         sampling["sampling_seed"] = spec.seed
     body: dict[str, Any] = {"sampling_params": sampling, "stream": True}
@@ -106,6 +110,8 @@ class SGLangReader(ChunkReader):
         self.saw_ids = self.saw_ids or bool(self.token_ids)
         if total is not None:
             self.usage = {"completion_tokens": int(total)}
+            if meta.get("prompt_tokens") is not None:
+                self.usage["prompt_tokens"] = int(meta["prompt_tokens"])
         finish = meta.get("finish_reason")
         if isinstance(finish, Mapping):
             self.finish_reason = str(finish.get("type") or "") or self.finish_reason

@@ -110,6 +110,7 @@ class ChunkReader:
             "tau": self.acceptance.get("tau"),
             "verify_rounds": self.acceptance.get("verify_rounds"),
             "token_ids_source": self.source,
+            "prompt_tokens": self.usage.get("prompt_tokens"),
         }
 
     @property

@@ -20,6 +20,7 @@ from sweeper.engines.base import Engine
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.stream import SOURCE_ORDER
 from sweeper.measure.exposure import point_exposure
+from sweeper.measure.lengths import point_lengths, request_columns
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
@@ -81,7 +82,14 @@ def measured_point(
     its numbers describe the client.
     """
     rows = [
-        {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
+        {
+            **key,
+            "prompt_id": spec.prompt_id,
+            "repeat": spec.repeat,
+            "seed": spec.seed,
+            **rec,
+            **request_columns(spec, rec),
+        }
         for spec, rec in result.records
     ]
     errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
@@ -114,6 +122,7 @@ def measured_point(
             numbers.get("output_tok_s"), speed_baseline_point.get("output_tok_s")
         )
     numbers.update(check_columns(result.check, result.processes))
+    numbers.update(point_lengths(result.records))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
         numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None, speed_speedup=None)
     numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))

@@ -40,7 +40,8 @@ from typing import Any
 
 VOCAB = 997
 VERSION = "0.5.10.pr29907-fake"
-SAMPLING_KEYS = {"max_new_tokens", "temperature", "top_p", "top_k", "sampling_seed", "stop"}
+SAMPLING_KEYS = {"max_new_tokens", "min_new_tokens", "ignore_eos", "temperature", "top_p"}
+SAMPLING_KEYS |= {"top_k", "sampling_seed", "stop"}
 
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
