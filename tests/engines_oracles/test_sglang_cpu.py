@@ -6,8 +6,9 @@ differ in --schedule-policy, each at temperature {0, 0.7} x concurrency {1, 4}; 
 proven from /proc and from SGLang's /server_info. 0.5.15 has no OpenAI token-id extension, so the
 engine must negotiate the native `/generate` path. Then one server started by hand answers the
 same greedy prompts through `/generate` (ids) and `/v1/completions` (text only on this release:
-its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree. Without
-`make sglang-0.5.15-venv` these skip (fail under SWEEPER_REQUIRE_SGLANG=1, as CI sets).
+its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree. And why
+not 0.5.23: its CPU engine cannot start without SGLang's source-built CPU kernels (last test).
+Without `make sglang-0.5.15-venv` these skip (fail under SWEEPER_REQUIRE_SGLANG=1, as CI sets).
 """
 
 from __future__ import annotations
@@ -30,7 +31,13 @@ from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
 from sweeper.poll import wait_until
 from sweeper.spec import load_spec
-from tests.engines_oracles.oracle_process import OLD_SGLANG_VERSION, REPO, require_sglang
+from tests.engines_oracles.oracle_process import (
+    OLD_SGLANG_VERSION,
+    ORACLE_ENV,
+    REPO,
+    SGLANG_VERSION,
+    require_sglang,
+)
 from tests.sweeper.conftest import free_port
 
 SPEC = REPO / "sweeps" / "sglang-cpu.yaml"
@@ -144,3 +151,26 @@ def test_generate_and_openai_completions_give_the_same_ids(hand_started: str) ->
             ).json()["tokens"]
             assert tokens == native["output_ids"], (prompt, tokens, native["output_ids"])
             assert completion["usage"]["completion_tokens"] == len(native["output_ids"])
+
+
+def test_sglang_0523_cannot_serve_on_a_cpu_from_pypi_alone() -> None:
+    """Why the CPU sweep runs 0.5.15: 0.5.23's CPU engine imports sgl_kernel's CPU ops when its
+    KV cache module loads, on any CPU (AMX or not). PyPI's sglang-kernel is a CUDA build (its
+    ops need libcuda.so.1 to import) and SGLang's CPU kernels are built from source only, so the
+    server dies at start; 0.5.15 imports them only on AMX CPUs and falls back to torch here."""
+    module = "sglang.srt.mem_cache.memory_pool"
+    results = {}
+    for version in (SGLANG_VERSION, OLD_SGLANG_VERSION):
+        done = subprocess.run(
+            [str(require_sglang(version)), "-c", f"import {module}"],
+            env={**os.environ, **ORACLE_ENV, "SGLANG_USE_CPU_ENGINE": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        results[version] = done
+    failed = results[SGLANG_VERSION]
+    assert failed.returncode != 0
+    assert "kernels/ops/kvcache/cache_move.py" in failed.stderr
+    assert "No module named 'sgl_kernel'" in failed.stderr.splitlines()[-1]
+    assert results[OLD_SGLANG_VERSION].returncode == 0, results[OLD_SGLANG_VERSION].stderr[-2000:]
