@@ -219,7 +219,7 @@ class SSHHost:
         try:
             channel = self._transport().open_session(timeout=self.connect_timeout)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise _ConnectionLost(str(exc)) from None
+            raise _ConnectionLost(repr(exc)) from None
         deadline = None if timeout is None else time.monotonic() + timeout
         out, err = bytearray(), bytearray()
         try:
@@ -242,15 +242,18 @@ class SSHHost:
                 select.select([channel], [], [], wait)
             # exit-status comes after the data and EOF: drain what is left.
             channel.settimeout(10.0)
-            while chunk := channel.recv(65536):
-                out += chunk
-            while chunk := channel.recv_stderr(65536):
-                err += chunk
+            with contextlib.suppress(TimeoutError):
+                # The data came before the exit status; only the EOF may straggle on a loaded
+                # host, and waiting for it is no reason to lose (and re-run) the command.
+                while chunk := channel.recv(65536):
+                    out += chunk
+                while chunk := channel.recv_stderr(65536):
+                    err += chunk
             if not channel.exit_status_ready():
                 raise _ConnectionLost("channel closed without an exit status")
             code = channel.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise _ConnectionLost(str(exc)) from None
+            raise _ConnectionLost(repr(exc)) from None
         finally:
             channel.close()
         if code == -1:
@@ -382,7 +385,8 @@ class SSHHost:
 
 
 class _ConnectionLost(Exception):
-    """The SSH connection dropped under a command (internal: triggers one reconnect + retry)."""
+    """The SSH connection dropped under a command (internal: triggers one reconnect + retry).
+    Its text is the cause's repr: paramiko raises EOFError() and timeouts with no message."""
 
 
 def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:
