@@ -84,7 +84,32 @@ class ProbeResult:
 def probe(
     client: httpx.Client, base_url: str, request: HttpRequest, reader: ChunkReader
 ) -> ProbeResult:
-    """Send one streamed request and feed its events to `reader` (never raises for HTTP)."""
+    """Send one streamed request and feed its events to `reader` (never raises for HTTP).
+
+    A transport failure before any event was read is tried once more: a server that answered
+    the previous probe with an error may have closed the kept-alive connection under it (seen
+    on a real SGLang after a 500), which says nothing about what the build offers."""
+    started = False
+
+    def feeding(chunk: Any) -> None:
+        nonlocal started
+        started = True
+        reader.feed(chunk)
+
+    for attempt in (1, 2):
+        result = _probe_once(client, base_url, request, reader, feeding)
+        if result.status is not None or started or attempt == 2:
+            return result
+    raise AssertionError("unreachable")
+
+
+def _probe_once(
+    client: httpx.Client,
+    base_url: str,
+    request: HttpRequest,
+    reader: ChunkReader,
+    feed: Any,
+) -> ProbeResult:
     try:
         with client.stream(
             "POST",
@@ -105,7 +130,7 @@ def probe(
                 chunk = json.loads(data)
                 if isinstance(chunk, dict) and chunk.get("error"):
                     return ProbeResult(200, reader, error_message(data))
-                reader.feed(chunk)
+                feed(chunk)
     except (httpx.HTTPError, ValueError) as exc:
         return ProbeResult(None, None, f"{type(exc).__name__}: {exc}")
     return ProbeResult(200, reader)
