@@ -242,4 +242,10 @@ class SGLang(ModuleServer):
         return read_metrics(resp.text) if resp.status_code == 200 else None
 
     def requirements(self) -> HostRequirements:
-        return HostRequirements(("torch", "transformers", "sglang"), gpu=True)
+        # A GPU unless the spec serves on the CPU (`runtime.device: cpu`, or --device in its args).
+        args = self.runtime.extra_args
+        on_cpu = self.runtime.device == "cpu" or any(
+            a == "--device=cpu" or (a == "--device" and nxt == "cpu")
+            for a, nxt in zip(args, [*args[1:], ""], strict=True)
+        )
+        return HostRequirements(("torch", "transformers", "sglang"), gpu=not on_cpu)
