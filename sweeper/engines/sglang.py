@@ -246,6 +246,6 @@ class SGLang(ModuleServer):
         args = self.runtime.extra_args
         on_cpu = self.runtime.device == "cpu" or any(
             a == "--device=cpu" or (a == "--device" and nxt == "cpu")
-            for a, nxt in zip(args, [*args[1:], ""], strict=True)
+            for a, nxt in zip(args, [*args[1:], ""][: len(args)], strict=True)
         )
         return HostRequirements(("torch", "transformers", "sglang"), gpu=not on_cpu)
