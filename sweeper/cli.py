@@ -33,6 +33,9 @@ app.command("doctor")(doctor.command)
 from sweeper.commands import diagnose  # noqa: E402
 
 app.command("diagnose")(diagnose.command)
+from sweeper.commands import best  # noqa: E402
+
+app.command("best")(best.command)
 
 
 def main() -> None:

@@ -5,7 +5,9 @@ stop the previous instance -> start -> readiness + identity -> for each request 
 -> record. A Slurm host's configs are shared by its workers, one allocation each
 (`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
 mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes
-on. Points already complete in the run directory are skipped (resume). On a stop request
+on. With `search:` the configs come one at a time from `sweeper.search` (the `order` hook),
+each picked after the last one's points are recorded. Points already complete in the run
+directory are skipped (resume). On a stop request
 (Ctrl-C) the point in flight is discarded, never recorded half, and the server is stopped.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ from sweeper.results.store import RunStore, utc_now
 from sweeper.services import Instance, ServiceError
 from sweeper.services.backends import Backend
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
+from sweeper.serving import base_url as serving_url
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
 
@@ -93,6 +96,8 @@ class Runner:
     #: point id -> the backend and instance serving it, for the placement columns of its record
     #: and the scheduler's words when it fails (see `sweeper.serving.placed`).
     _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
+    #: Which configs to run, one at a time, instead of the plan's order (a search's driver).
+    order: Callable[[HostPlan, dict[str, dict[str, Any]]], Iterable[Work]] | None = None
 
     def __post_init__(self) -> None:
         if self.spec.runtime.baseline_run and self.earlier is None:
@@ -175,8 +180,12 @@ class Runner:
             stop=self.stop_event,
             timing=lambda key, value: self._add_timing(f"{host_plan.name}.{key}", value),
         )
-        workers = backend.workers or InOrder(backend)
-        workers.run(host_plan.name, pending_work(host_plan, done), hooks)
+        if self.order is not None:  # a search: one worker, the configs it picks (sweeper.search)
+            InOrder(backend).run(host_plan.name, self.order(host_plan, done), hooks)
+            return
+        (backend.workers or InOrder(backend)).run(
+            host_plan.name, pending_work(host_plan, done), hooks
+        )
 
     def _run_step(
         self,
@@ -253,7 +262,7 @@ class Runner:
             raise StartFailed(f"start failed: {exc}") from None
         if self.stop_event.is_set():
             return None
-        state = _Step(base_url=self._base_url(backend, launch.url or launch.port, tunnel))
+        state = _Step(base_url=serving_url(backend, launch.url or launch.port, tunnel))
         state.instance = instance
         tail = lambda: self._log_tail(backend)  # noqa: E731
         try:
@@ -284,17 +293,6 @@ class Runner:
         with self._lock:
             timings = self.store.manifest.timings
             timings[key] = timings.get(key, 0.0) + value
-
-    @staticmethod
-    def _base_url(backend: Backend, port: int | str, tunnel: ExitStack) -> str:
-        """The server's URL as the controller reaches it (an endpoint's own URL as given); a
-        tunnel stays open for the step."""
-        if isinstance(port, str):
-            return port
-        if backend.use_tunnel:
-            local_port = tunnel.enter_context(backend.host.open_tunnel(port))
-            return f"http://127.0.0.1:{local_port}"
-        return f"http://{backend.host.address}:{port}"
 
     def _measure(
         self,

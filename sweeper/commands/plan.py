@@ -1,6 +1,6 @@
 """`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, each
 config's exact command line and environment (secrets masked), notes on dropped points, totals and
-a rough time estimate; `--json` for machine output."""
+a rough time estimate, and a search's budget and first configs; `--json` for machine output."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rich.table import Table
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
+from sweeper.search import preview
 
 
 def command(
@@ -28,6 +29,7 @@ def command(
     if as_json:
         data = plan.to_dict()
         data["estimated_seconds"] = round(seconds, 1)
+        data["search"] = preview(plan)
         data["commands"] = [
             {"host": c.host, "label": c.label, "argv": list(c.argv), "env": c.env}
             for c in command_lines(plan)
@@ -60,6 +62,8 @@ def render(plan: Plan, seconds: float, console: Console) -> None:
             console.print(f"  env {name}={value}", markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False)
+    for line in preview(plan):
+        console.print(line, markup=False, soft_wrap=True)
     workload = plan.spec.workload
     per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
     load = workload.load

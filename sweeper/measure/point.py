@@ -31,7 +31,8 @@ LOG_TAIL_CHARS = 4000
 def server_columns(sc: ServerConfig, engine: str) -> dict[str, Any]:
     """The server config as record columns: engine, mode, budget, topk, block_size, cuda_graph,
     and any extra flag."""
-    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": engine, "mode": sc.mode}
+    cols: dict[str, Any] = {"server_config_id": sc.id, "restart": sc.restart}
+    cols.update({"engine": engine, "mode": sc.mode})
     cols.update({k: None for k in ("budget", "topk", "block_size")})
     cols.update(dict(sc.params))
     return cols

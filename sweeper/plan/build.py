@@ -9,6 +9,7 @@ has nodes), any topk but 1 with budget 0, and budget 0 itself when the AR baseli
 (budget 0 *is* autoregressive decoding). With `baseline: true` every group of speculative configs
 that share their non-speculative flags (cuda_graph, extra flags) gets an AR server config with the
 same flags, so a speedup compares speculation alone; AR configs run first on each host.
+`repeats.restarts: K` repeats that order K times (restart 1..K-1 carry `-rs<k>` in their ids).
 """
 
 from __future__ import annotations
@@ -223,10 +224,21 @@ def _assign_hosts(
     plans = []
     for index, host in enumerate(spec.hosts):
         mine = spec_steps[index :: len(spec.hosts)] if spec.shard else spec_steps
-        plans.append(HostPlan(host, tuple(ar_steps + mine)))
+        plans.append(HostPlan(host, _restarted(ar_steps + mine, spec.repeats.restarts)))
     if spec.shard and len(spec.hosts) > 1:
         notes.append(
             f"sharded {len(spec_steps)} speculative server configs round-robin over "
             f"{len(spec.hosts)} hosts; the AR baseline runs on every host"
         )
     return plans
+
+
+def _restarted(steps: list[Step], restarts: int) -> tuple[Step, ...]:
+    """`repeats.restarts` rounds of every step, round by round: each round starts with the AR
+    baseline again, so a drifting machine shows in the baseline and every speculative restart
+    compares with the baseline measured just before it."""
+    return tuple(
+        Step(step.server_config.again(k) if k else step.server_config, step.request_configs)
+        for k in range(restarts)
+        for step in steps
+    )

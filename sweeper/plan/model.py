@@ -57,17 +57,31 @@ class ServerConfig:
     #: Which of `params` only speculative decoding has (not part of the identity: the mapping
     #: decides it, and the same params under the same mapping mean the same server).
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
+    #: Which restart of the same server (`repeats.restarts`, halving's rungs): 0 is the first.
+    restart: int = 0
 
     def __hash__(self) -> int:
         return hash(self.id)
 
     @classmethod
     def make(
-        cls, mode: Mode, params: Mapping[str, Any], speculative_keys: tuple[str, ...] = ()
+        cls,
+        mode: Mode,
+        params: Mapping[str, Any],
+        speculative_keys: tuple[str, ...] = (),
+        restart: int = 0,
     ) -> ServerConfig:
-        """A server config whose id is a short hash of its mode and params (stable across runs)."""
+        """A server config whose id is a short hash of its mode and params (stable across runs);
+        a later restart's hash names its index too (the first's id is as it always was)."""
         params = dict(params)
-        return cls(_short_hash({"mode": mode, "params": params}), mode, params, speculative_keys)
+        data: dict[str, Any] = {"mode": mode, "params": params}
+        if restart:
+            data["restart"] = restart
+        return cls(_short_hash(data), mode, params, speculative_keys, restart)
+
+    def again(self, restart: int) -> ServerConfig:
+        """The same server, started anew as restart number `restart`."""
+        return ServerConfig.make(self.mode, self.params, self.speculative_keys, restart)
 
     @property
     def extra_params(self) -> dict[str, Any]:
@@ -91,6 +105,8 @@ class ServerConfig:
             # Readable but lossy (values are sanitised), so a hash of the exact values follows.
             parts += [_ID_SAFE.sub("", f"{k}{_fmt(v)}") for k, v in extra.items()]
             parts.append(_short_hash(extra, 6))
+        if self.restart:
+            parts.append(f"rs{self.restart}")
         return "-".join(parts)
 
     @property
@@ -101,11 +117,13 @@ class ServerConfig:
 
     @property
     def baseline_key(self) -> str:
-        """Hash of the non-speculative params: configs with equal keys share an AR baseline."""
-        return _short_hash(self.flags)
+        """Hash of the non-speculative params (and the restart: restart k compares with the AR
+        baseline's restart k, measured just before it): configs with equal keys share one."""
+        return _short_hash({**self.flags, "restart": self.restart} if self.restart else self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        out = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        return {**out, "restart": self.restart} if self.restart else out
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ class PointKey(BaseModel):
     point_id: str
     attempt: str
     server_config_id: str
+    #: Which restart of its server config (`repeats.restarts`, halving): 0 is the first.
+    restart: int = 0
 
 
 # Bases are listed last-first: pydantic orders fields from the last base to the first, so every
