@@ -5,9 +5,8 @@ stop the previous instance -> start -> readiness + identity -> for each request 
 -> record. A Slurm host's configs are shared by its workers, one allocation each
 (`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
 mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes
-on. With `search:` the configs come one at a time from `sweeper.search` (the `order` hook),
-each picked after the last one's points are recorded. Points already complete in the run
-directory are skipped (resume). On a stop request
+on. A search (`order` hook) hands out configs one at a time, each after the last is recorded.
+Points already complete in the run directory are skipped (resume). On a stop request
 (Ctrl-C) the point in flight is discarded, never recorded half, and the server is stopped.
 """
 
@@ -24,6 +23,7 @@ from typing import Any
 from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.engines.base import Engine
 from sweeper.measure.drive import drive_point, records_tokens
+from sweeper.measure.hostload import HostProbe
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
     Counters,
@@ -308,6 +308,7 @@ class Runner:
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload = self.spec.workload
         counters = Counters(self.engine, state.base_url)
+        probe = HostProbe(backend.host, state.instance.pid if state.instance else None)
         result = drive_point(
             state.base_url,
             point,
@@ -316,7 +317,7 @@ class Runner:
             self.engine,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
-            after_warmup=counters.start,
+            after_warmup=lambda: [f() for f in (counters.start, probe.start)],
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -347,6 +348,7 @@ class Runner:
             log_text=log_text,
             acceptance=acceptance,
             slo=self.spec.slo,
+            host_load=probe.columns(),
         )
         self._commit(record, requests)
         if sc.mode == "ar":

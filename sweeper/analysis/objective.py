@@ -98,6 +98,8 @@ class Score:
     samples: tuple[float, ...] = ()
     #: The restarts fall into separate regimes (see `separate_regimes`).
     regimes: bool = False
+    #: Some of its scored points were measured on a busy host (`host_busy`).
+    busy: bool = False
 
     @property
     def value(self) -> float | None:
@@ -121,7 +123,7 @@ def score(
     by_restart: dict[int, list[float]] = {}
     problem = ""
     for row in selected:
-        value = row.get(objective.column)
+        value: Any = row.get(objective.column)
         if row.get("status") != "ok":
             problem = problem or f"failed: {row.get('reason') or 'no reason recorded'}"
         elif row.get("client_bound") is True:
@@ -130,20 +132,23 @@ def score(
             problem = problem or f"no {objective.column}"
         else:
             restart = row.get("restart")
-            by_restart.setdefault(0 if is_missing(restart) else int(restart), []).append(value)
+            index = 0 if restart is None or is_missing(restart) else int(restart)
+            by_restart.setdefault(index, []).append(float(value))
     samples = tuple(statistics.fmean(v) for _, v in sorted(by_restart.items()))
     interval = Interval.of(samples) if samples and not problem else None
     regimes = separate_regimes(samples)
+    busy = any(r.get("host_busy") is True for r in selected)
     if bad:
-        return Score("infeasible", "determinism " + ", ".join(bad), interval, samples, regimes)
+        reason = "determinism " + ", ".join(bad)
+        return Score("infeasible", reason, interval, samples, regimes, busy)
     if problem:
-        return Score("failed", problem, None, samples)
+        return Score("failed", problem, None, samples, busy=busy)
     if constraints is not None and constraints.slo:
         missed = [request_config_id(r) for r in selected if r.get("meets_slo") is not True]
         if missed:
             reason = "misses the SLO at " + ", ".join(sorted(set(missed)))
-            return Score("infeasible", reason, interval, samples, regimes)
-    return Score("ok", "", interval, samples, regimes)
+            return Score("infeasible", reason, interval, samples, regimes, busy)
+    return Score("ok", "", interval, samples, regimes, busy)
 
 
 def separate_regimes(samples: Sequence[float], ratio: float = 3.0, share: float = 0.1) -> bool:

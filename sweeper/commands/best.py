@@ -85,7 +85,8 @@ def render(ranking: Ranking) -> list[str]:
 
 
 def _entry(entry: Entry) -> str:
-    return f"{entry.label} {_value(entry.score)}"
+    busy = " (busy host)" if entry.score.busy else ""
+    return f"{entry.label} {_value(entry.score)}{busy}"
 
 
 def _value(score: Score) -> str:

@@ -62,8 +62,8 @@ def render(plan: Plan, seconds: float, console: Console) -> None:
             console.print(f"  env {name}={value}", markup=False, soft_wrap=True)
     for note in plan.notes:
         console.print(f"note: {note}", markup=False)
-    for line in preview(plan):
-        console.print(line, markup=False, soft_wrap=True)
+    for said in preview(plan):
+        console.print(said, markup=False, soft_wrap=True)
     workload = plan.spec.workload
     per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
     load = workload.load

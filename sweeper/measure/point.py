@@ -67,6 +67,7 @@ def measured_point(
     log_text: str,
     acceptance: Mapping[str, float] | None = None,
     slo: SloSpec | None = None,
+    host_load: Mapping[str, Any] | None = None,
 ) -> tuple[PointRecord, list[RequestRecord]]:
     """The point row and its request rows from what the workload measured; `acceptance` holds
     the engine's counter deltas over the measured requests when it counts per server.
@@ -74,7 +75,7 @@ def measured_point(
     Requests cut off by an open loop's duration (never sent, or still in flight after the
     grace) are SLO misses, not failures: the point fails only for requests that ended in an
     error. A client-bound point (or one compared with a client-bound baseline) gets no speedup:
-    its numbers describe the client.
+    its numbers describe the client; nor does a point measured on a busy host (`host_load`).
     """
     rows = [
         {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
@@ -102,8 +103,10 @@ def measured_point(
     numbers.update(goodput_columns(rows, slo, result.wall_s))
     numbers.update(latency_speedups(numbers, baseline_point))
     numbers.update(check_columns(result.check, result.processes))
-    if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
-        numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
+    numbers.update(host_load or {})
+    for flag in ("client_bound", "host_busy"):  # numbers of the client / of a busy machine
+        if _flag(numbers.get(flag)) or _flag((baseline_point or {}).get(flag)):
+            numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
     numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))
     sources = {r.get("token_ids_source") or "engine" for r in rows}
     numbers["token_ids_source"] = next(

@@ -224,6 +224,15 @@ class PointRecord(ExposureColumns, _PointColumns):
     slurm_node: str | None = None
     #: Which exposure columns the engine did not report (None there), and why.
     exposure_note: str = ""
+    # The host during the measured requests (`sweeper.measure.hostload`): CPU cores other
+    # processes than the sweep's used, the host's CPUs, GPU utilisation (%) and memory (MiB) on a
+    # GPU host; a busy point (or one compared with a busy baseline) gets no speedup.
+    host_other_cpu: float | None = None
+    host_cpus: int | None = None
+    host_busy: bool | None = None
+    host_busy_reason: str = ""
+    gpu_util: float | None = None
+    gpu_mem_mib: float | None = None
 
 
 #: Which server and request config a point measured: what `compare` matches points by.

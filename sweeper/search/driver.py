@@ -49,19 +49,20 @@ class SearchOrder:
         space = Space.of(host_plan)
         started = self.clock()
         spent_before = float(self.log.get("spent_s", 0.0))
-        for step in space.baselines:
-            pending = [p for p in space.points(step) if p.point_id not in done]
+        for baseline in space.baselines:
+            pending = [p for p in space.points(baseline) if p.point_id not in done]
             if pending:
-                yield Work(step, pending)
+                yield Work(baseline, pending)
         strategy = make_strategy(
             space, self.search, self.run_dir / STUDY_FILE, f"{self.plan.spec.name}-{host_plan.name}"
         )
         remember = getattr(strategy, "remember", None)
         if remember is not None:
-            for step in space.candidates:
-                rows = self._rows(space, step, done)
-                if rows and all(r is not None for r in self._point_rows(space, step, done)):
-                    remember(step, self._score(rows))
+            for candidate in space.candidates:
+                rows = self._rows(space, candidate, done)
+                recorded = self._point_rows(space, candidate, done)
+                if rows and all(r is not None for r in recorded):
+                    remember(candidate, self._score(rows))
         while True:
             step = strategy.ask()
             if step is None:

@@ -16,7 +16,7 @@ import random
 from pathlib import Path
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.samplers import TPESampler
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -39,7 +39,9 @@ class Tpe:
     def __init__(self, space: Space, search: SearchSpec, storage: Path | None, name: str) -> None:
         optuna.logging.set_verbosity(logging.WARNING)
         self.space = space
-        self.axes = {k: CategoricalDistribution(v) for k, v in space.axes().items()}
+        self.axes: dict[str, BaseDistribution] = {
+            k: CategoricalDistribution(v) for k, v in space.axes().items()
+        }
         self.by_params = space.by_params()
         self.goal = search.objective.goal
         self.random = random.Random(search.seed)
