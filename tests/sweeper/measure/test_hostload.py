@@ -36,6 +36,7 @@ def test_a_cpu_hog_outside_the_sweep_makes_the_host_busy() -> None:
     assert hog_cores > 0.1
     assert abs(others["host_other_cpu"] - ours["host_other_cpu"] - hog_cores) < 0.1
 
+
 def test_snapshot_parses_proc_and_gpus() -> None:
     text = "\n".join(
         [
