@@ -31,12 +31,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
 from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
-from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.verify import (
     RowSampling,
     Verdict,

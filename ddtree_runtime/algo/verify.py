@@ -84,4 +84,3 @@ def unverified_choices(tree: TreeBatch, choices: torch.Tensor) -> torch.Tensor:
                 seen.add(parent)  # nodes follow their parents, so the first seen is first child
                 out[row, parent] = tokens[row][node]
     return out
-
