@@ -63,7 +63,7 @@ class NearTieRate:
 
 
 def _greedy(row: Mapping[str, Any]) -> bool:
-    value = row.get("temperature")
+    value: Any = row.get("temperature")
     return is_missing(value) or float(value) == 0.0
 
 
