@@ -23,6 +23,8 @@ from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
 State = Literal["ok", "infeasible", "failed"]
+#: Ratios of two measurements: not trusted when either was taken on a busy host.
+SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
 #: Two-sided 95% Student t quantiles by degrees of freedom (1..10); beyond, the normal's.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
@@ -138,6 +140,9 @@ def score(
     interval = Interval.of(samples) if samples and not problem else None
     regimes = separate_regimes(samples)
     busy = any(r.get("host_busy") is True for r in selected)
+    untrusted = any(r.get("host_busy") is True or r.get("baseline_busy") is True for r in selected)
+    if not problem and objective.column in SPEEDUPS and untrusted:
+        problem = "withheld: a speedup measured on a busy host (it or its baseline)"
     if bad:
         reason = "determinism " + ", ".join(bad)
         return Score("infeasible", reason, interval, samples, regimes, busy)

@@ -7,7 +7,8 @@ host `nvidia-smi`): the CPU other processes used (in cores, averaged over the po
 whole machine's busy time minus the sweep's own processes (the server's tree, and on the local
 host the controller's tree with its load-client processes). A point is `host_busy` when others
 used at least `BUSY_CORES` cores (or a quarter of the CPUs, whichever is more), or when another
-process held the GPU. A busy point (or one compared with a busy baseline) gets no speedup.
+process held the GPU. Its numbers are kept, marked; `sweeper best` withholds a speedup measured
+on a busy host (either side of the ratio).
 """
 
 from __future__ import annotations

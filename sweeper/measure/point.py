@@ -75,7 +75,8 @@ def measured_point(
     Requests cut off by an open loop's duration (never sent, or still in flight after the
     grace) are SLO misses, not failures: the point fails only for requests that ended in an
     error. A client-bound point (or one compared with a client-bound baseline) gets no speedup:
-    its numbers describe the client; nor does a point measured on a busy host (`host_load`).
+    its numbers describe the client. `host_load` (`sweeper.measure.hostload`) flags a busy host,
+    and `baseline_busy` a baseline measured on one: their speedups are kept but not trusted.
     """
     rows = [
         {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
@@ -103,10 +104,11 @@ def measured_point(
     numbers.update(goodput_columns(rows, slo, result.wall_s))
     numbers.update(latency_speedups(numbers, baseline_point))
     numbers.update(check_columns(result.check, result.processes))
+    if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
+        numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
     numbers.update(host_load or {})
-    for flag in ("client_bound", "host_busy"):  # numbers of the client / of a busy machine
-        if _flag(numbers.get(flag)) or _flag((baseline_point or {}).get(flag)):
-            numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
+    if baseline_point is not None and "host_busy" in baseline_point:
+        numbers["baseline_busy"] = _flag(baseline_point.get("host_busy"))
     numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))
     sources = {r.get("token_ids_source") or "engine" for r in rows}
     numbers["token_ids_source"] = next(

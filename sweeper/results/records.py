@@ -226,11 +226,13 @@ class PointRecord(ExposureColumns, _PointColumns):
     exposure_note: str = ""
     # The host during the measured requests (`sweeper.measure.hostload`): CPU cores other
     # processes than the sweep's used, the host's CPUs, GPU utilisation (%) and memory (MiB) on a
-    # GPU host; a busy point (or one compared with a busy baseline) gets no speedup.
+    # GPU host; whether this point or its AR baseline point was measured on a busy host (a
+    # speedup of either is withheld by `best` and marked in the report).
     host_other_cpu: float | None = None
     host_cpus: int | None = None
     host_busy: bool | None = None
     host_busy_reason: str = ""
+    baseline_busy: bool | None = None
     gpu_util: float | None = None
     gpu_mem_mib: float | None = None
 

@@ -58,6 +58,10 @@ def test_failed_client_bound_and_slo_constraints() -> None:
     missed = score([_row(4, 9.0, meets_slo=False)], ObjectiveSpec(), slo)
     assert missed.state == "infeasible" and "SLO at t0-c1" in missed.reason
     assert score([_row(4, 9.0, meets_slo=True)], ObjectiveSpec(), slo).state == "ok"
+    busy = [_row(4, 9.0, speedup=1.5, host_busy=False, baseline_busy=True)]
+    withheld = score(busy, ObjectiveSpec(column="speedup"))
+    assert withheld.state == "failed" and withheld.reason.startswith("withheld: a speedup")
+    assert score(busy, ObjectiveSpec()).state == "ok"  # its own tok/s: kept, only marked
     at = score([_row(4, 9.0), _row(4, 5.0, conc=2)], ObjectiveSpec(at=["t0-c2"]))
     assert at.value == 5.0
 
