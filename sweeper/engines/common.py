@@ -8,6 +8,7 @@ not place become `--key-with-dashes value` flags, in spec order, after the setti
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from secrets import token_hex
@@ -102,14 +103,29 @@ def api_path(spec: RequestSpec) -> str:
     return "/v1/chat/completions" if spec.chat else "/v1/completions"
 
 
+#: Pauses between tries of a proof read that failed in transport (three tries in all).
+TRANSPORT_RETRY_S = (0.5, 1.5)
+
+
 def get_json(client: httpx.Client, url: str) -> Any:
-    """GET a JSON document; EngineError with the reason when it cannot be had."""
-    try:
-        resp = client.get(url, timeout=10.0)
-        resp.raise_for_status()
-        return resp.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise EngineError(f"{url} unreadable: {exc}") from exc
+    """GET a JSON document; EngineError with the reason when it cannot be had.
+
+    The server was seen healthy just before, so a transport failure (a reset, a dropped tunnel
+    channel on a loaded login host) is tried again twice: it says nothing about who answers,
+    and a proof failed for it would fail a whole server config. An HTTP error status or a body
+    that is not JSON is an answer, and fails at once."""
+    for pause in (*TRANSPORT_RETRY_S, None):
+        try:
+            resp = client.get(url, timeout=10.0)
+            resp.raise_for_status()
+            return resp.json()
+        except httpx.TransportError as exc:
+            if pause is None:
+                raise EngineError(f"{url} unreadable: {exc}") from exc
+            time.sleep(pause)
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EngineError(f"{url} unreadable: {exc}") from exc
+    raise AssertionError("unreachable")
 
 
 def same_value(want: Any, got: Any) -> bool:
