@@ -111,3 +111,24 @@ def test_tpe_keeps_its_budget_and_resume_continues_the_study(tmp_path: Path, por
     assert (run / STUDY_FILE).stat().st_size > 0
     found = best_of(points.to_dict("records"), ObjectiveSpec())
     assert found is not None and found[0] != WRONG
+
+
+def test_halving_restarts_the_best_on_fresh_rungs(tmp_path: Path, port: int) -> None:
+    """Successive halving live: 8 configs once (the wrong one infeasible), the best 4 of the 7
+    again, then 2, then 1; a rung's restart is a point of its own (`-rs<k>`), compared with the
+    plan's AR baseline."""
+    search = {"strategy": "halving", "eta": 2, "seed": 0}
+    spec = _spec(tmp_path, port, search, "halving")
+    done = _run("run", str(spec), "--results", str(tmp_path / "r"), "--plain")
+    assert done.returncode == 4, done.stderr[-3000:]  # the planted config's violation
+    run = _last_line(done.stdout)
+    points = load_points(run)
+    assert points is not None and not points["point_id"].duplicated().any()
+    rungs = points[points["mode"] == "speculative"].groupby("restart")["server_config_id"].nunique()
+    assert list(rungs) == [8, 4, 2, 1]
+    last = points[points["restart"] == 3]
+    assert set(last["budget"]) == {16} and set(last["topk"]) == {2}  # the fastest correct one
+    assert set(last["point_id"].str.contains("-rs3-")) == {True}
+    assert last["speedup"].notna().all()  # compared with the AR baseline of the plan
+    best = _run("best", str(run))
+    assert f"winner {BEST}" in best.stdout and "n=4" in best.stdout, best.stdout
