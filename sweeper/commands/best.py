@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 
 from sweeper.analysis.best import Entry, Ranking, rank
 from sweeper.analysis.objective import Interval, Score
@@ -40,10 +41,13 @@ def command(
     if objective is not None:
         column, _, goal = objective.partition(":")
         goals = {"": chosen.goal, "max": "maximize", "min": "minimize"}
+        if goal not in goals:
+            typer.echo(f"error: --objective {objective}: the goal is :min or :max", err=True)
+            raise typer.Exit(EXIT_BAD_SPEC)
         try:
             chosen = ObjectiveSpec(column=column, goal=goals[goal])
-        except (KeyError, ValueError) as exc:
-            typer.echo(f"error: --objective {objective}: {exc}", err=True)
+        except ValidationError as exc:
+            typer.echo(f"error: --objective {objective}: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(EXIT_BAD_SPEC) from None
     try:
         rankings = rank(points.to_dict("records"), chosen, constraints, at or None)

@@ -7,6 +7,6 @@ already measured (`sweeper.analysis.objective`), and stops at the budget. `previ
 """
 
 from sweeper.search.driver import SearchOrder
-from sweeper.search.preview import preview
+from sweeper.search.preview import plan_problems, preview
 
-__all__ = ["SearchOrder", "preview"]
+__all__ = ["SearchOrder", "plan_problems", "preview"]

@@ -51,3 +51,17 @@ def preview(plan: Plan, first: int = 8) -> list[str]:
             f"{len(space.candidates)} candidates: {', '.join(tried) or 'none'}{more}"
         )
     return lines
+
+
+def plan_problems(plan: Plan) -> list[str]:
+    """What in the search names something the plan does not have (request configs of `at`)."""
+    search = plan.spec.search
+    if search is None:
+        return []
+    known = {rc.id for host in plan.hosts for step in host.steps for rc in step.request_configs}
+    return [
+        f"search.objective.at[{index}]: no request config {name!r} in the plan "
+        f"(it has {', '.join(sorted(known))})"
+        for index, name in enumerate(search.objective.at)
+        if name not in known
+    ]

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
-from sweeper.results.records import PointRecord
+from sweeper.results.records import CONFIG_COLUMNS, PointKey, PointRecord
 from sweeper.spec.base import NonEmptyStr, StrictModel
 from sweeper.spec.errors import problem
 
@@ -28,11 +28,13 @@ Goal = Literal["maximize", "minimize"]
 def numeric_point_columns() -> list[str]:
     """The point columns an objective may name: numbers a point record carries."""
     numeric = ("float", "int")
+    configs = {*PointKey.model_fields, *CONFIG_COLUMNS}  # what a point is, not what it measured
     return [
         name
         for name, info in PointRecord.model_fields.items()
         if any(kind in str(info.annotation) for kind in numeric)
         and "list" not in str(info.annotation)
+        and name not in configs
     ]
 
 
@@ -46,11 +48,9 @@ class ObjectiveSpec(StrictModel):
 
     @model_validator(mode="after")
     def _known_column(self) -> ObjectiveSpec:
-        columns = numeric_point_columns()
-        if self.column not in columns:
-            message = (
-                f"{self.column!r} is not a numeric point column (e.g. {', '.join(columns[:6])})"
-            )
+        if self.column not in numeric_point_columns():
+            examples = "output_tok_s, speedup, e2e_speedup, goodput_rps, ttft_p90"
+            message = f"{self.column!r} is not a numeric point column (e.g. {examples})"
             raise problem(message, at=("column",))
         return self
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from sweeper.analysis.objective import Interval, Score
 from sweeper.plan import Step, build_plan
-from sweeper.search import preview
+from sweeper.search import plan_problems, preview
 from sweeper.search.space import Space
 from sweeper.search.strategies import Halving, InOrder, make_strategy
 from sweeper.spec import parse_spec
@@ -89,3 +89,7 @@ def test_restarts_in_the_plan_and_the_preview() -> None:
     )
     first = lines[2].split("candidates: ")[1].removesuffix(" (then by the model)").split(", ")
     assert len(first) == 3 and len(set(first)) == 3
+    wrong = _plan("search: {objective: {at: [t0-c1, t0-c8]}}")
+    assert plan_problems(wrong) == [
+        "search.objective.at[1]: no request config 't0-c8' in the plan (it has t0-c1, t0-c2)"
+    ]
