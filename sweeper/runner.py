@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.engines.base import Engine
+from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.drive import drive_point, records_tokens
 from sweeper.measure.hostload import HostProbe
+from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
     Counters,
@@ -49,18 +50,6 @@ from sweeper.serving import StartFailed, host_facts, host_lost, identity_record,
 from sweeper.serving import base_url as serving_url
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
-
-EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
-
-
-def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
-    """4 if any determinism violation, else 3 if any point failed, else 0."""
-    rows = list(points.values())
-    if any(p.get("determinism") in VIOLATIONS for p in rows):
-        return EXIT_VIOLATION
-    if any(p.get("status") != "ok" for p in rows):
-        return EXIT_FAILED
-    return EXIT_OK
 
 
 @dataclass
@@ -91,6 +80,8 @@ class Runner:
     overhead_s: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _errors: list[str] = field(default_factory=list)
+    #: Writing the results failed (disk full...): the run ends failed, raising it again.
+    _io_error: OSError | None = None
     #: An earlier run's AR points as the baseline (`runtime.baseline_run`), when given.
     earlier: EarlierBaseline | None = None
     #: point id -> the backend and instance serving it, for the placement columns of its record
@@ -98,10 +89,14 @@ class Runner:
     _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
     #: Which configs to run, one at a time, instead of the plan's order (a search's driver).
     order: Callable[[HostPlan, dict[str, dict[str, Any]]], Iterable[Work]] | None = None
+    #: What the prompts need from a served model (synthetic ids, later turns' histories).
+    inputs: Inputs | None = None
 
     def __post_init__(self) -> None:
-        if self.spec.runtime.baseline_run and self.earlier is None:
-            self.earlier = EarlierBaseline(Path(self.spec.runtime.baseline_run))
+        earlier = self.spec.runtime.baseline_run
+        if earlier and self.earlier is None:
+            self.earlier = EarlierBaseline(Path(earlier))
+        self.inputs = Inputs(self.spec.workload, self.store.dir, self.engine, earlier)
 
     # -- whole run ---------------------------------------------------------------------------
 
@@ -129,9 +124,12 @@ class Runner:
         code = exit_code_for(points)
         if self.stop_event.is_set():
             status, code = "interrupted", EXIT_INTERRUPTED
-        elif self._errors:
-            status, code = "failed", EXIT_FAILED
-        self.store.finish(points, status, code, time.monotonic() - started)
+        elif self._errors:  # the sweeper's own I/O error (disk full...) is not a point's
+            status, code = "failed", EXIT_IO if self._io_error else EXIT_FAILED
+        error = "; ".join(self._errors) or None
+        self.store.finish(points, status, code, time.monotonic() - started, error=error)
+        if self._io_error is not None:
+            raise self._io_error
         return code
 
     def _stop_all(self, final: bool = False) -> None:
@@ -150,6 +148,7 @@ class Runner:
             self._run_host(host_plan)
         except Exception as exc:  # noqa: BLE001 - a host's crash must not hide the others
             self._errors.append(f"{host_plan.name}: {type(exc).__name__}: {exc}")
+            self._io_error = exc if isinstance(exc, OSError) else self._io_error
             self.progress.status(host_plan.name, f"error: {exc}")
         finally:
             self.progress.host_done(host_plan.name)
@@ -264,7 +263,7 @@ class Runner:
             return None
         state = _Step(base_url=serving_url(backend, launch.url or launch.port, tunnel))
         state.instance = instance
-        tail = lambda: self._log_tail(backend)  # noqa: E731
+        tail = lambda: backend.service.logs(None)[0][-LOG_TAIL_CHARS:]  # noqa: E731
         try:
             waited = wait_healthy(
                 backend.service, state.base_url, deadline, path=engine.health_path, log_tail=tail
@@ -318,6 +317,7 @@ class Runner:
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
             after_warmup=lambda: [f() for f in (counters.start, probe.start)],
+            inputs=self.inputs,
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -354,11 +354,8 @@ class Runner:
         if sc.mode == "ar":
             baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
-        detail = (
-            f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
-            if record.status == "ok"
-            else record.reason
-        )
+        detail = f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
+        detail = detail if record.status == "ok" else record.reason
         self.progress.point_done(host, point.point_id, record.status, detail)
         return record.model_dump()
 
@@ -391,7 +388,3 @@ class Runner:
             point = placed(point, *serving)
         with self._lock:
             self.store.commit_point(point, requests)
-
-    @staticmethod
-    def _log_tail(backend: Backend) -> str:
-        return backend.service.logs(None)[0][-LOG_TAIL_CHARS:]

@@ -42,6 +42,17 @@ class RequestSpec:
     top_p: float | None = None
     #: Chat messages ({"role", "content"}); when absent, `prompt` is one user message.
     messages: tuple[dict[str, str], ...] | None = None
+    #: The prompt as token ids (completions): an exact input length, no tokenizer in between.
+    prompt_token_ids: tuple[int, ...] | None = None
+    #: Length control, sent only to an engine that takes it (`length_control`).
+    ignore_eos: bool = False
+    min_tokens: int | None = None
+    #: Where the prompt came from (request columns and diagnosis factors).
+    dataset: str | None = None
+    category: str | None = None
+    turn: int | None = None
+    #: The output length the workload asked to hold (None: an answer may end at EOS).
+    hold_tokens: int | None = None
 
 
 @dataclass(frozen=True)

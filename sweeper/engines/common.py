@@ -93,9 +93,15 @@ def openai_body(spec: RequestSpec, model: str | None) -> dict[str, Any]:
             body["logprobs"] = True
             body["top_logprobs"] = 2
     else:
-        body["prompt"] = spec.prompt
+        body["prompt"] = (
+            list(spec.prompt_token_ids) if spec.prompt_token_ids is not None else spec.prompt
+        )
         if spec.temperature == 0:
             body["logprobs"] = 2
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    if spec.min_tokens:
+        body["min_tokens"] = spec.min_tokens
     return body
 
 

@@ -80,6 +80,8 @@ class DDTreeRuntime:
     name = "ddtree_runtime"
     launched = True
     health_path = "/health"
+    #: Output-length fields it takes (the bundled runtime takes both, under vLLM's names).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None) -> None:
         self.runtime = runtime

@@ -107,6 +107,9 @@ class OpenAIEndpoint:
     name = "openai"
     launched = False
     health_path = "/v1/models"
+    #: Output-length fields it takes: none assumed of an endpoint nobody here wrote (what it
+    #: returns is checked against the asked length instead).
+    length_control: tuple[str, ...] = ()
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
         self.runtime = runtime

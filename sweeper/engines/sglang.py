@@ -107,6 +107,8 @@ class SGLang(ModuleServer):
 
     name = "sglang"
     health_path = "/health"
+    #: Output-length fields it takes (SGLang's OpenAI server takes both as extra sampling fields).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
     module = "sglang.launch_server"
     model_flag = "--model-path"
     cuda_graph_off = tuple(CUDA_GRAPH_OFF)

@@ -106,6 +106,7 @@ class ChunkReader:
             "tau": self.acceptance.get("tau"),
             "verify_rounds": self.acceptance.get("verify_rounds"),
             "token_ids_source": self.ids_source,
+            "prompt_tokens": self.usage.get("prompt_tokens"),
         }
 
     def usage_mismatch(self) -> str | None:

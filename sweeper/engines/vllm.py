@@ -87,6 +87,8 @@ class VLLM(ModuleServer):
 
     name = "vllm"
     health_path = "/health"
+    #: Output-length fields it takes (vLLM's OpenAI server takes both as extra sampling fields).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
     module = "vllm.entrypoints.openai.api_server"
     model_flag = "--model"
     cuda_graph_off = tuple(CUDA_GRAPH_OFF)

@@ -17,6 +17,7 @@ from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
 from sweeper.measure.exposure import point_exposure
+from sweeper.measure.lengths import point_lengths, request_columns
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
@@ -79,7 +80,14 @@ def measured_point(
     and `baseline_busy` a baseline measured on one: their speedups are kept but not trusted.
     """
     rows = [
-        {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
+        {
+            **key,
+            "prompt_id": spec.prompt_id,
+            "repeat": spec.repeat,
+            "seed": spec.seed,
+            **rec,
+            **request_columns(spec, rec),
+        }
         for spec, rec in result.records
     ]
     errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
@@ -104,6 +112,7 @@ def measured_point(
     numbers.update(goodput_columns(rows, slo, result.wall_s))
     numbers.update(latency_speedups(numbers, baseline_point))
     numbers.update(check_columns(result.check, result.processes))
+    numbers.update(point_lengths(result.records))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
         numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
     numbers.update(host_load or {})

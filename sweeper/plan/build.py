@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.engines.kinds import LAUNCHED
+from sweeper.plan.checks import guard_size, review, same_request
 from sweeper.plan.model import HostPlan, Plan, RequestConfig, ServerConfig, Step
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
@@ -28,6 +29,7 @@ from sweeper.spec.grid import LOAD_KEYS
 
 def build_plan(spec: Spec) -> Plan:
     """Expand the grid, drop redundant points with notes, order and assign to hosts."""
+    guard_size(spec)
     grid = spec.grid
     extra_keys = list(grid.extra_flags())
     shape = _Shape.of(spec)
@@ -61,6 +63,7 @@ def build_plan(spec: Spec) -> Plan:
         request = _request_config(combo, spec)
         entry = by_server.setdefault(server.id, (server, {}))
         if request.id in entry[1]:
+            same_request(entry[1][request.id], request)
             drops[_duplicate_reason(combo)] += 1
             continue
         entry[1][request.id] = request
@@ -72,7 +75,8 @@ def build_plan(spec: Spec) -> Plan:
 
     notes = [f"dropped {n} point{'s' if n != 1 else ''}: {reason}" for reason, n in drops.items()]
     host_plans = _assign_hosts(spec, ar_configs, spec_configs, notes)
-    return Plan(spec, tuple(host_plans), tuple(notes))
+    plan = Plan(spec, tuple(host_plans), tuple(notes))
+    return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 
 
 def _matches(grid: GridSpec, rule: Mapping[str, Any], combo: Mapping[str, Any]) -> bool:

@@ -33,7 +33,10 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, float):
-        return format(value, "g")
+        # "g" keeps 6 digits, so 0.1234561 and 0.1234562 would share an id (and one point
+        # would silently replace the other); the shortest exact form when "g" loses digits.
+        short = format(value, "g")
+        return short if float(short) == value else repr(value)
     return str(value)
 
 

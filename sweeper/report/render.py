@@ -22,6 +22,7 @@ from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.labels import load_label
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
+from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
@@ -189,6 +190,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             charts=all_charts(view),
             comparison=comparison,
             diagnosis=load_diagnosis(view.run_dir, view.manifest.get("follows")),
+            datasets=dataset_section(view.run_dir, view.points),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )

@@ -112,6 +112,10 @@ class RequestRecord(ExposureColumns, _PointColumns):
     """One measured request (README: requests columns); key, configs, exposure, then its own."""
 
     prompt_id: str = _factor("level", ...)
+    #: Where the prompt came from (`workload.datasets`): its dataset, category and turn.
+    dataset: str | None = _factor("level")
+    category: str | None = _factor("level")
+    turn: int | None = _factor("level")
     repeat: int
     seed: int | None = None
     ttft: float | None = None
@@ -124,6 +128,13 @@ class RequestRecord(ExposureColumns, _PointColumns):
     sha256: str = ""
     text: str = ""
     finish_reason: str | None = None
+    #: Input tokens as the server counted them (its usage), and as the workload asked them
+    #: (synthetic prompts: None otherwise).
+    prompt_tokens: int | None = None
+    asked_input_tokens: int | None = None
+    #: The output length asked to be held, and whether the answer held it (None: not asked).
+    asked_output_tokens: int | None = None
+    length_held: bool | None = None
     error: str | None = None
     #: Where `token_ids` came from: `engine`, `logprobs`, or `approximate` (re-tokenized text).
     token_ids_source: str = "engine"
@@ -200,6 +211,10 @@ class PointRecord(ExposureColumns, _PointColumns):
     client_bound: bool | None = None
     client_bound_reason: str = ""
     client_processes: int | None = None
+    #: Requests whose asked output length was not held (the engine takes no ignore_eos /
+    #: min_tokens, or ignored them), and why, in words.
+    lengths_not_held: int = 0
+    length_note: str = ""
     #: The busiest client process's CPU time over wall time.
     client_cpu_share: float | None = None
     #: The worst client process's event-loop lag percentiles (seconds).
@@ -332,6 +347,8 @@ class Manifest(BaseModel):
     resumed_at: list[str] = Field(default_factory=list)
     status: RunStatus = "running"
     exit_code: int | None = None
+    #: Why a failed run stopped (a host's error, the disk full...), None otherwise.
+    error: str | None = None
     points_total: int = 0
     points_done: int = 0
     points_ok: int = 0

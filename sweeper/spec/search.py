@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictBool, StrictInt, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from sweeper.results.records import CONFIG_COLUMNS, PointKey, PointRecord
-from sweeper.spec.base import NonEmptyStr, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Number, StrictModel
 from sweeper.spec.errors import problem
 
 Strategy = Literal["grid", "random", "tpe", "halving"]
@@ -65,8 +65,8 @@ class ConstraintsSpec(StrictModel):
 class SearchBudget(StrictModel):
     """When to stop: after this many restarts (the AR baseline's included) or hours."""
 
-    restarts: Annotated[StrictInt, Field(ge=1)] | None = None
-    hours: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    restarts: Annotated[Int, Field(ge=1)] | None = None
+    hours: Annotated[Number, Field(gt=0)] | None = None
 
     @model_validator(mode="after")
     def _something(self) -> SearchBudget:
@@ -84,8 +84,8 @@ class SearchSpec(StrictModel):
     #: None: until the strategy has tried every config it wants.
     budget: SearchBudget | None = None
     #: Seeds the random order, TPE's sampler and halving's first rung.
-    seed: StrictInt = 0
+    seed: Int = 0
     #: TPE: random trials before the model takes over.
-    startup_trials: Annotated[StrictInt, Field(ge=1)] = 4
+    startup_trials: Annotated[Int, Field(ge=1)] = 4
     #: Halving: keep the best 1/eta of each rung for the next.
-    eta: Annotated[StrictInt, Field(ge=2)] = 3
+    eta: Annotated[Int, Field(ge=2)] = 3
