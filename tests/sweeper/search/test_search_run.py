@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 DELAYS = {
     "budget=8,topk=2": 0.002,
     "budget=16,topk=2": 0.004,
-    "budget=16": 0.006,
+    "budget=16": 0.008,
     "budget=8": 0.012,
     "budget=4": 0.016,
     "budget=2": 0.02,
@@ -131,4 +131,5 @@ def test_halving_restarts_the_best_on_fresh_rungs(tmp_path: Path, port: int) -> 
     assert set(last["point_id"].str.contains("-rs3-")) == {True}
     assert last["speedup"].notna().all()  # compared with the AR baseline of the plan
     best = _run("best", str(run))
-    assert f"winner {BEST}" in best.stdout and "n=4" in best.stdout, best.stdout
+    level = best.stdout.splitlines()[1]  # the winner, or the first two inside the noise
+    assert f"{BEST} " in level and "n=4" in level.split(BEST)[1][:60], best.stdout
