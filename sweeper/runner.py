@@ -1,7 +1,8 @@
 """The one place that knows the order of a sweep.
 
 Per host (hosts in parallel, one thread each): for each server config, AR baseline first:
-stop the previous instance -> start -> readiness + identity -> for each request config: measure
+stop the previous instance -> start -> readiness + identity -> negotiation (what the build gives:
+ids, acceptance, margins) -> for each request config: measure
 -> record. A Slurm host's configs are shared by its workers, one allocation each
 (`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
 mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes
@@ -36,6 +37,7 @@ from sweeper.measure.readiness import (
     Identity,
     ReadinessError,
     Where,
+    negotiate,
     prove_identity,
     wait_healthy,
 )
@@ -46,23 +48,11 @@ from sweeper.results.records import PointRecord, RequestRecord, RunStatus
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import Instance, ServiceError
 from sweeper.services.backends import Backend
+from sweeper.serving import Serving as _Step
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.serving import base_url as serving_url
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
-
-
-@dataclass
-class _Step:
-    """What one host thread knows about the instance currently serving."""
-
-    base_url: str = ""
-    identity: Identity | None = None
-    log_cursor: str | None = None
-    warm: bool = False
-    #: The served model name requests must carry (OpenAI's required `model`).
-    model: str | None = None
-    instance: Instance | None = None
 
 
 @dataclass
@@ -270,11 +260,12 @@ class Runner:
             )
             where = Where(backend.host, backend.python, backend.sudo)
             identity = prove_identity(engine, state.base_url, instance, sc, where, previous)
+            identity = negotiate(engine, state.base_url, sc, identity, self.spec.workload)
         except ReadinessError as exc:
             if self.stop_event.is_set():
                 return None
             raise StartFailed(exc.reason, exc.log_tail or tail()) from None
-        state.identity = identity
+        state.identity, state.engine = identity, engine.bind(identity.capabilities)
         state.model = identity.model or self.spec.runtime.model
         facts = host_facts(
             backend, host, self.engine.name, identity, self.store.manifest.hosts.get(host)
@@ -305,15 +296,15 @@ class Runner:
         t0 = time.monotonic()
         started_at = utc_now()
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
-        workload = self.spec.workload
-        counters = Counters(self.engine, state.base_url)
+        workload, engine = self.spec.workload, state.engine or self.engine
+        counters = Counters(engine, state.base_url)
         probe = HostProbe(backend.host, state.instance.pid if state.instance else None)
         result = drive_point(
             state.base_url,
             point,
             workload,
             self.spec.runtime,
-            self.engine,
+            engine,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
             after_warmup=lambda: [f() for f in (counters.start, probe.start)],
@@ -348,6 +339,8 @@ class Runner:
             log_text=log_text,
             acceptance=acceptance,
             slo=self.spec.slo,
+            capabilities=engine.capabilities,
+            speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
             host_load=probe.columns(),
         )
         self._commit(record, requests)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis.compare import Comparison, compare_dirs, parse_threshold, sweep_differences
+from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.commands.repair import rebuild_note
 from sweeper.exit_codes import EXIT_BAD_SPEC as EXIT_USAGE
 from sweeper.exit_codes import EXIT_REGRESSION
@@ -96,6 +97,9 @@ def command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.
-    print_table(comparison, Console(width=None if sys.stdout.isatty() else 160), everything)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    print_table(comparison, console, everything)
+    for note in describe(indistinguishable_in(run_b)):
+        console.print(note, markup=False)
     if comparison.regressed:
         raise typer.Exit(EXIT_REGRESSION)

@@ -77,9 +77,10 @@ def render(
         steps, hidden = _cut(list(host.steps), limit)
         left_out += hidden
         for number, step in enumerate(steps, start=1):
+            covers = step.server_config.covers
             table.add_row(
                 str(number),
-                step.server_config.label,
+                step.server_config.label + (f" (also {', '.join(covers)})" if covers else ""),
                 step.server_config.id,
                 ", ".join(rc.id for rc in step.request_configs),
             )

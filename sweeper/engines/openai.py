@@ -31,6 +31,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
+from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_openai
 from sweeper.engines.common import api_path, openai_body
 from sweeper.engines.sglang import SGLangReader
 from sweeper.engines.stream import ChunkReader
@@ -101,7 +102,7 @@ def _logprob_ids(logprobs: Mapping[str, Any], chat: bool) -> list[int]:
     return ids
 
 
-class OpenAIEndpoint:
+class OpenAIEndpoint(Negotiated):
     """See the module docstring."""
 
     name = "openai"
@@ -155,8 +156,17 @@ class OpenAIEndpoint:
             unproven=UNPROVEN + (() if version else ("what software the server is",)),
         )
 
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        speculative = server_config.mode == "speculative"
+        return negotiate_openai(
+            self, client, base_url, speculative, probe, model, recovers_ids=True
+        )
+
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model)
+        body = openai_body(spec, model, margins=self.margins_allowed())
         if self._current in ("vllm", "ddtree_runtime"):
             body["return_token_ids"] = True
         elif self._current == "sglang":

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from sweeper.engines.base import Engine, HttpRequest, RequestSpec
+from sweeper.engines.capabilities import error_message
 
 
 def token_sha256(token_ids: list[int]) -> str:
@@ -52,11 +53,7 @@ async def stream_request(
         ) as resp:
             if resp.status_code != 200:
                 raw = (await resp.aread()).decode("utf-8", "replace")
-                try:
-                    message = json.loads(raw)["error"]["message"]
-                except (ValueError, KeyError, TypeError):
-                    message = raw[:500]
-                error = f"HTTP {resp.status_code}: {message}"
+                error = f"HTTP {resp.status_code}: {error_message(raw)}"
             else:
                 async for line in resp.aiter_lines():
                     if not line.startswith("data:"):
@@ -66,7 +63,7 @@ async def stream_request(
                         break
                     chunk = json.loads(data)
                     if chunk.get("error"):
-                        error = str(chunk["error"].get("message", chunk["error"]))
+                        error = error_message(data)
                         break
                     if reader.feed(chunk):
                         now = time.perf_counter()

@@ -61,6 +61,22 @@ def point_prompts(
     )
 
 
+def probe_spec(workload: WorkloadSpec) -> RequestSpec:
+    """The workload's first prompt with text, greedy: the shape of a server's negotiation probe
+    (a fixed short text where every prompt is synthetic: its ids are resolved later)."""
+    written = [p for p in workload.prompts if p.text or p.messages][:1]
+    if not written:
+        return RequestSpec("probe", "Hello.", workload.max_tokens, 0.0, chat=workload.api == "chat")
+    return expand_requests(
+        written,
+        repeats=1,
+        max_tokens=workload.max_tokens,
+        temperature=0.0,
+        seed=None,
+        chat=workload.api == "chat",
+    )[0]
+
+
 def point_load(rc: RequestConfig, workload: WorkloadSpec) -> Load:
     """How the point's requests are sent: its closed loop, or its open loop's schedule."""
     offered = len(workload.prompts) * workload.repeats

@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple
 
 from sweeper.spec import SERVER_KEYS, HostSpec, Spec, WorkloadSpec
@@ -44,6 +44,8 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9.]+")
 
 
 Mode = Literal["ar", "speculative"]
+#: The param of the AR config started as the speed baseline (`runtime.speed_baseline`).
+SPEED_BASELINE = "speed_baseline"
 #: How the named speculative keys read in a label.
 _LABEL_PREFIX = {"budget": "b", "topk": "k", "block_size": "bs"}
 
@@ -62,6 +64,9 @@ class ServerConfig:
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
     #: Which restart of the same server (`repeats.restarts`, halving's rungs): 0 is the first.
     restart: int = 0
+    #: Labels of other configs the engine's rules make this same behaviour (measured once,
+    #: reported under each: `sweeper.engines.effective`).
+    covers: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -84,18 +89,20 @@ class ServerConfig:
 
     def again(self, restart: int) -> ServerConfig:
         """The same server, started anew as restart number `restart`."""
-        return ServerConfig.make(self.mode, self.params, self.speculative_keys, restart)
+        made = ServerConfig.make(self.mode, self.params, self.speculative_keys, restart)
+        return replace(made, covers=self.covers)
 
     @property
     def extra_params(self) -> dict[str, Any]:
         """Parameters beyond the named server keys and the tree keys (extra runtime flags)."""
-        return {k: v for k, v in self.params.items() if k not in (*SERVER_KEYS, *_LABEL_PREFIX)}
+        skip = (*SERVER_KEYS, *_LABEL_PREFIX, SPEED_BASELINE)
+        return {k: v for k, v in self.params.items() if k not in skip}
 
     @property
     def label(self) -> str:
         """Readable id part: `b16-k4-bs8-cg1`, `ar-cg1`; extra flags appended with a hash."""
         if self.mode == "ar":
-            parts = ["ar"]
+            parts = ["ar", "speed"] if self.params.get(SPEED_BASELINE) else ["ar"]
         else:
             parts = [
                 f"{p}{_fmt(self.params[k])}" for k, p in _LABEL_PREFIX.items() if k in self.params
@@ -125,8 +132,9 @@ class ServerConfig:
         return _short_hash({**self.flags, "restart": self.restart} if self.restart else self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
-        return {**out, "restart": self.restart} if self.restart else out
+        out: dict[str, Any] = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        out = {**out, "restart": self.restart} if self.restart else out
+        return {**out, "covers": list(self.covers)} if self.covers else out
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,8 @@ class Point:
     request_config: RequestConfig
     #: The AR point this one is compared with (same host, flags, request config); None for AR.
     baseline_point_id: str | None = None
+    #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
+    speed_baseline_point_id: str | None = None
 
     @property
     def point_id(self) -> str:
@@ -239,6 +249,7 @@ class Point:
             "server_config": self.server_config.to_dict(),
             "request_config": self.request_config.to_dict(),
             "baseline_point_id": self.baseline_point_id,
+            "speed_baseline_point_id": self.speed_baseline_point_id,
         }
 
 
@@ -277,10 +288,13 @@ class HostPlan:
         for step in self.steps:
             sc = step.server_config
             for rc in step.request_configs:
-                baseline = None
+                baseline = speed = None
                 if sc.mode != "ar":
                     baseline = baselines.get((sc.baseline_key, rc.comparison_key))
-                yield Point(self.name, sc, rc, baseline)
+                    restart = {"restart": sc.restart} if sc.restart else {}
+                    speed_key = _short_hash({**sc.flags, SPEED_BASELINE: True, **restart})
+                    speed = baselines.get((speed_key, rc.comparison_key))
+                yield Point(self.name, sc, rc, baseline, speed)
 
 
 @dataclass(frozen=True)

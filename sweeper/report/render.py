@@ -57,6 +57,13 @@ def _env() -> jinja2.Environment:
     return env
 
 
+def _speed(value: Any) -> str:
+    """The speedup over the speed baseline (`runtime.speed_baseline`), where a point has one."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return f" / {fmt(value)} vs speed baseline"
+
+
 def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
     out = []
     for host, hp in view.points.groupby("host", sort=True):
@@ -69,7 +76,8 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
                 "tok_s": fmt(r.get("output_tok_s"), 1),
                 # the baseline is the unit of speedup even where the run left it blank; a
                 # client-bound point has none (its numbers are the client's)
-                "speedup": fmt(1.0 if r["mode"] == "ar" and not bound else r.get("speedup")),
+                "speedup": fmt(1.0 if r["mode"] == "ar" and not bound else r.get("speedup"))
+                + _speed(r.get("speed_speedup")),
                 "e2e_speedup": fmt(
                     1.0 if r["mode"] == "ar" and not bound else r.get("e2e_speedup")
                 ),

@@ -52,7 +52,8 @@ class PointKey(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     run_id: str
-    host: str
+    #: A diagnosis factor (kind `level`, see FACTOR_KEY below): a fault on one host shows.
+    host: str = Field(json_schema_extra={"factor": "level"})
     point_id: str
     attempt: str
     server_config_id: str
@@ -180,12 +181,26 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: Where tau came from: `requests` (each response carried it), `metrics` (the engine's
     #: counters, before and after the measured requests), or None (unknown).
     acceptance_source: str | None = None
+    #: Where the top-2 margins judging this point's divergences came from: `logprobs` (an AR
+    #: point's own), `baseline` (a speculative point is never sent logprobs: its AR
+    #: baseline's), `none` (the AR server refused logprobs: near ties cannot be told).
+    margin_source: str | None = None
+    #: Labels the engine's rules make this same behaviour (`sweeper.engines.effective`): the
+    #: config was measured once, and these numbers stand for each of them.
+    covers_labels: list[str] = Field(default_factory=list)
     accepted_tokens: float | None = None
     draft_tokens: float | None = None
+    #: Throughput over the exactness baseline's: the AR server with the speculative configs'
+    #: own flags (same numerics), which also judges exactness.
     speedup: float | None = None
+    #: Throughput over the speed baseline's (`runtime.speed_baseline`: e.g. the production
+    #: attention backend), where the spec names one; None otherwise.
+    speed_speedup: float | None = None
     determinism: str = "n/a"
-    #: `engine` when every request's ids came from the engine; else the least exact source
-    #: (`logprobs`, `approximate`): verdicts on approximate ids compare re-tokenized text.
+    #: `engine` when every request's ids came from the engine's OpenAI extension, `native`
+    #: from its native API (SGLang's `/generate`); else the least exact source (`logprobs`,
+    #: `approximate`, `none`: a stream carried no ids): verdicts on approximate ids compare
+    #: re-tokenized text.
     token_ids_source: str = "engine"
     n_requests: int = 0
     n_errors: int = 0
@@ -327,6 +342,9 @@ class IdentityRecord(BaseModel):
     pid: int | None = None
     proven: list[str] = Field(default_factory=list)
     unproven: list[str] = Field(default_factory=list)
+    #: What the server gives and the paths chosen, with the probes' evidence
+    #: (`sweeper.engines.capabilities.Capabilities.to_dict`); None before negotiation.
+    capabilities: dict[str, Any] | None = None
 
 
 class Manifest(BaseModel):

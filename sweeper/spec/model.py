@@ -3,10 +3,12 @@ latency SLO that goodput is judged by."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import itertools
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, field_validator, model_validator
 
+from sweeper.engines.effective import effective, why
 from sweeper.engines.kinds import LAUNCHED
 from sweeper.spec.base import Int, Number, Slug, StrictModel
 from sweeper.spec.errors import problem, problems
@@ -58,8 +60,12 @@ class Spec(StrictModel):
     determinism: DeterminismSpec = Field(default_factory=DeterminismSpec)
     #: Latency targets: each point's goodput, and each config's knee over the rates.
     slo: SloSpec | None = None
-    #: Split the speculative server configs round-robin between (identical) hosts.
+    #: Split the speculative server configs between (identical) hosts, every level of every
+    #: server factor on every host where the counts allow.
     shard: StrictBool = False
+    #: Labels the engine's rules make one behaviour (`EffectiveRules`): measured once and
+    #: reported under each (`measure_once`), or refused by validate (`refuse`).
+    same_behaviour: Literal["measure_once", "refuse"] = "measure_once"
     #: Leave the last server config running at the end instead of stopping it.
     leave_running: StrictBool = False
     #: Search the grid for the best config under the exactness constraint (`sweeper.search`).
@@ -128,6 +134,33 @@ class Spec(StrictModel):
                     found.append((message, ("grid", key, index)))
         if found:
             raise problems("Spec", found)
+        return self
+
+    @model_validator(mode="after")
+    def _one_label_per_behaviour(self) -> Spec:
+        """With `same_behaviour: refuse`, two grid labels the engine's rules make one server
+        are refused at the grid key that tells them apart, with the rule."""
+        if self.same_behaviour != "refuse" or not LAUNCHED[self.runtime.engine]:
+            return self
+        mapping = self.runtime.engine_mapping()
+        rules = mapping.effective if mapping is not None else None
+        if rules is None:
+            return self
+        keys = [k for k in mapping.params if k in SPECULATIVE_GRID_KEYS]  # type: ignore[union-attr]
+        seen: dict[str, dict[str, Any]] = {}
+        for values in itertools.product(*(self.grid.values(k) for k in keys)):
+            params = dict(zip(keys, values, strict=True))
+            key = repr(sorted(effective(rules, params).items()))
+            first = seen.setdefault(key, params)
+            if first is not params:
+                differ = next(k for k in keys if first[k] != params[k])
+                message = (
+                    f"{differ} {first[differ]} and {params[differ]} are one behaviour at "
+                    + ", ".join(f"{k} {v}" for k, v in params.items() if k != differ)
+                    + f" ({why(rules, params)}; {rules.source}); remove one, or set "
+                    "same_behaviour: measure_once"
+                )
+                raise problem(message, at=("grid", differ))
         return self
 
     @model_validator(mode="after")

@@ -49,6 +49,11 @@ class RuntimeSpec(StrictModel):
     #: None: the controller's own Python locally, the host's `python` remotely.
     python: NonEmptyStr | None = None
     extra_args: list[str] = Field(default_factory=list)
+    #: A speed baseline apart from the exactness one: AR servers started with these
+    #: `extra_args` flags changed (`attention_backend: fa3`; null drops the flag, leaving the
+    #: engine's default), e.g. the production attention backend where the speculative configs
+    #: need another. Points then carry `speed_speedup` against it beside `speedup`.
+    speed_baseline: dict[NonEmptyStr, str | None] | None = None
     env: dict[EnvName, str] = Field(default_factory=dict)
     #: Server env var -> controller env var holding the value (`${env:HF_TOKEN}` or `HF_TOKEN`).
     #: Resolved at run time (`resolve_secrets`), never stored in results or logs.

@@ -145,7 +145,7 @@ SHARD_HOSTS = (
 )
 
 
-def test_shard_splits_speculative_configs_round_robin_and_runs_baseline_everywhere() -> None:
+def test_shard_deals_speculative_configs_and_runs_baseline_everywhere() -> None:
     plan = plan_of(SHARD_HOSTS + "shard: true\ngrid: {budget: [8, 16], topk: [1, 2]}\n")
     per_host = [labels(plan, i) for i in range(3)]
     assert per_host == [

@@ -14,8 +14,10 @@ import httpx
 import pytest
 
 from sweeper.engines import common
-from sweeper.engines.base import EngineError
+from sweeper.engines.base import EngineError, HttpRequest
+from sweeper.engines.capabilities import probe
 from sweeper.engines.common import get_json
+from sweeper.engines.stream import ChunkReader
 
 
 @pytest.fixture(autouse=True)
@@ -24,8 +26,10 @@ def short_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @contextmanager
-def resetting_server(resets: int, status: int = 200) -> Iterator[tuple[str, list[int]]]:
-    """Resets its first `resets` connections (RST), then answers `{"ok": true}` with `status`."""
+def resetting_server(
+    resets: int, status: int = 200, body: bytes = b'{"ok": true}', kind: bytes = b"application/json"
+) -> Iterator[tuple[str, list[int]]]:
+    """Resets its first `resets` connections (RST), then answers `body` with `status`."""
     listener = socket.create_server(("127.0.0.1", 0))
     seen = [0]
 
@@ -41,9 +45,8 @@ def resetting_server(resets: int, status: int = 200) -> Iterator[tuple[str, list
                 if seen[0] <= resets:
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     continue
-                body = b'{"ok": true}'
                 conn.sendall(
-                    b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\n" % status
+                    b"HTTP/1.1 %d X\r\nContent-Type: %s\r\n" % (status, kind)
                     + b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
                 )
 
@@ -73,3 +76,22 @@ def test_an_error_status_fails_at_once() -> None:
         with pytest.raises(EngineError, match="500"):
             get_json(client, url)
         assert seen[0] == 1
+
+
+SSE = (
+    b'data: {"choices": [{"index": 0, "text": "hi", "token_ids": [7]}]}\n\n'
+    b'data: {"choices": [], "usage": {"completion_tokens": 1}}\n\ndata: [DONE]\n\n'
+)
+
+
+@pytest.mark.parametrize(("resets", "ok"), [(1, True), (2, False)])
+def test_a_probe_reset_before_any_event_is_tried_once_more(resets: int, ok: bool) -> None:
+    request = HttpRequest(path="/v1/completions", body={"prompt": "x"})
+    server = resetting_server(resets, body=SSE, kind=b"text/event-stream")
+    with server as (url, seen), httpx.Client() as client:
+        result = probe(client, url.removesuffix("/server_info"), request, ChunkReader(False))
+    assert result.ok is ok and seen[0] == 2
+    if ok:
+        assert result.reader is not None and result.reader.token_ids == [7]
+    else:
+        assert result.status is None and result.error  # the transport's failure, in words
