@@ -62,8 +62,7 @@ class ServerConfig:
     #: Which of `params` only speculative decoding has (not part of the identity: the mapping
     #: decides it, and the same params under the same mapping mean the same server).
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
-    #: Which restart of the same server (`repeats.restarts`, halving's rungs): 0 is the first.
-    restart: int = 0
+    restart: int = 0  # which restart of this server (`repeats.restarts`, halving): 0 first
     #: Labels of other configs the engine's rules make this same behaviour (measured once,
     #: reported under each: `sweeper.engines.effective`).
     covers: tuple[str, ...] = field(default=(), compare=False)
@@ -73,24 +72,17 @@ class ServerConfig:
 
     @classmethod
     def make(
-        cls,
-        mode: Mode,
-        params: Mapping[str, Any],
-        speculative_keys: tuple[str, ...] = (),
-        restart: int = 0,
+        cls, mode: Mode, params: Mapping[str, Any], speculative_keys: tuple[str, ...] = ()
     ) -> ServerConfig:
-        """A server config whose id is a short hash of its mode and params (stable across runs);
-        a later restart's hash names its index too (the first's id is as it always was)."""
+        """A server config whose id is a short hash of its mode and params (stable across runs)."""
         params = dict(params)
-        data: dict[str, Any] = {"mode": mode, "params": params}
-        if restart:
-            data["restart"] = restart
-        return cls(_short_hash(data), mode, params, speculative_keys, restart)
+        return cls(_short_hash({"mode": mode, "params": params}), mode, params, speculative_keys)
 
     def again(self, restart: int) -> ServerConfig:
-        """The same server, started anew as restart number `restart`."""
-        made = ServerConfig.make(self.mode, self.params, self.speculative_keys, restart)
-        return replace(made, covers=self.covers)
+        """The same server started anew as restart `restart` (its id's hash names it; 0's not)."""
+        data: dict[str, Any] = {"mode": self.mode, "params": dict(self.params), "restart": restart}
+        data = data if restart else {k: v for k, v in data.items() if k != "restart"}
+        return replace(self, id=_short_hash(data), restart=restart)
 
     @property
     def extra_params(self) -> dict[str, Any]:
@@ -127,8 +119,7 @@ class ServerConfig:
 
     @property
     def baseline_key(self) -> str:
-        """Hash of the non-speculative params (and the restart: restart k compares with the AR
-        baseline's restart k, measured just before it): configs with equal keys share one."""
+        """Hash of the non-speculative params and restart: configs with equal keys share one."""
         return _short_hash({**self.flags, "restart": self.restart} if self.restart else self.flags)
 
     def to_dict(self) -> dict[str, Any]:
