@@ -141,6 +141,18 @@ def _judge_request(
     if split is not None:
         split_index, first, other = split
         counterpart = first if row is other else other
+        if not sampled and reference is not None and _ids(reference) == _ids(row):
+            # The repeat that gave the baseline's output is not where the fault acted: the
+            # point stays nondeterministic through the other repeats, and a diagnosis counts
+            # only the outputs that were wrong (a correct repeat run alone, unpadded, was once
+            # put outside a padding fault's rule).
+            return RequestVerdict(
+                **base,
+                verdict="exact",
+                compared_with="baseline",
+                detail=f"identical to baseline; repeat {counterpart['repeat']} disagrees at "
+                f"token {split_index}",
+            )
         return _differs(
             base,
             "nondeterministic",

@@ -108,10 +108,16 @@ def test_nondeterministic_repeats_outrank_everything() -> None:
     ]
     result = judge(records)
     assert result.status == "nondeterministic"
-    assert [v.verdict for v in result.requests] == ["nondeterministic"] * 3
-    assert all(v.divergence_index == 8 for v in result.requests)
-    # The disagreeing repeat is compared with repeat 0, the others with the disagreeing one.
-    assert [v.compared_with for v in result.requests] == ["repeat 1", "repeat 0", "repeat 1"]
+    # The repeats that gave the baseline's output are exact; the one that did not is the
+    # violation, compared with repeat 0.
+    assert [v.verdict for v in result.requests] == ["exact", "nondeterministic", "exact"]
+    assert result.requests[1].divergence_index == 8
+    assert [v.compared_with for v in result.requests] == ["baseline", "repeat 0", "baseline"]
+    # Without a baseline (or where no repeat equals it) every repeat is nondeterministic.
+    alone = judge_point(records, None, temperature=0.0)
+    assert [v.verdict for v in alone.requests] == ["nondeterministic"] * 3
+    assert all(v.divergence_index == 8 for v in alone.requests)
+    assert [v.compared_with for v in alone.requests] == ["repeat 1", "repeat 0", "repeat 1"]
 
 
 def test_point_status_is_the_worst_request_verdict() -> None:
@@ -224,3 +230,12 @@ def test_garble_components() -> None:
     assert parts.runs == pytest.approx(6 / 15)
     assert parts.fragments == 0
     assert parts.score == max(parts.runs, parts.fragments, parts.symbols)
+
+
+def test_a_repeat_equal_to_the_baseline_is_exact_while_the_point_stays_nondeterministic() -> None:
+    other = POEM_IDS[:8] + [70, 71]
+    records = [rec("poem", 0, POEM_IDS, POEM), rec("poem", 1, other, POEM[:50] + " sings")]
+    result = judge_point(records, baseline("poem"), temperature=0.0)
+    assert result.status == "nondeterministic"
+    assert [v.verdict for v in result.requests] == ["exact", "nondeterministic"]
+    assert "repeat 1 disagrees at token 8" in result.requests[0].detail
