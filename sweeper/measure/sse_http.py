@@ -76,8 +76,7 @@ class _Conn(asyncio.Protocol):
     # -- asyncio callbacks --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # (uvloop's is no subclass)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
