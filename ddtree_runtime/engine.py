@@ -139,6 +139,8 @@ class Engine:
                 self.loaded.eos_token_ids,
                 params.max_tokens,
                 list(params.stop),
+                ignore_eos=params.ignore_eos,
+                min_tokens=params.min_tokens,
             )
             request = _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
             request.stats.accepted_hist = [0] * (1 + self.depth)

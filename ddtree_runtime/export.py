@@ -64,6 +64,12 @@ def _write(loaded: LoadedModel, directory: Path, source: str) -> None:
     generation = getattr(loaded.model, "generation_config", None)
     if generation is not None:
         generation.save_pretrained(directory)
+    context = getattr(config, "max_position_embeddings", None)
+    if context and loaded.tokenizer.model_max_length > context:
+        # GGUF-sourced tokenizers carry transformers' "no limit" (int(1e30)), which engines report
+        # as is: SGLang's /tokenize answers it as max_model_len, and its JSON encoder fails on it
+        # (HTTP 500). The model's own context is the tokenizer's real limit.
+        loaded.tokenizer.model_max_length = context
     loaded.tokenizer.save_pretrained(directory)
     marker = {"source": source, "dtype": loaded.dtype, "source_weights_hash": loaded.weights_hash}
     (directory / MARKER).write_text(json.dumps(marker, indent=2) + "\n")

@@ -57,6 +57,10 @@ class SamplingParams:
     logprobs: int | None = None  # None: none; n >= 0: chosen token + top-n alternatives
     budget: int | None = None  # per-request tree size override (<= engine budget)
     topk: int | None = None
+    #: EOS does not end generation (it is emitted as a token), and neither EOS nor a stop string
+    #: ends it before `min_tokens` tokens: how a benchmark holds an output length.
+    ignore_eos: bool = False
+    min_tokens: int = 0
 
     def check(self, prompt_ids: list[int], limits: RequestLimits) -> tuple[int, int]:
         """Raise ValueError (a client error) unless this request can run; returns its tree
@@ -76,6 +80,11 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if not 0 <= self.min_tokens <= self.max_tokens:
+            raise ValueError(
+                f"min_tokens must be between 0 and max_tokens ({self.max_tokens}), "
+                f"got {self.min_tokens}"
+            )
         if self.logprobs is not None and self.logprobs < 0:
             raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
         budget = limits.budget if self.budget is None else self.budget

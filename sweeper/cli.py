@@ -11,28 +11,31 @@ app = typer.Typer(
     add_completion=False,
 )
 
-# Each verb registers itself here, one line each (imports stay local to keep start-up fast).
+# Each verb registers itself here, one line each (imports stay local to keep start-up fast);
+# `one_line` turns the sweeper's own I/O errors into one line and exit 5.
 from sweeper.commands import plan, schema, validate  # noqa: E402
+from sweeper.commands.errors import one_line  # noqa: E402
 
-app.command("validate")(validate.command)
-app.command("plan")(plan.command)
-app.command("schema")(schema.command)
-from sweeper.commands import ls, run  # noqa: E402
+app.command("validate")(one_line(validate.command))
+app.command("plan")(one_line(plan.command))
+app.command("schema")(one_line(schema.command))
+from sweeper.commands import ls, repair, run  # noqa: E402
 
-app.command("run")(run.command)
-app.command("ls")(ls.command)
+app.command("run")(one_line(run.command))
+app.command("ls")(one_line(ls.command))
+app.command("repair")(one_line(repair.command))
 from sweeper.commands import compare, cron, nightly, report  # noqa: E402
 
-app.command("report")(report.command)
-app.command("compare")(compare.command)
-app.command("nightly")(nightly.command)
+app.command("report")(one_line(report.command))
+app.command("compare")(one_line(compare.command))
+app.command("nightly")(one_line(nightly.command))
 app.add_typer(cron.app, name="cron")
 from sweeper.commands import doctor  # noqa: E402
 
-app.command("doctor")(doctor.command)
+app.command("doctor")(one_line(doctor.command))
 from sweeper.commands import diagnose  # noqa: E402
 
-app.command("diagnose")(diagnose.command)
+app.command("diagnose")(one_line(diagnose.command))
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """The one place that knows the order of a sweep.
 
 Per host (hosts in parallel, one thread each): for each server config, AR baseline first:
-stop the previous instance -> start -> readiness + identity -> for each request config: measure
+stop the previous instance -> start -> readiness + identity -> negotiation (what the build gives:
+ids, acceptance, margins) -> for each request config: measure
 -> record. A Slurm host's configs are shared by its workers, one allocation each
 (`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
 mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes
@@ -19,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.engines.base import Engine
+from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.drive import drive_point, records_tokens
+from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
     Counters,
@@ -33,6 +35,7 @@ from sweeper.measure.readiness import (
     Identity,
     ReadinessError,
     Where,
+    negotiate,
     prove_identity,
     wait_healthy,
 )
@@ -43,34 +46,10 @@ from sweeper.results.records import PointRecord, RequestRecord, RunStatus
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import Instance, ServiceError
 from sweeper.services.backends import Backend
+from sweeper.serving import Serving as _Step
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
-
-EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_INTERRUPTED = 0, 3, 4, 130
-
-
-def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
-    """4 if any determinism violation, else 3 if any point failed, else 0."""
-    rows = list(points.values())
-    if any(p.get("determinism") in VIOLATIONS for p in rows):
-        return EXIT_VIOLATION
-    if any(p.get("status") != "ok" for p in rows):
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-@dataclass
-class _Step:
-    """What one host thread knows about the instance currently serving."""
-
-    base_url: str = ""
-    identity: Identity | None = None
-    log_cursor: str | None = None
-    warm: bool = False
-    #: The served model name requests must carry (OpenAI's required `model`).
-    model: str | None = None
-    instance: Instance | None = None
 
 
 @dataclass
@@ -88,15 +67,21 @@ class Runner:
     overhead_s: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _errors: list[str] = field(default_factory=list)
+    #: Writing the results failed (disk full...): the run ends failed, raising it again.
+    _io_error: OSError | None = None
     #: An earlier run's AR points as the baseline (`runtime.baseline_run`), when given.
     earlier: EarlierBaseline | None = None
     #: point id -> the backend and instance serving it, for the placement columns of its record
     #: and the scheduler's words when it fails (see `sweeper.serving.placed`).
     _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
+    #: What the prompts need from a served model (synthetic ids, later turns' histories).
+    inputs: Inputs | None = None
 
     def __post_init__(self) -> None:
-        if self.spec.runtime.baseline_run and self.earlier is None:
-            self.earlier = EarlierBaseline(Path(self.spec.runtime.baseline_run))
+        earlier = self.spec.runtime.baseline_run
+        if earlier and self.earlier is None:
+            self.earlier = EarlierBaseline(Path(earlier))
+        self.inputs = Inputs(self.spec.workload, self.store.dir, self.engine, earlier)
 
     # -- whole run ---------------------------------------------------------------------------
 
@@ -124,9 +109,12 @@ class Runner:
         code = exit_code_for(points)
         if self.stop_event.is_set():
             status, code = "interrupted", EXIT_INTERRUPTED
-        elif self._errors:
-            status, code = "failed", EXIT_FAILED
-        self.store.finish(points, status, code, time.monotonic() - started)
+        elif self._errors:  # the sweeper's own I/O error (disk full...) is not a point's
+            status, code = "failed", EXIT_IO if self._io_error else EXIT_FAILED
+        error = "; ".join(self._errors) or None
+        self.store.finish(points, status, code, time.monotonic() - started, error=error)
+        if self._io_error is not None:
+            raise self._io_error
         return code
 
     def _stop_all(self, final: bool = False) -> None:
@@ -145,6 +133,7 @@ class Runner:
             self._run_host(host_plan)
         except Exception as exc:  # noqa: BLE001 - a host's crash must not hide the others
             self._errors.append(f"{host_plan.name}: {type(exc).__name__}: {exc}")
+            self._io_error = exc if isinstance(exc, OSError) else self._io_error
             self.progress.status(host_plan.name, f"error: {exc}")
         finally:
             self.progress.host_done(host_plan.name)
@@ -255,18 +244,19 @@ class Runner:
             return None
         state = _Step(base_url=self._base_url(backend, launch.url or launch.port, tunnel))
         state.instance = instance
-        tail = lambda: self._log_tail(backend)  # noqa: E731
+        tail = lambda: backend.service.logs(None)[0][-LOG_TAIL_CHARS:]  # noqa: E731
         try:
             waited = wait_healthy(
                 backend.service, state.base_url, deadline, path=engine.health_path, log_tail=tail
             )
             where = Where(backend.host, backend.python, backend.sudo)
             identity = prove_identity(engine, state.base_url, instance, sc, where, previous)
+            identity = negotiate(engine, state.base_url, sc, identity, self.spec.workload)
         except ReadinessError as exc:
             if self.stop_event.is_set():
                 return None
             raise StartFailed(exc.reason, exc.log_tail or tail()) from None
-        state.identity = identity
+        state.identity, state.engine = identity, engine.bind(identity.capabilities)
         state.model = identity.model or self.spec.runtime.model
         facts = host_facts(
             backend, host, self.engine.name, identity, self.store.manifest.hosts.get(host)
@@ -308,17 +298,18 @@ class Runner:
         t0 = time.monotonic()
         started_at = utc_now()
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
-        workload = self.spec.workload
-        counters = Counters(self.engine, state.base_url)
+        workload, engine = self.spec.workload, state.engine or self.engine
+        counters = Counters(engine, state.base_url)
         result = drive_point(
             state.base_url,
             point,
             workload,
             self.spec.runtime,
-            self.engine,
+            engine,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
             after_warmup=counters.start,
+            inputs=self.inputs,
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -349,16 +340,15 @@ class Runner:
             log_text=log_text,
             acceptance=acceptance,
             slo=self.spec.slo,
+            capabilities=engine.capabilities,
+            speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
         )
         self._commit(record, requests)
         if sc.mode == "ar":
             baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
-        detail = (
-            f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
-            if record.status == "ok"
-            else record.reason
-        )
+        detail = f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
+        detail = detail if record.status == "ok" else record.reason
         self.progress.point_done(host, point.point_id, record.status, detail)
         return record.model_dump()
 
@@ -391,7 +381,3 @@ class Runner:
             point = placed(point, *serving)
         with self._lock:
             self.store.commit_point(point, requests)
-
-    @staticmethod
-    def _log_tail(backend: Backend) -> str:
-        return backend.service.logs(None)[0][-LOG_TAIL_CHARS:]

@@ -1,18 +1,36 @@
 """What the runner records about the server serving a config: the host's facts and how the
 instance was proven (manifest), where each point's server ran (placement columns such as the
-Slurm job and step), and, for a failed point whose server is gone, the words of what ended it.
+Slurm job and step), and, for a failed point whose server is gone, the words of what ended it;
+and what a host thread knows about the instance serving now (`Serving`).
 """
 
 from __future__ import annotations
 
 import platform
+from dataclasses import dataclass
 from typing import Any
 
+from sweeper.engines.base import Engine
 from sweeper.hosts.facts import system_facts
 from sweeper.measure.readiness import Identity
 from sweeper.results.records import HostFacts, IdentityRecord, PointRecord
 from sweeper.services import Instance
 from sweeper.services.backends import Backend
+
+
+@dataclass
+class Serving:
+    """What one host thread knows about the instance currently serving."""
+
+    base_url: str = ""
+    identity: Identity | None = None
+    log_cursor: str | None = None
+    warm: bool = False
+    #: The served model name requests must carry (OpenAI's required `model`).
+    model: str | None = None
+    instance: Instance | None = None
+    #: The run's engine bound to what this instance negotiated (`Engine.bind`).
+    engine: Engine | None = None
 
 
 class StartFailed(Exception):
@@ -72,4 +90,5 @@ def identity_record(identity: Identity) -> IdentityRecord:
         pid=identity.process.pid if identity.process else None,
         proven=list(identity.proven),
         unproven=list(identity.unproven),
+        capabilities=identity.capabilities.to_dict() if identity.capabilities else None,
     )

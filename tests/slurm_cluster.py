@@ -13,7 +13,7 @@ so no `sacct` (see /work/notes/slurm.md for why).
 
 `boot_slurm_cluster()` returns once `sinfo` shows both nodes idle; `shutdown_slurm_cluster` tears
 it all down (bridge included). Tests skip with `skip_reason()` where not root or the packages are
-missing (.ci/setup-slurm.sh installs them).
+missing (.ci/setup-system.sh installs them).
 """
 
 from __future__ import annotations
@@ -125,12 +125,12 @@ def skip_reason() -> str | None:
         return reason
     missing = [path for path in BINARIES if not Path(path).exists()]
     if missing:
-        return f"slurm tests need {', '.join(missing)} (run .ci/setup-slurm.sh)"
+        return f"slurm tests need {', '.join(missing)} (run .ci/setup-system.sh)"
     for user in ("slurm", "munge"):
         try:
             pwd.getpwnam(user)
         except KeyError:
-            return f"slurm tests need the {user!r} user (run .ci/setup-slurm.sh)"
+            return f"slurm tests need the {user!r} user (run .ci/setup-system.sh)"
     return None
 
 
@@ -141,7 +141,7 @@ def accounting_skip_reason() -> str | None:
         return reason
     for path in ("/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mysql"):
         if not Path(path).exists():
-            return f"slurm accounting tests need {path} (run .ci/setup-slurm.sh)"
+            return f"slurm accounting tests need {path} (run .ci/setup-system.sh)"
     return None
 
 

@@ -19,6 +19,11 @@ from tests.slurm_cluster import CPUS_PER_NODE, GPUS_PER_NODE, PARTITION, SlurmCl
 
 T = TypeVar("T")
 
+#: Every wait below is an upper bound; its figure is what a quiet machine needs, and a loaded one
+#: (CI beside other work, or two CPU-burning processes) is given this many times as long. A wait
+#: that succeeds returns at once, so only a real failure pays for the patience.
+PATIENCE = 4.0
+
 #: The Python that runs the tests exists on every test host (overlay of this machine's /).
 PYTHON = sys.executable
 
@@ -30,7 +35,9 @@ def ok(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def until(probe: Callable[[], T | None], timeout: float, what: str, step: float = 0.1) -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` s."""
+    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` s (times
+    PATIENCE)."""
+    timeout *= PATIENCE
     deadline = time.monotonic() + timeout
     while True:
         value = probe()

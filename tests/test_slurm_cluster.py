@@ -109,6 +109,36 @@ def test_allocation_holds_one_whole_node_named_for_the_run(slurm_cluster: SlurmC
         cancel_run(slurm_cluster, run)
 
 
+def _login_tunnel(
+    slurm: SlurmCluster, address: str, port: int
+) -> tuple[int, subprocess.Popen[str]]:
+    """`ssh -N -L local:address:port` through the login host, listening; returns (local, proc).
+
+    The free local port is only free when looked at: another process may take it before ssh binds
+    it, and ssh then exits (ExitOnForwardFailure). That is a lost race, not the product's failure:
+    try another port. A login that is merely slow (a loaded machine) is waited for."""
+    said: list[str] = []
+    for _ in range(3):
+        local = free_port()
+        tunnel = subprocess.Popen(
+            slurm.login_argv(
+                [], "-N", "-o", "ExitOnForwardFailure=yes", "-L", f"{local}:{address}:{port}"
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def settled(local: int = local, tunnel: subprocess.Popen[str] = tunnel) -> bool:
+            return port_open("127.0.0.1", local) or tunnel.poll() is not None
+
+        until(settled, 30, "ssh -L listening or exited")
+        if tunnel.poll() is None:
+            return local, tunnel
+        said.append(f"exit {tunnel.returncode}: {tunnel.communicate(timeout=10)[1].strip()}")
+    raise AssertionError(f"ssh -L exited before listening, 3 times: {said}")
+
+
 def test_server_step_reachable_directly_and_through_a_login_tunnel(
     slurm_cluster: SlurmCluster,
 ) -> None:
@@ -124,18 +154,10 @@ def test_server_step_reachable_directly_and_through_a_login_tunnel(
         )
         # The SSH command that launched it has returned; the step goes on serving.
         until(lambda: port_open(address, PORT), 30, "server listening")
-        assert httpx.get(f"http://{address}:{PORT}/", timeout=5).status_code == 200
-        local = free_port()
-        tunnel = subprocess.Popen(
-            slurm_cluster.login_argv(
-                [], "-N", "-o", "ExitOnForwardFailure=yes", "-L", f"{local}:{address}:{PORT}"
-            ),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        assert httpx.get(f"http://{address}:{PORT}/", timeout=30).status_code == 200
+        local, tunnel = _login_tunnel(slurm_cluster, address, PORT)
         try:
-            until(lambda: port_open("127.0.0.1", local), 20, "tunnel listening")
-            assert httpx.get(f"http://127.0.0.1:{local}/", timeout=5).status_code == 200
+            assert httpx.get(f"http://127.0.0.1:{local}/", timeout=30).status_code == 200
         finally:
             tunnel.terminate()
             tunnel.wait(10)

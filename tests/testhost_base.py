@@ -20,7 +20,7 @@ CLEAN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 UPPER_SIZE = "4g"
 CGROUP_PARENT = "sweeper-testhost"
 #: Units of the shared image that a test host must not run (they come from this machine's /etc).
-#: munge/slurm units are here because installing Slurm here (.ci/setup-slurm.sh) enables them in
+#: munge/slurm units are here because installing Slurm here (.ci/setup-system.sh) enables them in
 #: this machine's /etc; a slurm cluster host enables only those of its role (HostOptions.units).
 MASK_UNITS = (
     "postgresql.service",

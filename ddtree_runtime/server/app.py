@@ -42,6 +42,7 @@ from ddtree_runtime.server.protocol import (
     CompletionRequest,
     RequestError,
     SamplingFields,
+    TokenizeRequest,
     error_body,
     validation_error,
 )
@@ -223,6 +224,21 @@ def create_app(state: RuntimeState) -> FastAPI:
             "max_model_len": state.config.max_model_len,
         }
         return {"object": "list", "data": [model]}
+
+    @app.post("/tokenize")
+    async def tokenize(http: Request) -> dict[str, Any]:
+        """A text's ids under the served tokenizer (vLLM's route and shape), so a client can
+        build prompts of exact token counts."""
+        request = parse_body(TokenizeRequest, await http.body())
+        if request.model not in (None, state.config.served_model_name):
+            raise RequestError(f"model '{request.model}' is not served here", param="model")
+        tokens = list(
+            state.loaded.tokenizer.encode(
+                request.prompt, add_special_tokens=request.add_special_tokens
+            )
+        )
+        limit = state.config.max_model_len
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": limit}
 
     @app.post("/v1/completions")
     async def completions(http: Request) -> Any:

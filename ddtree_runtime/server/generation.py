@@ -94,6 +94,8 @@ def sampling_params(
         seed=request.seed,
         stop=request.stop_list(),
         logprobs=logprobs,
+        ignore_eos=request.ignore_eos,
+        min_tokens=request.min_tokens,
     )
 
 

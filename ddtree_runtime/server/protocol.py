@@ -35,6 +35,10 @@ class SamplingFields(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False
+    #: Length control (vLLM's and SGLang's names): keep generating past EOS, and no EOS or stop
+    #: string ends generation before `min_tokens` tokens, so a benchmark holds output lengths.
+    ignore_eos: bool = False
+    min_tokens: int = Field(default=0, ge=0)
 
     @field_validator("n")
     @classmethod
@@ -67,6 +71,16 @@ class CompletionRequest(SamplingFields):
     max_tokens: int | None = Field(default=16, ge=1)  # OpenAI's default for completions
     logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: Literal[False] = False
+
+
+class TokenizeRequest(BaseModel):
+    """POST /tokenize (vLLM's shape): a text's token ids under the served tokenizer."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
 
 
 class TextPart(BaseModel):

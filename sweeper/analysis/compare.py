@@ -2,7 +2,9 @@
 
 `compare_runs` is pure: frames in, a `Comparison` out (`compare_dirs` reads two run directories
 for it). Points are matched by identity (host + server params +
-request params), never by run-specific ids. A metric change is flagged only when it exceeds
+request params), never by run-specific ids; when both runs' requests name datasets, each point
+is split by dataset (`sweeper.analysis.datasets`) and matched per dataset, so a regression on
+one suite is not averaged away by the others. A metric change is flagged only when it exceeds
 both the relative threshold and the noise of the two runs: twice the combined standard error
 of the per-request values, where each request is measured against its own prompt's mean so that
 prompts of different lengths do not count as noise (the spread of repeats).
@@ -20,6 +22,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.datasets import (
+    DATASET_REQUEST_COLUMNS,
+    dataset_points,
+    dataset_requests,
+    has_datasets,
+)
 from sweeper.analysis.diagnosis_text import point_line
 from sweeper.analysis.labels import point_label_long
 from sweeper.analysis.run_diagnosis import diagnose_run
@@ -78,8 +86,11 @@ class Comparison:
     def summary(self) -> str:
         """One line for humans."""
         flagged = sum(1 for r in self.rows if r.flags)
+        only_a = sum(1 for r in self.rows if r.b["status"] == "absent")
+        only_b = sum(1 for r in self.rows if r.a["status"] == "absent")
+        unmatched = f" ({only_a} only in A, {only_b} only in B)" if only_a or only_b else ""
         return (
-            f"{len(self.rows)} points compared, {flagged} changed beyond noise, "
+            f"{len(self.rows)} points compared{unmatched}, {flagged} changed beyond noise, "
             f"{len(self.regressions)} regressions."
         )
 
@@ -103,8 +114,14 @@ def _key_frame(points: pd.DataFrame, cols: list[str]) -> pd.Series:
         if isinstance(v, (bool, np.bool_)):
             return str(bool(v))
         if isinstance(v, (int, float, np.integer, np.floating)):
-            return f"{float(v):g}"
+            # Exact (8 and 8.0 alike): "g" alone would give 0.1234561 and 0.1234562 one key.
+            short = f"{float(v):g}"
+            return short if float(short) == float(v) else repr(float(v))
         return str(v)
+
+    for col in cols:  # a column one run lacks (a grid flag only B has) reads as unset there
+        if col not in points:
+            points = points.assign(**{col: None})
 
     return pd.Series(
         [tuple(norm(r[c]) for c in cols) for r in points[cols].to_dict("records")],
@@ -152,6 +169,8 @@ def _num(v: Any) -> float | None:
 
 #: The request columns the noise estimate reads.
 NOISE_COLUMNS = ["point_id", "prompt_id", "output_tokens", "e2e", "ttft"]
+#: What compare reads of the requests: the noise columns, and what a per-dataset split needs.
+COMPARED_COLUMNS = list(dict.fromkeys([*NOISE_COLUMNS, *DATASET_REQUEST_COLUMNS]))
 
 
 def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
@@ -162,9 +181,11 @@ def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
         frames.append(
             (
                 points if points is not None else pd.DataFrame(columns=["point_id"]),
-                load_request_columns(run, NOISE_COLUMNS, categorical=False),
+                load_request_columns(run, COMPARED_COLUMNS, categorical=False),
             )
         )
+    if all(has_datasets(requests) for _, requests in frames):
+        frames = [(dataset_points(p, r), dataset_requests(r)) for p, r in frames]
     (points_a, requests_a), (points_b, requests_b) = frames
     result = compare_runs(points_a, points_b, requests_a, requests_b, threshold, Path(run_a).name)
     broken = [r for r in result.rows if r.is_regression and "determinism broken" in r.flag_text]
@@ -184,19 +205,31 @@ def compare_runs(
     baseline_name: str = "run A",
 ) -> Comparison:
     """Every point of A and B matched by identity, with deltas of B relative to A and flags."""
-    identity = ["host", *CONFIG_COLUMNS, *extra_config_columns(points_b.columns)]
-    cols = [c for c in identity if c in points_a and c in points_b]
+    # Every config column of either run: a flag column only B has must tell B's points apart
+    # (left out, they would share one key and all but one would silently vanish).
+    extra = extra_config_columns([*points_a.columns, *points_b.columns])
+    identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra), "dataset"]
+    cols = [c for c in identity if c in points_a or c in points_b]
     ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
     noise_a = request_noise(requests_a if requests_a is not None else pd.DataFrame())
     noise_b = request_noise(requests_b if requests_b is not None else pd.DataFrame())
-    index_a = {k: i for i, k in ka.items()}
-    index_b = {k: i for i, k in kb.items()}
+    index_a, index_b = _index(ka), _index(kb)
     rows = []
     for key in list(dict.fromkeys([*kb.tolist(), *ka.tolist()])):
         ra = points_a.loc[index_a[key]] if key in index_a else None
         rb = points_b.loc[index_b[key]] if key in index_b else None
         rows.append(_delta(key, ra, rb, _noise(noise_a, ra), _noise(noise_b, rb), threshold))
     return Comparison(baseline_name=baseline_name, threshold=threshold, rows=rows)
+
+
+def _index(keys: pd.Series) -> dict[tuple[str, ...], Any]:
+    """Key -> row; two points of one run with one key would make one of them vanish."""
+    index: dict[tuple[str, ...], Any] = {}
+    for i, key in keys.items():
+        if key in index:
+            raise ValueError(f"two points of one run share the config {key}; cannot match them")
+        index[key] = i
+    return index
 
 
 def _noise(noise: pd.DataFrame, row: pd.Series | None) -> dict[str, float]:
@@ -216,9 +249,10 @@ def _delta(
     a, b = _values(ra), _values(rb)
     some = rb if rb is not None else ra
     assert some is not None
-    out = PointDelta(
-        key, str(some.get("host")), point_label_long(some), a, b, dict.fromkeys(METRICS), {}
-    )
+    label = point_label_long(some)
+    if isinstance(some.get("dataset"), str):
+        label += f" [{some['dataset']}]"
+    out = PointDelta(key, str(some.get("host")), label, a, b, dict.fromkeys(METRICS), {})
     out.point_id = "" if rb is None else str(rb.get("point_id"))
     if ra is None or rb is None:
         out.flags.append("new point" if ra is None else "missing in this run")
@@ -244,4 +278,22 @@ def _delta(
         out.is_regression = True
     elif a["determinism"] in VIOLATIONS and b["determinism"] in OK_VERDICTS:
         out.flags.append("determinism fixed")
+    return out
+
+
+#: What two runs must share to be one sweep measured twice: the workload's requests. The grid
+#: and the load levels may differ (points are matched by them).
+SAME_SWEEP_KEYS = ("prompts", "api", "max_tokens", "repeats", "seed")
+
+
+def sweep_differences(spec_a: dict[str, Any], spec_b: dict[str, Any]) -> list[str]:
+    """Why two runs' specs are not the same sweep (different name, prompts or workload): a
+    comparison of them would call a different workload a regression."""
+    out = []
+    if spec_a.get("name") != spec_b.get("name"):
+        out.append(f"sweep {spec_a.get('name')!r} vs {spec_b.get('name')!r}")
+    work_a, work_b = spec_a.get("workload") or {}, spec_b.get("workload") or {}
+    for key in SAME_SWEEP_KEYS:
+        if work_a.get(key) != work_b.get(key):
+            out.append("other prompts" if key == "prompts" else f"workload.{key} differs")
     return out

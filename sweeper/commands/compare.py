@@ -9,12 +9,37 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.compare import Comparison, compare_dirs, parse_threshold
+from sweeper.analysis.compare import Comparison, compare_dirs, parse_threshold, sweep_differences
+from sweeper.analysis.indistinguishable import describe, indistinguishable_in
+from sweeper.commands.repair import rebuild_note
+from sweeper.exit_codes import EXIT_BAD_SPEC as EXIT_USAGE
+from sweeper.exit_codes import EXIT_REGRESSION
 from sweeper.report.formatting import pct
-from sweeper.results.reader import is_run_dir
+from sweeper.results.reader import is_run_dir, read_manifest
 
-EXIT_REGRESSION = 1
-EXIT_USAGE = 2
+FORCE_HELP = "Compare runs of different sweeps (name, prompts or workload) anyway."
+
+
+def refuse_other_sweeps(run_a: Path, run_b: Path, force: bool) -> None:
+    """Exit 2 when the two runs are not one sweep (unless `force`); a warning with it."""
+    manifests = [read_manifest(run_a), read_manifest(run_b)]
+    if manifests[0] is None or manifests[1] is None:
+        bad = run_a if manifests[0] is None else run_b
+        typer.echo(f"error: {bad}/manifest.json is unreadable (sweeper ls shows it)", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    differences = sweep_differences(manifests[0].spec, manifests[1].spec)
+    if not differences:
+        return
+    what = "; ".join(differences)
+    if force:
+        typer.echo(f"warning: comparing runs of different sweeps ({what})", err=True)
+        return
+    typer.echo(
+        f"error: {run_a} and {run_b} are runs of different sweeps ({what}); "
+        "--force compares them anyway",
+        err=True,
+    )
+    raise typer.Exit(EXIT_USAGE)
 
 
 def threshold_option(text: str) -> float:
@@ -54,6 +79,7 @@ def command(
     run_b: Path = typer.Argument(..., help="The later run directory."),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
     everything: bool = typer.Option(False, "--all", help="Show unchanged points too."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Compare two runs point by point; exit 1 when B regressed against A."""
     limit = threshold_option(threshold)
@@ -62,8 +88,18 @@ def command(
             what = "has no manifest.json" if path.is_dir() else "does not exist"
             typer.echo(f"error: {path} is not a run directory ({what})", err=True)
             raise typer.Exit(EXIT_USAGE)
-    comparison = compare_dirs(run_a, run_b, limit)
+    refuse_other_sweeps(run_a, run_b, force)
+    for path in (run_a, run_b):
+        rebuild_note(path)
+    try:
+        comparison = compare_dirs(run_a, run_b, limit)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
     # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.
-    print_table(comparison, Console(width=None if sys.stdout.isatty() else 160), everything)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    print_table(comparison, console, everything)
+    for note in describe(indistinguishable_in(run_b)):
+        console.print(note, markup=False)
     if comparison.regressed:
         raise typer.Exit(EXIT_REGRESSION)

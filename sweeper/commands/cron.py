@@ -46,7 +46,12 @@ def remove(
     user: str | None = typer.Option(None, "--user", help=USER_HELP),
 ) -> None:
     """Remove the nightly entry of SPEC (exit 1 when there was none)."""
-    if cron.remove(spec, user) == 0:
+    try:
+        removed = cron.remove(spec, user)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if removed == 0:
         typer.echo(f"no nightly entry for {spec.resolve()}", err=True)
         raise typer.Exit(1)
     typer.echo(f"removed: {spec.resolve()}")

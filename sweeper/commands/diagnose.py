@@ -28,6 +28,7 @@ from sweeper.analysis.diagnosis_text import TABLE_COLUMNS, sentence, table
 from sweeper.analysis.evidence import EVIDENCE_COLUMNS, evidence
 from sweeper.analysis.run_diagnosis import diagnose_run, run_requests
 from sweeper.commands.plan import render
+from sweeper.commands.repair import rebuild_note
 from sweeper.commands.run import create_store, execute, planned_source_hash
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
@@ -110,6 +111,7 @@ def command(
         spec = Spec.model_validate(manifest.spec)
     except ValidationError as exc:
         raise _usage(f"the run's spec does not validate today: {exc.errors()[0]['msg']}") from None
+    rebuild_note(run_dir)
     console = Console(width=None if sys.stdout.isatty() else 160)
     requests, kinds = run_requests([run_dir])
     found = diagnose(requests, kinds)

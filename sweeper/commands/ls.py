@@ -8,15 +8,20 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.results.reader import list_runs
+from sweeper.exit_codes import EXIT_BAD_SPEC
+from sweeper.results.reader import list_runs, unreadable_runs
 
 
 def command(
     results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
 ) -> None:
     """List runs, oldest first."""
+    if results.exists() and not results.is_dir():
+        typer.echo(f"error: {results} is not a directory", err=True)
+        raise typer.Exit(EXIT_BAD_SPEC)
     runs = list_runs(results)
-    if not runs:
+    broken = unreadable_runs(results)
+    if not runs and not broken:
         typer.echo(f"no runs under {results}")
         return
     table = Table()
@@ -32,4 +37,12 @@ def command(
             str(m.points_total),
             (m.started_at or m.created_at)[:19].replace("T", " "),
         )
+    for path in broken:  # its records may be intact: say so rather than hide the run
+        table.add_row(path.parent.name, path.name, "bad manifest", "?", "?", "?", "?")
     Console(width=160).print(table)
+    for path in broken:
+        typer.echo(
+            f"warning: {path}/manifest.json is unreadable; its records (points.jsonl) are "
+            "untouched",
+            err=True,
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 from rich.console import Console
@@ -15,12 +16,21 @@ from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
 
+T = TypeVar("T")
+
+#: Server configs (and notes) listed per host before the plan is summarised: a large grid's
+#: full listing is thousands of lines nobody reads in a terminal.
+SHOWN = 40
+
 
 def command(
     spec: Path = typer.Argument(..., help="Sweep spec (YAML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
     load_s: float = typer.Option(DEFAULT_LOAD_S, help="Assumed seconds per restart (estimate)."),
     tok_s: float = typer.Option(DEFAULT_TOK_S, help="Assumed tokens/s per stream (estimate)."),
+    show_all: bool = typer.Option(
+        False, "--all", help=f"List every server config (beyond {SHOWN} they are summarised)."
+    ),
 ) -> None:
     """Show what a sweep would run, without running anything."""
     plan = load_plan(spec)
@@ -34,32 +44,67 @@ def command(
         ]
         typer.echo(json.dumps(data, indent=2))
         return
-    render(plan, seconds, Console())
+    render(plan, seconds, Console(), limit=None if show_all else SHOWN, spec=spec)
 
 
-def render(plan: Plan, seconds: float, console: Console) -> None:
-    """The human view: one table per host, then notes and totals."""
+def _cut(items: list[T], limit: int | None) -> tuple[list[T], int]:
+    """The first `limit` items and how many were left out."""
+    if limit is None or len(items) <= limit:
+        return items, 0
+    return items[:limit], len(items) - limit
+
+
+def render(
+    plan: Plan,
+    seconds: float,
+    console: Console,
+    *,
+    limit: int | None = SHOWN,
+    spec: Path | None = None,
+) -> None:
+    """The human view: one table per host, then notes and totals; beyond `limit` server configs
+    (or notes) the rest is counted, with the command that lists them all."""
+    see_all = f"sweeper plan {spec} --all" if spec else "sweeper plan SPEC --all"
+    left_out = 0
     for host in plan.hosts:
         table = Table(title=f"host {host.name}: {len(host.steps)} server configs (restarts)")
         table.add_column("#", justify="right")
         table.add_column("server config")
         table.add_column("id")
         table.add_column("request configs")
-        for number, step in enumerate(host.steps, start=1):
+        steps, hidden = _cut(list(host.steps), limit)
+        left_out += hidden
+        for number, step in enumerate(steps, start=1):
+            covers = step.server_config.covers
             table.add_row(
                 str(number),
-                step.server_config.label,
+                step.server_config.label + (f" (also {', '.join(covers)})" if covers else ""),
                 step.server_config.id,
                 ", ".join(rc.id for rc in step.request_configs),
             )
+        if hidden:
+            table.add_row("...", f"{hidden} more", "", "")
         console.print(table)
-    for line in command_lines(plan):
+    lines, hidden = _cut(command_lines(plan), limit)
+    for line in lines:
         console.print(f"{line.host} {line.label}:", markup=False, style="bold")
         console.print(f"  {line.shell}", markup=False, soft_wrap=True)
         for name, value in line.env.items():
             console.print(f"  env {name}={value}", markup=False, soft_wrap=True)
-    for note in plan.notes:
+    if hidden:
+        console.print(f"... {hidden} more command lines", markup=False)
+    notes, hidden_notes = _cut(list(plan.notes), limit)
+    for note in notes:
         console.print(f"note: {note}", markup=False)
+    if hidden_notes:
+        console.print(f"note: ... {hidden_notes} more notes", markup=False)
+    if left_out or hidden or hidden_notes:
+        console.print(
+            f"summarised: {left_out} server configs not listed; {see_all} lists every one "
+            "(--json for machine output)",
+            markup=False,
+            soft_wrap=True,
+        )
     workload = plan.spec.workload
     per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
     load = workload.load

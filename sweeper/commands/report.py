@@ -7,9 +7,10 @@ from pathlib import Path
 import typer
 
 from sweeper.analysis.compare import Comparison, compare_dirs
-from sweeper.commands.compare import EXIT_USAGE, threshold_option
+from sweeper.commands.compare import EXIT_USAGE, FORCE_HELP, refuse_other_sweeps, threshold_option
+from sweeper.commands.repair import rebuild_note
 from sweeper.report.assemble import load_run
-from sweeper.results.reader import latest_run, previous_finished
+from sweeper.results.reader import is_run_dir, latest_run, previous_finished
 
 
 def _fail(message: str) -> typer.Exit:
@@ -28,11 +29,13 @@ def _run_dir(run_dir: Path | None, latest: bool, results: Path) -> Path:
     assert run_dir is not None
     if not run_dir.is_dir():
         raise _fail(f"no run directory at {run_dir}")
+    if not is_run_dir(run_dir):
+        raise _fail(f"{run_dir} is not a run directory (no manifest.json)")
     return run_dir
 
 
 def _comparison(
-    run_dir: Path, against: Path | None, baseline: str | None, threshold: float
+    run_dir: Path, against: Path | None, baseline: str | None, threshold: float, force: bool
 ) -> Comparison | None:
     if against is not None and baseline is not None:
         raise _fail("give --compare RUN or --baseline previous, not both")
@@ -45,8 +48,10 @@ def _comparison(
             return None
     if against is None:
         return None
-    if not against.is_dir():
+    if not is_run_dir(against):
         raise _fail(f"no run directory at {against}")
+    refuse_other_sweeps(against, run_dir, force)
+    rebuild_note(against)
     return compare_dirs(against, run_dir, threshold)
 
 
@@ -60,11 +65,13 @@ def command(
         None, "--baseline", help="'previous': compare with the last finished run of the sweep."
     ),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Write one self-contained HTML report; the file's path is the last line printed."""
     from sweeper.report.render import write_report  # matplotlib: only when a report is made
 
     target = _run_dir(run_dir, latest, results)
-    comparison = _comparison(target, against, baseline, threshold_option(threshold))
+    rebuild_note(target)
+    comparison = _comparison(target, against, baseline, threshold_option(threshold), force)
     path = write_report(load_run(target), out or target / "report.html", comparison)
     typer.echo(str(path))

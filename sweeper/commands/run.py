@@ -1,12 +1,15 @@
 """`sweeper run SPEC`: run a whole sweep into `results/<sweep>/<run id>/`, or resume one.
 
-Exit codes: 0 every point ok and exact or near-tie; 2 bad spec or usage; 3 some point failed;
-4 a determinism violation (diverged, garbled, nondeterministic); 130 interrupted (resumable).
+Exit codes (`sweeper.exit_codes`): 0 every point ok and exact or near-tie; 2 bad spec or usage;
+3 some point failed; 4 a determinism violation (diverged, garbled, nondeterministic); 5 the
+results cannot be written (disk full...: the run is marked failed and resumes); 75 another run
+of the spec holds its results directory; 130 interrupted (resumable).
 The run directory is always the last line printed (stdout).
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from collections import Counter
@@ -17,15 +20,18 @@ import typer
 from rich.console import Console
 
 from sweeper import __version__
+from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
 from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.engines.registry import engine_for
+from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
 from sweeper.results.reader import is_run_dir, latest_run
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
+from sweeper.schedule.lock import LockBusy, run_lock
 from sweeper.services.backends import open_backend
 
 
@@ -105,13 +111,52 @@ def command(
     earlier = plan.spec.runtime.baseline_run
     if earlier and not is_run_dir(Path(earlier)):
         raise _usage(f"runtime.baseline_run {earlier} is not a run directory (no manifest.json)")
-    store = _open_store(plan, spec, results, resume, resume_latest)
-    code = execute(plan, store, plain)
-    if code == 130:
+    # One run of a spec writes into its sweep directory at a time (two would fight over the
+    # port and the latest run); the lock lies beside that directory, whose entries are runs.
+    root = resume.parent.parent if resume is not None else results
+    lock_dir = root / plan.spec.name
+    try:
+        with run_lock(root / f".{plan.spec.name}.run.lock"):
+            store = _open_store(plan, spec, results, resume, resume_latest)
+            code = _execute_or_mark(plan, store, plain, spec)
+    except LockBusy as exc:
+        typer.echo(
+            f"error: another run of sweep {plan.spec.name!r} ({_holder(exc)}) is writing to "
+            f"{lock_dir}; wait for it to end or give another --results",
+            err=True,
+        )
+        raise typer.Exit(EXIT_LOCKED) from None
+    if code == EXIT_INTERRUPTED:
         typer.echo(f"resume with: sweeper run {spec} --resume {store.dir}", err=True)
     sys.stdout.write(f"{store.dir}\n")
     sys.stdout.flush()
     raise typer.Exit(code)
+
+
+def _holder(exc: LockBusy) -> str:
+    return f"pid {exc.pid}" if exc.pid else "an unknown process"
+
+
+def _execute_or_mark(plan: Plan, store: RunStore, plain: bool, spec: Path) -> int:
+    """Run the plan; a run that dies of anything but Ctrl-C leaves its manifest `failed` with
+    the reason (never `running`), and the sweeper's own I/O error ends in one line, exit 5."""
+    try:
+        return execute(plan, store, plain)
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        code = EXIT_INTERRUPTED if interrupted else EXIT_IO if isinstance(exc, OSError) else 1
+        # The disk may be beyond even the manifest; the records are what counts then.
+        with contextlib.suppress(OSError):
+            store.mark_failed(describe(exc), code, "interrupted" if interrupted else "failed")
+        if not isinstance(exc, OSError):
+            raise
+        typer.echo(f"error: {describe(exc)}", err=True)
+        typer.echo(
+            f"the run stopped as {store.manifest.status}; resume with: sweeper run {spec} "
+            f"--resume {store.dir}",
+            err=True,
+        )
+        return EXIT_IO
 
 
 def execute(plan: Plan, store: RunStore, plain: bool) -> int:

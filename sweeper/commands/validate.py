@@ -6,11 +6,13 @@ from pathlib import Path
 
 import typer
 
-from sweeper.plan import Plan, build_plan
+from sweeper.plan import Plan, PlanError, build_plan
 from sweeper.spec import SpecError, load_spec, resolve_secrets
 
 #: Exit code for a bad spec or bad usage, shared by every command.
 EXIT_BAD_SPEC = 2
+#: Notes printed by `validate` (the plan lists every one).
+NOTES_SHOWN = 5
 
 
 def load_plan(spec_path: Path) -> Plan:
@@ -19,6 +21,9 @@ def load_plan(spec_path: Path) -> Plan:
         return build_plan(load_spec(spec_path))
     except SpecError as exc:
         typer.echo(str(exc), err=True)
+        raise typer.Exit(EXIT_BAD_SPEC) from None
+    except PlanError as exc:
+        typer.echo(f"{spec_path}: {exc.field}: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None
 
 
@@ -39,4 +44,9 @@ def command(spec: Path = typer.Argument(..., help="Sweep spec (YAML).")) -> None
     missing = missing_secrets(plan)
     if missing:
         typer.echo(f"warning: {missing} (sweeper run needs them)", err=True)
+    for note in plan.notes[:NOTES_SHOWN]:
+        typer.echo(f"note: {note}", err=True)
+    if len(plan.notes) > NOTES_SHOWN:
+        more = len(plan.notes) - NOTES_SHOWN
+        typer.echo(f"note: ... {more} more notes (sweeper plan {spec} --all)", err=True)
     typer.echo(f"ok: {configs} server configs, {plan.n_points} points")

@@ -3,8 +3,11 @@
 An engine owns the argv and environment of a server config (`launch`), what "ready" means
 (`health_path`), how the running server's effective config is proven (`prove`), how a request
 body is written (`request`), and how token ids, top-2 margins and acceptance are read from its
-stream (`reader`, `acceptance_counters`). One module per engine, found by name through
-`registry.py`; nothing outside `sweeper/engines/` branches on an engine's name.
+stream (`reader`, `acceptance_counters`). Which of its paths a running build actually gives is
+negotiated after the proof (`negotiate`, see `capabilities.py`); `bind` then gives the engine
+that writes requests for the paths chosen (never logprobs to a speculative server). One module
+per engine, found by name through `registry.py`; nothing outside `sweeper/engines/` branches on
+an engine's name.
 
 The proof that the process on the port is the one launched (pid, cmdline, environment, sockets)
 needs no engine and lives in `sweeper.services.proc`; an engine adds what it reports itself.
@@ -42,6 +45,17 @@ class RequestSpec:
     top_p: float | None = None
     #: Chat messages ({"role", "content"}); when absent, `prompt` is one user message.
     messages: tuple[dict[str, str], ...] | None = None
+    #: The prompt as token ids (completions): an exact input length, no tokenizer in between.
+    prompt_token_ids: tuple[int, ...] | None = None
+    #: Length control, sent only to an engine that takes it (`length_control`).
+    ignore_eos: bool = False
+    min_tokens: int | None = None
+    #: Where the prompt came from (request columns and diagnosis factors).
+    dataset: str | None = None
+    category: str | None = None
+    turn: int | None = None
+    #: The output length the workload asked to hold (None: an answer may end at EOS).
+    hold_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,43 @@ class EngineProof:
     #: What was proven and what could not be, in words (the manifest records both).
     proven: tuple[str, ...] = ()
     unproven: tuple[str, ...] = ()
+
+
+#: A point row's `token_ids_source` for each path (the values the analysis reads).
+IDS_SOURCE = {
+    "openai": "engine",
+    "sglext": "engine",
+    "native": "native",
+    "logprobs": "logprobs",
+    "tokenize": "approximate",
+    "none": "none",
+}
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one running server gives, the path picked for each need, and why."""
+
+    token_ids: str
+    acceptance: str
+    margins: str
+    #: What each probe answered, in words (the manifest records them).
+    evidence: tuple[str, ...] = ()
+    #: Engine-specific facts the chosen paths need (SGLang: how /generate streams ids).
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ids_source(self) -> str:
+        return IDS_SOURCE.get(self.token_ids, self.token_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "token_ids": self.token_ids,
+            "acceptance": self.acceptance,
+            "margins": self.margins,
+            "evidence": list(self.evidence),
+            "details": dict(self.details),
+        }
 
 
 @dataclass(frozen=True)
@@ -104,6 +155,26 @@ class Engine(Protocol):
         self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
     ) -> EngineProof:
         """Check what the running server reports against the request; raise EngineError."""
+        ...
+
+    #: What `negotiate` found for the server this engine is bound to (None: unbound).
+    capabilities: Capabilities | None
+
+    def negotiate(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        server_config: ServerConfig,
+        probe: RequestSpec,
+        model: str | None,
+    ) -> Capabilities:
+        """Probe the proven server with short requests shaped like `probe` (temperature 0) and
+        pick a path for token ids, acceptance and margins; CapabilityError (one line naming
+        what the build lacks) when no path gives ids."""
+        ...
+
+    def bind(self, capabilities: Capabilities | None) -> Engine:
+        """A copy writing requests for `capabilities`' paths (the engine itself is shared)."""
         ...
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:

@@ -8,6 +8,7 @@ not place become `--key-with-dashes value` flags, in spec order, after the setti
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from secrets import token_hex
@@ -16,8 +17,10 @@ from typing import Any
 import httpx
 
 from sweeper.engines.base import EngineError, RequestSpec
+from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.mapping import flag_argv, render
 from sweeper.plan import ServerConfig
+from sweeper.plan.model import SPEED_BASELINE
 from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
 
@@ -39,9 +42,27 @@ class ConfigParts:
     extras: dict[str, Any]
 
 
+def extra_args_of(server_config: ServerConfig, runtime: RuntimeSpec) -> list[str]:
+    """`runtime.extra_args`, with `runtime.speed_baseline`'s changes on the speed baseline:
+    `--key value` replaced (or added), a None value dropping `--key` and its value."""
+    args = list(runtime.extra_args)
+    if not server_config.params.get(SPEED_BASELINE) or not runtime.speed_baseline:
+        return args
+    for key, value in runtime.speed_baseline.items():
+        flag = "--" + key.replace("_", "-")
+        if flag in args:
+            at = args.index(flag)
+            has_value = at + 1 < len(args) and not args[at + 1].startswith("--")
+            del args[at : at + (2 if has_value else 1)]
+        if value is not None:
+            args += [flag, value]
+    return args
+
+
 def split_config(server_config: ServerConfig, runtime: RuntimeSpec) -> ConfigParts:
     """Split a server config into speculative values, cuda_graph, settings and extra flags."""
     params = dict(server_config.params)
+    params.pop(SPEED_BASELINE, None)  # not a flag: `extra_args_of` applies it
     speculative = {k: params.pop(k) for k in server_config.speculative_keys if k in params}
     cuda_graph = params.pop("cuda_graph", None)
     settings = {key: params.pop(key, getattr(runtime, key)) for key in SETTINGS}
@@ -69,8 +90,9 @@ def settings_argv(
     return argv
 
 
-def openai_body(spec: RequestSpec, model: str | None) -> dict[str, Any]:
-    """The standard streaming body; at temperature 0 it asks for two top logprobs per token,
+def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -> dict[str, Any]:
+    """The standard streaming body; at temperature 0 and where `margins` (an AR server: a
+    speculative one is never asked, see `capabilities`) it asks for two top logprobs per token,
     so a divergence can be told from a near tie."""
     body: dict[str, Any] = {
         "max_tokens": spec.max_tokens,
@@ -88,13 +110,19 @@ def openai_body(spec: RequestSpec, model: str | None) -> dict[str, Any]:
         body["messages"] = (
             list(spec.messages) if spec.messages else [{"role": "user", "content": spec.prompt}]
         )
-        if spec.temperature == 0:
+        if spec.temperature == 0 and margins:
             body["logprobs"] = True
             body["top_logprobs"] = 2
     else:
-        body["prompt"] = spec.prompt
-        if spec.temperature == 0:
+        body["prompt"] = (
+            list(spec.prompt_token_ids) if spec.prompt_token_ids is not None else spec.prompt
+        )
+        if spec.temperature == 0 and margins:
             body["logprobs"] = 2
+    if spec.ignore_eos:
+        body["ignore_eos"] = True
+    if spec.min_tokens:
+        body["min_tokens"] = spec.min_tokens
     return body
 
 
@@ -102,14 +130,29 @@ def api_path(spec: RequestSpec) -> str:
     return "/v1/chat/completions" if spec.chat else "/v1/completions"
 
 
+#: Pauses between tries of a proof read that failed in transport (three tries in all).
+TRANSPORT_RETRY_S = (0.5, 1.5)
+
+
 def get_json(client: httpx.Client, url: str) -> Any:
-    """GET a JSON document; EngineError with the reason when it cannot be had."""
-    try:
-        resp = client.get(url, timeout=10.0)
-        resp.raise_for_status()
-        return resp.json()
-    except (httpx.HTTPError, ValueError) as exc:
-        raise EngineError(f"{url} unreadable: {exc}") from exc
+    """GET a JSON document; EngineError with the reason when it cannot be had.
+
+    The server was seen healthy just before, so a transport failure (a reset, a dropped tunnel
+    channel on a loaded login host) is tried again twice: it says nothing about who answers,
+    and a proof failed for it would fail a whole server config. An HTTP error status or a body
+    that is not JSON is an answer, and fails at once."""
+    for pause in (*TRANSPORT_RETRY_S, None):
+        try:
+            resp = client.get(url, timeout=10.0)
+            resp.raise_for_status()
+            return resp.json()
+        except httpx.TransportError as exc:
+            if pause is None:
+                raise EngineError(f"{url} unreadable: {exc}") from exc
+            time.sleep(pause)
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EngineError(f"{url} unreadable: {exc}") from exc
+    raise AssertionError("unreachable")
 
 
 def same_value(want: Any, got: Any) -> bool:
@@ -137,7 +180,7 @@ def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list
     return wrong
 
 
-class ModuleServer:
+class ModuleServer(Negotiated):
     """A third-party server started as `python -m MODULE --MODEL_FLAG model ... --host --port`
     (SGLang, vLLM): the command from the mapping, the CUDA-graph-off flags and the settings
     under the engine's own names. It takes no launch id, so the /proc proof alone ties the
@@ -167,7 +210,7 @@ class ModuleServer:
         if parts.cuda_graph is False:
             argv += self.cuda_graph_off
         argv += settings_argv(parts, self.setting_flags, renames=self.renames)
-        return argv + list(self.runtime.extra_args), env
+        return argv + extra_args_of(server_config, self.runtime), env
 
     def launch(
         self,

@@ -26,9 +26,11 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
+from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_openai
 from sweeper.engines.common import (
     SETTINGS,
     api_path,
+    extra_args_of,
     get_json,
     mismatches,
     openai_body,
@@ -74,12 +76,14 @@ class DDTreeReader(ChunkReader):
             self.acceptance = dict(chunk["ddtree"])
 
 
-class DDTreeRuntime:
+class DDTreeRuntime(Negotiated):
     """See the module docstring."""
 
     name = "ddtree_runtime"
     launched = True
     health_path = "/health"
+    #: Output-length fields it takes (the bundled runtime takes both, under vLLM's names).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None) -> None:
         self.runtime = runtime
@@ -101,7 +105,7 @@ class DDTreeRuntime:
         if parts.cuda_graph is not None:
             argv.append("--cuda-graph" if parts.cuda_graph else "--disable-cuda-graph")
         argv += settings_argv(parts, _SETTING_FLAGS)
-        return argv + list(self.runtime.extra_args)
+        return argv + extra_args_of(server_config, self.runtime)
 
     def launch(
         self,
@@ -187,8 +191,16 @@ class DDTreeRuntime:
             ),
         )
 
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        speculative = server_config.mode == "speculative"
+        return negotiate_openai(self, client, base_url, speculative, probe, model)
+
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        return HttpRequest(api_path(spec), {**openai_body(spec, model), "return_token_ids": True})
+        body = openai_body(spec, model, margins=self.margins_allowed())
+        return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return DDTreeReader(spec.chat)

@@ -58,6 +58,24 @@ class ParamTarget(_Data):
         return f"{self.json_flag}.{self.json_key}"
 
 
+class EffectiveRules(_Data):
+    """An engine's own rules for what a speculative config really runs, as data (evaluated by
+    `sweeper.engines.effective`): two labels whose effective configs are equal are one server
+    behaviour, measured once."""
+
+    #: Where the rules were read (repository, commit, file and function).
+    source: str = ""
+    #: budget <= block_size - 1 drafts a plain chain of `budget` tokens: topk is unused.
+    chain_at_budget_below_block: bool = False
+    #: Above that, the tree's width is min(max(budget // (block_size - 1) + 1, 2), topk cap)
+    #: (the vocabulary, a third bound, is never the smaller for a real model).
+    width_from_budget_per_block: bool = False
+    #: The topk cap when the grid sets none (an environment variable's default).
+    topk_default: int | None = None
+    #: Values the engine forces whatever was asked (name -> value, e.g. DFLASH's topk 1).
+    forced: dict[str, JsonValue] = Field(default_factory=dict)
+
+
 class EngineMapping(_Data):
     """How an engine is told to speculate with one method, and which grid keys that uses."""
 
@@ -75,6 +93,8 @@ class EngineMapping(_Data):
     draft: ParamTarget | None = None
     #: Speculative grid keys the method does not use -> why (validate quotes it).
     unused: dict[str, str] = Field(default_factory=dict)
+    #: The engine's rules for what a config effectively runs (None: every label is its own).
+    effective: EffectiveRules | None = None
 
 
 def render(

@@ -31,6 +31,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
+from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_openai
 from sweeper.engines.common import api_path, openai_body
 from sweeper.engines.sglang import SGLangReader
 from sweeper.engines.stream import ChunkReader
@@ -101,12 +102,15 @@ def _logprob_ids(logprobs: Mapping[str, Any], chat: bool) -> list[int]:
     return ids
 
 
-class OpenAIEndpoint:
+class OpenAIEndpoint(Negotiated):
     """See the module docstring."""
 
     name = "openai"
     launched = False
     health_path = "/v1/models"
+    #: Output-length fields it takes: none assumed of an endpoint nobody here wrote (what it
+    #: returns is checked against the asked length instead).
+    length_control: tuple[str, ...] = ()
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
         self.runtime = runtime
@@ -152,8 +156,17 @@ class OpenAIEndpoint:
             unproven=UNPROVEN + (() if version else ("what software the server is",)),
         )
 
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        speculative = server_config.mode == "speculative"
+        return negotiate_openai(
+            self, client, base_url, speculative, probe, model, recovers_ids=True
+        )
+
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model)
+        body = openai_body(spec, model, margins=self.margins_allowed())
         if self._current in ("vllm", "ddtree_runtime"):
             body["return_token_ids"] = True
         elif self._current == "sglang":

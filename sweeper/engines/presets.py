@@ -9,7 +9,7 @@ A spec picks one with `runtime.preset`, or declares `runtime.mapping` for its ow
 
 from __future__ import annotations
 
-from sweeper.engines.mapping import EngineMapping, ParamTarget
+from sweeper.engines.mapping import EffectiveRules, EngineMapping, ParamTarget
 
 #: vLLM's speculative-config flag.
 VLLM_SPEC_FLAG = "--speculative-config"
@@ -45,6 +45,10 @@ PRESETS: dict[str, tuple[str, EngineMapping]] = {
                 "is the block size); use preset sglang-ddtree for trees",
                 "topk": "SGLang's DFLASH forces --speculative-eagle-topk to 1 with only a warning",
             },
+            effective=EffectiveRules(
+                source="sglang 0.5.23 server_args.py (DFLASH resolution)",
+                forced={"topk": 1, "num_steps": 1},
+            ),
         ),
     ),
     "sglang-ddtree": (
@@ -59,6 +63,18 @@ PRESETS: dict[str, tuple[str, EngineMapping]] = {
                 "topk": ParamTarget(env="SGLANG_DDTREE_MAX_TOPK"),
             },
             draft=ParamTarget(flag="--speculative-draft-model-path"),
+            effective=EffectiveRules(
+                source=(
+                    "sgl-project/sglang 93e9850e: ddtree_worker.py "
+                    "DDTreeWorker._prepare_for_speculative_decoding (spine mode at "
+                    "budget <= block_size - 1), environ.py (SGLANG_DDTREE_MAX_TOPK = 6); "
+                    "ddtree_utils.build_ddtree_tree's width read at 6c52d319 (called with the "
+                    "same arguments at 93e9850e)"
+                ),
+                chain_at_budget_below_block=True,
+                width_from_budget_per_block=True,
+                topk_default=6,
+            ),
         ),
     ),
     "vllm-ngram": (

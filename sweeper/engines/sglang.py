@@ -6,18 +6,20 @@ the weights loaded; `/v1/models` answers earlier, so it is no readiness signal).
 every flag this engine passed must come back with its value, so a value SGLang's resolution
 rules override (DFLASH forces topk and steps to 1 with only a warning) fails the point instead of
 being measured under the wrong label. Environment variables (PR #29907's `SGLANG_DDTREE_MAX_TOPK`)
-are not in /server_info: the /proc proof covers them. Streams: completions chunks carry
-`token_ids`; a chat stream carries its output ids once, in a final `sglext.output_ids` chunk
-(`return_output_ids_in_sglext`); both carry acceptance in `sglext.spec_tokens_details`
-(`spec_accept_length` = tokens per verify step, bonus included: tau). Facts and file:line
-references into SGLang 0.5.23: tests/engines_oracles and the oracle tests that check them.
+are not in /server_info: the /proc proof covers them, and the fingerprint hashes their values
+with the reported args (two configs differing only in a cap are two servers). Which paths give
+ids, acceptance and margins is negotiated per server (`sglang_negotiate`): SGLang's OpenAI id
+extensions where the build has them, else its native streamed `/generate`; streams are read by
+`sglang_stream.SGLangReader`. Acceptance from `/metrics` counter deltas where no stream carries
+it. Facts and file:line references into SGLang 0.5.23: tests/engines_oracles and the oracle
+tests that check them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import threading
 from typing import Any
 
 import httpx
@@ -29,12 +31,15 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
+from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.common import (
     ModuleServer,
     api_path,
     mismatches,
     openai_body,
 )
+from sweeper.engines.sglang_negotiate import negotiate_sglang, tokenize
+from sweeper.engines.sglang_stream import GENERATE_PATH, SGLangReader, generate_body
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
 from sweeper.services import Launch
@@ -51,6 +56,30 @@ RENAMES = {"max_batch": "max_running_requests", "max_model_len": "context_length
 #: CUDA graphs off, per phase: these spellings parse in 0.5.23 and in PR #29907's build (the
 #: single --disable-cuda-graph is deprecated in the one and absent from the other's CLI).
 CUDA_GRAPH_OFF = ["--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"]
+#: SGLang's /metrics counters (`--enable-metrics`): tau = generation tokens / verify calls, as
+#: SGLang's own per-request `spec_accept_length` counts it.
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+VERIFY_CALLS = "sglang:spec_verify_calls_total"
+
+__all__ = ["SGLang", "SGLangReader", "read_metrics", "server_args_of"]
+
+
+def read_metrics(text: str) -> dict[str, float] | None:
+    """`drafts` (verify calls) and `accepted_tokens` (generated tokens beyond one per verify)
+    from a Prometheus page, summed over label sets; None without speculative counters."""
+    sums = {GENERATION_TOKENS: 0.0, VERIFY_CALLS: 0.0}
+    seen = False
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in sums:
+            sums[name] += float(line.rsplit(" ", 1)[1])
+            seen = seen or name == VERIFY_CALLS
+    if not seen:
+        return None
+    verify = sums[VERIFY_CALLS]
+    return {"drafts": verify, "accepted_tokens": sums[GENERATION_TOKENS] - verify}
 
 
 def server_args_of(argv: list[str]) -> dict[str, Any]:
@@ -76,42 +105,23 @@ def _typed(text: str) -> Any:
         return text
 
 
-class SGLangReader(ChunkReader):
-    """Reads ids from completions chunks, or from a chat stream's final `sglext` chunk, and the
-    acceptance figures SGLang puts beside them."""
-
-    def read_extension(self, chunk: Mapping[str, Any]) -> None:
-        sglext = chunk.get("sglext") or {}
-        ids = sglext.get("output_ids")
-        if ids and not self.saw_ids:
-            # Arrives once, after the finish chunk: the whole output of choice 0.
-            self.token_ids = [int(t) for t in ids[0]]
-            self.saw_ids = True
-        details = sglext.get("spec_tokens_details")
-        if isinstance(details, list):
-            details = details[0] if details else None
-        if details and details.get("spec_verify_ct"):
-            # Of the exposure columns SGLang reports only the accepted-length histogram
-            # (drafts accepted per verify step, bonus excluded: our accepted_hist); padding,
-            # graph replay, batching and tree shapes stay unknown.
-            histogram = details.get("spec_correct_drafts_histogram")
-            self.acceptance = {
-                "tau": details.get("spec_accept_length"),
-                "verify_rounds": details.get("spec_verify_ct"),
-                "accepted_hist": [int(n) for n in histogram] if histogram else None,
-            }
-
-
 class SGLang(ModuleServer):
     """See the module docstring."""
 
     name = "sglang"
     health_path = "/health"
+    #: Output-length fields it takes (SGLang's OpenAI server takes both as extra sampling fields).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
     module = "sglang.launch_server"
     model_flag = "--model-path"
     cuda_graph_off = tuple(CUDA_GRAPH_OFF)
     setting_flags = SETTING_FLAGS
     renames = RENAMES
+
+    #: Prompt text (or messages) -> token ids from /tokenize, shared by every server config and
+    #: host of the run (the AR baseline, which starts first, tokenizes), so all get the same.
+    _prompt_ids: dict[str, list[int]] = {}
+    _prompt_lock = threading.Lock()
 
     def expected(self, server_config: ServerConfig) -> dict[str, Any]:
         """What SGLang's resolved server args must say for this server config."""
@@ -133,13 +143,17 @@ class SGLang(ModuleServer):
                 "with only a warning): " + "; ".join(wrong)
             )
         reported = {key: info.get(key) for key in sorted(want)}
+        # Environment SGLang reads at start (PR #29907's topk cap) is not in /server_info: its
+        # values, proven from /proc, enter the fingerprint so two caps are two servers.
+        env = {k: v for k, v in sorted(launch.env.items()) if k.startswith("SGLANG_")}
         digest = json.dumps(
-            {"version": info.get("version"), "server_args": reported}, sort_keys=True
+            {"version": info.get("version"), "server_args": reported, "env": env},
+            sort_keys=True,
         )
         return EngineProof(
             fingerprint=hashlib.sha256(digest.encode()).hexdigest(),
             version=str(info.get("version")) if info.get("version") else None,
-            info={"engine": "sglang", "server_args": reported},
+            info={"engine": "sglang", "server_args": reported, "env": env},
             proven=(f"/server_info reports every requested flag ({len(want)})",),
             unproven=tuple(
                 f"environment {name}: SGLang does not report it (proven from /proc only)"
@@ -167,9 +181,34 @@ class SGLang(ModuleServer):
             raise EngineError(f"{path} is not a JSON object")
         raise EngineError("SGLang answers neither /server_info nor /get_server_info")
 
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        caps = negotiate_sglang(
+            self, client, base_url, server_config.mode == "speculative", probe, model
+        )
+        if caps.details.get("prompt") == "input_ids from /tokenize":
+            caps = Capabilities(
+                caps.token_ids, caps.acceptance, caps.margins, caps.evidence,
+                {**caps.details, "tokenize_at": base_url},
+            )  # fmt: skip
+        return caps
+
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model)
-        body["return_spec_tokens_details"] = True
+        caps = self.capabilities
+        if caps is not None and caps.token_ids == "native":
+            prompt: list[int] | str = spec.prompt
+            if spec.prompt_token_ids is not None:  # a synthetic prompt: its ids as given
+                prompt = list(spec.prompt_token_ids)
+            elif caps.details.get("tokenize_at"):
+                prompt = self.prompt_ids(spec, model, str(caps.details["tokenize_at"]))
+            return HttpRequest(
+                GENERATE_PATH, generate_body(spec, prompt, margins=self.margins_allowed())
+            )
+        body = openai_body(spec, model, margins=self.margins_allowed())
+        if caps is None or caps.acceptance == "requests":
+            body["return_spec_tokens_details"] = True
         if spec.chat:
             # Chat refuses return_token_ids when streaming; ids come in sglext instead.
             body["return_output_ids_in_sglext"] = True
@@ -177,11 +216,36 @@ class SGLang(ModuleServer):
             body["return_token_ids"] = True
         return HttpRequest(api_path(spec), body)
 
+    def prompt_ids(self, spec: RequestSpec, model: str | None, base_url: str) -> list[int]:
+        """The prompt's ids from the first server asked (`_prompt_ids`); EngineError when
+        `/tokenize` that answered in negotiation no longer does."""
+        key = json.dumps([self.runtime.model, spec.prompt, spec.messages, spec.chat], default=list)
+        with self._prompt_lock:
+            if key not in self._prompt_ids:
+                with httpx.Client(timeout=30.0) as client:
+                    ids = tokenize(client, base_url, spec, model)
+                if ids is None:
+                    raise EngineError(f"{base_url}/tokenize gave no ids for {spec.prompt_id}")
+                self._prompt_ids[key] = ids
+            return list(self._prompt_ids[key])
+
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return SGLangReader(spec.chat)
 
     def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
-        return None
+        if self.capabilities is not None and self.capabilities.acceptance != "metrics":
+            return None
+        try:
+            resp = client.get(base_url + "/metrics", timeout=10.0)
+        except httpx.HTTPError:
+            return None
+        return read_metrics(resp.text) if resp.status_code == 200 else None
 
     def requirements(self) -> HostRequirements:
-        return HostRequirements(("torch", "transformers", "sglang"), gpu=True)
+        # A GPU unless the spec serves on the CPU (`runtime.device: cpu`, or --device in its args).
+        args = self.runtime.extra_args
+        on_cpu = self.runtime.device == "cpu" or any(
+            a == "--device=cpu" or (a == "--device" and nxt == "cpu")
+            for a, nxt in zip(args, [*args[1:], ""][: len(args)], strict=True)
+        )
+        return HostRequirements(("torch", "transformers", "sglang"), gpu=not on_cpu)

@@ -17,9 +17,13 @@ import httpx
 
 from sweeper.results.records import EXPOSURE_COLUMNS
 
-#: Where a record's token ids came from: the engine's own ids, ids recovered from logprobs, or
-#: a re-tokenization of the text (only approximately the ids the engine generated).
-IdsSource = Literal["engine", "logprobs", "approximate"]
+#: Where a record's token ids came from: the engine's own ids through its OpenAI extension,
+#: through its native API (SGLang's `/generate`), ids recovered from logprobs, a
+#: re-tokenization of the text (only approximately the ids the engine generated), or none (the
+#: stream carried text but no ids: the point then fails on its usage count).
+IdsSource = Literal["engine", "native", "logprobs", "approximate", "none"]
+#: Point-level precedence: a point says the least exact source any of its requests had.
+SOURCE_ORDER: tuple[str, ...] = ("none", "approximate", "logprobs", "native", "engine")
 
 
 def margins_of(choice: Mapping[str, Any], chat: bool) -> list[float]:
@@ -106,12 +110,21 @@ class ChunkReader:
             "finish_reason": self.finish_reason,
             "tau": self.acceptance.get("tau"),
             "verify_rounds": self.acceptance.get("verify_rounds"),
-            "token_ids_source": self.ids_source,
+            "token_ids_source": self.source,
+            "prompt_tokens": self.usage.get("prompt_tokens"),
         }
+
+    @property
+    def source(self) -> str:
+        """`ids_source`, except "none" for an engine path whose stream carried no ids."""
+        produced = self.usage.get("completion_tokens") or self.texts
+        if self.ids_source in ("engine", "native") and not self.saw_ids and produced:
+            return "none"
+        return self.ids_source
 
     def usage_mismatch(self) -> str | None:
         """Why the usage chunk disagrees with the ids the stream carried, or None."""
         expected = self.usage.get("completion_tokens")
-        if self.ids_source == "engine" and expected not in (None, len(self.token_ids)):
+        if self.ids_source in ("engine", "native") and expected not in (None, len(self.token_ids)):
             return f"usage says {expected} tokens, stream carried {len(self.token_ids)}"
         return None

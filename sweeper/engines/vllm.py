@@ -31,6 +31,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
+from sweeper.engines.capabilities import Capabilities, negotiate_openai
 from sweeper.engines.common import (
     ModuleServer,
     api_path,
@@ -87,6 +88,8 @@ class VLLM(ModuleServer):
 
     name = "vllm"
     health_path = "/health"
+    #: Output-length fields it takes (vLLM's OpenAI server takes both as extra sampling fields).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
     module = "vllm.entrypoints.openai.api_server"
     model_flag = "--model"
     cuda_graph_off = tuple(CUDA_GRAPH_OFF)
@@ -156,8 +159,16 @@ class VLLM(ModuleServer):
             raise EngineError("speculative_config mismatch: " + "; ".join(wrong))
         return got
 
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        speculative = server_config.mode == "speculative"
+        return negotiate_openai(self, client, base_url, speculative, probe, model)
+
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        return HttpRequest(api_path(spec), {**openai_body(spec, model), "return_token_ids": True})
+        body = openai_body(spec, model, margins=self.margins_allowed())
+        return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return ChunkReader(spec.chat)

@@ -26,9 +26,12 @@ import paramiko
 from sweeper.hosts import CommandResult, HostError
 from sweeper.hosts.ssh_target import (
     HostKeyError,
+    PermanentHostError,
     RecordNewKey,
     SSHTarget,
-    known_hosts_name,
+    changed_key_message,
+    permanent_reason,
+    unknown_key_message,
 )
 
 # paramiko logs failures it also raises (e.g. a tunnel channel refused while the runtime is still
@@ -65,6 +68,7 @@ class SSHHost:
         self._sftp: paramiko.SFTPClient | None = None
         self._sftp_lock = threading.Lock()
         self._closed = False
+        self._permanent: PermanentHostError | None = None
         #: How many times the connection was (re)established; tests and the bench read it.
         self.connects = 0
 
@@ -80,6 +84,8 @@ class SSHHost:
             if transport is not None and transport.is_active():
                 return transport
             self._drop()
+            if self._permanent is not None:  # it failed for good: no point asking again
+                raise self._permanent
             last: Exception | None = None
             for delay in (0.0, *RECONNECT_BACKOFF_S):
                 time.sleep(delay)
@@ -89,6 +95,11 @@ class SSHHost:
                     raise
                 except (OSError, EOFError, paramiko.SSHException) as exc:
                     last = exc
+                    if reason := permanent_reason(exc):
+                        self._permanent = PermanentHostError(
+                            f"{self.name}: cannot connect to {self.target.hostname}: {reason}"
+                        )
+                        raise self._permanent from None
             raise HostError(
                 f"{self.name}: cannot connect to {self.target.user}@{self.target.hostname}:"
                 f"{self.target.port} after {len(RECONNECT_BACKOFF_S) + 1} attempts: {last}"
@@ -130,23 +141,11 @@ class SSHHost:
             )
         except paramiko.BadHostKeyException as exc:
             client.close()
-            raise HostKeyError(
-                f"{self.name}: the host key of {t.hostname}:{t.port} CHANGED (got "
-                f"{exc.key.get_name()} {exc.key.get_fingerprint().hex()}); this may be an attack. "
-                f"If the host was reinstalled, verify its new key out of band, then run "
-                f"`ssh-keygen -R {known_hosts_name(t)} -f {t.known_hosts}` and "
-                f"`ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}`."
-            ) from None
+            raise HostKeyError(changed_key_message(self.name, t, exc.key)) from None
         except paramiko.SSHException as exc:
             client.close()
             if "not found in known_hosts" in str(exc):
-                raise HostKeyError(
-                    f"{self.name}: {t.hostname}:{t.port} is not in {t.known_hosts}, so its "
-                    f"identity cannot be checked and nothing was run. Verify its key out of band "
-                    f"and add it: `ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}` (or "
-                    f"log in once with ssh), or set `accept_new_host_key: true` on this host in "
-                    f"the spec to accept and record it."
-                ) from None
+                raise HostKeyError(unknown_key_message(self.name, t)) from None
             raise
         transport = client.get_transport()
         assert transport is not None
@@ -220,7 +219,7 @@ class SSHHost:
         try:
             channel = self._transport().open_session(timeout=self.connect_timeout)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise _ConnectionLost(str(exc)) from None
+            raise _ConnectionLost(repr(exc)) from None
         deadline = None if timeout is None else time.monotonic() + timeout
         out, err = bytearray(), bytearray()
         try:
@@ -243,15 +242,18 @@ class SSHHost:
                 select.select([channel], [], [], wait)
             # exit-status comes after the data and EOF: drain what is left.
             channel.settimeout(10.0)
-            while chunk := channel.recv(65536):
-                out += chunk
-            while chunk := channel.recv_stderr(65536):
-                err += chunk
+            with contextlib.suppress(TimeoutError):
+                # The data came before the exit status; only the EOF may straggle on a loaded
+                # host, and waiting for it is no reason to lose (and re-run) the command.
+                while chunk := channel.recv(65536):
+                    out += chunk
+                while chunk := channel.recv_stderr(65536):
+                    err += chunk
             if not channel.exit_status_ready():
                 raise _ConnectionLost("channel closed without an exit status")
             code = channel.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise _ConnectionLost(str(exc)) from None
+            raise _ConnectionLost(repr(exc)) from None
         finally:
             channel.close()
         if code == -1:
@@ -383,7 +385,8 @@ class SSHHost:
 
 
 class _ConnectionLost(Exception):
-    """The SSH connection dropped under a command (internal: triggers one reconnect + retry)."""
+    """The SSH connection dropped under a command (internal: triggers one reconnect + retry).
+    Its text is the cause's repr: paramiko raises EOFError() and timeouts with no message."""
 
 
 def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:

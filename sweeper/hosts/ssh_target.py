@@ -5,6 +5,7 @@ new key only when the spec's `accept_new_host_key` says so."""
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,47 @@ from sweeper.hosts import HostError
 
 class HostKeyError(HostError):
     """The host's key is unknown or changed: nothing was run, the message says how to fix it."""
+
+
+class PermanentHostError(HostError):
+    """A connection failure that trying again cannot fix (a name that does not resolve, keys
+    the host refuses): raised at once, not after the reconnection backoff."""
+
+
+def permanent_reason(exc: BaseException) -> str | None:
+    """Why a failed connection attempt will fail the same way again, or None (worth a retry:
+    a refused or dropped connection, a resolver that is only temporarily unavailable)."""
+    if isinstance(exc, socket.gaierror) and exc.errno in (socket.EAI_NONAME, _EAI_NODATA):
+        return f"the host name does not resolve ({exc.strerror})"
+    if isinstance(exc, paramiko.AuthenticationException):
+        return f"authentication failed ({exc}); check user, key_file and the agent's keys"
+    return None
+
+
+#: glibc's "no address associated with hostname" (not exported by every Python build).
+_EAI_NODATA = getattr(socket, "EAI_NODATA", -5)
+
+
+def changed_key_message(name: str, t: SSHTarget, key: paramiko.PKey) -> str:
+    """What to tell about a host whose key changed (it may be an attack)."""
+    return (
+        f"{name}: the host key of {t.hostname}:{t.port} CHANGED (got "
+        f"{key.get_name()} {key.get_fingerprint().hex()}); this may be an attack. "
+        f"If the host was reinstalled, verify its new key out of band, then run "
+        f"`ssh-keygen -R {known_hosts_name(t)} -f {t.known_hosts}` and "
+        f"`ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}`."
+    )
+
+
+def unknown_key_message(name: str, t: SSHTarget) -> str:
+    """What to tell about a host whose key is not in known_hosts."""
+    return (
+        f"{name}: {t.hostname}:{t.port} is not in {t.known_hosts}, so its "
+        f"identity cannot be checked and nothing was run. Verify its key out of band "
+        f"and add it: `ssh-keyscan -p {t.port} {t.hostname} >> {t.known_hosts}` (or "
+        f"log in once with ssh), or set `accept_new_host_key: true` on this host in "
+        f"the spec to accept and record it."
+    )
 
 
 @dataclass(frozen=True)

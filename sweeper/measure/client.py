@@ -24,6 +24,7 @@ import httpx
 import orjson
 
 from sweeper.engines.base import Engine, HttpRequest, RequestSpec
+from sweeper.engines.capabilities import error_message
 from sweeper.measure.sse_http import StreamClient
 
 DONE = b"[DONE]"
@@ -55,15 +56,6 @@ def decode_events(events: Sequence[bytes]) -> tuple[list[Any], str | None]:
     raise AssertionError("the events decode one by one but not as an array")  # pragma: no cover
 
 
-def http_error(status: int, body: bytes) -> str:
-    """`HTTP status: message`, the message from an OpenAI-style error body when it has one."""
-    try:
-        message = orjson.loads(body)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
-        message = body.decode("utf-8", "replace")[:500]
-    return f"HTTP {status}: {message}"
-
-
 async def stream_request(
     client: StreamClient,
     base_url: str,
@@ -88,7 +80,7 @@ async def stream_request(
         body = orjson.dumps(request.body)
         resp = await client.post_sse(base_url + request.path, body, request.headers)
         if resp.status != 200:
-            error = http_error(resp.status, resp.body)
+            error = f"HTTP {resp.status}: {error_message(resp.body.decode('utf-8', 'replace'))}"
         else:
             chunks, error = decode_events(resp.events)
             last = sent
@@ -98,8 +90,7 @@ async def stream_request(
                     error = f"ValueError: a stream chunk is not a JSON object: {chunk!r:.200}"
                     break
                 if chunk.get("error"):
-                    err = chunk["error"]
-                    error = str(err.get("message", err) if isinstance(err, dict) else err)
+                    error = error_message(orjson.dumps(chunk).decode())
                     break
                 if feed(chunk):
                     if ttft is None:

@@ -19,12 +19,14 @@ request of the point is recorded with the reason, so the point fails with it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.arrivals import ArrivalProfile
 from sweeper.measure.client import stream_request
+from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.pool import ClosedLoop, Load, OpenLoop, run_load
 from sweeper.measure.senders import spec_payload
 from sweeper.measure.sse_http import StreamClient
@@ -36,8 +38,15 @@ from sweeper.spec import RuntimeSpec, WorkloadSpec
 DEFAULT_SCHEDULE_SEED = 0
 
 
-def point_prompts(rc: RequestConfig, workload: WorkloadSpec) -> list[RequestSpec]:
-    """One request per prompt (repeat 0) with the point's request config."""
+def point_prompts(
+    rc: RequestConfig,
+    workload: WorkloadSpec,
+    *,
+    length_control: Sequence[str] = (),
+    inputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[RequestSpec]:
+    """One request per prompt (repeat 0) with the point's request config, the run's resolved
+    inputs and the length fields the engine takes."""
     return expand_requests(
         workload.prompts,
         repeats=1,
@@ -46,7 +55,25 @@ def point_prompts(rc: RequestConfig, workload: WorkloadSpec) -> list[RequestSpec
         seed=rc.seed,
         top_p=rc.top_p,
         chat=workload.api == "chat",
+        length_control=length_control,
+        inputs=inputs,
     )
+
+
+def probe_spec(workload: WorkloadSpec) -> RequestSpec:
+    """The workload's first prompt with text, greedy: the shape of a server's negotiation probe
+    (a fixed short text where every prompt is synthetic: its ids are resolved later)."""
+    written = [p for p in workload.prompts if p.text or p.messages][:1]
+    if not written:
+        return RequestSpec("probe", "Hello.", workload.max_tokens, 0.0, chat=workload.api == "chat")
+    return expand_requests(
+        written,
+        repeats=1,
+        max_tokens=workload.max_tokens,
+        temperature=0.0,
+        seed=None,
+        chat=workload.api == "chat",
+    )[0]
 
 
 def point_load(rc: RequestConfig, workload: WorkloadSpec) -> Load:
@@ -79,11 +106,19 @@ def drive_point(
     warmup: int,
     model: str | None = None,
     after_warmup: Callable[[], object] | None = None,
+    inputs: Inputs | None = None,
 ) -> WorkloadResult:
     """Warm up, then run the point's load (see the module doc); one record per offered request,
-    in schedule order."""
+    in schedule order. `inputs` resolves what the prompts need from the server first (synthetic
+    token ids, later turns' histories); when it cannot, every request fails with the reason."""
     rc = point.request_config
-    prompts = point_prompts(rc, workload)
+    length_control = getattr(engine, "length_control", ())
+    try:
+        resolved = inputs.resolve(base_url, model) if inputs is not None else None
+    except InputsError as exc:
+        prompts = point_prompts(rc, workload)
+        return _client_failed(prompts, point_load(rc, workload), str(exc))
+    prompts = point_prompts(rc, workload, length_control=length_control, inputs=resolved)
     asyncio.run(_warm_up(base_url, prompts[:warmup], engine, model))
     if after_warmup is not None:
         after_warmup()

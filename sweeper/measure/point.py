@@ -14,9 +14,13 @@ from typing import Any, Literal
 import httpx
 
 from sweeper.analysis.goodput import goodput_columns, latency_speedups
+from sweeper.analysis.metrics import speedup
 from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
+from sweeper.engines.capabilities import Capabilities
+from sweeper.engines.stream import SOURCE_ORDER
 from sweeper.measure.exposure import point_exposure
+from sweeper.measure.lengths import point_lengths, request_columns
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
@@ -66,6 +70,8 @@ def measured_point(
     log_text: str,
     acceptance: Mapping[str, float] | None = None,
     slo: SloSpec | None = None,
+    capabilities: Capabilities | None = None,
+    speed_baseline_point: Mapping[str, Any] | None = None,
 ) -> tuple[PointRecord, list[RequestRecord]]:
     """The point row and its request rows from what the workload measured; `acceptance` holds
     the engine's counter deltas over the measured requests when it counts per server.
@@ -76,7 +82,14 @@ def measured_point(
     its numbers describe the client.
     """
     rows = [
-        {**key, "prompt_id": spec.prompt_id, "repeat": spec.repeat, "seed": spec.seed, **rec}
+        {
+            **key,
+            "prompt_id": spec.prompt_id,
+            "repeat": spec.repeat,
+            "seed": spec.seed,
+            **rec,
+            **request_columns(spec, rec),
+        }
         for spec, rec in result.records
     ]
     errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
@@ -97,20 +110,28 @@ def measured_point(
     if errors:
         numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
     numbers.update(point_acceptance(numbers.get("tau"), acceptance))
+    if capabilities is not None:
+        # Where margins came from, and why a point has no acceptance (an AR one needs none).
+        numbers["margin_source"] = capabilities.margins
+        numbers["acceptance_source"] = numbers["acceptance_source"] or capabilities.acceptance
     numbers["n_unfinished"] = sum(not r.get("finished", True) for r in rows)
     numbers.update(goodput_columns(rows, slo, result.wall_s))
     numbers.update(latency_speedups(numbers, baseline_point))
+    if speed_baseline_point is not None:  # the production AR (`runtime.speed_baseline`)
+        numbers["speed_speedup"] = speedup(
+            numbers.get("output_tok_s"), speed_baseline_point.get("output_tok_s")
+        )
     numbers.update(check_columns(result.check, result.processes))
+    numbers.update(point_lengths(result.records))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
-        numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None)
+        numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None, speed_speedup=None)
     numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))
     sources = {r.get("token_ids_source") or "engine" for r in rows}
-    numbers["token_ids_source"] = next(
-        (s for s in ("approximate", "logprobs") if s in sources), "engine"
-    )
+    numbers["token_ids_source"] = next((s for s in SOURCE_ORDER if s in sources), "engine")
     status: Literal["ok", "failed"] = "failed" if errors else "ok"
     record = PointRecord(
         **key,
+        covers_labels=list(point.server_config.covers),
         status=status,
         reason=f"{len(errors)}/{len(rows)} requests failed: {errors[0]}" if errors else "",
         fingerprint=fingerprint,

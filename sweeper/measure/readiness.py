@@ -10,21 +10,26 @@ with the reason (the runner never measures it):
 - from the engine (`Engine.prove`): what the server reports of its effective config (the
   runtime's fingerprint, launch id and source hash; SGLang's resolved server args).
 An endpoint the sweeper did not start (`engine: openai`) gets only what the engine can prove,
-and the identity says what it could not.
+and the identity says what it could not. Then, before it is measured, the engine negotiates
+what the build gives (`negotiate`: token ids, acceptance, margins; `sweeper.engines.capabilities`),
+and the identity carries the choice and its evidence to the manifest.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 
 from sweeper.engines.base import Engine, EngineError, EngineProof
+from sweeper.engines.capabilities import Capabilities
 from sweeper.hosts import Host
+from sweeper.measure.drive import probe_spec
 from sweeper.plan import ServerConfig
 from sweeper.poll import WaitAborted, WaitTimeout, wait_until
 from sweeper.services import Instance, Service
 from sweeper.services.proc import ProbeError, ProcessFacts, check_process, read_process
+from sweeper.spec import WorkloadSpec
 
 POLL_CAP_S = 0.25
 POLL_FIRST_S = 0.02
@@ -50,6 +55,8 @@ class Identity:
     proven: tuple[str, ...] = ()
     unproven: tuple[str, ...] = ()
     model: str | None = field(default=None)
+    #: What the server gives and the paths chosen (None until `negotiate`).
+    capabilities: Capabilities | None = None
 
     @property
     def fingerprint(self) -> str | None:
@@ -177,3 +184,27 @@ def prove_identity(
         unproven=(*unproven, *proof.unproven),
         model=model,
     )
+
+
+#: Output tokens of a negotiation probe: enough to see ids, acceptance and logprobs.
+PROBE_TOKENS = 8
+
+
+def negotiate(
+    engine: Engine,
+    base_url: str,
+    server_config: ServerConfig,
+    identity: Identity,
+    workload: WorkloadSpec,
+) -> Identity:
+    """The identity with what the engine negotiated with the proven server (one short request
+    per path, shaped like the workload's first prompt); ReadinessError with the one line naming
+    what it lacks."""
+    probe = probe_spec(workload)
+    probe = replace(probe, max_tokens=min(probe.max_tokens, PROBE_TOKENS), repeat=-1)
+    with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
+        try:
+            caps = engine.negotiate(client, base_url, server_config, probe, identity.model)
+        except EngineError as exc:
+            raise ReadinessError(str(exc)) from None
+    return replace(identity, capabilities=caps)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,23 +42,62 @@ def expand_requests(
     seed: int | None,
     top_p: float | None = None,
     chat: bool = False,
+    length_control: Sequence[str] = (),
+    inputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[RequestSpec]:
-    """Every prompt x repeat as a RequestSpec, prompt-major order (the order records keep)."""
+    """Every prompt x repeat as a RequestSpec, prompt-major order (the order records keep).
+
+    `inputs` holds what the run resolved for a prompt (`sweeper.measure.inputs`): the token ids
+    of a synthetic prompt, the messages of a later turn with its history filled. A prompt's own
+    `max_tokens` overrides the point's; a held one is sent with the `length_control` fields the
+    engine takes."""
     return [
-        RequestSpec(
-            prompt_id=prompt.id,
-            prompt=prompt.text or "\n".join(m.content for m in prompt.messages or []),
-            messages=tuple(m.model_dump() for m in prompt.messages) if prompt.messages else None,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            seed=seed,
-            top_p=top_p,
-            repeat=r,
-            chat=chat,
-        )
-        for prompt in prompts
+        _request(p, r, max_tokens, temperature, seed, top_p, chat, length_control, inputs or {})
+        for p in prompts
         for r in range(repeats)
     ]
+
+
+def _request(
+    prompt: PromptSpec,
+    repeat: int,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None,
+    top_p: float | None,
+    chat: bool,
+    length_control: Sequence[str],
+    inputs: Mapping[str, Mapping[str, Any]],
+) -> RequestSpec:
+    resolved = inputs.get(prompt.id, {})
+    ids = resolved.get("token_ids")
+    messages = resolved.get("messages") or (
+        [m.model_dump() for m in prompt.messages] if prompt.messages else None
+    )
+    n_out = prompt.max_tokens or max_tokens
+    hold = prompt.hold_output
+    text = prompt.text
+    if text is None:
+        text = "\n".join(m["content"] for m in messages or []) or f"[{prompt.tokens} token ids]"
+    return RequestSpec(
+        prompt_id=prompt.id,
+        prompt=text,
+        messages=tuple(messages) if messages else None,
+        prompt_token_ids=tuple(ids) if ids is not None else None,
+        max_tokens=n_out,
+        temperature=temperature,
+        seed=seed,
+        top_p=top_p,
+        repeat=repeat,
+        # Token ids go to the completions API: a chat template would add tokens.
+        chat=chat and prompt.tokens is None,
+        ignore_eos=hold and "ignore_eos" in length_control,
+        min_tokens=n_out if hold and "min_tokens" in length_control else None,
+        dataset=prompt.dataset,
+        category=prompt.category,
+        turn=prompt.turn,
+        hold_tokens=n_out if hold else None,
+    )
 
 
 async def run_requests(

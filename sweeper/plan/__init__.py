@@ -4,6 +4,7 @@
 """
 
 from sweeper.plan.build import build_plan
+from sweeper.plan.checks import MAX_COMBINATIONS, PlanError
 from sweeper.plan.model import (
     DEFAULT_LOAD_S,
     DEFAULT_TOK_S,
@@ -23,9 +24,11 @@ from sweeper.plan.model import (
 __all__ = [
     "DEFAULT_LOAD_S",
     "DEFAULT_TOK_S",
+    "MAX_COMBINATIONS",
     "HostPlan",
     "Mode",
     "Plan",
+    "PlanError",
     "Point",
     "RequestConfig",
     "ServerConfig",

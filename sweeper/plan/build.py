@@ -14,19 +14,23 @@ same flags, so a speedup compares speculation alone; AR configs run first on eac
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from sweeper.engines.effective import effective, why
 from sweeper.engines.kinds import LAUNCHED
-from sweeper.plan.model import HostPlan, Plan, RequestConfig, ServerConfig, Step
+from sweeper.plan.checks import guard_size, review, same_request
+from sweeper.plan.model import SPEED_BASELINE, HostPlan, Plan, RequestConfig, ServerConfig, Step
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
 
 
 def build_plan(spec: Spec) -> Plan:
     """Expand the grid, drop redundant points with notes, order and assign to hosts."""
+    guard_size(spec)
     grid = spec.grid
     extra_keys = list(grid.extra_flags())
     shape = _Shape.of(spec)
@@ -60,18 +64,60 @@ def build_plan(spec: Spec) -> Plan:
         request = _request_config(combo, spec)
         entry = by_server.setdefault(server.id, (server, {}))
         if request.id in entry[1]:
+            same_request(entry[1][request.id], request)
             drops[_duplicate_reason(combo)] += 1
             continue
         entry[1][request.id] = request
 
     ar_configs = [entry for entry in by_server.values() if entry[0].mode == "ar"]
     spec_configs = [entry for entry in by_server.values() if entry[0].mode == "speculative"]
+    notes = [f"dropped {n} point{'s' if n != 1 else ''}: {reason}" for reason, n in drops.items()]
+    spec_configs = _one_per_behaviour(spec, spec_configs, notes)
     if spec.baseline and shape.has_baseline:
         ar_configs = _baseline_configs(spec, spec_configs, extra_keys, shape)
+        if spec.runtime.speed_baseline:
+            # Each exactness baseline's twin with the production flags: the speed baseline.
+            ar_configs += [
+                (ServerConfig.make("ar", {**sc.params, SPEED_BASELINE: True}), dict(rcs))
+                for sc, rcs in ar_configs
+            ]
+            notes.append(
+                "speed baseline: each AR baseline also runs with "
+                + ", ".join(f"{k}={v}" for k, v in spec.runtime.speed_baseline.items())
+                + " (speed_speedup); exactness is judged against the AR baseline with the "
+                "speculative configs' own flags (speedup)"
+            )
 
-    notes = [f"dropped {n} point{'s' if n != 1 else ''}: {reason}" for reason, n in drops.items()]
     host_plans = _assign_hosts(spec, ar_configs, spec_configs, notes)
-    return Plan(spec, tuple(host_plans), tuple(notes))
+    plan = Plan(spec, tuple(host_plans), tuple(notes))
+    return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
+
+
+def _one_per_behaviour(
+    spec: Spec,
+    configs: list[tuple[ServerConfig, dict[str, RequestConfig]]],
+    notes: list[str],
+) -> list[tuple[ServerConfig, dict[str, RequestConfig]]]:
+    """Speculative configs the engine's rules make one behaviour (`effective`) run once: the
+    first label measures, covering the others' request configs, with a note per label."""
+    mapping = spec.runtime.engine_mapping() if LAUNCHED[spec.runtime.engine] else None
+    rules = mapping.effective if mapping is not None else None
+    if rules is None:
+        return configs
+    kept: dict[str, tuple[ServerConfig, dict[str, RequestConfig]]] = {}
+    for server, requests in configs:
+        key = json.dumps(effective(rules, server.params), sort_keys=True, default=str)
+        if key not in kept:
+            kept[key] = (server, dict(requests))
+            continue
+        first, theirs = kept[key]
+        theirs.update(requests)
+        kept[key] = (replace(first, covers=(*first.covers, server.label)), theirs)
+        notes.append(
+            f"{server.label} is {first.label} ({why(rules, server.params)}): measured once, "
+            "reported under both labels"
+        )
+    return list(kept.values())
 
 
 def _matches(grid: GridSpec, rule: Mapping[str, Any], combo: Mapping[str, Any]) -> bool:
@@ -214,19 +260,66 @@ def _assign_hosts(
     spec_configs: list[tuple[ServerConfig, dict[str, RequestConfig]]],
     notes: list[str],
 ) -> list[HostPlan]:
-    """AR configs run first on every host; speculative configs on every host, or round-robin
-    between hosts with `shard: true`."""
+    """AR configs run first on every host; speculative configs on every host, or, with
+    `shard: true`, dealt so every level of every server factor runs on every host where there
+    are as many configs at that level as hosts (a host never stands for a factor's level)."""
     ar_steps = [Step(sc, tuple(rcs.values())) for sc, rcs in ar_configs]
     spec_steps = [Step(sc, tuple(rcs.values())) for sc, rcs in spec_configs]
     if spec.shard and len(spec.hosts) < 2:
         notes.append("shard has no effect with a single host")
+    if not (spec.shard and len(spec.hosts) > 1):
+        return [HostPlan(host, tuple(ar_steps + spec_steps)) for host in spec.hosts]
+    dealt = _deal([step.server_config for step in spec_steps], len(spec.hosts))
     plans = []
     for index, host in enumerate(spec.hosts):
-        mine = spec_steps[index :: len(spec.hosts)] if spec.shard else spec_steps
+        mine = [step for step, to in zip(spec_steps, dealt, strict=True) if to == index]
         plans.append(HostPlan(host, tuple(ar_steps + mine)))
-    if spec.shard and len(spec.hosts) > 1:
-        notes.append(
-            f"sharded {len(spec_steps)} speculative server configs round-robin over "
-            f"{len(spec.hosts)} hosts; the AR baseline runs on every host"
-        )
+    notes.append(
+        f"sharded {len(spec_steps)} speculative server configs over {len(spec.hosts)} hosts so "
+        "each factor's levels run on every host; each host's AR baseline judges its own points"
+    )
+    names = [host.name for host in spec.hosts]
+    for key, level, hosts in _levels_by_host(plans):
+        missing = [name for name in names if name not in hosts]
+        if missing:
+            notes.append(
+                f"shard: {key}={level!r} runs on {', '.join(sorted(hosts))} only "
+                f"(fewer configs at that level than hosts): not on {', '.join(missing)}"
+            )
     return plans
+
+
+def _deal(configs: list[ServerConfig], n_hosts: int) -> list[int]:
+    """A host index per config: each goes to the host holding the fewest configs that share
+    its levels (summed over factors), then the fewest configs, then the first."""
+    held: list[Counter[tuple[str, str]]] = [Counter() for _ in range(n_hosts)]
+    sizes = [0] * n_hosts
+    dealt = []
+    for sc in configs:
+        levels = [(k, json.dumps(v, default=str)) for k, v in sc.params.items()]
+        to = min(range(n_hosts), key=lambda h: (sum(held[h][lv] for lv in levels), sizes[h], h))
+        held[to].update(levels)
+        sizes[to] += 1
+        dealt.append(to)
+    return dealt
+
+
+def _levels_by_host(plans: list[HostPlan]) -> list[tuple[str, Any, set[str]]]:
+    """(factor, level, hosts running it) over the speculative configs of every host, for each
+    factor with more than one level."""
+    where: dict[str, dict[str, tuple[Any, set[str]]]] = {}
+    for plan in plans:
+        for step in plan.steps:
+            if step.server_config.mode != "speculative":
+                continue
+            for key, value in step.server_config.params.items():
+                entry = where.setdefault(key, {}).setdefault(
+                    json.dumps(value, default=str), (value, set())
+                )
+                entry[1].add(plan.name)
+    return [
+        (key, value, hosts)
+        for key, levels in where.items()
+        if len(levels) > 1
+        for value, hosts in levels.values()
+    ]

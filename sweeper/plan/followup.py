@@ -214,9 +214,14 @@ def _spec(
     grid["include"] = [
         {**arm.params, "temperature": temperature, "concurrency": arm.concurrency} for arm in arms
     ]
-    workload = spec.workload.model_dump(mode="json", exclude={"prompts_file"})
+    # The prompts as loaded (datasets already expanded), with the earlier turns a later one's
+    # history is answered from.
+    workload = spec.workload.model_dump(mode="json", exclude={"prompts_file", "datasets"})
+    wanted = set(prompts) | {
+        e for p in spec.workload.prompts if p.id in prompts for e in p.answers_from
+    }
     workload.update(
-        prompts=[p.model_dump(mode="json") for p in spec.workload.prompts if p.id in prompts],
+        prompts=[p.model_dump(mode="json") for p in spec.workload.prompts if p.id in wanted],
         repeats=REPEATS,
         concurrency=[first.concurrency],
     )

@@ -33,7 +33,10 @@ def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, float):
-        return format(value, "g")
+        # "g" keeps 6 digits, so 0.1234561 and 0.1234562 would share an id (and one point
+        # would silently replace the other); the shortest exact form when "g" loses digits.
+        short = format(value, "g")
+        return short if float(short) == value else repr(value)
     return str(value)
 
 
@@ -41,6 +44,8 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9.]+")
 
 
 Mode = Literal["ar", "speculative"]
+#: The param of the AR config started as the speed baseline (`runtime.speed_baseline`).
+SPEED_BASELINE = "speed_baseline"
 #: How the named speculative keys read in a label.
 _LABEL_PREFIX = {"budget": "b", "topk": "k", "block_size": "bs"}
 
@@ -57,6 +62,9 @@ class ServerConfig:
     #: Which of `params` only speculative decoding has (not part of the identity: the mapping
     #: decides it, and the same params under the same mapping mean the same server).
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
+    #: Labels of other configs the engine's rules make this same behaviour (measured once,
+    #: reported under each: `sweeper.engines.effective`).
+    covers: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -72,13 +80,14 @@ class ServerConfig:
     @property
     def extra_params(self) -> dict[str, Any]:
         """Parameters beyond the named server keys and the tree keys (extra runtime flags)."""
-        return {k: v for k, v in self.params.items() if k not in (*SERVER_KEYS, *_LABEL_PREFIX)}
+        skip = (*SERVER_KEYS, *_LABEL_PREFIX, SPEED_BASELINE)
+        return {k: v for k, v in self.params.items() if k not in skip}
 
     @property
     def label(self) -> str:
         """Readable id part: `b16-k4-bs8-cg1`, `ar-cg1`; extra flags appended with a hash."""
         if self.mode == "ar":
-            parts = ["ar"]
+            parts = ["ar", "speed"] if self.params.get(SPEED_BASELINE) else ["ar"]
         else:
             parts = [
                 f"{p}{_fmt(self.params[k])}" for k, p in _LABEL_PREFIX.items() if k in self.params
@@ -105,7 +114,8 @@ class ServerConfig:
         return _short_hash(self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        out = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        return {**out, "covers": list(self.covers)} if self.covers else out
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,8 @@ class Point:
     request_config: RequestConfig
     #: The AR point this one is compared with (same host, flags, request config); None for AR.
     baseline_point_id: str | None = None
+    #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
+    speed_baseline_point_id: str | None = None
 
     @property
     def point_id(self) -> str:
@@ -218,6 +230,7 @@ class Point:
             "server_config": self.server_config.to_dict(),
             "request_config": self.request_config.to_dict(),
             "baseline_point_id": self.baseline_point_id,
+            "speed_baseline_point_id": self.speed_baseline_point_id,
         }
 
 
@@ -256,10 +269,12 @@ class HostPlan:
         for step in self.steps:
             sc = step.server_config
             for rc in step.request_configs:
-                baseline = None
+                baseline = speed = None
                 if sc.mode != "ar":
                     baseline = baselines.get((sc.baseline_key, rc.comparison_key))
-                yield Point(self.name, sc, rc, baseline)
+                    speed_key = _short_hash({**sc.flags, SPEED_BASELINE: True})
+                    speed = baselines.get((speed_key, rc.comparison_key))
+                yield Point(self.name, sc, rc, baseline, speed)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.analysis.labels import point_label, point_label_long
 from sweeper.analysis.verdicts import OK_VERDICTS, worst_by_group
 from sweeper.report.outputs import Divergence, load_divergences
@@ -69,6 +70,8 @@ class RunView:
     failures: list[Failure] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
     divergences_total: int = 0
+    #: Configs the run could not tell apart (`sweeper.analysis.indistinguishable`), in words.
+    indistinguishable: list[str] = field(default_factory=list)
 
 
 def mark_best(points: pd.DataFrame) -> pd.Series:
@@ -164,6 +167,12 @@ def _log_tail(run_dir: Path, log_path: str) -> str:
         return f"(no log at {log_path})"
 
 
+def _covers(labels: Any) -> str:
+    if labels is None or isinstance(labels, float) or len(labels) == 0:
+        return ""
+    return " = " + " = ".join(str(label) for label in labels)
+
+
 def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     points = points.copy()
     defaults: dict[str, Any] = {
@@ -178,7 +187,8 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
         if col not in points:
             points[col] = value
     rows = points.to_dict("records")
-    points["config"] = [point_label(r) for r in rows]
+    # A config measured once for several labels (the engine's rules) reads as all of them.
+    points["config"] = [point_label(r) + _covers(r.get("covers_labels")) for r in rows]
     points["config_long"] = [point_label_long(r) for r in rows]
     points["best"] = mark_best(points)
     sort_keys = [k for k in ("host", "temperature", "concurrency", "rate", "mode") if k in points]
@@ -217,4 +227,5 @@ def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
         failures=_failures(points, run_dir),
         divergences=divergences,
         divergences_total=total,
+        indistinguishable=describe(indistinguishable_in(run_dir)),
     )

@@ -22,6 +22,7 @@ from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.labels import load_label
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
+from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
@@ -56,6 +57,13 @@ def _env() -> jinja2.Environment:
     return env
 
 
+def _speed(value: Any) -> str:
+    """The speedup over the speed baseline (`runtime.speed_baseline`), where a point has one."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return f" / {fmt(value)} vs speed baseline"
+
+
 def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
     out = []
     for host, hp in view.points.groupby("host", sort=True):
@@ -68,7 +76,8 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
                 "tok_s": fmt(r.get("output_tok_s"), 1),
                 # the baseline is the unit of speedup even where the run left it blank; a
                 # client-bound point has none (its numbers are the client's)
-                "speedup": fmt(1.0 if r["mode"] == "ar" and not bound else r.get("speedup")),
+                "speedup": fmt(1.0 if r["mode"] == "ar" and not bound else r.get("speedup"))
+                + _speed(r.get("speed_speedup")),
                 "e2e_speedup": fmt(
                     1.0 if r["mode"] == "ar" and not bound else r.get("e2e_speedup")
                 ),
@@ -186,6 +195,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             charts=all_charts(view),
             comparison=comparison,
             diagnosis=load_diagnosis(view.run_dir, view.manifest.get("follows")),
+            datasets=dataset_section(view.run_dir, view.points),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )

@@ -53,16 +53,30 @@ def load_points(run_dir: Path) -> pd.DataFrame | None:
     """points.parquet, else points.csv, else the append-only points.jsonl, else None; rows of
     runs written before the `mode` column come back in today's columns."""
     run_dir = Path(run_dir)
-    if (run_dir / "points.parquet").exists():
-        points = pd.read_parquet(run_dir / "points.parquet")
-    elif (run_dir / "points.csv").exists():
-        points = pd.read_csv(run_dir / "points.csv", keep_default_na=False, na_values=[""])
-    else:
+    points = _read_view(run_dir / "points.parquet", pd.read_parquet)
+    if points is None:
+        points = _read_view(
+            run_dir / "points.csv",
+            lambda p: pd.read_csv(p, keep_default_na=False, na_values=[""]),
+        )
+    if points is None:
         rows = read_jsonl(run_dir / POINTS_LOG)
         if not rows:
             return None
         points = pd.DataFrame(rows).drop_duplicates("point_id")
     return upgrade_legacy(points, run_dir)
+
+
+def _read_view(path: Path, read: Any) -> pd.DataFrame | None:
+    """A derived view, or None when it is absent or unreadable (truncated, empty): the
+    records it was written from are the truth, read instead (`repair.py` rewrites it)."""
+    if not path.exists():
+        return None
+    try:
+        frame = read(path)
+    except (OSError, ValueError, pd.errors.EmptyDataError):  # ArrowInvalid is a ValueError
+        return None
+    return frame if isinstance(frame, pd.DataFrame) else None
 
 
 def run_engine(run_dir: Path) -> str:
@@ -177,9 +191,16 @@ def latest_run(results: Path, sweep: str | None = None) -> Path | None:
 
 
 def list_runs(results: Path) -> list[Manifest]:
-    """The manifests of every run under a results root, oldest first (unreadable ones skipped)."""
+    """The manifests of every run under a results root, oldest first (unreadable ones skipped:
+    `unreadable_runs` lists them)."""
     manifests = [read_manifest(p.parent) for p in Path(results).glob(f"*/*/{MANIFEST}")]
     return sorted((m for m in manifests if m is not None), key=lambda m: m.run_id)
+
+
+def unreadable_runs(results: Path) -> list[Path]:
+    """Run directories under a results root whose manifest is empty, truncated or invalid."""
+    found = [p.parent for p in Path(results).glob(f"*/*/{MANIFEST}")]
+    return sorted(p for p in found if read_manifest(p) is None)
 
 
 def is_finished(run_dir: Path) -> bool:

@@ -52,7 +52,8 @@ class PointKey(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     run_id: str
-    host: str
+    #: A diagnosis factor (kind `level`, see FACTOR_KEY below): a fault on one host shows.
+    host: str = Field(json_schema_extra={"factor": "level"})
     point_id: str
     attempt: str
     server_config_id: str
@@ -110,6 +111,10 @@ class RequestRecord(ExposureColumns, _PointColumns):
     """One measured request (README: requests columns); key, configs, exposure, then its own."""
 
     prompt_id: str = _factor("level", ...)
+    #: Where the prompt came from (`workload.datasets`): its dataset, category and turn.
+    dataset: str | None = _factor("level")
+    category: str | None = _factor("level")
+    turn: int | None = _factor("level")
     repeat: int
     seed: int | None = None
     ttft: float | None = None
@@ -122,6 +127,13 @@ class RequestRecord(ExposureColumns, _PointColumns):
     sha256: str = ""
     text: str = ""
     finish_reason: str | None = None
+    #: Input tokens as the server counted them (its usage), and as the workload asked them
+    #: (synthetic prompts: None otherwise).
+    prompt_tokens: int | None = None
+    asked_input_tokens: int | None = None
+    #: The output length asked to be held, and whether the answer held it (None: not asked).
+    asked_output_tokens: int | None = None
+    length_held: bool | None = None
     error: str | None = None
     #: Where `token_ids` came from: `engine`, `logprobs`, or `approximate` (re-tokenized text).
     token_ids_source: str = "engine"
@@ -167,12 +179,26 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: Where tau came from: `requests` (each response carried it), `metrics` (the engine's
     #: counters, before and after the measured requests), or None (unknown).
     acceptance_source: str | None = None
+    #: Where the top-2 margins judging this point's divergences came from: `logprobs` (an AR
+    #: point's own), `baseline` (a speculative point is never sent logprobs: its AR
+    #: baseline's), `none` (the AR server refused logprobs: near ties cannot be told).
+    margin_source: str | None = None
+    #: Labels the engine's rules make this same behaviour (`sweeper.engines.effective`): the
+    #: config was measured once, and these numbers stand for each of them.
+    covers_labels: list[str] = Field(default_factory=list)
     accepted_tokens: float | None = None
     draft_tokens: float | None = None
+    #: Throughput over the exactness baseline's: the AR server with the speculative configs'
+    #: own flags (same numerics), which also judges exactness.
     speedup: float | None = None
+    #: Throughput over the speed baseline's (`runtime.speed_baseline`: e.g. the production
+    #: attention backend), where the spec names one; None otherwise.
+    speed_speedup: float | None = None
     determinism: str = "n/a"
-    #: `engine` when every request's ids came from the engine; else the least exact source
-    #: (`logprobs`, `approximate`): verdicts on approximate ids compare re-tokenized text.
+    #: `engine` when every request's ids came from the engine's OpenAI extension, `native`
+    #: from its native API (SGLang's `/generate`); else the least exact source (`logprobs`,
+    #: `approximate`, `none`: a stream carried no ids): verdicts on approximate ids compare
+    #: re-tokenized text.
     token_ids_source: str = "engine"
     n_requests: int = 0
     n_errors: int = 0
@@ -198,6 +224,10 @@ class PointRecord(ExposureColumns, _PointColumns):
     client_bound: bool | None = None
     client_bound_reason: str = ""
     client_processes: int | None = None
+    #: Requests whose asked output length was not held (the engine takes no ignore_eos /
+    #: min_tokens, or ignored them), and why, in words.
+    lengths_not_held: int = 0
+    length_note: str = ""
     #: The busiest client process's CPU time over wall time.
     client_cpu_share: float | None = None
     #: The worst client process's event-loop lag percentiles (seconds).
@@ -299,6 +329,9 @@ class IdentityRecord(BaseModel):
     pid: int | None = None
     proven: list[str] = Field(default_factory=list)
     unproven: list[str] = Field(default_factory=list)
+    #: What the server gives and the paths chosen, with the probes' evidence
+    #: (`sweeper.engines.capabilities.Capabilities.to_dict`); None before negotiation.
+    capabilities: dict[str, Any] | None = None
 
 
 class Manifest(BaseModel):
@@ -319,6 +352,8 @@ class Manifest(BaseModel):
     resumed_at: list[str] = Field(default_factory=list)
     status: RunStatus = "running"
     exit_code: int | None = None
+    #: Why a failed run stopped (a host's error, the disk full...), None otherwise.
+    error: str | None = None
     points_total: int = 0
     points_done: int = 0
     points_ok: int = 0

@@ -43,16 +43,40 @@ def new_run_id() -> str:
     return stamp + "-" + secrets.token_hex(3)
 
 
+#: The views rewritten from the append-only records (never the source of truth).
+DERIVED_VIEWS = ("points.parquet", "points.csv", "requests.parquet")
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask sets it: racy with threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
+
+
 def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
-    """Call `write(tmp)` on a temp file in the same directory, fsync it, rename over `path`."""
+    """Call `write(tmp)` on a temp file in the same directory, fsync it, rename over `path`.
+    The file gets the mode any other file would (0666 less the umask), not mkstemp's 0600."""
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    finally:
+        os.close(fd)
     tmp = Path(tmp_name)
     try:
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename or not exc.errno:
+            raise
+        # pyarrow's and pandas' errors name no file: say which one could not be written.
+        raise OSError(exc.errno, os.strerror(exc.errno), str(path)) from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -74,10 +98,17 @@ def _append_lines(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     blob = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows).encode()
     if not blob:
         return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    size = os.fstat(fd).st_size
     try:
-        os.write(fd, blob)
+        written = 0
+        while written < len(blob):  # a short write (disk filling up) is followed by ENOSPC
+            written += os.write(fd, blob[written:])
         os.fsync(fd)
+    except OSError:
+        # Nothing of this batch counts: a torn line left behind would glue onto the next.
+        os.ftruncate(fd, size)
+        raise
     finally:
         os.close(fd)
 
@@ -89,6 +120,8 @@ class RunStore:
         self.dir = Path(run_dir)
         self.manifest = manifest
         self.logs_dir = self.dir / "logs"
+        #: The status manifest.json says on disk (a save on a full disk may have failed).
+        self.saved_status: RunStatus = manifest.status
 
     @staticmethod
     def new_attempt() -> str:
@@ -134,20 +167,46 @@ class RunStore:
         self.save_manifest()
 
     def finish(
-        self, points: dict[str, dict[str, Any]], status: RunStatus, exit_code: int, wall_s: float
+        self,
+        points: dict[str, dict[str, Any]],
+        status: RunStatus,
+        exit_code: int,
+        wall_s: float,
+        error: str | None = None,
     ) -> None:
-        """Rewrite the derived files and close the manifest with how the run (or this resumed
-        part of it) ended."""
-        self.consolidate(points)
+        """Close the manifest with how the run (or this resumed part of it) ended, then
+        rewrite the derived files (a failure there leaves the manifest already right)."""
         self.count_points(points)
         manifest = self.manifest
         manifest.timings["wall_s"] = manifest.timings.get("wall_s", 0.0) + wall_s
         manifest.status, manifest.exit_code, manifest.finished_at = status, exit_code, utc_now()
+        manifest.error = error
+        self.save_manifest()
+        self.consolidate(points)
+
+    def mark_failed(self, error: str, exit_code: int, status: RunStatus = "failed") -> None:
+        """Best effort, for a run that died: the manifest says `failed` and why, never
+        `running`. On a full disk the derived views (rebuilt from the records on resume or
+        `sweeper repair`) are removed to make room for the manifest."""
+        if self.saved_status != "running":
+            return
+        manifest = self.manifest
+        if manifest.status == "running":  # else `finish` said how it ended, but did not save
+            self.count_points()
+            manifest.status, manifest.exit_code = status, exit_code
+            manifest.finished_at, manifest.error = utc_now(), error
+        try:
+            self.save_manifest()
+            return
+        except OSError:
+            for name in DERIVED_VIEWS:
+                (self.dir / name).unlink(missing_ok=True)
         self.save_manifest()
 
     def save_manifest(self) -> None:
         text = self.manifest.model_dump_json(indent=2)
         atomic_write(self.dir / MANIFEST, lambda p: p.write_text(text))
+        self.saved_status = self.manifest.status
 
     # -- records -----------------------------------------------------------------------------
 
@@ -160,9 +219,9 @@ class RunStore:
         """Record a finished point: append it, refresh the derived files and the manifest."""
         self.append_point(point, requests)
         points = self.points()
-        self.consolidate(points)
         self.count_points(points)
         self.save_manifest()
+        self.consolidate(points)
 
     def count_points(self, points: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The manifest's points_done / points_ok / points_failed, from the recorded points."""

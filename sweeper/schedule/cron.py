@@ -36,6 +36,7 @@ Alternative: a systemd timer (for hosts without cron, or to get journald logs)
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -60,8 +61,26 @@ def _tab(user: str | None) -> CronTab:
     return CronTab(user=user) if user else CronTab(user=True)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(value: str, what: str) -> str:
+    """`value`, refused (ValueError) when it holds a control character: a crontab entry is one
+    line, and a newline in a path, quoted or not, would start a second entry of its own."""
+    found = _CONTROL.search(value)
+    if found:
+        raise ValueError(
+            f"{what} {value!r} contains a control character ({found.group()!r}): a crontab "
+            "entry must be one line"
+        )
+    return value
+
+
 def nightly_command(spec: Path, results: Path, keep: int, workdir: Path) -> str:
-    """The shell line cron runs (every value quoted)."""
+    """The shell line cron runs (every value checked to be one line, then quoted)."""
+    one_line(str(spec.resolve()), "spec path")
+    one_line(str(results.resolve()), "results path")
+    one_line(str(workdir.resolve()), "working directory")
     argv = [sys.executable, "-m", "sweeper.cli", "nightly", str(spec.resolve())]
     argv += ["--results", str(results.resolve()), "--keep", str(keep)]
     return f"cd {shlex.quote(str(workdir.resolve()))} && {shlex.join(argv)}"
@@ -71,12 +90,15 @@ def install(spec: Path, schedule: str, keep: int, results: Path, user: str | Non
     """Add (or replace) the nightly entry of `spec`; raise ValueError on a bad schedule."""
     if keep < 1:
         raise ValueError("--keep must be at least 1")
+    one_line(str(spec), "spec path")
+    one_line(schedule, "schedule")
     if not spec.is_file():
         raise ValueError(f"no spec file at {spec}")
+    command = nightly_command(spec, results, keep, Path(os.getcwd()))
     tab = _tab(user)
     tag = TAG + str(spec.resolve())
     tab.remove_all(comment=tag)  # replace, never duplicate (nothing is written on an error)
-    job = tab.new(command=nightly_command(spec, results, keep, Path(os.getcwd())), comment=tag)
+    job = tab.new(command=command, comment=tag)
     try:
         job.setall(schedule)
     except (ValueError, KeyError) as exc:
@@ -104,8 +126,8 @@ def entries(user: str | None = None) -> list[Entry]:
 
 def remove(spec: Path, user: str | None = None) -> int:
     """Remove the nightly entry of `spec`; returns how many lines went (0 when none)."""
+    tag = TAG + one_line(str(spec.resolve()), "spec path")
     tab = _tab(user)
-    tag = TAG + str(spec.resolve())
     count = sum(1 for job in tab if job.comment == tag)
     if count:
         tab.remove_all(comment=tag)

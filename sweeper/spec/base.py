@@ -8,12 +8,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictInt, StringConstraints
+
+#: Every integer of a spec ends up in a parquet int64 column (and in C longs on the way), so
+#: nothing beyond int64 gets past validation; fields with a tighter natural bound add it.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+Int = Annotated[StrictInt, Field(ge=INT64_MIN, le=INT64_MAX)]
+#: A real number: an int or a float, never a bool or a string ("0.5" and true are refused), and
+#: finite unless a field says otherwise (a rate's `inf`).
+Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 
 SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-Port = Annotated[StrictInt, Field(ge=1, le=65535)]
+Port = Annotated[Int, Field(ge=1, le=65535)]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 #: An http(s) URL of an OpenAI-compatible server, without a trailing slash or path beyond a prefix.
 HttpURL = Annotated[str, StringConstraints(pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?$")]

@@ -10,8 +10,8 @@ import types
 from collections.abc import Sequence
 from typing import Annotated, Any, NamedTuple, Union, get_args, get_origin
 
-from pydantic import BaseModel
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
 class SpecIssue(NamedTuple):
@@ -46,6 +46,22 @@ def problem(message: str, at: tuple[str | int, ...] = ()) -> PydanticCustomError
     The message travels in the context (not the template) so braces in it are never formatted.
     """
     return PydanticCustomError("spec", "{message}", {"message": message, "at": at})
+
+
+def problems(title: str, found: Sequence[tuple[str, tuple[str | int, ...]]]) -> ValidationError:
+    """Several `problem`s at once (message, location below the root model), for a root
+    validator that finds more than one: every one of them is reported, not only the first."""
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("spec", "{message}", {"message": message, "at": ()}),
+                loc=at,
+                input=None,
+            )
+            for message, at in found
+        ],
+    )
 
 
 def suggest(key: str, known: Sequence[str]) -> str:

@@ -7,6 +7,7 @@ flag (`--flag-name value`).
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Annotated, Any
 
@@ -15,12 +16,12 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
-    StrictInt,
     TypeAdapter,
     ValidationError,
     model_validator,
 )
 
+from sweeper.spec.base import INT64_MAX, INT64_MIN, Int, Number
 from sweeper.spec.errors import problem, suggest
 from sweeper.spec.open_loop import LoadSpec
 from sweeper.spec.workload import WorkloadSpec
@@ -37,11 +38,26 @@ SPECULATIVE_GRID_KEYS = ("budget", "topk", "block_size")
 #: Flags decided by the sweeper itself for each launch; a grid cannot set them.
 RESERVED_FLAGS = ("host", "port", "launch_id", "speculative")
 _FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _same_value(a: Any, b: Any) -> bool:
     """Equal and of the same kind: True and 1 are different grid values."""
     return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+def flag_value_problem(value: Any) -> str | None:
+    """Why a value cannot be an extra runtime flag's, or None: a number (int64, finite), a
+    string without control characters (it reaches argv and unit files) or a bool."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if INT64_MIN <= value <= INT64_MAX else "an integer must fit in int64"
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "a number must be finite"
+    if isinstance(value, str):
+        return "a flag value must have no control characters" if _CONTROL.search(value) else None
+    return "a runtime flag value must be a number, a string or a bool"
 
 
 def _dashed(name: str) -> str:
@@ -57,18 +73,14 @@ class GridSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    budget: list[Annotated[StrictInt, Field(ge=0)]] = Field(
-        default_factory=lambda: [16], min_length=1
-    )
-    topk: list[Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=lambda: [4], min_length=1)
-    block_size: list[Annotated[StrictInt, Field(ge=2)]] = Field(
-        default_factory=lambda: [8], min_length=1
-    )
+    budget: list[Annotated[Int, Field(ge=0)]] = Field(default_factory=lambda: [16], min_length=1)
+    topk: list[Annotated[Int, Field(ge=1)]] = Field(default_factory=lambda: [4], min_length=1)
+    block_size: list[Annotated[Int, Field(ge=2)]] = Field(default_factory=lambda: [8], min_length=1)
     cuda_graph: list[StrictBool] = Field(default_factory=lambda: [False], min_length=1)
-    temperature: list[Annotated[float, Field(ge=0)]] = Field(
+    temperature: list[Annotated[Number, Field(ge=0)]] = Field(
         default_factory=lambda: [0.0], min_length=1
     )
-    top_p: list[Annotated[float, Field(gt=0, le=1)]] | None = Field(default=None, min_length=1)
+    top_p: list[Annotated[Number, Field(gt=0, le=1)]] | None = Field(default=None, min_length=1)
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     include: list[dict[str, Any]] = Field(default_factory=list)
 
@@ -95,10 +107,9 @@ class GridSpec(BaseModel):
             if not isinstance(values, list) or not values:
                 raise problem(f"grid value for {key!r} must be a non-empty list", at=(key,))
             for index, value in enumerate(values):
-                if value is None or not isinstance(value, (bool, int, float, str)):
-                    raise problem(
-                        "a runtime flag value must be a number, a string or a bool", at=(key, index)
-                    )
+                wrong = flag_value_problem(value)
+                if wrong:
+                    raise problem(wrong, at=(key, index))
         return data
 
     @model_validator(mode="after")
@@ -132,8 +143,9 @@ class GridSpec(BaseModel):
         if not values:
             raise problem("an empty list matches nothing", at=at)
         if self._rule_field(key) is None:  # an extra flag: same shape check as the grid's list
-            if any(v is None or not isinstance(v, (bool, int, float, str)) for v in values):
-                raise problem("a runtime flag value must be a number, a string or a bool", at=at)
+            wrong = next(filter(None, map(flag_value_problem, values)), None)
+            if wrong:
+                raise problem(wrong, at=at)
             return
         try:
             self.rule_values(key, value)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, field_validator
+from pydantic import Field, StrictBool, field_validator
 
-from sweeper.spec.base import LOCAL_HOST_NAME, NonEmptyStr, Port, Slug, StrictModel
+from sweeper.spec.base import LOCAL_HOST_NAME, Int, NonEmptyStr, Number, Port, Slug, StrictModel
 from sweeper.spec.errors import problem
 
 #: A host name, an IPv4 address or an ssh_config alias; or an IPv6 address (bare or [bracketed]).
@@ -65,7 +65,7 @@ class _SSHLogin(StrictModel):
     #: Strict host-key checking is the default; this accepts (and records) an unknown key once.
     accept_new_host_key: StrictBool = False
     known_hosts: NonEmptyStr | None = None
-    connect_timeout_s: Annotated[float, Field(gt=0)] = 15.0
+    connect_timeout_s: Annotated[Number, Field(gt=0)] = 15.0
 
     @field_validator("address")
     @classmethod
@@ -107,20 +107,20 @@ class SlurmHostSpec(_SSHLogin):
     #: sbatch --time of each allocation (M, H:M:S, D-H:M:S...); None: the partition's default.
     time_limit: NonEmptyStr | None = None
     #: GPUs per node (--gres=gpu:N); every server step takes all of them.
-    gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
+    gpus_per_node: Annotated[Int, Field(ge=0)] = 0
     constraint: NonEmptyStr | None = None
     #: Further sbatch options, passed as given (each one word, e.g. "--reservation=bench").
     sbatch_args: list[NonEmptyStr] = Field(default_factory=list)
     #: How many allocations (nodes) at once: one worker each.
-    allocations: Annotated[StrictInt, Field(ge=1, le=256)] = 1
+    allocations: Annotated[Int, Field(ge=1, le=256)] = 1
     #: Longest wait in the queue for a worker's first allocation; None: as long as it takes.
-    queue_wait_s: Annotated[float, Field(gt=0)] | None = None
+    queue_wait_s: Annotated[Number, Field(gt=0)] | None = None
     #: Longest wait for a replacement allocation (after a lost node, or one too short for the
     #: next config); past it the worker retires and its configs go to the other workers.
-    replace_wait_s: Annotated[float, Field(gt=0)] = 600.0
+    replace_wait_s: Annotated[Number, Field(gt=0)] = 600.0
     #: Slack added to a config's expected duration when deciding whether it fits in the time an
     #: allocation has left.
-    time_margin_s: Annotated[float, Field(ge=0)] = 60.0
+    time_margin_s: Annotated[Number, Field(ge=0)] = 60.0
 
     @field_validator("shared_dir")
     @classmethod

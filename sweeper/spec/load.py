@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sweeper.spec.dataset_load import dataset_prompts
 from sweeper.spec.errors import SpecError, SpecIssue, error_loc, error_message
 from sweeper.spec.model import Spec
 from sweeper.spec.workload import PromptSpec, WorkloadSpec
@@ -57,6 +58,8 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = Non
         raise SpecError(sorted(issues, key=lambda issue: issue.line or 0)) from None
     if spec.workload.prompts_file is not None:
         spec = _with_prompts_file(spec, lines, base_dir or Path.cwd())
+    if spec.workload.datasets:
+        spec = _with_datasets(spec, lines, base_dir or Path.cwd())
     if spec.runtime.package is not None:
         spec = _with_package(spec, lines, base_dir or Path.cwd())
     return spec
@@ -130,6 +133,24 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
         raise SpecError(
             [SpecIssue(str(path), None, "", error["msg"]) for error in exc.errors()]
         ) from None
+
+
+def _with_datasets(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
+    """Append the prompts of `workload.datasets` (`sweeper.spec.dataset_load`)."""
+    found, issues = dataset_prompts(spec.workload, lines, base_dir, spec.runtime.max_model_len)
+    if issues:
+        raise SpecError(issues)
+    workload = spec.workload.model_dump()
+    workload["prompts"] = [*(p.model_dump() for p in spec.workload.prompts), *found]
+    try:
+        return spec.model_copy(update={"workload": WorkloadSpec.model_validate(workload)})
+    except ValidationError as exc:
+        line, field = lines.locate(("workload", "datasets"))
+        issues = [
+            SpecIssue(lines.source, line, field, error_message(error, WorkloadSpec))
+            for error in exc.errors()
+        ]
+        raise SpecError(issues) from None
 
 
 def spec_json_schema() -> dict[str, Any]:

@@ -3,13 +3,15 @@ latency SLO that goodput is judged by."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import itertools
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, field_validator, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
+from sweeper.engines.effective import effective, why
 from sweeper.engines.kinds import LAUNCHED
-from sweeper.spec.base import Slug, StrictModel
-from sweeper.spec.errors import problem
+from sweeper.spec.base import Int, Number, Slug, StrictModel
+from sweeper.spec.errors import problem, problems
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
@@ -21,13 +23,13 @@ class DeterminismSpec(StrictModel):
     """When a difference from the AR baseline is numerics and when it is a bug."""
 
     #: A divergence where the baseline's top-1 minus top-2 logprob is below this is a near tie.
-    near_tie_margin: Annotated[float, Field(ge=0)] = 0.05
+    near_tie_margin: Annotated[Number, Field(ge=0)] = 0.05
     #: Output is garbled when its garble score exceeds the baseline's by more than this...
-    garble_margin: Annotated[float, Field(ge=0, le=1)] = 0.15
+    garble_margin: Annotated[Number, Field(ge=0, le=1)] = 0.15
     #: ...and is at least this (so clean text that differs a little is never "garbled").
-    garble_min_score: Annotated[float, Field(ge=0, le=1)] = 0.2
+    garble_min_score: Annotated[Number, Field(ge=0, le=1)] = 0.2
     #: Characters of text shown either side of a divergence.
-    excerpt_chars: Annotated[StrictInt, Field(ge=1)] = 40
+    excerpt_chars: Annotated[Int, Field(ge=1)] = 40
 
 
 # --- the spec -----------------------------------------------------------------------------------
@@ -50,8 +52,12 @@ class Spec(StrictModel):
     determinism: DeterminismSpec = Field(default_factory=DeterminismSpec)
     #: Latency targets: each point's goodput, and each config's knee over the rates.
     slo: SloSpec | None = None
-    #: Split the speculative server configs round-robin between (identical) hosts.
+    #: Split the speculative server configs between (identical) hosts, every level of every
+    #: server factor on every host where the counts allow.
     shard: StrictBool = False
+    #: Labels the engine's rules make one behaviour (`EffectiveRules`): measured once and
+    #: reported under each (`measure_once`), or refused by validate (`refuse`).
+    same_behaviour: Literal["measure_once", "refuse"] = "measure_once"
     #: Leave the last server config running at the end instead of stopping it.
     leave_running: StrictBool = False
 
@@ -88,11 +94,61 @@ class Spec(StrictModel):
         assert mapping is not None  # RuntimeSpec guarantees one for every launched engine
         name = self.runtime.preset or ("the spec's mapping" if self.runtime.mapping else "")
         name = name or f"engine {self.runtime.engine!r}"
+        found: list[tuple[str, tuple[str | int, ...]]] = []
         for key in SPECULATIVE_GRID_KEYS:
             if key in written and key not in mapping.params:
                 reason = mapping.unused.get(key, "its mapping does not use it")
                 message = f"{key} is not used by {name}: {reason}; remove it from the grid"
-                raise problem(message, at=("grid", key))
+                found.append((message, ("grid", key)))
+        if found:  # every unused axis at once: fixing one must not reveal the next
+            raise problems("Spec", found)
+        return self
+
+    @model_validator(mode="after")
+    def _fits_the_context(self) -> Spec:
+        """With `runtime.max_model_len`, no length may exceed the model's context: a request's
+        max_tokens, a tree's budget (plus its root) or a draft block."""
+        limit = self.runtime.max_model_len
+        if limit is None:
+            return self
+        found: list[tuple[str, tuple[str | int, ...]]] = []
+        if self.workload.max_tokens > limit:
+            message = f"{self.workload.max_tokens} exceeds runtime.max_model_len {limit}"
+            found.append((message, ("workload", "max_tokens")))
+        for key, extra in (("budget", 1), ("block_size", 0)):
+            for index, value in enumerate(getattr(self.grid, key)):
+                if value + extra > limit:
+                    message = f"{key} {value} does not fit runtime.max_model_len {limit}"
+                    found.append((message, ("grid", key, index)))
+        if found:
+            raise problems("Spec", found)
+        return self
+
+    @model_validator(mode="after")
+    def _one_label_per_behaviour(self) -> Spec:
+        """With `same_behaviour: refuse`, two grid labels the engine's rules make one server
+        are refused at the grid key that tells them apart, with the rule."""
+        if self.same_behaviour != "refuse" or not LAUNCHED[self.runtime.engine]:
+            return self
+        mapping = self.runtime.engine_mapping()
+        rules = mapping.effective if mapping is not None else None
+        if rules is None:
+            return self
+        keys = [k for k in mapping.params if k in SPECULATIVE_GRID_KEYS]  # type: ignore[union-attr]
+        seen: dict[str, dict[str, Any]] = {}
+        for values in itertools.product(*(self.grid.values(k) for k in keys)):
+            params = dict(zip(keys, values, strict=True))
+            key = repr(sorted(effective(rules, params).items()))
+            first = seen.setdefault(key, params)
+            if first is not params:
+                differ = next(k for k in keys if first[k] != params[k])
+                message = (
+                    f"{differ} {first[differ]} and {params[differ]} are one behaviour at "
+                    + ", ".join(f"{k} {v}" for k, v in params.items() if k != differ)
+                    + f" ({why(rules, params)}; {rules.source}); remove one, or set "
+                    "same_behaviour: measure_once"
+                )
+                raise problem(message, at=("grid", differ))
         return self
 
     @model_validator(mode="after")

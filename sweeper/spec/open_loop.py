@@ -22,11 +22,10 @@ from pydantic import (
     BeforeValidator,
     Field,
     PlainSerializer,
-    StrictInt,
     model_validator,
 )
 
-from sweeper.spec.base import StrictModel
+from sweeper.spec.base import Int, Number, StrictModel
 from sweeper.spec.errors import problem
 
 Arrival = Literal["poisson", "constant", "gamma"]
@@ -64,14 +63,14 @@ class LoadSpec(StrictModel):
     rate: list[Rate] = Field(min_length=1)
     arrival: Arrival = "poisson"
     #: The gamma shape (gamma arrivals only): 1 is Poisson, below 1 burstier.
-    burstiness: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    burstiness: Annotated[Number, Field(gt=0)] = 1.0
     #: How long arrivals come (seconds); or `requests` arrivals; neither: prompts x repeats.
-    duration_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    requests: Annotated[StrictInt, Field(ge=1)] | None = None
+    duration_s: Annotated[Number, Field(gt=0)] | None = None
+    requests: Annotated[Int, Field(ge=1)] | None = None
     #: At most this many requests in flight, across every client process.
-    max_concurrency: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_concurrency: Annotated[Int, Field(ge=1)] | None = None
     #: Seconds requests in flight at the end of `duration_s` may still take.
-    grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 30.0
+    grace_s: Annotated[Number, Field(ge=0)] = 30.0
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadSpec:

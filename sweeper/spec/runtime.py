@@ -7,12 +7,12 @@ import os
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, model_validator
 
 from sweeper.engines.kinds import LAUNCHED, RUNS_BUNDLED_RUNTIME
 from sweeper.engines.mapping import EngineMapping
 from sweeper.engines.presets import DEFAULT_PRESET, PRESETS, presets_of
-from sweeper.spec.base import EnvName, HttpURL, NonEmptyStr, Port, StrictModel
+from sweeper.spec.base import EnvName, HttpURL, Int, NonEmptyStr, Number, Port, StrictModel
 from sweeper.spec.errors import problem
 
 _SECRET_REF = re.compile(
@@ -49,15 +49,20 @@ class RuntimeSpec(StrictModel):
     #: None: the controller's own Python locally, the host's `python` remotely.
     python: NonEmptyStr | None = None
     extra_args: list[str] = Field(default_factory=list)
+    #: A speed baseline apart from the exactness one: AR servers started with these
+    #: `extra_args` flags changed (`attention_backend: fa3`; null drops the flag, leaving the
+    #: engine's default), e.g. the production attention backend where the speculative configs
+    #: need another. Points then carry `speed_speedup` against it beside `speedup`.
+    speed_baseline: dict[NonEmptyStr, str | None] | None = None
     env: dict[EnvName, str] = Field(default_factory=dict)
     #: Server env var -> controller env var holding the value (`${env:HF_TOKEN}` or `HF_TOKEN`).
     #: Resolved at run time (`resolve_secrets`), never stored in results or logs.
     secrets: dict[EnvName, str] = Field(default_factory=dict)
-    ready_timeout_s: Annotated[float, Field(gt=0)] = 300.0
+    ready_timeout_s: Annotated[Number, Field(gt=0)] = 300.0
     device: NonEmptyStr | None = None
     dtype: NonEmptyStr | None = None
-    max_batch: Annotated[StrictInt, Field(ge=1)] | None = None
-    max_model_len: Annotated[StrictInt, Field(ge=1)] | None = None
+    max_batch: Annotated[Int, Field(ge=1)] | None = None
+    max_model_len: Annotated[Int, Field(ge=1)] | None = None
     #: engine openai: the running endpoint to measure (the sweeper starts nothing).
     base_url: HttpURL | None = None
     #: engine openai: a second endpoint serving the same model without speculation, the AR

@@ -13,10 +13,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from sweeper.spec.base import StrictModel
+from sweeper.spec.base import Number, StrictModel
 from sweeper.spec.errors import problem
 
-_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_Seconds = Annotated[Number, Field(gt=0)]
 
 
 class SloSpec(StrictModel):
@@ -25,7 +25,7 @@ class SloSpec(StrictModel):
     ttft_s: _Seconds | None = None
     itl_s: _Seconds | None = None
     e2e_s: _Seconds | None = None
-    attainment: Annotated[float, Field(gt=0, le=1)] = 0.99
+    attainment: Annotated[Number, Field(gt=0, le=1)] = 0.99
 
     @model_validator(mode="after")
     def _some_target(self) -> SloSpec:

@@ -1,6 +1,6 @@
-"""The `workload:` section: prompts (inline or a JSONL file), API, max tokens, repeats, the
-load: closed-loop concurrency levels and open-loop request rates (`load:`), and the client's
-processes.
+"""The `workload:` section: prompts (inline, a JSONL file, or `datasets:`), API, max tokens,
+repeats, the load: closed-loop concurrency levels and open-loop request rates (`load:`), and
+the client's processes.
 
 A point is either closed-loop (a concurrency: that many requests in flight, a new one as soon as
 one ends) or open-loop (a rate: requests sent on a schedule whatever is in flight), never both.
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, model_validator
 
-from sweeper.spec.base import NonEmptyStr, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Slug, StrictModel
+from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import problem
 from sweeper.spec.open_loop import LoadSpec
 
@@ -26,16 +27,37 @@ class Message(StrictModel):
 
 
 class PromptSpec(StrictModel):
-    """A prompt: `text` (completions, or one user message for chat) or chat `messages`."""
+    """A prompt: `text` (completions, or one user message for chat), chat `messages`, or
+    `tokens`: that many input tokens from the served model's tokenizer, sent as token ids on the
+    completions API (a chat template would add tokens nobody asked for). Datasets fill the rest:
+    where it comes from (`dataset`, `category`, `turn`) and how its answer is bounded."""
 
     id: Slug
     text: str | None = None
     messages: list[Message] | None = Field(default=None, min_length=1)
+    tokens: Annotated[Int, Field(ge=1)] | None = None
+    #: This prompt's output length (default: the point's max_tokens).
+    max_tokens: Annotated[Int, Field(ge=1)] | None = None
+    #: Hold the answer at its max_tokens (ignore_eos + min_tokens, where the engine takes them).
+    hold_output: bool = False
+    dataset: Slug | None = None
+    category: NonEmptyStr | None = None
+    turn: Annotated[Int, Field(ge=1)] | None = None
+    #: Earlier prompts whose greedy AR answers fill this prompt's empty assistant messages, in
+    #: order: the history of a later turn, the same for every server config.
+    answers_from: list[Slug] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _one_form(self) -> PromptSpec:
-        if (self.text is None) == (self.messages is None):
-            raise problem("a prompt needs exactly one of 'text' or 'messages'")
+        if sum(form is not None for form in (self.text, self.messages, self.tokens)) != 1:
+            raise problem("a prompt needs exactly one of 'text', 'messages' or 'tokens'")
+        holes = sum(m.role == "assistant" and not m.content for m in self.messages or [])
+        if holes != len(self.answers_from):
+            message = (
+                f"{len(self.answers_from)} answers_from for {holes} empty assistant messages "
+                "(each empty assistant message takes the AR answer of one earlier prompt)"
+            )
+            raise problem(message, at=("answers_from",))
         return self
 
 
@@ -46,31 +68,42 @@ class WorkloadSpec(StrictModel):
     prompts: list[PromptSpec] = Field(default_factory=list)
     #: JSONL of prompts, relative to the spec file; `load_spec` appends them to `prompts`.
     prompts_file: NonEmptyStr | None = None
+    #: Suites, files and synthetic prompts; `load_spec` appends their prompts to `prompts`.
+    datasets: list[DatasetSpec] = Field(default_factory=list)
     api: Literal["chat", "completions"] = "chat"
-    max_tokens: Annotated[StrictInt, Field(ge=1)] = 64
-    repeats: Annotated[StrictInt, Field(ge=1)] = 1
+    max_tokens: Annotated[Int, Field(ge=1)] = 64
+    repeats: Annotated[Int, Field(ge=1)] = 1
     #: Closed-loop points, one per level (default [1], or none when `load` is given).
-    concurrency: list[Annotated[StrictInt, Field(ge=1)]] | None = Field(default=None, min_length=1)
+    concurrency: list[Annotated[Int, Field(ge=1)]] | None = Field(default=None, min_length=1)
     #: Open-loop points, one per rate.
     load: LoadSpec | None = None
     #: Worker processes of the load client (each one asyncio loop); the load is held exactly,
     #: globally, whatever their number. More when one core cannot keep up (see the
     #: points' `client_bound`).
-    client_processes: Annotated[StrictInt, Field(ge=1, le=256)] = 1
+    client_processes: Annotated[Int, Field(ge=1, le=256)] = 1
     #: Requests sent and discarded after each restart, before measuring.
-    warmup: Annotated[StrictInt, Field(ge=0)] = 1
+    warmup: Annotated[Int, Field(ge=0)] = 1
     #: Sampling seed sent with every request (temperature > 0 repeats must then be identical).
-    seed: StrictInt | None = None
+    seed: Int | None = None
 
     @model_validator(mode="after")
     def _check_prompts(self) -> WorkloadSpec:
-        if not self.prompts and self.prompts_file is None:
-            raise problem("the workload needs 'prompts' or 'prompts_file'")
+        if not self.prompts and self.prompts_file is None and not self.datasets:
+            raise problem("the workload needs 'prompts', 'prompts_file' or 'datasets'")
         seen: set[str] = set()
         for index, prompt in enumerate(self.prompts):
             if prompt.id in seen:
                 raise problem(f"duplicate prompt id {prompt.id!r}", at=("prompts", index, "id"))
+            for earlier in prompt.answers_from:
+                if earlier not in seen:
+                    message = f"answers_from names {earlier!r}, which is no earlier prompt"
+                    raise problem(message, at=("prompts", index, "answers_from"))
             seen.add(prompt.id)
+        labels = [d.label for d in self.datasets]
+        for index, label in enumerate(labels):
+            if label in labels[:index]:
+                message = f"two datasets named {label!r}: give one a 'name'"
+                raise problem(message, at=("datasets", index))
         for index, level in enumerate(self.concurrency or []):
             if level in (self.concurrency or [])[:index]:
                 raise problem(f"duplicate concurrency level {level}", at=("concurrency", index))

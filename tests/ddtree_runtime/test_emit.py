@@ -42,3 +42,20 @@ def test_incomplete_utf8_is_held_back() -> None:
     assert e.delta() == ""
     e.push(ids[1])
     assert e.delta() == "é"
+
+
+def test_ignore_eos_emits_eos_as_a_token_and_runs_to_max_tokens() -> None:
+    e = Emitter(TOK, [256], max_tokens=4, ignore_eos=True)
+    finished = [e.push(t) for t in (TOK.encode("a")[0], 256, TOK.encode("b")[0], 256)]
+    assert finished == [False, False, False, True]
+    assert e.finish_reason == "length" and e.token_ids[1] == 256 and e.text == "ab"
+
+
+def test_min_tokens_holds_off_eos_and_stop_strings_until_reached() -> None:
+    e = Emitter(TOK, [256], max_tokens=100, stop=["x"], min_tokens=3)
+    assert not e.push(256)  # EOS before min_tokens: not the end
+    assert not e.push(TOK.encode("x")[0])  # a stop string before min_tokens: kept as text
+    assert e.push(TOK.encode("x")[0])  # the third token may stop: a new "x" does
+    assert e.finish_reason == "stop" and e.text == "x"
+    e = Emitter(TOK, [256], max_tokens=100, min_tokens=2)
+    assert not e.push(256) and e.push(256) and e.finish_reason == "stop"

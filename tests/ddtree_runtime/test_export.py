@@ -151,5 +151,8 @@ def test_smollm2_export_stores_real_embeddings_and_matches_the_runtime(tmp_path:
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     prompt = "The capital of France is"
     assert tokenizer.encode(prompt) == runtime.tokenizer.encode(prompt)
+    # The model's context, not transformers' int(1e30) "no limit" (SGLang's /tokenize cannot
+    # encode that number and answers 500).
+    assert tokenizer.model_max_length == exported.config.max_position_embeddings == 8192
     want = greedy(runtime.model, runtime.tokenizer, prompt, 8)
     assert greedy(exported, tokenizer, prompt, 8) == want

@@ -8,6 +8,17 @@ logprob and speculative-metric bookkeeping) is SGLang's code. What it answers is
 generate request, the steps a real scheduler would stream (text delta, token ids, logprobs,
 cumulative verify count and accepted drafts). It also answers GetInternalStateReq the way
 SGLang's scheduler does (`InternalStateMixin.get_internal_state`), less the GPU-only parts.
+
+`refuse_logprobs` plays PR #29907's scheduler-side check: its scheduler runs DFLASH's
+`validate_dflash_request` on DDTREE requests, which (as in SGLang 0.5.15's dflash_utils.py:776)
+refuses `return_logprob` with "DFLASH speculative decoding does not support return_logprob yet.";
+the request then finishes at once with `FINISH_ABORT(message, 400, "BadRequestError")`
+(`Req.set_finish_with_abort`), which is what this scheduler streams back for such a request.
+0.5.23's validate_dflash_request no longer refuses logprobs, so only a scheduler can show it.
+
+`auto` answers a request that has no queued script with `auto_script`: a fixed function of its
+prompt ids, so every server config (and the AR baseline) gives the same output for the same
+prompt, as a lossless speculative decoder must; a live oracle (`listen`) serves clients this way.
 """
 
 from __future__ import annotations
@@ -18,11 +29,29 @@ import time
 from array import array
 from typing import Any
 
+from sglang_compat import batch_output, internal_state
+
+#: How PR #29907's scheduler finishes a DDTREE request that asks for logprobs (see docstring).
+_REFUSAL = {
+    "type": "abort",
+    "message": "DFLASH speculative decoding does not support return_logprob yet.",
+    "status_code": 400,
+    "err_type": "BadRequestError",
+}
+
 
 class ScriptedScheduler:
     """Plays the scheduler and the detokenizer for one TokenizerManager (see module docstring)."""
 
-    def __init__(self, port_args: Any, *, step_delay_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        port_args: Any,
+        *,
+        step_delay_s: float = 0.05,
+        refuse_logprobs: bool = False,
+        auto: bool = False,
+        speculative: bool = False,
+    ) -> None:
         import zmq
         from sglang.srt.utils.network import get_zmq_socket
 
@@ -35,6 +64,9 @@ class ScriptedScheduler:
         )
         self._scripts: queue.Queue[dict[str, Any]] = queue.Queue()
         self.step_delay_s = step_delay_s
+        self.refuse_logprobs = refuse_logprobs
+        self.auto = auto
+        self.speculative = speculative
         #: Every generate request the scheduler received, in order (SGLang's own objects).
         self.received: list[Any] = []
         self.errors: list[str] = []
@@ -58,7 +90,14 @@ class ScriptedScheduler:
                         script: dict[str, Any] = {"steps": [{"text": "the", "ids": [6]}]}
                     else:
                         self.received.append(message)
-                        script = self._scripts.get_nowait()
+                        if self.auto and self._scripts.empty():
+                            script = auto_script(message, speculative=self.speculative)
+                        else:
+                            script = self._scripts.get_nowait()
+                        refuse = self.refuse_logprobs or script.get("refuse_logprobs")
+                        if refuse and message.return_logprob:
+                            script = {"steps": [{"text": "", "ids": []}], "finish": _REFUSAL}
+                            script["refused"] = True
                     self._answer(message, script)
             except Exception as error:  # reported in the oracle's answer, never swallowed
                 self.errors.append(f"{type(error).__name__}: {error}")
@@ -83,36 +122,41 @@ class ScriptedScheduler:
                 "spec_correct_drafts_histogram": [step.get("correct_drafts_histogram", [])],
             }
             logprobs = "logprobs" in step
-            output = io.BatchStrOutput(
-                rids=[request.rid],
-                finished_reasons=[finish],
-                output_strs=[step["text"]],
-                output_ids=[array("l", ids)],
-                prompt_tokens=[prompt_tokens],
-                completion_tokens=[done],
-                reasoning_tokens=[0],
-                cached_tokens=[0],
-                input_token_logprobs_val=[],
-                input_token_logprobs_idx=[],
-                output_token_logprobs_val=[step["logprobs"]] if logprobs else [],
-                output_token_logprobs_idx=[ids] if logprobs else [],
-                input_top_logprobs_val=[],
-                input_top_logprobs_idx=[],
-                output_top_logprobs_val=[step.get("top_logprobs", [])] if logprobs else [],
-                output_top_logprobs_idx=[step.get("top_ids", [])] if logprobs else [],
-                input_token_ids_logprobs_val=[],
-                input_token_ids_logprobs_idx=[],
-                output_token_ids_logprobs_val=[],
-                output_token_ids_logprobs_idx=[],
-                output_token_entropy_val=None,
-                output_token_sampling_mask=None,
-                output_hidden_states=None,
-                routed_experts=None,
-                indexer_topk=None,
-                placeholder_tokens_idx=None,
-                placeholder_tokens_val=None,
-                retraction_counts=[0],
-                **spec,
+            # A refused request had return_logprob cleared (set_finish_with_abort), so its batch
+            # carries no logprob lists at all (None), as the scheduler's OutputStreamer sends.
+            empty: list[Any] | None = None if script.get("refused") else []
+            output = batch_output(
+                dict(
+                    rids=[request.rid],
+                    finished_reasons=[finish],
+                    output_strs=[step["text"]],
+                    output_ids=[array("l", ids)],
+                    prompt_tokens=[prompt_tokens],
+                    completion_tokens=[done],
+                    reasoning_tokens=[0],
+                    cached_tokens=[0],
+                    input_token_logprobs_val=empty,
+                    input_token_logprobs_idx=empty,
+                    output_token_logprobs_val=[step["logprobs"]] if logprobs else empty,
+                    output_token_logprobs_idx=[ids] if logprobs else empty,
+                    input_top_logprobs_val=empty,
+                    input_top_logprobs_idx=empty,
+                    output_top_logprobs_val=[step.get("top_logprobs", [])] if logprobs else empty,
+                    output_top_logprobs_idx=[step.get("top_ids", [])] if logprobs else empty,
+                    input_token_ids_logprobs_val=empty,
+                    input_token_ids_logprobs_idx=empty,
+                    output_token_ids_logprobs_val=empty,
+                    output_token_ids_logprobs_idx=empty,
+                    output_token_entropy_val=None,
+                    output_token_sampling_mask=None,
+                    output_hidden_states=None,
+                    routed_experts=None,
+                    indexer_topk=None,
+                    placeholder_tokens_idx=None,
+                    placeholder_tokens_val=None,
+                    retraction_counts=[0],
+                    **spec,
+                )
             )
             io.sock_send(self._to_tokenizer, output)
             if not last:
@@ -121,15 +165,35 @@ class ScriptedScheduler:
                 time.sleep(self.step_delay_s)
 
 
+def auto_script(request: Any, *, speculative: bool) -> dict[str, Any]:
+    """max_new_tokens words of the tiny vocabulary, chosen by the prompt; two tokens per step
+    (one accepted draft + the bonus) on a speculative server, one on an AR server."""
+    from tiny_checkpoint import VOCAB
+
+    prompt = list(request.input_ids or [])
+    count = int(request.sampling_params.max_new_tokens or 1)
+    words = range(6, 12)  # "the" .. "out"
+    start = sum(prompt) % len(words)
+    ids = [words[(start + i) % len(words)] for i in range(count)]
+    per_step = 2 if speculative else 1
+    steps: list[dict[str, Any]] = []
+    accepted = 0
+    for k in range(0, count, per_step):
+        chunk = ids[k : k + per_step]
+        step: dict[str, Any] = {"text": "".join(" " + VOCAB[i] for i in chunk), "ids": chunk}
+        if speculative:  # cumulative, as the scheduler reports them
+            accepted += len(chunk) - 1
+            step.update(verify_ct=len(steps) + 1, correct_drafts=accepted)
+        if request.return_logprob:
+            step["logprobs"] = [-0.1] * len(chunk)
+            step["top_logprobs"] = [[-0.1, -3.0] for _ in chunk]
+            step["top_ids"] = [[i, 6 if i != 6 else 7] for i in chunk]
+        steps.append(step)
+    return {"steps": steps}
+
+
 def _internal_state() -> Any:
     """What SGLang's scheduler answers to GetInternalStateReq, less GPU-only state."""
-    from sglang.srt.environ import envs, exportable_env_vars
     from sglang.srt.managers.io_struct import GetInternalStateReqOutput
-    from sglang.srt.runtime_context import get_context
-    from sglang.srt.utils.msgspec_utils import msgspec_to_builtins
 
-    state = get_context().resolved_server_args_dict()
-    if envs.SGLANG_EXPOSE_OWN_ENV_VARS.get():
-        state["env_vars"] = exportable_env_vars()
-    state.pop("custom_sigquit_handler", None)
-    return GetInternalStateReqOutput(internal_state=msgspec_to_builtins(state))
+    return GetInternalStateReqOutput(internal_state=internal_state())

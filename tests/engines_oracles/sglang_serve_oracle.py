@@ -1,13 +1,14 @@
 """Oracle: send requests to SGLang's own HTTP app, with a scripted scheduler behind it.
 
 stdin:  {"argv": [...server flags...], "env": {...}, "ready": bool, "step_delay_s": float,
+         "refuse_logprobs": bool, "listen": port (instead of "requests"),
          "requests": [{"name", "method", "path", "headers", "body",
                        "steps": [{"text", "ids", "logprobs", "top_logprobs", "top_ids",
                                   "verify_ct", "correct_drafts"}],
                        "finish": {"type": "stop" | "length", ...}}
                       | {"name", "mark_warmed_up": true}]}
 stdout: {"sglang_version", "scheduler_errors", "responses": [{"name", "status", "content_type",
-         "body", "reached_scheduler", "scheduler_request"}]}
+         "body", "reached_scheduler", "scheduler_request"} | {"name", "status": null, "raised"}]}
 
 The app is `sglang.srt.entrypoints.http_server.app`, wired as its lifespan wires it: the argv is
 parsed and resolved by SGLang (placeholders "{target}"/"{draft}" become tiny local checkpoints),
@@ -19,7 +20,12 @@ they stream back. `ready` (default true) marks the server warmed up, as a succes
 request does (`_execute_server_warmup`); false leaves it Starting, as before warm-up, until a
 `mark_warmed_up` entry in `requests` does it between two requests.
 `scheduler_request` is what reached the scheduler (prompt ids, sampling params, logprob flags),
-null when SGLang rejected the request before scheduling it.
+null when SGLang rejected the request before scheduling it. A request SGLang's app raised on
+(behind uvicorn: a 500 or a cut stream) answers `raised` with the exception instead.
+`refuse_logprobs` makes the scheduler refuse logprob requests as PR #29907's does
+(scripted_scheduler.py). With `listen`, the same app is served over HTTP on 127.0.0.1:port
+until the process is killed (one JSON line on stdout when it listens), answering every request
+with the scheduler's `auto_script`: a live SGLang a client (the sweeper) can probe and measure.
 """
 
 from __future__ import annotations
@@ -34,30 +40,31 @@ from pathlib import Path
 from typing import Any
 
 from scripted_scheduler import ScriptedScheduler
+from sglang_compat import server_args_and_templates
 from tiny_checkpoint import write_target_and_draft
 
 
-def build_app(argv: list[str], *, ready: bool, step_delay_s: float) -> tuple[Any, Any]:
+def build_app(
+    argv: list[str],
+    *,
+    ready: bool,
+    step_delay_s: float,
+    refuse_logprobs: bool = False,
+    auto: bool = False,
+) -> tuple[Any, Any]:
     """SGLang's HTTP app with a real TokenizerManager over a ScriptedScheduler."""
     import sglang.srt.entrypoints.http_server as http_server
     from sglang.srt.entrypoints.openai.serving_completions import OpenAIServingCompletion
-    from sglang.srt.managers.tokenizer_manager import ServerStatus, TokenizerManager
-    from sglang.srt.parser.template_manager import TemplateManager
-    from sglang.srt.runtime_context import get_model, get_serving, publish
-    from sglang.srt.server_args import PortArgs, prepare_server_args
+    from sglang.srt.entrypoints.openai.serving_tokenize import OpenAIServingTokenize
+    from sglang.srt.managers.tokenizer_manager import ServerStatus
 
-    server_args = prepare_server_args(argv)
-    server_args.resolve_once()
-    publish(server_args, role="tokenizer")
-    port_args = PortArgs.init_new(server_args)
-    tokenizer_manager = TokenizerManager(server_args, port_args)
-    scheduler = ScriptedScheduler(port_args, step_delay_s=step_delay_s)
-    template_manager = TemplateManager()
-    template_manager.initialize_templates(
-        tokenizer_manager=tokenizer_manager,
-        model_path=get_model().model_path,
-        chat_template=get_serving().chat_template,
-        completion_template=get_serving().completion_template,
+    server_args, port_args, tokenizer_manager, template_manager = server_args_and_templates(argv)
+    scheduler = ScriptedScheduler(
+        port_args,
+        step_delay_s=step_delay_s,
+        refuse_logprobs=refuse_logprobs,
+        auto=auto,
+        speculative=server_args.speculative_algorithm is not None,
     )
     context_length = tokenizer_manager.model_config.context_len
     # The scheduler's handshake (Scheduler.get_init_info), with this script's capacity.
@@ -69,7 +76,8 @@ def build_app(argv: list[str], *, ready: bool, step_delay_s: float) -> tuple[Any
         "hicache_object_layout": None,
     }
     tokenizer_manager.max_req_input_len = scheduler_info["max_req_input_len"]
-    tokenizer_manager.set_startup_time(scheduler_info["startup_time"])
+    if hasattr(tokenizer_manager, "set_startup_time"):  # 0.5.23; 0.5.15 has no such record
+        tokenizer_manager.set_startup_time(scheduler_info["startup_time"])
     http_server.set_global_state(
         http_server._GlobalState(
             tokenizer_manager=tokenizer_manager,
@@ -84,6 +92,7 @@ def build_app(argv: list[str], *, ready: bool, step_delay_s: float) -> tuple[Any
     app.state.openai_serving_chat = tokenizer_manager.serving_chat_class(
         tokenizer_manager, template_manager
     )
+    app.state.openai_serving_tokenize = OpenAIServingTokenize(tokenizer_manager, template_manager)
     if ready:
         tokenizer_manager.server_status = ServerStatus.Up
     return app, scheduler
@@ -128,17 +137,33 @@ async def _send_all(app: Any, scheduler: ScriptedScheduler, requests: list[dict[
                 continue
             seen = len(scheduler.received)
             if request.get("steps"):
-                scheduler.expect({"steps": request["steps"], "finish": request.get("finish")})
+                scheduler.expect(
+                    {
+                        "steps": request["steps"],
+                        "finish": request.get("finish"),
+                        "refuse_logprobs": request.get("refuse_logprobs", False),
+                    }
+                )
             headers = request.get("headers", {})
             body = request.get("body")
-            if body is None:
+            method = request.get("method", "GET" if body is None else "POST")
+            try:
                 response = await client.request(
-                    request.get("method", "GET"), request["path"], headers=headers
+                    method,
+                    request["path"],
+                    headers=headers,
+                    **({} if body is None else {"json": body}),
                 )
-            else:
-                response = await client.request(
-                    request.get("method", "POST"), request["path"], json=body, headers=headers
+            except Exception as error:  # SGLang raised out of its app: a real server's 500
+                answers.append(
+                    {
+                        "name": request.get("name"),
+                        "status": None,
+                        "raised": f"{type(error).__name__}: {error}",
+                        "reached_scheduler": len(scheduler.received) > seen,
+                    }
                 )
+                continue
             reached = len(scheduler.received) > seen
             answers.append(
                 {
@@ -155,6 +180,24 @@ async def _send_all(app: Any, scheduler: ScriptedScheduler, requests: list[dict[
     return answers
 
 
+def _listen(app: Any, port: int, out: Any) -> None:
+    """Serve the app on 127.0.0.1:port with uvicorn (no lifespan: nothing to warm up, the app is
+    wired above); one JSON line on stdout says it is up."""
+    import socket
+
+    import sglang
+    import uvicorn
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    out.write(json.dumps({"listening": port, "sglang_version": sglang.__version__}) + "\n")
+    out.flush()
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])
+    os._exit(0)
+
+
 def main() -> None:
     out = sys.stdout
     sys.stdout = sys.stderr  # SGLang prints; only our JSON goes to the real stdout
@@ -169,8 +212,14 @@ def main() -> None:
             for arg in request.get("argv", ["--model-path", "{target}", "--device", "cuda"])
         ]
         app, scheduler = build_app(
-            argv, ready=request.get("ready", True), step_delay_s=request.get("step_delay_s", 0.05)
+            argv,
+            ready=request.get("ready", True),
+            step_delay_s=request.get("step_delay_s", 0.05),
+            refuse_logprobs=request.get("refuse_logprobs", False),
+            auto="listen" in request,
         )
+        if "listen" in request:
+            _listen(app, int(request["listen"]), out)  # until the test kills this process
         responses = asyncio.run(_send_all(app, scheduler, request["requests"]))
     answer = {
         "sglang_version": sglang.__version__,

@@ -5,15 +5,19 @@ emit are checked against the build's own `server_args.py` and `environ.py`, read
 parsed with `ast` (never imported). Usage:
 
     python tests/engines_oracles/sglang_source_extract.py --repo sgl-project/sglang \\
-        --commit <sha> --server-args FILE --environ FILE [--excerpt ROLE=WHAT] \\
-        [--file-chars ROLE=N] --out tests/engines_oracles/data/<name>.json
+        --commit <sha> --server-args FILE --environ FILE [--file-chars ROLE=N] \\
+        [--prefix ROLE=WHAT | --excerpt ROLE=WHAT] --out tests/engines_oracles/data/<name>.json
 
-A source is the whole upstream file or an excerpt of it (`--excerpt` says which declarations it
-holds): an excerpt is the verbatim source of some module-level `*_CHOICES` lists, then the
-`class ServerArgs:` / `class Envs:` line and the verbatim source lines of some of the class's
-declarations, in file order. Each entry records the sha256 of its
-own declaration text, so a run over the whole upstream file reproduces the same hashes for the
-same declarations, and the JSON can be checked against it. Flags are derived as SGLang's
+A source is the whole upstream file (its length must then be the file's `--file-chars`), a
+prefix of it (`--prefix`: its first characters, cut after a whole statement, so it parses), or
+an excerpt (`--excerpt`: the verbatim source of some module-level `*_CHOICES` lists, then the
+`class ServerArgs:` / `class Envs:` line and some of the class's declarations, in file order).
+`text_sha256` is taken over the source text as read, so for a whole file or a prefix it is
+checkable against the commit itself (sha256 of the file, or of its first `text_chars`
+characters). Each entry also records the sha256 of its own declaration text, the same whatever
+the source's kind, so any two readings of one declaration can be compared.
+
+Flags are derived as SGLang's
 `add_cli_args_from_dataclass` derives them (sglang 0.5.23 `srt/arg_groups/arg_utils.py`:
 `A[T, "help"]` or `A[T, Arg(...)]`; flag = cli_name or `--` + field with dashes, plus aliases;
 `no_cli` fields have none; bool -> store_true; Literal types give choices). Flags registered by
@@ -200,13 +204,30 @@ def speculative_algorithms(source: str, flags: list[dict[str, Any]]) -> dict[str
     }
 
 
+def _kind(role: str, text: str, args: argparse.Namespace) -> tuple[str, str]:
+    """(kind, what was read) of one source; ValueError for a 'whole file' of the wrong length."""
+    prefixes = dict(item.split("=", 1) for item in args.prefix)
+    excerpts = dict(item.split("=", 1) for item in args.excerpt)
+    file_chars = {k: int(v) for k, v in (item.split("=", 1) for item in args.file_chars)}
+    if role in prefixes:
+        return "prefix", prefixes[role]
+    if role in excerpts:
+        return "excerpt", excerpts[role]
+    if role in file_chars and file_chars[role] != len(text):
+        raise ValueError(
+            f"{role}: {len(text)} characters read, the upstream file has {file_chars[role]}: "
+            "not the whole file (say --prefix or --excerpt)"
+        )
+    return "whole file", "whole file"
+
+
 def build(args: argparse.Namespace) -> dict[str, Any]:
     """The test-data document for the sources named on the command line."""
-    excerpts = dict(item.split("=", 1) for item in args.excerpt)
     file_chars = {k: int(v) for k, v in (item.split("=", 1) for item in args.file_chars)}
     sources, data, texts = [], {}, {}
     for role, path in (("server_args", args.server_args), ("environ", args.environ)):
         text = texts[role] = Path(path).read_text()
+        kind, read = _kind(role, text, args)
         entries, declarations = (
             extract_server_args(text) if role == "server_args" else extract_environ(text)
         )
@@ -216,7 +237,8 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
                 "role": role,
                 "path": _UPSTREAM[role],
                 "upstream_file_chars": file_chars.get(role),
-                "read": excerpts.get(role, "whole file"),
+                "kind": kind,
+                "read": read,
                 "text_chars": len(text),
                 "text_sha256": _sha256(text),
                 "declarations_sha256": _sha256(declarations),
@@ -243,6 +265,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commit", required=True)
     parser.add_argument("--server-args", required=True, help="server_args.py or an excerpt")
     parser.add_argument("--environ", required=True, help="environ.py or an excerpt")
+    parser.add_argument("--prefix", action="append", default=[], metavar="ROLE=WHAT")
     parser.add_argument("--excerpt", action="append", default=[], metavar="ROLE=WHAT")
     parser.add_argument("--file-chars", action="append", default=[], metavar="ROLE=N")
     parser.add_argument("--note", default=None)

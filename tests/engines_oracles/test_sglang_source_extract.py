@@ -11,6 +11,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.engines_oracles import sglang_source_extract as extract
 
 DATA = Path(__file__).parent / "data" / "sglang_pr29907.json"
@@ -88,13 +90,36 @@ def test_env_vars_with_defaults_aliases_and_source_hashes() -> None:
     assert by_name["SGLANG_B"]["source_sha256"] == hashlib.sha256(line.encode()).hexdigest()
 
 
-def test_pr29907_data_is_pinned_to_its_commit() -> None:
+def test_a_whole_file_of_the_wrong_length_is_refused(tmp_path: Path) -> None:
+    """The hash of a 'whole file' must be checkable against the commit: a source shorter or
+    longer than the upstream file is a prefix or an excerpt, and must say so."""
+    (tmp_path / "s.py").write_text(SERVER_ARGS)
+    (tmp_path / "e.py").write_text(ENVIRON)
+    argv = ["--repo", "r", "--commit", "c", "--server-args", str(tmp_path / "s.py")]
+    argv += ["--environ", str(tmp_path / "e.py"), "--out", str(tmp_path / "out.json")]
+    with pytest.raises(ValueError, match="not the whole file"):
+        extract.main([*argv, "--file-chars", f"environ={len(ENVIRON) + 1}"])
+    extract.main([*argv, "--file-chars", f"environ={len(ENVIRON)}", "--prefix", "server_args=x"])
+    sources = json.loads((tmp_path / "out.json").read_text())["provenance"]["sources"]
+    assert [s["kind"] for s in sources] == ["prefix", "whole file"]
+    assert sources[1]["text_sha256"] == hashlib.sha256(ENVIRON.encode()).hexdigest()
+
+
+def test_pr29907_data_is_pinned_to_its_commit_and_hashes_its_source_text() -> None:
     data = json.loads(DATA.read_text())
     provenance = data["provenance"]
     assert provenance["repo"] == "sgl-project/sglang" and provenance["commit"] == PR29907_COMMIT
-    paths = {source["path"] for source in provenance["sources"]}
-    assert paths == {"python/sglang/srt/server_args.py", "python/sglang/srt/environ.py"}
-    for source in provenance["sources"]:
+    sources = {source["path"]: source for source in provenance["sources"]}
+    assert set(sources) == {"python/sglang/srt/server_args.py", "python/sglang/srt/environ.py"}
+    # environ.py whole; server_args.py's first characters (its fields through speculation):
+    # both hashes are over upstream text as it stands at the commit, not over a rearrangement.
+    environ = sources["python/sglang/srt/environ.py"]
+    assert environ["kind"] == "whole file"
+    assert environ["text_chars"] == environ["upstream_file_chars"] == 50473
+    server_args = sources["python/sglang/srt/server_args.py"]
+    assert server_args["kind"] == "prefix" and server_args["upstream_file_chars"] == 325800
+    assert server_args["text_chars"] < server_args["upstream_file_chars"]
+    for source in sources.values():
         assert len(source["text_sha256"]) == 64 and source["read"]
 
 
@@ -111,7 +136,9 @@ def test_pr29907_declares_ddtree_flags_and_env() -> None:
         "--page-size",
     ):
         assert flag in flags, flag
-    assert "triton" in flags["--attention-backend"]["choices"]
+    # The module-level list, read from the same file: the backends this build accepts.
+    assert {"triton", "fa3", "flashinfer"} <= set(flags["--attention-backend"]["choices"])
+    assert flags["--speculative-ddtree-budget"]["default"] is None
     env = _by(data["env"], "name")
     assert env["SGLANG_DDTREE_MAX_TOPK"]["default"] == 6
     assert env["SGLANG_DDTREE_DEPTH_BONUS"]["default"] == 0.2

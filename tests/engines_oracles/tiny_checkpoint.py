@@ -82,6 +82,9 @@ def write_checkpoint(root: Path, config: dict[str, Any]) -> Path:
         "eos_token": EOS,
         "unk_token": "<unk>",
         "chat_template": CHAT_TEMPLATE,
+        # As real checkpoints say; without it transformers reports int(1e30), which SGLang's
+        # /tokenize returns as max_model_len and its JSON encoder cannot write (HTTP 500).
+        "model_max_length": _TARGET_CONFIG["max_position_embeddings"],
     }
     (root / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1))
     return root

@@ -16,8 +16,11 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_WHEN="key=value[,key=value...]": apply the misbehaviours above only when those flags
   have those values (e.g. "topk=4"), so one server config of a sweep misbehaves and the others
   do not;
+- FAKE_WRONG_LATER_TURNS=1: like FAKE_WRONG_TOKENS, only for chat requests whose messages hold
+  an assistant message (a later turn of a conversation: a fault that needs history to show);
 - FAKE_PLAIN=1: a plain OpenAI-compatible server knowing none of the extensions: no
-  /server_info, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody here wrote);
+  /server_info, no /tokenize, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody
+  here wrote);
 - FAKE_REEXEC=argv|env: replace itself (same pid) by `python -m ddtree_runtime` with one more
   argument, or without the NOTE variable: a process that no longer runs what was launched;
 - FAKE_REUSEPORT=1: bind its port with SO_REUSEPORT (as some engines do), so another process
@@ -30,7 +33,9 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 `sweep_fixtures.fake_runtime_env` starts it exactly as the runtime is started
 (`python -m ddtree_runtime serve ...`, through a shim package), so /proc shows the launched argv.
 
-Tokens are a pure function of (prompt, position), so repeated requests are identical. The final
+Tokens are a pure function of (prompt, position), so repeated requests are identical. A prompt
+given as token ids is charged that many prompt tokens (usage), as a real server does; /tokenize
+gives one id per word. The final
 usage chunk's `ddtree` object carries the runtime's exposure keys too (`FakeRuntime.exposure`).
 """
 
@@ -177,16 +182,15 @@ class FakeRuntime:
             await _json(send, 200 if ready else 503, body)
         elif path == "/server_info" and not self.plain:
             await _json(send, 200, self.info)
+        elif path == "/tokenize" and not self.plain:
+            text = json.loads(await _body(receive)).get("prompt", "")
+            tokens = [int(hashlib.sha256(w.encode()).hexdigest()[:4], 16) for w in text.split()]
+            await _json(send, 200, {"tokens": tokens, "count": len(tokens)})
         elif path == "/v1/models":
             model = {"id": self.info["config"]["model"], "object": "model", "owned_by": "fake"}
             await _json(send, 200, {"object": "list", "data": [model]})
         elif path in ("/v1/completions", "/v1/chat/completions"):
-            raw = b""
-            while True:
-                msg = await receive()
-                raw += msg.get("body", b"")
-                if not msg.get("more_body"):
-                    break
+            raw = await _body(receive)
             await self.complete(json.loads(raw), send, chat=path.endswith("chat/completions"))
         else:
             await _json(send, 404, {"error": {"message": "not found", "type": "not_found"}})
@@ -217,13 +221,15 @@ class FakeRuntime:
         if self.fail_requests:
             await _json(send, 500, {"error": {"message": "injected failure", "type": "server"}})
             return
-        if chat:
-            prompt = "\n".join(m.get("content", "") for m in req.get("messages", []))
-        else:
-            prompt = req.get("prompt", "")
+        messages = req.get("messages", []) if chat else []
+        prompt = "\n".join(m.get("content", "") for m in messages) if chat else req["prompt"]
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else 3
+        prompt = ",".join(map(str, prompt)) if isinstance(prompt, list) else prompt
         n = int(req.get("max_tokens", 16))
         ids = token_ids(prompt, n)
-        if os.environ.get("FAKE_WRONG_TOKENS") == "1":
+        later_turn = any(m.get("role") == "assistant" for m in messages)
+        wrong_later = later_turn and os.environ.get("FAKE_WRONG_LATER_TURNS") == "1"
+        if os.environ.get("FAKE_WRONG_TOKENS") == "1" or wrong_later:
             ids = ids[:2] + [(t * 31 + 5) % 997 + 3 for t in ids[2:]]
         self.started += 1
         me = self.started
@@ -262,7 +268,11 @@ class FakeRuntime:
             if i == n - 1:
                 choice["finish_reason"] = "length"
             await _chunk(send, {"id": "c", "object": "text_completion", "choices": [choice]})
-        usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": n,
+            "total_tokens": n + prompt_tokens,
+        }
         rounds = max(1, n // 2)
         ddtree = {
             "verify_rounds": rounds,
@@ -276,6 +286,15 @@ class FakeRuntime:
             final["ddtree"] = ddtree
         await _chunk(send, final)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+async def _body(receive: Any) -> bytes:
+    raw = b""
+    while True:
+        msg = await receive()
+        raw += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return raw
 
 
 async def _chunk(send: Any, obj: dict) -> None:

@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from sweeper.hosts.slurm_commands import job_name, parse_run_jobs, run_jobs_argv
+from tests.signals import default_signals
 from tests.slurm_cluster import GPUS_PER_NODE, PARTITION, SlurmCluster
 
 #: The real bundled runtime on a tiny random model: AR plus two speculative configs.
@@ -113,7 +114,12 @@ def run_sweep(
 def start_sweep(spec: Path, results: Path, log: Path) -> subprocess.Popen[bytes]:
     """`sweeper run` in the background (SIGINT reaches it as a Ctrl-C would)."""
     with open(log, "wb") as out:
-        return subprocess.Popen(sweep_argv(spec, results), stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            sweep_argv(spec, results),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=default_signals,  # SIGINT must reach it whoever started the suite
+        )
 
 
 def run_dir_of(results: Path, name: str) -> Path | None:
@@ -127,17 +133,6 @@ def recorded(run_dir: Path | None) -> list[dict[str, Any]]:
         return []
     text = (run_dir / "points.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
-
-
-def wait_for(check: Any, timeout: float, what: str, step: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(step)
 
 
 def interrupt(proc: subprocess.Popen[bytes], timeout: float = 60) -> tuple[int, float]:

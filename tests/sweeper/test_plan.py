@@ -9,6 +9,7 @@ import pytest
 
 from sweeper.plan import (
     Plan,
+    PlanError,
     RequestConfig,
     ServerConfig,
     build_plan,
@@ -144,7 +145,7 @@ SHARD_HOSTS = (
 )
 
 
-def test_shard_splits_speculative_configs_round_robin_and_runs_baseline_everywhere() -> None:
+def test_shard_deals_speculative_configs_and_runs_baseline_everywhere() -> None:
     plan = plan_of(SHARD_HOSTS + "shard: true\ngrid: {budget: [8, 16], topk: [1, 2]}\n")
     per_host = [labels(plan, i) for i in range(3)]
     assert per_host == [
@@ -216,3 +217,16 @@ def test_rules_may_name_concurrency() -> None:
     }
     assert steps["b16-k1-bs8-cg0"] == ["t0-c1"]
     assert steps["b8-k1-bs8-cg0"] == ["t0-c1", "t0-c4"]
+
+
+def test_request_ids_are_exact_and_a_collision_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = parse_spec(
+        "name: t\ngrid:\n  temperature: [0.1234561, 0.1234562]\n"
+        "workload:\n  prompts: [{id: a, text: hi}]\n"
+    )
+    ids = {p.request_config.id for p in build_plan(spec).points()}
+    assert ids == {"t0.1234561-c1", "t0.1234562-c1"}
+    # The safety net under the ids: were they lossy again, both values are named.
+    monkeypatch.setattr("sweeper.plan.model._fmt", lambda v: format(v, "g"))
+    with pytest.raises(PlanError, match="0.1234561.*0.1234562"):
+        build_plan(spec)

@@ -16,6 +16,7 @@ import pytest
 from sweeper.results.reader import POINTS_LOG
 from sweeper.results.store import RunStore
 from sweeper.services.process import port_in_use
+from tests.signals import default_signals
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
 pytestmark = pytest.mark.slow
@@ -98,6 +99,7 @@ def test_ctrl_c_stops_server_and_leaves_resumable_run(tmp_path: Path, port: int)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals,  # Ctrl-C must reach it whoever started the suite
     )
     run_dir = _wait_points(results, 1)
     proc.send_signal(signal.SIGINT)

@@ -24,6 +24,7 @@ from tests.slurm_cluster import (
     accounting_cluster,
     node_states,
 )
+from tests.slurm_helpers import until
 from tests.sweeper.slurm_sweep import (
     failures,
     points,
@@ -31,7 +32,6 @@ from tests.sweeper.slurm_sweep import (
     run_dir_of,
     run_jobs,
     start_sweep,
-    wait_for,
     write_spec,
 )
 from tests.testhost_cluster import cluster_leftovers
@@ -64,10 +64,10 @@ def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Pa
     proc = start_sweep(spec, results, tmp_path / "run.log")
     try:
         # The AR baseline done, the other node measures a speculative config: kill it mid-point.
-        ar = wait_for(lambda: len(recorded(run_dir_of(results, "slurmloss"))) >= 2, 300, "AR")
+        ar = until(lambda: len(recorded(run_dir_of(results, "slurmloss"))) >= 2, 300, "AR")
         ar_node = recorded(run_dir_of(results, "slurmloss"))[0]["slurm_node"]
         victim = next(n for n in slurm.nodes if n.name != ar_node)
-        wait_for(lambda: _serving_a_request(victim), 60, "a request in flight on the victim", 0.05)
+        until(lambda: _serving_a_request(victim), 60, "a request in flight on the victim", 0.05)
         killed_at = time.monotonic()
         testhosts.kill_whole(victim)
         code = proc.wait(400)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm_cluster import SlurmCluster
+from tests.slurm_helpers import until
 from tests.sweeper.slurm_sweep import (
     failures,
     interrupt,
@@ -26,7 +27,6 @@ from tests.sweeper.slurm_sweep import (
     run_jobs,
     run_sweep,
     start_sweep,
-    wait_for,
     write_spec,
 )
 
@@ -105,7 +105,7 @@ def test_an_allocation_too_short_for_the_next_config_is_replaced_before_it(
             jobs = run_jobs(slurm_cluster, run_dir.name) if run_dir else {}
             return next((j for j, state in jobs.items() if state == "RUNNING"), None)
 
-        job = wait_for(running, 60, "the first allocation running")
+        job = until(running, 60, "the first allocation running")
         update = slurm_cluster.run(["scontrol", "update", f"JobId={job}", "TimeLimit=1"])
         assert update.returncode == 0, update.stderr
         shortened.append(job)
@@ -134,7 +134,7 @@ def test_a_killed_controller_resumes_without_duplicates_or_orphan_jobs(
     results = tmp_path / "results"
     proc = start_sweep(spec, results, tmp_path / "first.log")
     try:
-        wait_for(lambda: len(recorded(run_dir_of(results, "slurmkill"))) >= 2, 240, "AR points")
+        until(lambda: len(recorded(run_dir_of(results, "slurmkill"))) >= 2, 240, "AR points")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
@@ -163,7 +163,7 @@ def test_ctrl_c_exits_130_and_leaves_no_job(slurm_cluster: SlurmCluster, tmp_pat
     results = tmp_path / "results"
     proc = start_sweep(spec, results, tmp_path / "run.log")
     try:
-        wait_for(lambda: recorded(run_dir_of(results, "slurmint")), 240, "a first point")
+        until(lambda: recorded(run_dir_of(results, "slurmint")), 240, "a first point")
         run_dir = run_dir_of(results, "slurmint")
         assert run_dir is not None and run_jobs(slurm_cluster, run_dir.name)
         code, took = interrupt(proc)

@@ -187,6 +187,27 @@ def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:
     assert stopped["text"] == text[:start]
 
 
+def test_tokenize_counts_what_the_completion_is_charged(server: LocalServer) -> None:
+    tokenized = post(server, "/tokenize", {"model": MODEL, "prompt": "The quick brown fox"})
+    assert tokenized.status_code == 200, tokenized.text
+    body = tokenized.json()
+    assert body["count"] == len(body["tokens"]) > 0 and body["max_model_len"] == MAX_MODEL_LEN
+    usage = completion(server, prompt=body["tokens"])["usage"]
+    assert usage["prompt_tokens"] == body["count"]
+    wrong = post(server, "/tokenize", {"model": "other", "prompt": "x"})
+    assert wrong.status_code == 400 and wrong.json()["error"]["param"] == "model"
+
+
+def test_min_tokens_and_ignore_eos_hold_the_output_length(server: LocalServer) -> None:
+    stopped = completion(server, max_tokens=24, stop=["e", "a", "o", " "])["choices"][0]
+    assert stopped["finish_reason"] == "stop"  # tiny-random's text soon holds one of them
+    fields = {"max_tokens": 24, "stop": ["e", "a", "o", " "], "return_token_ids": True}
+    held = completion(server, **fields, min_tokens=24, ignore_eos=True)["choices"][0]
+    assert held["finish_reason"] == "length" and len(held["token_ids"]) == 24
+    too_many = post(server, "/v1/completions", comp(max_tokens=4, min_tokens=5))
+    assert too_many.status_code == 400 and "min_tokens" in too_many.json()["error"]["message"]
+
+
 def test_seeded_sampling_is_reproducible(server: LocalServer) -> None:
     fields = {"temperature": 1.0, "seed": 1234, "max_tokens": 16, "return_token_ids": True}
     first = completion(server, **fields)["choices"][0]["token_ids"]

@@ -23,7 +23,7 @@ from sweeper.engines.base import EngineError, RequestSpec
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import ServerConfig, build_plan
 from sweeper.services import Launch
-from sweeper.spec import Spec, load_spec, parse_spec
+from sweeper.spec import RuntimeSpec, Spec, load_spec, parse_spec
 from tests.engines_oracles.oracle_process import sglang_resolve, sglang_serve, sse_events
 from tests.sweeper.json_server import serve
 
@@ -211,3 +211,20 @@ def test_request_bodies_pass_sglang_and_its_streams_read_back() -> None:
         assert (fields["tau"], fields["verify_rounds"]) == (1.5, 2)
         if spec.temperature == 0:
             assert fields["top2_margins"] == pytest.approx([2.4, 1.7, 0.7])
+
+
+@pytest.mark.parametrize(
+    ("runtime", "gpu"),
+    [
+        ({}, True),
+        ({"device": "cpu"}, False),
+        ({"extra_args": ["--device", "cpu"]}, False),
+        ({"extra_args": ["--device=cpu"]}, False),
+        ({"extra_args": ["--device", "cuda"]}, True),
+    ],
+)
+def test_a_cpu_sglang_needs_no_gpu(runtime: dict[str, Any], gpu: bool) -> None:
+    spec = RuntimeSpec.model_validate(
+        {"engine": "sglang", "preset": "sglang-ddtree", "model": "m", **runtime}
+    )
+    assert SGLang(spec).requirements().gpu is gpu  # what `sweeper doctor` checks a host for

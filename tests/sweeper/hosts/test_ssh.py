@@ -17,7 +17,7 @@ import pytest
 
 from sweeper.hosts import HostError
 from sweeper.hosts.ssh import SSHHost
-from sweeper.hosts.ssh_target import HostKeyError, SSHTarget, resolve_target
+from sweeper.hosts.ssh_target import HostKeyError, PermanentHostError, SSHTarget, resolve_target
 from tests.sweeper.testhost_fixture import ssh_host
 from tests.testhosts import TestHost
 
@@ -39,6 +39,27 @@ def test_sudo_refused_unless_allowed_for_non_root() -> None:
         host.command_line(["systemctl", "daemon-reload"], sudo=True)
     root = SSHHost("h", SSHTarget("192.0.2.1", user="root"))
     assert root.command_line(["true"], sudo=True) == "true"
+
+
+def _backoff_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The reconnection delays SSHHost sleeps (recorded, not slept)."""
+    slept: list[float] = []
+    monkeypatch.setattr("sweeper.hosts.ssh.time.sleep", lambda s: slept.append(s) if s else None)
+    return slept
+
+
+def test_a_name_that_does_not_resolve_fails_at_once_and_for_good(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept = _backoff_sleeps(monkeypatch)
+    host = SSHHost("gpu", SSHTarget("no-such-host.invalid", user="ops"))
+    with pytest.raises(PermanentHostError, match="does not resolve"):
+        host.run(["true"])
+    assert slept == []  # no reconnection backoff for an error a retry cannot fix
+    # The next point asks again: the answer is the same, without another lookup.
+    monkeypatch.setattr("sweeper.hosts.ssh.socket.create_connection", pytest.fail)
+    with pytest.raises(PermanentHostError, match="does not resolve"):
+        host.run(["true"])
 
 
 def test_resolve_alias_through_ssh_config(tmp_path: Path) -> None:
@@ -119,6 +140,26 @@ def test_unknown_host_key_is_refused(testhost_pair: list[TestHost], tmp_path: Pa
     assert "accept_new_host_key" in str(info.value)
     assert not (testhost_pair[0].root / "tmp/should-not-exist").exists()
     assert empty.read_text() == ""
+
+
+def test_a_refused_key_fails_at_once(
+    testhost_pair: list[TestHost], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stranger = tmp_path / "stranger_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    slept = _backoff_sleeps(monkeypatch)
+    first = testhost_pair[0]
+    target = SSHTarget(
+        first.address,
+        port=first.port,
+        user=first.user,
+        key_files=(str(stranger),),
+        known_hosts=first.known_hosts,
+    )
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "no-agent"))
+    with pytest.raises(PermanentHostError, match="authentication failed"):
+        SSHHost(first.name, target).run(["true"])
+    assert slept == []
 
 
 def test_changed_host_key_is_refused(testhost_pair: list[TestHost], tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 A screenshot is judged by its pixels: matplotlib figures are the only large colourful areas of
 the page, so a blank page, a page whose images failed to decode, or one with no figures fails.
 Each check is first shown to fail on a planted bad page, so the test cannot pass vacuously.
-Chromium comes from `.ci/setup-report.sh`; without it these tests skip and say so.
+Chromium comes from `.ci/setup-system.sh`; without it these tests skip and say so.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tests.sweeper.sweep_fixtures import write_spec
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed: run .ci/setup-report.sh"
+    CHROMIUM is None, reason="chromium not installed: run .ci/setup-system.sh"
 )
 FLAGS = [
     "--headless",

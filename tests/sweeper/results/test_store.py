@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from sweeper.results import store as store_module
 from sweeper.results.reader import POINTS_LOG, REQUESTS_LOG, latest_run, list_runs
 from sweeper.results.records import PointRecord, RequestRecord
 from sweeper.results.store import RunStore
@@ -104,3 +108,43 @@ def test_latest_and_list(tmp_path: Path) -> None:
     assert latest_run(tmp_path, "nope") is None
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         RunStore.open(tmp_path)
+
+
+def test_files_follow_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0o027)
+    try:
+        store = _store(tmp_path)
+        store.append_point(_point("p1", "a1"), [_req("p1", "a1", "x")])
+        store.consolidate()
+        log = store.write_log("p1", "text")
+    finally:
+        os.umask(previous)
+    for path in (store.dir / "manifest.json", store.dir / "points.parquet", log):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640, path  # not mkstemp's 0600
+    assert stat.S_IMODE((store.dir / "points.jsonl").stat().st_mode) == 0o640
+
+
+def test_a_run_that_dies_is_marked_failed_even_when_the_disk_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _store(tmp_path)
+    store.begin(2)
+    store.append_point(_point("p1", "a1"), [_req("p1", "a1", "x")])
+    store.consolidate()
+    real = store_module.atomic_write
+    full = {"left": 1}
+
+    def atomic_write(path: Path, write: object) -> None:
+        # The disk is full until the views are gone (they are rebuilt from the records).
+        if (store.dir / "points.parquet").exists() and full["left"]:
+            full["left"] -= 1
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(path, write)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "atomic_write", atomic_write)
+    store.mark_failed("No space left on device", 5)
+    saved = RunStore.open(store.dir).manifest
+    assert (saved.status, saved.exit_code, saved.points_done) == ("failed", 5, 1)
+    assert saved.error == "No space left on device"
+    assert not (store.dir / "points.parquet").exists()
+    assert [p for p in RunStore.open(store.dir).points()] == ["p1"]  # the records are intact

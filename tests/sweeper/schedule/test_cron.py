@@ -1,7 +1,7 @@
 """Crontab entries against Debian's real `crontab`, in a throwaway user's crontab removed after.
 
 Needs root (to create the user and edit its crontab) and the `cron` package
-(`.ci/setup-report.sh`); skips with the reason otherwise.
+(`.ci/setup-system.sh`); skips with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sweeper.schedule import cron
 
 USER = "sweepercrontest"
 pytestmark = [
-    pytest.mark.skipif(shutil.which("crontab") is None, reason="no crontab: .ci/setup-report.sh"),
+    pytest.mark.skipif(shutil.which("crontab") is None, reason="no crontab: .ci/setup-system.sh"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to use a throwaway user's crontab"),
 ]
 

@@ -176,7 +176,7 @@ def test_non_root_user_manages_the_unit_through_sudo(
     testhost_pair: list[TestHost], session_known_hosts: str
 ) -> None:
     if not Path("/usr/bin/sudo").exists():
-        pytest.skip("sudo is not installed (run .ci/setup-testhosts.sh)")
+        pytest.skip("sudo is not installed (run .ci/setup-system.sh)")
     host = testhost_pair[1]
     _add_sudo_user(host, "ops", sudo=True)
     target = SSHTarget(host.address, 22, "ops", (host.key_file,), None, session_known_hosts)

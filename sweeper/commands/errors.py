@@ -1,0 +1,55 @@
+"""The sweeper's own errors, each as one line and a code from `sweeper.exit_codes`, never a
+traceback: `one_line` wraps every command.
+
+An OSError reaching a command is the sweeper's own trouble with the files it writes or reads (a
+full disk, a results path that is a file or not writable), not the user's spec or a point's: it
+ends with `error: <what>: <path>` and exit 5, plus what to do where it is clear.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+
+from sweeper.exit_codes import EXIT_IO
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_HINTS = {
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space",
+    errno.EACCES: "give another --results or fix its permissions",
+    errno.EPERM: "give another --results or fix its permissions",
+    errno.EROFS: "give another --results",
+    errno.ENOTDIR: "a file stands where a directory must be; give another --results",
+    errno.EEXIST: "a file stands where a directory must be; give another --results",
+}
+
+
+def describe(exc: BaseException) -> str:
+    """One line for an error: for an OSError its reason, the path and what to do."""
+    if not isinstance(exc, OSError):
+        return f"{type(exc).__name__}: {exc}".replace("\n", " ")
+    reason = os.strerror(exc.errno) if exc.errno else exc.strerror or str(exc)
+    where = f": {exc.filename}" if exc.filename else ""
+    hint = _HINTS.get(exc.errno or 0)
+    return f"{reason}{where}" + (f" ({hint})" if hint else "")
+
+
+def one_line(command: F) -> F:
+    """The command, with an OSError ending in one line on stderr and exit 5."""
+
+    @functools.wraps(command)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except OSError as exc:
+            typer.echo(f"error: {describe(exc)}", err=True)
+            raise typer.Exit(EXIT_IO) from None
+
+    return guarded  # type: ignore[return-value]

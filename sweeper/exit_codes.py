@@ -1,0 +1,35 @@
+"""Every exit code the sweeper's commands end with, in one place (the README's table), and the
+code a run's recorded points earn.
+
+0 all well; 1 a regression (`compare`, `nightly`); 2 bad spec or usage; 3 a point failed; 4 a
+determinism violation (wins over 3); 5 the sweeper's own error: its results cannot be written
+(disk full, no permission, a file where a directory must be) or read back; 75 another run holds
+the lock (try again later, EX_TEMPFAIL); 130 interrupted (resumable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_SPEC = 2
+EXIT_FAILED = 3
+EXIT_VIOLATION = 4
+EXIT_IO = 5
+EXIT_LOCKED = 75
+EXIT_INTERRUPTED = 130
+
+
+def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
+    """4 if any determinism violation, else 3 if any point failed, else 0."""
+    # Imported here: every command imports this module, and the analysis package loads pandas.
+    from sweeper.analysis.verdicts import VIOLATIONS
+
+    rows = list(points.values())
+    if any(p.get("determinism") in VIOLATIONS for p in rows):
+        return EXIT_VIOLATION
+    if any(p.get("status") != "ok" for p in rows):
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,238 @@
+"""Reading a local dataset file into items, every problem with its file and line.
+
+Formats: JSONL (one object a line), JSON (an array of objects), ShareGPT (JSON or JSONL whose
+objects hold `conversations`: [{from, value}]), CSV (a header row), and a Hugging Face
+`datasets` directory from `save_to_disk` (its Arrow files read with pyarrow: `datasets` itself
+pulls a hub client and a dozen packages for what is one Arrow stream per shard).
+
+An object (a row) becomes an item through `row_item`, whatever the format: chat `messages`
+(sent as written), ShareGPT `conversations` (its human turns; the answers are the AR baseline's),
+a `turns` list (MT-Bench's own layout), or a text column (`prompt_field`, else `prompt`, `text`,
+`question`, or Alpaca's `instruction` + `input`). The category comes from `category_field`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from sweeper.spec.datasets import DatasetSpec
+from sweeper.spec.errors import SpecIssue
+from sweeper.spec.workload import Message
+
+#: Text columns tried after `prompt_field`, in order.
+TEXT_FIELDS = ("prompt", "text", "question", "instruction")
+USER_ROLES = ("human", "user")
+ANSWER_ROLES = ("gpt", "assistant", "chatgpt", "bard", "model")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One dataset item: its user turns (answers come from the AR baseline), or chat messages
+    sent as written; where it was read (line, or row for Arrow)."""
+
+    id: str
+    category: str | None
+    turns: tuple[str, ...] = ()
+    messages: tuple[Message, ...] = ()
+    system: str | None = None
+    line: int | None = None
+
+
+class ItemProblem(ValueError):
+    """A row that is not a prompt: the field and what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def read_items(path: Path, spec: DatasetSpec) -> tuple[list[Item], list[SpecIssue]]:
+    """The file's items and its problems (file:line: field: message); OSError when unreadable."""
+    fmt: str = spec.format
+    if fmt == "auto":
+        fmt = _format_of(path)
+    rows: Iterator[tuple[int | None, str, Any]]
+    if fmt == "hf":
+        rows = _arrow_rows(path, spec.split)
+    elif fmt == "csv":
+        rows = _csv_rows(path)
+    elif fmt == "jsonl" or (fmt == "sharegpt" and path.suffix == ".jsonl"):
+        rows = _jsonl_rows(path)
+    else:
+        rows = _json_rows(path)
+    items: list[Item] = []
+    issues: list[SpecIssue] = []
+    for index, (line, where, row) in enumerate(rows):
+        if isinstance(row, SpecIssue):
+            issues.append(row)
+            continue
+        try:
+            items.append(row_item(row, spec, index, line, sharegpt=fmt == "sharegpt"))
+        except ItemProblem as bad:
+            issues.append(SpecIssue(where, line, bad.field, bad.message))
+    if not items and not issues:
+        issues.append(SpecIssue(str(path), None, "", "the dataset holds no items"))
+    return items, issues
+
+
+def _format_of(path: Path) -> str:
+    if path.is_dir():
+        return "hf"
+    return {".jsonl": "jsonl", ".csv": "csv", ".json": "json"}.get(path.suffix.lower(), "jsonl")
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
+    source = str(path)
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield number, source, json.loads(raw)
+        except json.JSONDecodeError as exc:
+            yield number, source, SpecIssue(source, number, "", f"not JSON: {exc.msg}")
+
+
+def _json_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
+    """The elements of a top-level array, each with the line it starts on."""
+    source, text = str(path), path.read_text(encoding="utf-8")
+    decoder = json.JSONDecoder()
+    pos = _skip(text, 0)
+    if not text.startswith("[", pos):
+        try:
+            json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield exc.lineno, source, SpecIssue(source, exc.lineno, "", f"not JSON: {exc.msg}")
+            return
+        line = text.count("\n", 0, pos) + 1
+        yield line, source, SpecIssue(source, line, "", "a JSON dataset is an array of objects")
+        return
+    pos = _skip(text, pos + 1)
+    while pos < len(text) and text[pos] != "]":
+        line = text.count("\n", 0, pos) + 1
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            yield exc.lineno, source, SpecIssue(source, exc.lineno, "", f"not JSON: {exc.msg}")
+            return
+        yield line, source, value
+        pos = _skip(text, pos)
+        if pos < len(text) and text[pos] == ",":
+            pos = _skip(text, pos + 1)
+        elif pos < len(text) and text[pos] != "]":
+            line = text.count("\n", 0, pos) + 1
+            yield line, source, SpecIssue(source, line, "", "not JSON: expected ',' or ']'")
+            return
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            yield reader.line_num, str(path), {k: v for k, v in row.items() if k is not None}
+
+
+def _arrow_rows(path: Path, split: str | None) -> Iterator[tuple[int | None, str, Any]]:
+    """Rows of a `save_to_disk` directory: a Dataset (state.json names its Arrow files) or a
+    DatasetDict (dataset_dict.json names its splits, one Dataset directory each)."""
+    import pyarrow as pa
+
+    splits_file = path / "dataset_dict.json"
+    if splits_file.is_file():
+        splits = list(json.loads(splits_file.read_text())["splits"])
+        chosen = split or ("test" if "test" in splits else splits[0] if len(splits) == 1 else None)
+        if chosen not in splits:
+            message = f"choose a 'split' of {', '.join(splits)}"
+            yield None, str(path), SpecIssue(str(path), None, "split", message)
+            return
+        path = path / str(chosen)
+    state = path / "state.json"
+    if not state.is_file():
+        message = "no state.json: not a directory saved by datasets' save_to_disk"
+        yield None, str(path), SpecIssue(str(path), None, "", message)
+        return
+    row = 0
+    for shard in json.loads(state.read_text())["_data_files"]:
+        shard_path = path / shard["filename"]
+        with pa.memory_map(str(shard_path)) as source:
+            table = pa.ipc.open_stream(source).read_all()
+        for record in table.to_pylist():
+            row += 1
+            yield row, f"{shard_path} row", record
+
+
+def row_item(
+    row: Any, spec: DatasetSpec, index: int, line: int | None, *, sharegpt: bool = False
+) -> Item:
+    """One row as an item (see the module docstring); ItemProblem names what is wrong."""
+    if not isinstance(row, Mapping):
+        raise ItemProblem("", f"an item is a JSON object, not {type(row).__name__}")
+    category = row.get(spec.category_field)
+    category = None if category in (None, "") else str(category)
+    item_id = str(index)
+    if "conversations" in row or sharegpt:
+        system, turns = _conversation(row.get("conversations"))
+        return Item(item_id, category, turns[: spec.turns or 1], system=system, line=line)
+    if "messages" in row and spec.prompt_field != "messages" or spec.prompt_field == "messages":
+        return Item(item_id, category, messages=_messages(row.get("messages")), line=line)
+    if isinstance(row.get("turns"), list) and spec.prompt_field not in row:
+        turns = tuple(str(t) for t in row["turns"] if isinstance(t, str) and t.strip())
+        if not turns:
+            raise ItemProblem("turns", "no user turn")
+        return Item(item_id, category, turns[: spec.turns or len(turns)], line=line)
+    for name in (spec.prompt_field, *TEXT_FIELDS):
+        text = row.get(name)
+        if isinstance(text, str) and text.strip():
+            if name == "instruction" and isinstance(row.get("input"), str) and row["input"]:
+                text = f"{text}\n\n{row['input']}"  # Alpaca: the instruction, then its input
+            return Item(item_id, category, (text,), line=line)
+    tried = ", ".join(dict.fromkeys((spec.prompt_field, *TEXT_FIELDS)))
+    raise ItemProblem(
+        spec.prompt_field, f"no prompt: none of {tried}, 'messages' or 'conversations'"
+    )
+
+
+def _conversation(value: Any) -> tuple[str | None, tuple[str, ...]]:
+    if not isinstance(value, list) or not value:
+        raise ItemProblem("conversations", "a ShareGPT item needs a list of {from, value}")
+    system, turns = None, []
+    for n, message in enumerate(value):
+        if not isinstance(message, Mapping) or not isinstance(message.get("value"), str):
+            raise ItemProblem(f"conversations.{n}", "a message is {from, value}")
+        role = str(message.get("from", "")).lower()
+        if role == "system":
+            system = message["value"]
+        elif role in USER_ROLES:
+            turns.append(message["value"])
+        elif role not in ANSWER_ROLES:
+            raise ItemProblem(f"conversations.{n}.from", f"unknown speaker {role!r}")
+    if not turns:
+        raise ItemProblem("conversations", "no human turn")
+    return system, tuple(turns)
+
+
+def _messages(value: Any) -> tuple[Message, ...]:
+    if not isinstance(value, list) or not value:
+        raise ItemProblem("messages", "chat messages are a list of {role, content}")
+    out = []
+    for n, message in enumerate(value):
+        try:
+            out.append(Message.model_validate(message))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in ("messages", n, *error["loc"]))
+            raise ItemProblem(where, error["msg"]) from None
+    return tuple(out)

@@ -1,0 +1,190 @@
+"""Expanding the workload's `datasets:` into prompts: read, sample, and turn items into prompts.
+
+- Sampling (`sample_items`) is deterministic: the workload's seed (0 when unset) and the
+  dataset's name seed one generator; with categories, each gets its share of `sample`
+  (largest remainders, ties in the generator's order) and its items are drawn within it; the
+  drawn items keep their order in the dataset.
+- An item of k user turns becomes k prompts, `<name>-<id>-t1` ... `-tk` (an item of one turn
+  is `<name>-<id>`); turn j's messages hold the earlier turns with empty assistant messages that
+  `answers_from` fills with the AR baseline's answers at run time (`sweeper.measure.inputs`).
+- Synthetic prompts get their input and output lengths drawn here, from the same seed; their
+  token ids come from the served tokenizer at run time.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sweeper.spec.dataset_files import Item, read_items
+from sweeper.spec.datasets import DatasetSpec, LengthSpec, SyntheticSpec
+from sweeper.spec.errors import SpecIssue, suggest
+from sweeper.spec.suites import SUITES, SuiteMissing, suite_items
+from sweeper.spec.workload import Message, PromptSpec, WorkloadSpec
+from sweeper.spec.yaml_lines import YamlLines
+
+
+def dataset_prompts(
+    workload: WorkloadSpec, lines: YamlLines, base_dir: Path, max_model_len: int | None = None
+) -> tuple[list[PromptSpec], list[SpecIssue]]:
+    """Every dataset's prompts, in order, and every problem found (spec or dataset file:line)."""
+    seed = workload.seed if workload.seed is not None else 0
+    prompts: list[PromptSpec] = []
+    issues: list[SpecIssue] = []
+
+    def at(index: int, *rest: str | int) -> tuple[int | None, str]:
+        return lines.locate(("workload", "datasets", index, *rest))
+
+    for index, dataset in enumerate(workload.datasets):
+        label = dataset.label
+        if dataset.synthetic is not None:
+            prompts += synthetic_prompts(dataset.synthetic, label, seed, workload.max_tokens)
+            largest = _largest(dataset.synthetic, workload.max_tokens)
+            if max_model_len is not None and largest is not None and largest > max_model_len:
+                line, field = at(index, "synthetic")
+                message = (
+                    f"up to {largest} tokens in and out, above runtime.max_model_len "
+                    f"({max_model_len})"
+                )
+                issues.append(SpecIssue(lines.source, line, field, message))
+            continue
+        items: list[Item] = []
+        if dataset.suite is not None:
+            try:
+                items = [
+                    Item(s.id, s.category, s.turns[: dataset.turns or len(s.turns)])
+                    for s in suite_items(dataset.suite)
+                ]
+            except KeyError:
+                line, field = at(index, "suite")
+                hint = suggest(dataset.suite, list(SUITES)).removeprefix("unknown key ")
+                message = f"unknown suite {hint}; built in: {', '.join(SUITES)}"
+                issues.append(SpecIssue(lines.source, line, field, message))
+                continue
+            except SuiteMissing as missing:
+                line, field = at(index, "suite")
+                issues.append(SpecIssue(lines.source, line, field, str(missing)))
+                continue
+        else:
+            assert dataset.file is not None
+            path = (base_dir / dataset.file).resolve()
+            try:
+                items, problems = read_items(path, dataset)
+            except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
+                line, field = at(index, "file")
+                reason = getattr(exc, "strerror", None) or str(exc)
+                message = f"cannot read dataset {str(path)!r}: {reason}"
+                issues.append(SpecIssue(lines.source, line, field, message))
+                continue
+            issues += problems
+        if dataset.sample is not None:
+            items = sample_items(items, dataset.sample, seed, label)
+        for item in items:
+            try:
+                prompts += item_prompts(item, dataset, label, chat=workload.api == "chat")
+            except ValueError as exc:
+                line, field = at(index)
+                issues.append(SpecIssue(lines.source, line, field, str(exc)))
+                break
+    return prompts, issues
+
+
+def sample_items(items: Sequence[Item], n: int, seed: int, name: str) -> list[Item]:
+    """`n` of the items, stratified by category (see the module docstring)."""
+    if n >= len(items):
+        return list(items)
+    rng = random.Random(f"{seed}:{name}")
+    groups: dict[str | None, list[int]] = {}
+    for position, item in enumerate(items):
+        groups.setdefault(item.category, []).append(position)
+    order = list(groups)
+    rng.shuffle(order)  # breaks ties between equal remainders without favouring a name
+    shares = {c: n * len(groups[c]) / len(items) for c in order}
+    quota = {c: int(shares[c]) for c in order}
+    left = n - sum(quota.values())
+    for category in sorted(order, key=lambda c: quota[c] - shares[c])[:left]:
+        quota[category] += 1
+    chosen = [p for c in order for p in rng.sample(groups[c], quota[c])]
+    return [items[p] for p in sorted(chosen)]
+
+
+def item_prompts(item: Item, dataset: DatasetSpec, label: str, *, chat: bool) -> list[PromptSpec]:
+    """The prompts of one item, one per turn (see the module docstring)."""
+    base = f"{label}-{_slug(item.id)}"
+    common: dict[str, Any] = {
+        "dataset": label,
+        "category": item.category,
+        "hold_output": dataset.hold_output,
+    }
+    if item.messages:
+        if not chat:
+            raise ValueError("chat messages need api: chat (completions takes text)")
+        users = sum(m.role == "user" for m in item.messages)
+        return [PromptSpec(id=base, messages=list(item.messages), turn=users, **common)]
+    multi = len(item.turns) > 1
+    if multi and not chat:
+        message = f"{label} has {len(item.turns)} turns: a later turn needs api: chat (or turns: 1)"
+        raise ValueError(message)
+    prompts: list[PromptSpec] = []
+    history: list[Message] = [Message(role="system", content=item.system)] if item.system else []
+    for turn, text in enumerate(item.turns, start=1):
+        prompt_id = f"{base}-t{turn}" if multi else base
+        if history:
+            messages = [*history, Message(role="user", content=text)]
+            earlier = [p.id for p in prompts]
+            prompts.append(
+                PromptSpec(
+                    id=prompt_id, messages=messages, answers_from=earlier, turn=turn, **common
+                )
+            )
+        else:
+            prompts.append(PromptSpec(id=prompt_id, text=text, turn=turn, **common))
+        history += [Message(role="user", content=text), Message(role="assistant", content="")]
+    return prompts
+
+
+def synthetic_prompts(
+    synthetic: SyntheticSpec, label: str, seed: int, max_tokens: int
+) -> list[PromptSpec]:
+    """`count` prompts of drawn input lengths, each answer held at its drawn output length
+    (`max_tokens` only bounds what the spec can ask of the model)."""
+    rng = random.Random(f"{seed}:{label}")
+    output = synthetic.output_tokens
+    return [
+        PromptSpec(
+            id=f"{label}-{i}",
+            tokens=draw(synthetic.input_tokens, rng),
+            # Without its own output lengths, the point's max_tokens (a grid axis too), held.
+            max_tokens=draw(output, rng) if output is not None else None,
+            hold_output=True,
+            dataset=label,
+            turn=1,
+        )
+        for i in range(synthetic.count)
+    ]
+
+
+def draw(length: LengthSpec, rng: random.Random) -> int:
+    """One token count from the distribution."""
+    if length.dist == "fixed":
+        assert length.tokens is not None
+        return length.tokens
+    if length.dist == "uniform":
+        assert length.min is not None and length.max is not None
+        return rng.randint(length.min, length.max)
+    assert length.mean is not None and length.std is not None
+    value = round(rng.gauss(length.mean, length.std))
+    return max(length.min or 1, min(value, length.max or value))
+
+
+def _largest(synthetic: SyntheticSpec, max_tokens: int) -> int | None:
+    out = synthetic.output_tokens.largest if synthetic.output_tokens else max_tokens
+    largest_in = synthetic.input_tokens.largest
+    return None if largest_in is None or out is None else largest_in + out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"

@@ -1,0 +1,150 @@
+"""The sglang engine against two real SGLang releases' HTTP apps, served live on loopback.
+
+0.5.23 and 0.5.15 (the newest release before 2026-07-12, when the OpenAI id extensions began to
+land: the surface of the mid-2026 builds PR #29907's branch was cut from) each serve their own
+HTTP app, TokenizerManager and OpenAI serving code (sglang_serve_oracle.py `listen`) over a
+scheduler that answers every prompt with the same ids and refuses logprobs as PR #29907's
+scheduler does on DDTREE requests (scripted_scheduler.py). The engine negotiates with each as
+it would with a real server: on 0.5.15 it must take the native `/generate` path, and every
+request it then sends must carry ids back and never ask the speculative server for logprobs.
+One oracle process per release (~25 s to import SGLang on an idle 2-core machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sweeper.engines.base import RequestSpec
+from sweeper.engines.capabilities import probe
+from sweeper.engines.sglang import SGLang
+from sweeper.plan import ServerConfig
+from sweeper.spec import RuntimeSpec
+from tests.engines_oracles.oracle_process import (
+    HERE,
+    OLD_SGLANG_VERSION,
+    ORACLE_ENV,
+    SGLANG_VERSION,
+    require_sglang,
+    sse_events,
+)
+from tests.sweeper.conftest import free_port
+
+# Stock DFLASH is the built-in nearest DDTREE (PR #29907 runs DFLASH's request validation on
+# DDTREE requests); the scheduler plays that validation's logprob refusal.
+ARGV = [
+    *("--model-path", "{target}", "--device", "cuda", "--speculative-algorithm", "DFLASH"),
+    *("--speculative-draft-model-path", "{draft}", "--speculative-num-draft-tokens", "16"),
+]
+RUNTIME = RuntimeSpec.model_validate(
+    {"engine": "sglang", "preset": "sglang-ddtree", "model": "m", "draft": "d"}
+)
+DDTREE = ServerConfig.make(
+    "speculative", {"budget": 16, "topk": 4, "block_size": 8}, ("budget", "topk", "block_size")
+)
+PROMPTS = {"tide": "the tide comes in", "sea": "the sea goes out", "user": "user assistant"}
+REFUSAL = "DFLASH speculative decoding does not support return_logprob yet."
+
+
+@pytest.fixture(scope="module", params=[OLD_SGLANG_VERSION, SGLANG_VERSION])
+def live(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """(release, base URL) of that release's app, served until the module's tests are done."""
+    version = str(request.param)
+    python = require_sglang(version)
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("oracle") / "oracle.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(python), str(HERE / "sglang_serve_oracle.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, **ORACLE_ENV},
+            start_new_session=True,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps({"argv": ARGV, "refuse_logprobs": True, "listen": port}).encode())
+    proc.stdin.close()
+    try:
+        line = proc.stdout.readline()  # "" if the oracle died before it listened
+        assert line, Path(log_path).read_text()[-4000:]
+        assert json.loads(line) == {"listening": port, "sglang_version": version}
+        yield version, f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the oracle's own process group: uvicorn + zmq
+        proc.wait(30)
+
+
+def _spec(prompt_id: str, temperature: float = 0.0) -> RequestSpec:
+    return RequestSpec(
+        prompt_id=prompt_id, prompt=PROMPTS[prompt_id], max_tokens=6, temperature=temperature
+    )
+
+
+def _negotiated(url: str) -> SGLang:
+    engine = SGLang(RUNTIME)
+    with httpx.Client() as client:
+        caps = engine.negotiate(client, url, DDTREE, _spec("tide"), "m")
+    bound: SGLang = engine.bind(caps)
+    return bound
+
+
+def test_negotiation_takes_the_path_each_release_gives(live: tuple[str, str]) -> None:
+    version, url = live
+    caps = _negotiated(url).capabilities
+    assert caps is not None
+    # A speculative server is never asked for margins: the AR baseline gives them.
+    assert (caps.acceptance, caps.margins) == ("requests", "baseline")
+    if version == OLD_SGLANG_VERSION:
+        # 0.5.15's completions ignore return_token_ids: the stream carries text only.
+        assert caps.token_ids == "native", caps.evidence
+        assert any(e.startswith("OpenAI /v1/completions: no ids") for e in caps.evidence)
+        assert caps.details["streaming"] == "cumulative"
+    else:
+        assert caps.token_ids == "openai", caps.evidence
+
+
+def test_every_request_carries_ids_and_none_asks_for_logprobs(live: tuple[str, str]) -> None:
+    version, url = live
+    engine = _negotiated(url)
+    seen: dict[str, list[int]] = {}
+    with httpx.Client() as client:
+        for temperature in (0.0, 0.7):
+            for prompt_id in PROMPTS:
+                spec = _spec(prompt_id, temperature)
+                request = engine.request(spec, "m")
+                asked = set(request.body) | set(request.body.get("sampling_params", {}))
+                assert not asked & {"logprobs", "top_logprobs", "return_logprob"}, request.body
+                result = probe(client, url, request, engine.reader(spec))
+                assert result.ok and result.reader is not None, (version, result.error)
+                fields = result.reader.fields()
+                assert len(fields["token_ids"]) == spec.max_tokens, (version, fields)
+                assert result.reader.usage_mismatch() is None
+                # Acceptance per request: 3 verify steps of 2 tokens (1 draft + the bonus).
+                assert (fields["verify_rounds"], fields["tau"]) == (3, 2.0), fields
+                # One output per prompt whatever the temperature (a lossless decoder's).
+                assert seen.setdefault(prompt_id, fields["token_ids"]) == fields["token_ids"]
+    assert len({tuple(ids) for ids in seen.values()}) == len(PROMPTS)
+
+
+def test_the_scheduler_refuses_logprobs_as_pr_29907s_does(live: tuple[str, str]) -> None:
+    """What the sweeper would meet had it asked the speculative server for margins."""
+    version, url = live
+    body = {"text": "the sea", "stream": True, "return_logprob": True, "top_logprobs_num": 2}
+    body["sampling_params"] = {"max_new_tokens": 4, "temperature": 0}
+    with httpx.Client() as client:
+        native = client.post(url + "/generate", json=body, timeout=60)
+        events = [data for _, data in sse_events(native.text) if isinstance(data, dict)]
+        assert native.status_code == 200, native.text
+        # The request is finished at once: an abort with the validation's message, no tokens.
+        final = events[-1]["meta_info"]
+        assert final["finish_reason"]["type"] == "abort", (version, final)
+        assert final["finish_reason"]["message"] == REFUSAL
+        assert final["completion_tokens"] == 0 and events[-1]["output_ids"] == []

@@ -1,0 +1,176 @@
+"""A real SGLang (0.5.15, CPU) serving smollm2-135m: swept end to end, and asked for the same
+output through its native and its OpenAI routes.
+
+The sweep is `sweeps/sglang-cpu.yaml` as shipped (on a free port): two AR server configs that
+differ in --schedule-policy, each at temperature {0, 0.7} x concurrency {1, 4}; every restart is
+proven from /proc and from SGLang's /server_info. 0.5.15 has no OpenAI token-id extension, so the
+engine must negotiate the native `/generate` path. Then one server started by hand answers the
+same greedy prompts through `/generate` (ids) and `/v1/completions` (text only on this release:
+its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree. And why
+not 0.5.23: its CPU engine cannot start without SGLang's source-built CPU kernels (last test).
+Without `make sglang-0.5.15-venv` these skip (fail under SWEEPER_REQUIRE_SGLANG=1, as CI sets).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+import yaml
+
+from ddtree_runtime.export import export_model
+from sweeper.engines.sglang import SGLang
+from sweeper.plan import build_plan
+from sweeper.poll import wait_until
+from sweeper.spec import load_spec
+from tests.engines_oracles.oracle_process import (
+    OLD_SGLANG_VERSION,
+    ORACLE_ENV,
+    REPO,
+    SGLANG_VERSION,
+    require_sglang,
+)
+from tests.sweeper.conftest import free_port
+
+SPEC = REPO / "sweeps" / "sglang-cpu.yaml"
+
+
+@pytest.fixture(scope="module")
+def spec_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped spec on a free port, with its model exported once if absent."""
+    python = require_sglang(OLD_SGLANG_VERSION)
+    data = yaml.safe_load(SPEC.read_text())
+    assert data["runtime"]["python"] == str(python.relative_to(REPO))
+    model = REPO / data["runtime"]["model"]
+    if not (model / "model.safetensors").exists():
+        export_model("smollm2-135m", model)  # what `make sglang-model` does
+    data["runtime"]["port"] = free_port()
+    path = tmp_path_factory.mktemp("spec") / "sglang-cpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow
+def test_a_real_sglang_sweep(spec_file: Path, tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec_file), "--plain"]
+    argv += ["--results", str(tmp_path / "results")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, cwd=REPO)
+    assert done.stdout.strip(), done.stderr[-4000:]
+    run = Path(done.stdout.strip().splitlines()[-1])
+    points = pd.read_parquet(run / "points.parquet").set_index("point_id")
+    logs = "".join(p.read_text()[-3000:] for p in sorted(run.glob("service/*/runtime-*.log")))
+    assert done.returncode == 0, (points[["status", "reason"]], done.stderr[-2000:], logs)
+    assert (points.status == "ok").all() and set(points.engine) == {"sglang"}
+    assert len(points) == 8 and set(points["mode"]) == {"ar"}
+    assert sorted(set(points.temperature)) == [0.0, 0.7]
+    assert sorted(set(points.concurrency)) == [1, 4]
+    # No OpenAI id extension in 0.5.15: every point's ids came from the native /generate.
+    assert set(points.token_ids_source) == {"native"}, points.token_ids_source
+    # An AR server is asked for margins: top-2 logprobs on the same native stream.
+    assert set(points.margin_source) == {"logprobs"}, points.margin_source
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["identities"]) == 2
+    for label, proof in manifest["identities"].items():
+        proven = proof["proven"]
+        assert any("runs the requested argv and environment" in p for p in proven), label
+        assert any("only its process tree listens" in p for p in proven), label
+        assert any(p.startswith("/server_info reports every requested flag") for p in proven)
+        # Negotiated after the proof: the OpenAI probe carried no ids, /generate did, for the
+        # prompt's ids from the server's own /tokenize (the same ids for every config).
+        caps = proof["capabilities"]
+        assert caps["token_ids"] == "native", caps
+        assert caps["details"]["prompt"] == "input_ids from /tokenize", caps
+
+
+@pytest.fixture(scope="module")
+def hand_started(spec_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The sweep's first server config, started by hand as its plan prints it."""
+    spec = load_spec(spec_file)
+    engine = SGLang(spec.runtime)
+    config = build_plan(spec).hosts[0].steps[0].server_config
+    argv = [spec.runtime.python or "", "-m", "sglang.launch_server", *engine.command(config)[0]]
+    argv += ["--host", "127.0.0.1", "--port", str(spec.runtime.port)]
+    log_path = tmp_path_factory.mktemp("sglang") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO,
+            env={**os.environ, **spec.runtime.env},
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{spec.runtime.port}"
+
+    def up() -> bool:
+        assert proc.poll() is None, log_path.read_text()[-4000:]
+        try:
+            return httpx.get(url + "/health", timeout=5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(up, timeout_s=spec.runtime.ready_timeout_s, interval_s=1.0)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # SGLang's launcher, scheduler and detokenizer
+        proc.wait(30)
+
+
+@pytest.mark.slow
+def test_generate_and_openai_completions_give_the_same_ids(hand_started: str) -> None:
+    url = hand_started
+    prompts = [p["text"] for p in yaml.safe_load(SPEC.read_text())["workload"]["prompts"]]
+    with httpx.Client(timeout=300) as client:
+        info = client.get(url + "/server_info").json()
+        assert info["version"] == OLD_SGLANG_VERSION and info["device"] == "cpu"
+        for prompt in prompts:
+            native = client.post(
+                url + "/generate",
+                json={"text": prompt, "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+            ).json()
+            completion = client.post(
+                url + "/v1/completions",
+                json={"model": "m", "prompt": prompt, "max_tokens": 8, "temperature": 0,
+                      "return_token_ids": True},
+            ).json()  # fmt: skip
+            choice = completion["choices"][0]
+            assert "token_ids" not in choice  # 0.5.15 ignores the extension
+            assert choice["text"] == native["text"], (prompt, choice, native)
+            tokens = client.post(
+                url + "/tokenize",
+                json={"model": "m", "prompt": choice["text"], "add_special_tokens": False},
+            ).json()["tokens"]
+            assert tokens == native["output_ids"], (prompt, tokens, native["output_ids"])
+            assert completion["usage"]["completion_tokens"] == len(native["output_ids"])
+
+
+def test_sglang_0523_cannot_serve_on_a_cpu_from_pypi_alone() -> None:
+    """Why the CPU sweep runs 0.5.15: 0.5.23's CPU engine imports sgl_kernel's CPU ops when its
+    KV cache module loads, on any CPU (AMX or not). PyPI's sglang-kernel is a CUDA build (its
+    ops need libcuda.so.1 to import) and SGLang's CPU kernels are built from source only, so the
+    server dies at start; 0.5.15 imports them only on AMX CPUs and falls back to torch here."""
+    module = "sglang.srt.mem_cache.memory_pool"
+    results = {}
+    for version in (SGLANG_VERSION, OLD_SGLANG_VERSION):
+        done = subprocess.run(
+            [str(require_sglang(version)), "-c", f"import {module}"],
+            env={**os.environ, **ORACLE_ENV, "SGLANG_USE_CPU_ENGINE": "1"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        results[version] = done
+    failed = results[SGLANG_VERSION]
+    assert failed.returncode != 0
+    assert "kernels/ops/kvcache/cache_move.py" in failed.stderr
+    assert "No module named 'sgl_kernel'" in failed.stderr.splitlines()[-1]
+    assert results[OLD_SGLANG_VERSION].returncode == 0, results[OLD_SGLANG_VERSION].stderr[-2000:]

@@ -1,0 +1,165 @@
+"""Negotiation against a server that behaves as sgl-project/sglang PR #29907's build does
+(tests/sweeper/fake_sglang.py): no OpenAI id extensions, logprobs refused on DDTREE requests,
+native `/generate` with `output_ids` and `meta_info`. The engine must pick the native path,
+never send logprobs to the speculative server, read both meta_info spellings and both streaming
+modes, and fall back to `/metrics` counters where no response carries acceptance. The real
+SGLang builds are checked in tests/engines_oracles."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sweeper.engines.base import RequestSpec
+from sweeper.engines.capabilities import CapabilityError, probe
+from sweeper.engines.sglang import SGLang, read_metrics
+from sweeper.plan import ServerConfig
+from sweeper.poll import wait_until
+from sweeper.spec import RuntimeSpec
+from tests.sweeper import fake_sglang
+
+FAKE = Path(fake_sglang.__file__)
+RUNTIME = RuntimeSpec.model_validate(
+    {"engine": "sglang", "preset": "sglang-ddtree", "model": "m", "draft": "d"}
+)
+AR = ServerConfig.make("ar", {"cuda_graph": False})
+DDTREE = ServerConfig.make(
+    "speculative", {"budget": 16, "topk": 4, "block_size": 8}, ("budget", "topk", "block_size")
+)
+PROMPT = RequestSpec(prompt_id="p", prompt="the tide comes in", max_tokens=9, temperature=0.0)
+
+
+@contextmanager
+def served(port: int, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    argv = [sys.executable, str(FAKE), "--model-path", "m", "--port", str(port), *args]
+    proc = subprocess.Popen(argv, env={**os.environ, **(env or {}), "FAKE_START_DELAY": "0"})
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(url + "/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(up, timeout_s=30, interval_s=0.05)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _negotiate(url: str, sc: ServerConfig, spec: RequestSpec = PROMPT):  # type: ignore[no-untyped-def]
+    with httpx.Client() as client:
+        return SGLang(RUNTIME).negotiate(client, url, sc, spec, "m")
+
+
+def _stream(url: str, engine: SGLang, spec: RequestSpec) -> dict:
+    with httpx.Client() as client:
+        result = probe(client, url, engine.request(spec, "m"), engine.reader(spec))
+    assert result.ok and result.reader is not None, result.error
+    return {**result.reader.fields(), "mismatch": result.reader.usage_mismatch()}
+
+
+SPEC_ARGS = ("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "16")
+SPEC_ARGS += ("--speculative-num-draft-tokens", "8")
+
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_the_pr_build_gets_the_native_path_and_the_same_ids_everywhere(
+    port: int, incremental: bool
+) -> None:
+    extra = ("--incremental-streaming-output",) if incremental else ()
+    with served(port, *extra) as url:
+        ar = _negotiate(url, AR)
+        ar_fields = _stream(url, SGLang(RUNTIME).bind(ar), PROMPT)
+    with served(port, *SPEC_ARGS, *extra) as url:
+        spec = _negotiate(url, DDTREE)
+        spec_fields = _stream(url, SGLang(RUNTIME).bind(spec), PROMPT)
+    assert (ar.token_ids, ar.acceptance, ar.margins) == ("native", "not needed", "logprobs")
+    assert (spec.token_ids, spec.acceptance, spec.margins) == ("native", "requests", "baseline")
+    assert spec.details["streaming"] == ("incremental" if incremental else "cumulative")
+    assert spec.details["prompt"] == "input_ids from /tokenize"
+    # The OpenAI probe's stream carried text but no ids: the evidence says so.
+    assert any(line.startswith("OpenAI /v1/completions: no ids") for line in spec.evidence)
+    # The same ids from both servers, from the native stream, with margins only from AR.
+    assert ar_fields["token_ids"] == spec_fields["token_ids"] and len(ar_fields["token_ids"]) == 9
+    assert ar_fields["token_ids_source"] == spec_fields["token_ids_source"] == "native"
+    assert ar_fields["text"] == spec_fields["text"] != ""
+    assert ar_fields["top2_margins"] == pytest.approx([2.4] * 9)
+    assert spec_fields["top2_margins"] == []
+    assert spec_fields["tau"] and spec_fields["verify_rounds"] and spec_fields["accepted_hist"]
+    assert ar_fields["mismatch"] is None and spec_fields["mismatch"] is None
+
+
+def test_a_speculative_server_is_never_sent_logprobs(port: int) -> None:
+    asked = {"logprobs", "top_logprobs", "return_logprob", "top_logprobs_num"}
+    with served(port, *SPEC_ARGS) as url:
+        caps = _negotiate(url, DDTREE)
+        engine = SGLang(RUNTIME).bind(caps)
+        for chat in (False, True):
+            body = engine.request(replace(PROMPT, chat=chat), "m").body
+            assert not asked & set(body), body
+    # Unbound or bound to an AR server, the same engine asks for them at temperature 0.
+    assert asked & set(SGLang(RUNTIME).request(PROMPT, "m").body)
+
+
+def test_the_older_spelling_and_the_chat_prompt_through_tokenize(port: int) -> None:
+    chat = RequestSpec(
+        prompt_id="c", prompt="hi", max_tokens=5, temperature=0.0, chat=True,
+        messages=({"role": "user", "content": "hi there"},),
+    )  # fmt: skip
+    with served(port, *SPEC_ARGS, env={"FAKE_SPELLING": "0.5.23"}) as url:
+        caps = _negotiate(url, DDTREE, chat)
+        fields = _stream(url, SGLang(RUNTIME).bind(caps), chat)
+    assert caps.token_ids == "native" and caps.acceptance == "requests"
+    assert fields["accepted_hist"] and fields["tau"] == pytest.approx(5 / fields["verify_rounds"])
+
+
+def test_acceptance_falls_back_to_metrics_counters(port: int) -> None:
+    env = {"FAKE_NO_META_ACCEPTANCE": "1"}
+    with served(port, *SPEC_ARGS, "--enable-metrics", env=env) as url:
+        caps = _negotiate(url, DDTREE)
+        engine = SGLang(RUNTIME).bind(caps)
+        with httpx.Client() as client:
+            before = engine.acceptance_counters(client, url)
+            _stream(url, engine, PROMPT)
+            after = engine.acceptance_counters(client, url)
+    assert caps.acceptance == "metrics" and before is not None and after is not None
+    drafts = after["drafts"] - before["drafts"]
+    accepted = after["accepted_tokens"] - before["accepted_tokens"]
+    assert drafts > 0 and 1 + accepted / drafts == pytest.approx(9 / drafts)
+
+
+def test_without_metrics_the_build_lacks_acceptance_and_says_so(port: int) -> None:
+    with served(port, *SPEC_ARGS, env={"FAKE_NO_META_ACCEPTANCE": "1"}) as url:
+        caps = _negotiate(url, DDTREE)
+    assert caps.acceptance == "none" and "--enable-metrics" in caps.evidence[-1]
+
+
+def test_a_build_with_no_ids_anywhere_fails_with_one_line(port: int) -> None:
+    """A chat prompt on a build whose /tokenize is gone: no sglext ids, no native prompt."""
+    chat = RequestSpec(prompt_id="c", prompt="hi", max_tokens=4, temperature=0.0, chat=True)
+    with served(port, env={"FAKE_NO_TOKENIZE": "1"}) as url, pytest.raises(CapabilityError) as err:
+        _negotiate(url, AR, chat)
+    message = str(err.value)
+    assert message.startswith("this build gives no token ids:") and "\n" not in message
+
+
+def test_read_metrics_sums_label_sets() -> None:
+    page = (
+        "# HELP sglang:generation_tokens_total x\n"
+        'sglang:generation_tokens_total{is_streaming="true"} 30.0\n'
+        'sglang:generation_tokens_total{is_streaming="false"} 10.0\n'
+        'sglang:spec_verify_calls_total{model_name="m"} 8.0\n'
+    )
+    assert read_metrics(page) == {"drafts": 8.0, "accepted_tokens": 32.0}
+    assert read_metrics("sglang:generation_tokens_total 5\n") is None

@@ -1,0 +1,319 @@
+"""The bad-input and fault corpus of issue 19: the spec cases (`cases.py`) and the results and
+run cases here. `test_corpus.py` runs every case in CI; `bench/fault_corpus.py` prints them as
+the table of the closing note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO, EXIT_LOCKED, EXIT_OK
+from sweeper.schedule.lock import run_lock
+from tests.sweeper.faults.cases import SPEC_CASES, Case, assert_that
+from tests.sweeper.faults.context import (
+    DISK_PORT,
+    MINIMAL,
+    Ctx,
+    Outcome,
+    manifest,
+    point_ids,
+    sweeper,
+)
+from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
+
+# --- results and run cases ----------------------------------------------------------------------
+
+
+def _results_is_a_file(ctx: Ctx) -> tuple[str, Outcome]:
+    spec = ctx.spec(MINIMAL)
+    results = ctx.tmp / "results"
+    results.write_text("not a directory")
+    return "sweeper run SPEC --results FILE", sweeper("run", str(spec), "--results", str(results))
+
+
+def _results_read_only(ctx: Ctx) -> tuple[str, Outcome]:
+    spec = ctx.spec(MINIMAL)
+    results = ctx.tmpfs("64k", read_only=True)
+    return "sweeper run SPEC --results RO_DIR", sweeper("run", str(spec), "--results", str(results))
+
+
+def _locked(ctx: Ctx) -> tuple[str, Outcome]:
+    spec = ctx.spec(MINIMAL)
+    results = ctx.tmp / "results"
+    with run_lock(results / ".t.run.lock"):  # as a first run of the spec holds it
+        out = sweeper("run", str(spec), "--results", str(results))
+    return "sweeper run SPEC (while another run of SPEC runs)", out
+
+
+def _disk_full(ctx: Ctx) -> tuple[str, Outcome]:
+    """A 6-point sweep into a 400 KiB tmpfs with 260 KiB taken: it fills up mid-run."""
+    disk = ctx.tmpfs("400k")
+    spec = write_spec(
+        ctx.tmp, DISK_PORT, fake_env=fake_runtime_env(ctx.tmp), topk=(1, 4),
+        temperature=(0.0, 0.7), prompts=2, repeats=1, max_tokens=4,
+    )  # fmt: skip
+    (disk / "filler").write_bytes(b"\0" * 260 * 1024)
+    out = sweeper("run", str(spec), "--results", str(disk / "results"), "--plain")
+    ctx.tmp.joinpath("disk").write_text(str(disk))
+    return "sweeper run SPEC --results TMPFS_400K (260K taken)", out
+
+
+def _after_disk_full(ctx: Ctx, out: Outcome) -> None:
+    run_dir = Path(out.stdout.strip().splitlines()[-1])
+    before = manifest(run_dir)
+    assert_that(before["status"] == "failed" and before["exit_code"] == EXIT_IO, before)
+    assert_that("No space left on device" in before["error"], before["error"])
+    recorded = len(point_ids(run_dir))
+    Path(ctx.tmp.joinpath("disk").read_text(), "filler").unlink()  # space freed
+    spec = ctx.tmp / "t.yaml"
+    again = sweeper("run", str(spec), "--resume", str(run_dir), "--plain")
+    assert_that(again.code == EXIT_OK, again.stderr)
+    ids = point_ids(run_dir)
+    assert_that(len(ids) == len(set(ids)) == 6, ids)
+    assert_that(manifest(run_dir)["status"] == "complete")
+    ctx.tmp.joinpath("disk-full.json").write_text(
+        json.dumps({"recorded_before": recorded, "after_resume": len(ids), "run": str(run_dir)})
+    )
+
+
+def _report_disk_full(ctx: Ctx) -> tuple[str, Outcome]:
+    disk = ctx.tmpfs("256k")
+    run_dir = disk / "t" / "run"
+    shutil.copytree(ctx.shared.base_run(), run_dir, ignore=shutil.ignore_patterns("*.parquet"))
+    (disk / "filler").write_bytes(b"\0" * (256 * 1024 - _used(disk) - 8192))
+    return "sweeper report RUN (disk full)", sweeper("report", str(run_dir))
+
+
+def _used(path: Path) -> int:
+    info = os.statvfs(path)
+    return (info.f_blocks - info.f_bfree) * info.f_frsize
+
+
+def _truncate(name: str, verb: tuple[str, ...]) -> Callable[[Ctx], tuple[str, Outcome]]:
+    def run(ctx: Ctx) -> tuple[str, Outcome]:
+        run_dir = ctx.run_copy()
+        path = run_dir / name
+        path.write_bytes(path.read_bytes()[:100])
+        return f"sweeper {' '.join(verb)} RUN ({name} truncated)", sweeper(*verb, str(run_dir))
+
+    return run
+
+
+def _views_rebuilt(ctx: Ctx, out: Outcome) -> None:
+    run_dir = next((ctx.tmp / "a" / "t").iterdir())
+    assert_that(not _broken(run_dir), out.stderr)
+
+
+def _broken(run_dir: Path) -> list[str]:
+    from sweeper.results.repair import broken_views
+
+    return broken_views(run_dir)
+
+
+def _repair(ctx: Ctx) -> tuple[str, Outcome]:
+    run_dir = ctx.run_copy()
+    (run_dir / "points.csv").unlink()
+    return "sweeper repair RUN (points.csv deleted)", sweeper("repair", str(run_dir))
+
+
+def _bad_manifest(ctx: Ctx) -> tuple[str, Outcome]:
+    run_dir = ctx.run_copy()
+    (run_dir / "manifest.json").write_text('{"sweep": "t", "run_')
+    return "sweeper ls (manifest.json truncated)", sweeper("ls", "--results", str(ctx.tmp / "a"))
+
+
+def _report_empty(ctx: Ctx) -> tuple[str, Outcome]:
+    (ctx.tmp / "empty").mkdir()
+    return "sweeper report EMPTY_DIR", sweeper("report", str(ctx.tmp / "empty"))
+
+
+def _other_sweep(ctx: Ctx) -> tuple[str, Outcome]:
+    run_a, run_b = ctx.run_copy("a"), ctx.run_copy("b")
+    data = manifest(run_b)
+    data["spec"]["workload"]["prompts"][0]["text"] = "another prompt"
+    (run_b / "manifest.json").write_text(json.dumps(data))
+    return "sweeper compare A B (other prompts)", sweeper("compare", str(run_a), str(run_b))
+
+
+def _extra_flag(ctx: Ctx) -> tuple[str, Outcome]:
+    """Run B has a grid flag A lacks, at two values: 4 points where A has 2."""
+    run_a, run_b = ctx.run_copy("a"), ctx.run_copy("b")
+    for log in ("points.jsonl", "requests.jsonl"):
+        rows = [json.loads(line) for line in (run_b / log).read_text().splitlines()]
+        out = [
+            {**row, "point_id": f"{row['point_id']}-f{v}", "my_flag": v}
+            for v in (1, 2)
+            for row in rows
+        ]
+        (run_b / log).write_text("".join(json.dumps(r) + "\n" for r in out))
+    sweeper("repair", str(run_b))
+    return "sweeper compare A B (B adds a flag)", sweeper("compare", str(run_a), str(run_b))
+
+
+def _cron_newline(ctx: Ctx) -> tuple[str, Outcome]:
+    # --user: were the check missing, nothing could reach a real crontab (no such user).
+    spec = "x\n* * * * * touch PWNED #.yaml"
+    out = sweeper("cron", "install", spec, "--user", "sweeper-corpus-nobody")
+    return "sweeper cron install $'x\\n* * * * * touch PWNED #.yaml'", out
+
+
+def _ssh_unresolvable(ctx: Ctx) -> tuple[str, Outcome]:
+    spec = ctx.spec(
+        "name: t\nhosts:\n  - {name: gpu, address: no-such-host.invalid, user: ops}\n"
+        "workload:\n  prompts: [{id: a, text: hi}]\n"
+    )
+    results = ctx.tmp / "results"
+    return "sweeper run SPEC (SSH host does not resolve)", sweeper(
+        "run", str(spec), "--results", str(results), "--plain"
+    )
+
+
+def _modes(ctx: Ctx, out: Outcome) -> None:
+    """Every file of the shared run has the mode the umask gives (0644 under 022), none
+    mkstemp's 0600."""
+    from sweeper.results.store import _umask
+
+    base = ctx.shared.base_run()
+    modes = {
+        str(p.relative_to(base)): stat.S_IMODE(p.stat().st_mode)
+        for p in base.rglob("*")
+        if p.is_file() and "service" not in p.parts
+    }
+    assert_that(set(modes.values()) == {0o666 & ~_umask()}, modes)
+
+
+RESULT_CASES = [
+    Case(
+        "results_is_a_file",
+        "NotADirectoryError, 59-line traceback",
+        _results_is_a_file,
+        EXIT_IO,
+        "error: File exists: ",
+    ),
+    Case(
+        "results_read_only",
+        "PermissionError, 112-line traceback",
+        _results_read_only,
+        EXIT_IO,
+        "error: Read-only file system",
+        root=True,
+    ),
+    Case(
+        "disk_full_mid_run",
+        "156-line traceback, exit 1, manifest left running",
+        _disk_full,
+        EXIT_IO,
+        "error: No space left on device",
+        after=_after_disk_full,
+        root=True,
+    ),
+    Case(
+        "report_on_full_disk",
+        "ENOSPC traceback",
+        _report_disk_full,
+        EXIT_IO,
+        "error: No space left on device",
+        root=True,
+    ),
+    Case(
+        "second_run_of_a_spec",
+        "both runs started and fought over the port",
+        _locked,
+        EXIT_LOCKED,
+        f"error: another run of sweep 't' (pid {os.getpid()}) is writing to",
+    ),
+    Case(
+        "points_parquet_truncated",
+        "report died: ArrowInvalid: Parquet magic bytes not found",
+        _truncate("points.parquet", ("report",)),
+        EXIT_OK,
+        "rebuilt points.parquet from the .jsonl records",
+        after=_views_rebuilt,
+    ),
+    Case(
+        "requests_parquet_truncated",
+        "diagnose died: ArrowInvalid",
+        _truncate("requests.parquet", ("diagnose", "--dry-run")),
+        EXIT_OK,
+        "rebuilt requests.parquet from the .jsonl records",
+        after=_views_rebuilt,
+    ),
+    Case(
+        "repair_rebuilds_views",
+        "no way to rebuild the views from the records",
+        _repair,
+        EXIT_OK,
+        "from its records (points.csv)",
+        after=_views_rebuilt,
+    ),
+    Case(
+        "manifest_truncated",
+        "the run vanished from ls ('no runs under DIR')",
+        _bad_manifest,
+        EXIT_OK,
+        "manifest.json is unreadable; its records (points.jsonl) are untouched",
+        after=lambda ctx, out: assert_that("bad manifest" in out.stdout, out.stdout),
+    ),
+    Case(
+        "report_empty_directory",
+        "exit 0 and a 'missing' report",
+        _report_empty,
+        EXIT_BAD_SPEC,
+        "is not a run directory (no manifest.json)",
+    ),
+    Case(
+        "compare_other_sweeps",
+        "other prompts compared silently, called a regression (-15.8%, exit 1)",
+        _other_sweep,
+        EXIT_BAD_SPEC,
+        "are runs of different sweeps (other prompts); --force compares them anyway",
+    ),
+    Case(
+        "compare_extra_flag_column",
+        "B's extra flag column left out of the key: '2 points compared' of 4",
+        _extra_flag,
+        EXIT_OK,
+        "6 points compared (2 only in A, 4 only in B)",
+    ),
+    Case(
+        "cron_newline_in_path",
+        "a second, valid crontab line; cron list/remove blind to it",
+        _cron_newline,
+        EXIT_BAD_SPEC,
+        "contains a control character ('\\n'): a crontab entry must be one line",
+    ),
+    Case(
+        "ssh_name_does_not_resolve",
+        "retried 55 s before failing each point",
+        _ssh_unresolvable,
+        3,
+        "the host name does not resolve",
+    ),
+    Case(
+        "file_modes_follow_umask",
+        "manifest, parquet, csv and logs left 0600",
+        lambda ctx: (
+            "sweeper repair RUN (then stat every file)",
+            sweeper("repair", str(ctx.run_copy())),
+        ),
+        EXIT_OK,
+        "nothing was broken",
+        after=_modes,
+    ),
+]
+
+CASES = [*SPEC_CASES, *RESULT_CASES]
+
+
+def run_case(case: Case, ctx: Ctx) -> tuple[str, Outcome, str]:
+    """Provoke the case, then check what must (not) have happened; (command shown, what it
+    did, the line it printed)."""
+    command, out = case.run(ctx)
+    if case.after is not None and out.code == case.code:
+        case.after(ctx, out)
+    return command, out, out.line(case.expect)

@@ -1,0 +1,173 @@
+"""End to end: `sweeper run` with engine sglang + preset sglang-ddtree against a fake server that
+behaves as sgl-project/sglang PR #29907's build (tests/sweeper/fake_sglang.py), launched by the
+sweeper as `python -m sglang.launch_server` through a shim package. Every point is ok and exact
+at temperature 0, with ids from the native `/generate` path and acceptance per request; the two
+labels the PR's rules make one server (b7-k1, b7-k4: a chain, topk unused) are measured once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from sweeper.results.store import RunStore
+from tests.sweeper.fake_sglang import shim_env
+
+#: The preset's flags without its effective-config rules (a fork's own mapping): the plan then
+#: measures b7-k1 and b7-k4 apart, and only the run can tell they were one server.
+OWN_MAPPING = {
+    "speculative_args": ["--speculative-algorithm", "DDTREE"],
+    "draft": {"flag": "--speculative-draft-model-path"},
+    "params": {
+        "budget": {"flag": "--speculative-ddtree-budget"},
+        "block_size": {"flag": "--speculative-num-draft-tokens"},
+        "topk": {"env": "SGLANG_DDTREE_MAX_TOPK"},
+    },
+}
+
+
+def _sweeper(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "sweeper.cli", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+
+
+def _run(spec: Path, results: Path) -> tuple[Path, pd.DataFrame]:
+    done = _sweeper("run", str(spec), "--plain", "--results", str(results))
+    run_dir = Path(done.stdout.strip().splitlines()[-1])
+    points = pd.read_parquet(run_dir / "points.parquet").set_index("point_id")
+    columns = ["status", "reason", "determinism", "token_ids_source", "acceptance_source"]
+    assert done.returncode == 0, (points[columns].to_string(), done.stderr[-3000:])
+    return run_dir, points
+
+
+def _spec(
+    tmp: Path, port: int, api: str, mapping: dict | None = None, runtime: dict | None = None
+) -> Path:
+    spec = {
+        "name": "prbuild",
+        "hosts": ["local"],
+        "runtime": {
+            "engine": "sglang",
+            **({"mapping": mapping} if mapping else {"preset": "sglang-ddtree"}),
+            "model": "fake-target",
+            "draft": "fake-draft",
+            "port": port,
+            "ready_timeout_s": 60,
+            "env": {**shim_env(tmp), "FAKE_START_DELAY": "0.3"},
+            "extra_args": ["--page-size", "1"],
+            **(runtime or {}),
+        },
+        "grid": {
+            "budget": [7, 16],
+            "topk": [1, 4],
+            "block_size": [8],
+            "cuda_graph": [False],
+            "temperature": [0],
+        },
+        "baseline": True,
+        "workload": {
+            "api": api,
+            "prompts": [
+                {"id": f"p{i}", "text": f"prompt number {i} about the sea"} for i in range(2)
+            ],
+            "max_tokens": 12,
+            "repeats": 2,
+            "concurrency": [1],
+            "warmup": 1,
+            "seed": 7,
+        },
+    }
+    path = tmp / f"prbuild-{api}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_a_sweep_of_the_pr_29907_build(tmp_path: Path, port: int, api: str) -> None:
+    """A chat workload too: its prompt ids come from the build's /tokenize (messages rendered
+    as for a chat completion), since the build's chat stream carries no ids."""
+    spec = _spec(tmp_path, port, api)
+    plan = subprocess.run(
+        [sys.executable, "-m", "sweeper.cli", "plan", str(spec)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert "b7-k4-bs8-cg0 is b7-k1-bs8-cg0" in " ".join(plan.stdout.split())
+    run_dir, points = _run(spec, tmp_path / "results")
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    # AR + one per behaviour: b7 (k1 covering k4), b16-k1 (width 1), b16-k4 (width 3).
+    assert sorted(points.index) == [
+        "local-ar-cg0-t0-c1",
+        "local-b16-k1-bs8-cg0-t0-c1",
+        "local-b16-k4-bs8-cg0-t0-c1",
+        "local-b7-k1-bs8-cg0-t0-c1",
+    ]
+    assert list(points.loc["local-b7-k1-bs8-cg0-t0-c1", "covers_labels"]) == ["b7-k4-bs8-cg0"]
+    assert (points.status == "ok").all()
+    speculative = points[points["mode"] == "speculative"]
+    assert (speculative.determinism == "exact").all()
+    assert (points.token_ids_source == "native").all()
+    assert (requests.token_ids_source == "native").all() and (requests.output_tokens == 12).all()
+    assert (speculative.acceptance_source == "requests").all() and speculative.tau.gt(1).all()
+    assert (speculative.margin_source == "baseline").all()
+    assert points.loc["local-ar-cg0-t0-c1", "margin_source"] == "logprobs"
+    # Every request of every config was sent the same prompt ids and got the same output.
+    by_prompt = requests.groupby(["prompt_id"])["sha256"].nunique()
+    assert (by_prompt == 1).all()
+    # Two caps of topk are two servers: the fingerprint hashes SGLANG_DDTREE_MAX_TOPK.
+    assert points.fingerprint.nunique() == 4
+    manifest = RunStore.open(run_dir).manifest
+    for label in ("ar-cg0", "b7-k1-bs8-cg0", "b16-k4-bs8-cg0"):
+        caps = manifest.identities[f"local/{label}"].capabilities
+        assert caps is not None and caps["token_ids"] == "native", caps
+        assert any("no ids" in line for line in caps["evidence"])
+
+
+def test_labels_no_rule_merged_are_flagged_indistinguishable_by_the_run(
+    tmp_path: Path, port: int
+) -> None:
+    """Without the preset's rules both b7 labels run; their outputs and per-request acceptance
+    are identical on every request, and the report and compare say so. So is b16-k1's: a tree of
+    width 1 at block 8 drafts the same 7-token spine as the b7 chain (only its verify is padded
+    to 17 rows: the plan keeps it apart, the run shows it accepts alike); b16-k4 (width 3) is
+    not flagged."""
+    spec = _spec(tmp_path, port, "completions", OWN_MAPPING)
+    run_dir, points = _run(spec, tmp_path / "results")
+    assert len(points) == 5 and (points.status == "ok").all()
+    report = _sweeper("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    html = Path(report.stdout.strip().splitlines()[-1]).read_text()
+    flagged = "indistinguishable: b16 k1 bs8 = b7 k1 bs8 = b7 k4 bs8 gave identical outputs"
+    assert flagged in html and "b16 k4" not in html.split("indistinguishable:")[1][:200]
+    compare = _sweeper("compare", str(run_dir), str(run_dir))
+    assert flagged in " ".join(compare.stdout.split())
+
+
+def test_a_speed_baseline_apart_from_the_exactness_baseline(tmp_path: Path, port: int) -> None:
+    """The spec names the production attention backend as the speed baseline: every
+    speculative point is judged against the AR with its own flags and carries a speedup
+    against each; the report says which is which."""
+    runtime = {
+        "extra_args": ["--page-size", "1", "--attention-backend", "triton"],
+        "speed_baseline": {"attention_backend": "fa3"},
+    }
+    spec = _spec(tmp_path, port, "completions", runtime=runtime)
+    run_dir, points = _run(spec, tmp_path / "results")
+    assert {"local-ar-cg0-t0-c1", "local-ar-speed-cg0-t0-c1"} <= set(points.index)
+    speculative = points[points["mode"] == "speculative"]
+    assert (speculative.determinism == "exact").all()
+    for _, row in speculative.iterrows():
+        # A client-bound point (a loaded machine) has no speedup of either kind.
+        if row.client_bound:
+            assert pd.isna(row.speedup) and pd.isna(row.speed_speedup)
+        else:
+            assert row.speedup > 0 and row.speed_speedup > 0, row
+    manifest = RunStore.open(run_dir).manifest
+    assert manifest.identities["local/ar-speed-cg0"].proven  # proven like any config
+    report = _sweeper("report", str(run_dir))
+    html = Path(report.stdout.strip().splitlines()[-1]).read_text()
+    assert "vs speed baseline" in html and "the exactness baseline" in html
