@@ -264,7 +264,7 @@ def pool_rows(base: str, args: argparse.Namespace, client: set[int], cores: list
         f"  per client-CPU-s relative to {first} process: "
         + ", ".join(f"{n}: {v / per_cpu[first]:.2f}" for n, v in per_cpu.items())
     )
-    if len(cores) >= 2 and one_core_rate:
+    if len(cores) >= 2 and one_core_rate and 1 in per_cpu:
         both = set(cores[:2])
         got = sweeper_row(ROOT, base, args, 2, both)
         rate = got["chunks"] / (got["end"] - got["start"])
@@ -272,7 +272,8 @@ def pool_rows(base: str, args: argparse.Namespace, client: set[int], cores: list
         print(
             f"  2 processes on 2 cores: {rate:,.0f} chunks/s aggregate, efficiency "
             f"{rate / (2 * one_core_rate):.0%} of 2 x the 1-process rate on one core "
-            "(the server shares the second core)"
+            "(the server shares the second core); per client-CPU-s "
+            f"{got['chunks'] / got['cpu_s'] / per_cpu[1]:.0%} of 1 process's"
         )
 
 

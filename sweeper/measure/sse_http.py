@@ -73,8 +73,6 @@ class _Conn(asyncio.Protocol):
         #: perf_counter of the last bytes read (the events' stamp, the read timeout's clock).
         self.last = time.perf_counter()
 
-    # -- asyncio callbacks --------------------------------------------------------------------
-
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # (uvloop's is no subclass)
 
@@ -110,8 +108,6 @@ class _Conn(asyncio.Protocol):
             self._fail(
                 exc if isinstance(exc, httpx.HTTPError) else httpx.RemoteProtocolError(str(exc))
             )
-
-    # -- one request --------------------------------------------------------------------------
 
     def start(self, done: asyncio.Future[SSEResponse], request: bytes) -> None:
         """Send `request` (head and body) and read its answer into `done`."""
@@ -387,13 +383,8 @@ class StreamClient:
 
 
 def _request_head(target: str, host: str, body: bytes, headers: dict[str, str]) -> bytes:
-    lines = [
-        f"POST {target} HTTP/1.1",
-        f"Host: {host}",
-        "Content-Type: application/json",
-        "Accept: text/event-stream",
-        f"Content-Length: {len(body)}",
-    ]
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host}", "Content-Type: application/json"]
+    lines += ["Accept: text/event-stream", f"Content-Length: {len(body)}"]
     for name, value in headers.items():
         if any(c in name + value for c in "\r\n\0") or ":" in name:
             raise ValueError(f"header {name!r} holds a line break or a colon in its name")
