@@ -107,7 +107,7 @@ bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(SGLANG_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
 # exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU
