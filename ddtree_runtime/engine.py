@@ -31,12 +31,19 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
 from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
-from ddtree_runtime.algo.verify import RowSampling, Verdict, target_choices, walk
+from ddtree_runtime.algo.verify import (
+    RowSampling,
+    Verdict,
+    target_choices,
+    unverified_choices,
+    walk,
+)
 from ddtree_runtime.drafters import Drafter
 from ddtree_runtime.emit import Emitter, token_logprobs
 from ddtree_runtime.forward import VerifyForward
@@ -256,7 +263,10 @@ class Engine:
             self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
             for i, r in enumerate(active)
         ]
-        return walk(tree, target_choices(logits, tree, rows))
+        choices = target_choices(logits, tree, rows)
+        if f"unverified_b{self.budget}" in mask_module._FAULTS:  # planted fault, tests only
+            choices = unverified_choices(tree, choices)
+        return walk(tree, choices)
 
     def _commit(self, verdict: Verdict, prefix: torch.Tensor) -> None:
         """Keep the accepted path's KV (and features) right after each request's prefix."""

@@ -36,6 +36,9 @@ app.command("doctor")(one_line(doctor.command))
 from sweeper.commands import diagnose  # noqa: E402
 
 app.command("diagnose")(one_line(diagnose.command))
+from sweeper.commands import best  # noqa: E402
+
+app.command("best")(one_line(best.command))
 
 
 def main() -> None:

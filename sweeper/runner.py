@@ -6,7 +6,8 @@ ids, acceptance, margins) -> for each request config: measure
 -> record. A Slurm host's configs are shared by its workers, one allocation each
 (`sweeper.workers`). A point that cannot be measured (start failure, readiness timeout, identity
 mismatch, request errors) is recorded as failed with its reason and log tail, and the sweep goes
-on. Points already complete in the run directory are skipped (resume). On a stop request
+on. A search (`order` hook) hands out configs one at a time, each after the last is recorded.
+Points already complete in the run directory are skipped (resume). On a stop request
 (Ctrl-C) the point in flight is discarded, never recorded half, and the server is stopped.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.drive import drive_point, records_tokens
+from sweeper.measure.hostload import HostProbe
 from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import (
     LOG_TAIL_CHARS,
@@ -48,6 +50,7 @@ from sweeper.services import Instance, ServiceError
 from sweeper.services.backends import Backend
 from sweeper.serving import Serving as _Step
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
+from sweeper.serving import base_url as serving_url
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
 
@@ -74,6 +77,8 @@ class Runner:
     #: point id -> the backend and instance serving it, for the placement columns of its record
     #: and the scheduler's words when it fails (see `sweeper.serving.placed`).
     _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
+    #: Which configs to run, one at a time, instead of the plan's order (a search's driver).
+    order: Callable[[HostPlan, dict[str, dict[str, Any]]], Iterable[Work]] | None = None
     #: What the prompts need from a served model (synthetic ids, later turns' histories).
     inputs: Inputs | None = None
 
@@ -164,8 +169,12 @@ class Runner:
             stop=self.stop_event,
             timing=lambda key, value: self._add_timing(f"{host_plan.name}.{key}", value),
         )
-        workers = backend.workers or InOrder(backend)
-        workers.run(host_plan.name, pending_work(host_plan, done), hooks)
+        if self.order is not None:  # a search: one worker, the configs it picks (sweeper.search)
+            InOrder(backend).run(host_plan.name, self.order(host_plan, done), hooks)
+            return
+        (backend.workers or InOrder(backend)).run(
+            host_plan.name, pending_work(host_plan, done), hooks
+        )
 
     def _run_step(
         self,
@@ -242,7 +251,7 @@ class Runner:
             raise StartFailed(f"start failed: {exc}") from None
         if self.stop_event.is_set():
             return None
-        state = _Step(base_url=self._base_url(backend, launch.url or launch.port, tunnel))
+        state = _Step(base_url=serving_url(backend, launch.url or launch.port, tunnel))
         state.instance = instance
         tail = lambda: backend.service.logs(None)[0][-LOG_TAIL_CHARS:]  # noqa: E731
         try:
@@ -275,17 +284,6 @@ class Runner:
             timings = self.store.manifest.timings
             timings[key] = timings.get(key, 0.0) + value
 
-    @staticmethod
-    def _base_url(backend: Backend, port: int | str, tunnel: ExitStack) -> str:
-        """The server's URL as the controller reaches it (an endpoint's own URL as given); a
-        tunnel stays open for the step."""
-        if isinstance(port, str):
-            return port
-        if backend.use_tunnel:
-            local_port = tunnel.enter_context(backend.host.open_tunnel(port))
-            return f"http://127.0.0.1:{local_port}"
-        return f"http://{backend.host.address}:{port}"
-
     def _measure(
         self,
         backend: Backend,
@@ -300,6 +298,7 @@ class Runner:
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload, engine = self.spec.workload, state.engine or self.engine
         counters = Counters(engine, state.base_url)
+        probe = HostProbe(backend.host, state.instance.pid if state.instance else None)
         result = drive_point(
             state.base_url,
             point,
@@ -308,7 +307,7 @@ class Runner:
             engine,
             warmup=0 if state.warm else workload.warmup,
             model=state.model,
-            after_warmup=counters.start,
+            after_warmup=lambda: [f() for f in (counters.start, probe.start)],
             inputs=self.inputs,
         )
         self.progress.tokens(host, records_tokens(result))
@@ -342,6 +341,7 @@ class Runner:
             slo=self.spec.slo,
             capabilities=engine.capabilities,
             speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
+            host_load=probe.columns(),
         )
         self._commit(record, requests)
         if sc.mode == "ar":

@@ -1,12 +1,14 @@
 """What the runner records about the server serving a config: the host's facts and how the
 instance was proven (manifest), where each point's server ran (placement columns such as the
 Slurm job and step), and, for a failed point whose server is gone, the words of what ended it;
-and what a host thread knows about the instance serving now (`Serving`).
+what a host thread knows about the instance serving now (`Serving`), and the URL the controller
+reaches the server at.
 """
 
 from __future__ import annotations
 
 import platform
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,3 +94,14 @@ def identity_record(identity: Identity) -> IdentityRecord:
         unproven=list(identity.unproven),
         capabilities=identity.capabilities.to_dict() if identity.capabilities else None,
     )
+
+
+def base_url(backend: Backend, port: int | str, tunnel: ExitStack) -> str:
+    """The server's URL as the controller reaches it (an endpoint's own URL as given); a
+    tunnel stays open for the step."""
+    if isinstance(port, str):
+        return port
+    if backend.use_tunnel:
+        local_port = tunnel.enter_context(backend.host.open_tunnel(port))
+        return f"http://127.0.0.1:{local_port}"
+    return f"http://{backend.host.address}:{port}"

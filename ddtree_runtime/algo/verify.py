@@ -68,3 +68,19 @@ def walk(tree: TreeBatch, choices: torch.Tensor) -> Verdict:
     path.scatter_(1, where, torch.where(accepted, nodes, -1))
     path = path[:, : max_depth + 1]
     return Verdict(choices=choices, path=path, n_accepted=accepted.sum(dim=1) - 1)
+
+
+def unverified_choices(tree: TreeBatch, choices: torch.Tensor) -> torch.Tensor:
+    """Planted fault (tests only, ``unverified_b<budget>`` in ``mask._FAULTS``): the target's
+    choice at every node is replaced by its first drafted child's token, so `walk` accepts the
+    first-child chain whatever the target says. Fast (deep acceptance) and wrong: the
+    fast-but-wrong config a search must never return."""
+    out = choices.clone()
+    parents, real, tokens = tree.parents.tolist(), tree.real.tolist(), tree.tokens.tolist()
+    for row, row_parents in enumerate(parents):
+        seen: set[int] = set()
+        for node, parent in enumerate(row_parents):
+            if parent >= 0 and real[row][node] and parent not in seen:
+                seen.add(parent)  # nodes follow their parents, so the first seen is first child
+                out[row, parent] = tokens[row][node]
+    return out

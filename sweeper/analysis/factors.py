@@ -2,10 +2,11 @@
 
 A *judged* request is one whose verdict says something: a violation (`VIOLATIONS`: diverged,
 nondeterministic, garbled) is *broken*; exact and near-tie are *clean* (a near-tie is numerics,
-not a bug). An AR request at temperature 0 is the reference the others are judged against, so
-it counts as clean (its repeats agreeing is all that can be checked; if they disagree it is
-`nondeterministic`, a violation); any other `n/a` (failed, unseeded, no baseline) says nothing
-and is left out.
+not a bug), unless its config's near-tie rate exceeds the AR-vs-AR control's (`near_tie_excess`,
+`calibration.py`): then it is broken too. An AR request at temperature 0 is the reference the
+others are judged against, so it counts as clean (its repeats agreeing is all that can be
+checked; if they disagree it is `nondeterministic`, a violation); any other `n/a` (failed,
+unseeded, no baseline) says nothing and is left out.
 
 A *factor* is a column the record models mark as one (`factor_kinds`): a `level` (config
 values, the prompt), an `exposure` count (the path ran when > 0) or an `extent` (a largest size,
@@ -100,8 +101,8 @@ def outcome(row: Mapping[str, Any]) -> str | None:
     """`broken`, `clean`, or None when the request's verdict says nothing (see the module)."""
     verdict = row.get("verdict")
     verdict = None if is_missing(verdict) else str(verdict)
-    if verdict in VIOLATIONS:
-        return "broken"
+    if verdict in VIOLATIONS or (verdict == "near-tie" and row.get("near_tie_excess") is True):
+        return "broken"  # near-ties past the AR-vs-AR control are a bug's (calibration.py)
     if verdict in CLEAN_VERDICTS:
         return "clean"
     reference = str(row.get("mode")) == "ar" and _temperature(row) == 0

@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweeper.analysis.calibration import ar_control, near_tie_rates
 from sweeper.analysis.diagnosis import Diagnosis, diagnose
+from sweeper.analysis.labels import point_label
 from sweeper.results.reader import load_request_columns, request_columns
 from sweeper.results.records import factor_kinds
 
 #: Columns a request's outcome and identity are read from, besides its factors.
 OUTCOME_COLUMNS = ["verdict", "error", "mode", "temperature", "host", "point_id", "repeat"]
+#: Read besides, for the near-tie calibration (`calibration.py`): what AR-vs-AR compares.
+_CONTROL_COLUMNS = ["sha256", "restart", "prompt_id", "max_tokens", "concurrency", "rate"]
 
 
 def run_requests(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -26,11 +30,25 @@ def run_requests(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, str]
             continue
         found = factor_kinds(names)
         kinds = found if kinds is None else {c: k for c, k in kinds.items() if c in found}
-        wanted = list(dict.fromkeys([*OUTCOME_COLUMNS, *found]))
+        present = [c for c in _CONTROL_COLUMNS if c in names]
+        wanted = list(dict.fromkeys([*OUTCOME_COLUMNS, *found, *present]))
         frames.append(load_request_columns(run_dir, wanted, categorical=False))
     if not frames:
         return pd.DataFrame(), {}
-    return pd.concat(frames, ignore_index=True), kinds or {}
+    return calibrated(pd.concat(frames, ignore_index=True)), kinds or {}
+
+
+def calibrated(requests: pd.DataFrame) -> pd.DataFrame:
+    """The requests with `near_tie_excess`: True on the near-ties of a config whose near-tie
+    rate exceeds the AR-vs-AR control's, which the diagnosis then counts as broken."""
+    rows = requests.to_dict("records")
+    rates = near_tie_rates(rows, ar_control(rows))
+    flagged = {label for label, rate in rates.items() if rate.flagged}
+    excess = [
+        r.get("verdict") == "near-tie" and point_label(r) in flagged and r.get("mode") != "ar"
+        for r in rows
+    ]
+    return requests.assign(near_tie_excess=excess)
 
 
 def diagnose_run(*run_dirs: Path) -> Diagnosis | None:

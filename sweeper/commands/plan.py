@@ -1,6 +1,6 @@
 """`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, each
 config's exact command line and environment (secrets masked), notes on dropped points, totals and
-a rough time estimate; `--json` for machine output."""
+a rough time estimate, and a search's budget and first configs; `--json` for machine output."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from rich.table import Table
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
+from sweeper.search import preview
 
 T = TypeVar("T")
 
@@ -38,6 +39,7 @@ def command(
     if as_json:
         data = plan.to_dict()
         data["estimated_seconds"] = round(seconds, 1)
+        data["search"] = preview(plan)
         data["commands"] = [
             {"host": c.host, "label": c.label, "argv": list(c.argv), "env": c.env}
             for c in command_lines(plan)
@@ -105,6 +107,8 @@ def render(
             markup=False,
             soft_wrap=True,
         )
+    for said in preview(plan):
+        console.print(said, markup=False, soft_wrap=True)
     workload = plan.spec.workload
     per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
     load = workload.load

@@ -32,6 +32,7 @@ from sweeper.results.reader import is_run_dir, latest_run
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.schedule.lock import LockBusy, run_lock
+from sweeper.search import SearchOrder
 from sweeper.services.backends import open_backend
 
 
@@ -188,7 +189,9 @@ def execute(plan: Plan, store: RunStore, plain: bool) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with progress:
-            code = Runner(plan.spec, plan, store, backends, progress, engine).run()
+            runner = Runner(plan.spec, plan, store, backends, progress, engine)
+            runner.order = SearchOrder(plan, store.dir) if plan.spec.search else None
+            code = runner.run()
     finally:
         signal.signal(signal.SIGTERM, previous)
         for backend in backends.values():

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from sweeper.plan import Plan, PlanError, build_plan
+from sweeper.search import plan_problems
 from sweeper.spec import SpecError, load_spec, resolve_secrets
 
 #: Exit code for a bad spec or bad usage, shared by every command.
@@ -18,13 +19,19 @@ NOTES_SHOWN = 5
 def load_plan(spec_path: Path) -> Plan:
     """Load and plan a spec; on a bad spec print the errors to stderr and exit 2."""
     try:
-        return build_plan(load_spec(spec_path))
+        plan = build_plan(load_spec(spec_path))
     except SpecError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None
     except PlanError as exc:
         typer.echo(f"{spec_path}: {exc.field}: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None
+    problems = plan_problems(plan)
+    for problem in problems:
+        typer.echo(f"{spec_path}: {problem}", err=True)
+    if problems:
+        raise typer.Exit(EXIT_BAD_SPEC)
+    return plan
 
 
 def missing_secrets(plan: Plan) -> str | None:

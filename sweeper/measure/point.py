@@ -35,7 +35,8 @@ LOG_TAIL_CHARS = 4000
 def server_columns(sc: ServerConfig, engine: str) -> dict[str, Any]:
     """The server config as record columns: engine, mode, budget, topk, block_size, cuda_graph,
     and any extra flag."""
-    cols: dict[str, Any] = {"server_config_id": sc.id, "engine": engine, "mode": sc.mode}
+    cols: dict[str, Any] = {"server_config_id": sc.id, "restart": sc.restart}
+    cols.update({"engine": engine, "mode": sc.mode})
     cols.update({k: None for k in ("budget", "topk", "block_size")})
     cols.update(dict(sc.params))
     return cols
@@ -72,6 +73,7 @@ def measured_point(
     slo: SloSpec | None = None,
     capabilities: Capabilities | None = None,
     speed_baseline_point: Mapping[str, Any] | None = None,
+    host_load: Mapping[str, Any] | None = None,
 ) -> tuple[PointRecord, list[RequestRecord]]:
     """The point row and its request rows from what the workload measured; `acceptance` holds
     the engine's counter deltas over the measured requests when it counts per server.
@@ -79,7 +81,8 @@ def measured_point(
     Requests cut off by an open loop's duration (never sent, or still in flight after the
     grace) are SLO misses, not failures: the point fails only for requests that ended in an
     error. A client-bound point (or one compared with a client-bound baseline) gets no speedup:
-    its numbers describe the client.
+    its numbers describe the client. `host_load` (`sweeper.measure.hostload`) flags a busy host,
+    and `baseline_busy` a baseline measured on one: their speedups are kept but not trusted.
     """
     rows = [
         {
@@ -125,6 +128,9 @@ def measured_point(
     numbers.update(point_lengths(result.records))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
         numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None, speed_speedup=None)
+    numbers.update(host_load or {})
+    if baseline_point is not None and "host_busy" in baseline_point:
+        numbers["baseline_busy"] = _flag(baseline_point.get("host_busy"))
     numbers.update(point_exposure(rows, acceptance, str(key.get("engine"))))
     sources = {r.get("token_ids_source") or "engine" for r in rows}
     numbers["token_ids_source"] = next((s for s in SOURCE_ORDER if s in sources), "engine")

@@ -9,6 +9,7 @@ has nodes), any topk but 1 with budget 0, and budget 0 itself when the AR baseli
 (budget 0 *is* autoregressive decoding). With `baseline: true` every group of speculative configs
 that share their non-speculative flags (cuda_graph, extra flags) gets an AR server config with the
 same flags, so a speedup compares speculation alone; AR configs run first on each host.
+`repeats.restarts: K` repeats that order K times (restart 1..K-1 carry `-rs<k>` in their ids).
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ def build_plan(spec: Spec) -> Plan:
                 "speculative configs' own flags (speedup)"
             )
 
-    host_plans = _assign_hosts(spec, ar_configs, spec_configs, notes)
+    host_plans = [
+        HostPlan(hp.host, _restarted(hp.steps, spec.repeats.restarts))
+        for hp in _assign_hosts(spec, ar_configs, spec_configs, notes)
+    ]
     plan = Plan(spec, tuple(host_plans), tuple(notes))
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 
@@ -323,3 +327,14 @@ def _levels_by_host(plans: list[HostPlan]) -> list[tuple[str, Any, set[str]]]:
         if len(levels) > 1
         for value, hosts in levels.values()
     ]
+
+
+def _restarted(steps: tuple[Step, ...], restarts: int) -> tuple[Step, ...]:
+    """`repeats.restarts` rounds of every step, round by round: each round starts with the AR
+    baseline again, so a drifting machine shows in the baseline and every speculative restart
+    compares with the baseline measured just before it."""
+    return tuple(
+        Step(step.server_config.again(k) if k else step.server_config, step.request_configs)
+        for k in range(restarts)
+        for step in steps
+    )

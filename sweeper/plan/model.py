@@ -13,7 +13,7 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple
 
 from sweeper.spec import SERVER_KEYS, HostSpec, Spec, WorkloadSpec
@@ -62,6 +62,7 @@ class ServerConfig:
     #: Which of `params` only speculative decoding has (not part of the identity: the mapping
     #: decides it, and the same params under the same mapping mean the same server).
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
+    restart: int = 0  # which restart of this server (`repeats.restarts`, halving): 0 first
     #: Labels of other configs the engine's rules make this same behaviour (measured once,
     #: reported under each: `sweeper.engines.effective`).
     covers: tuple[str, ...] = field(default=(), compare=False)
@@ -76,6 +77,12 @@ class ServerConfig:
         """A server config whose id is a short hash of its mode and params (stable across runs)."""
         params = dict(params)
         return cls(_short_hash({"mode": mode, "params": params}), mode, params, speculative_keys)
+
+    def again(self, restart: int) -> ServerConfig:
+        """The same server started anew as restart `restart` (its id's hash names it; 0's not)."""
+        data: dict[str, Any] = {"mode": self.mode, "params": dict(self.params), "restart": restart}
+        data = data if restart else {k: v for k, v in data.items() if k != "restart"}
+        return replace(self, id=_short_hash(data), restart=restart)
 
     @property
     def extra_params(self) -> dict[str, Any]:
@@ -100,6 +107,8 @@ class ServerConfig:
             # Readable but lossy (values are sanitised), so a hash of the exact values follows.
             parts += [_ID_SAFE.sub("", f"{k}{_fmt(v)}") for k, v in extra.items()]
             parts.append(_short_hash(extra, 6))
+        if self.restart:
+            parts.append(f"rs{self.restart}")
         return "-".join(parts)
 
     @property
@@ -110,11 +119,12 @@ class ServerConfig:
 
     @property
     def baseline_key(self) -> str:
-        """Hash of the non-speculative params: configs with equal keys share an AR baseline."""
-        return _short_hash(self.flags)
+        """Hash of the non-speculative params and restart: configs with equal keys share one."""
+        return _short_hash({**self.flags, "restart": self.restart} if self.restart else self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        out: dict[str, Any] = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
+        out = {**out, "restart": self.restart} if self.restart else out
         return {**out, "covers": list(self.covers)} if self.covers else out
 
 
@@ -272,7 +282,8 @@ class HostPlan:
                 baseline = speed = None
                 if sc.mode != "ar":
                     baseline = baselines.get((sc.baseline_key, rc.comparison_key))
-                    speed_key = _short_hash({**sc.flags, SPEED_BASELINE: True})
+                    restart = {"restart": sc.restart} if sc.restart else {}
+                    speed_key = _short_hash({**sc.flags, SPEED_BASELINE: True, **restart})
                     speed = baselines.get((speed_key, rc.comparison_key))
                 yield Point(self.name, sc, rc, baseline, speed)
 

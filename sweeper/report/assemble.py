@@ -183,6 +183,7 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     }
     defaults |= {"concurrency": 1, "rate": None, "determinism": "n/a", "reason": ""}
     defaults |= {"client_bound": False, "client_bound_reason": ""}
+    defaults |= {"host_busy": False, "baseline_busy": False, "host_busy_reason": ""}
     for col, value in defaults.items():
         if col not in points:
             points[col] = value

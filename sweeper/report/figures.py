@@ -20,6 +20,7 @@ from matplotlib.image import AxesImage  # noqa: E402
 from sweeper.analysis.verdicts import COLOURS, MATRIX_STATES  # noqa: E402
 from sweeper.report.assemble import RunView  # noqa: E402
 from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
+from sweeper.report.pareto_figures import pareto_charts  # noqa: E402
 from sweeper.report.rate_figures import rate_charts  # noqa: E402
 
 MAX_BOXES = 40  # latency plots show at most this many configs (the slowest by median)
@@ -213,6 +214,7 @@ def all_charts(view: RunView) -> list[Chart]:
     return [
         *speedup_heatmaps(view.points),
         *throughput_and_tau(view.points),
+        *pareto_charts(view.points),
         *rate_charts(view.points),
         *latency_distributions(view),
         *determinism_matrix(view.verdict_matrix),

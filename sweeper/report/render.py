@@ -84,6 +84,8 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
                 "goodput": _share(r.get("goodput_share")),
                 "client_bound": bound,
                 "client_reason": str(r.get("client_bound_reason") or ""),
+                "busy": _true(r.get("host_busy")) or _true(r.get("baseline_busy")),
+                "busy_reason": str(r.get("host_busy_reason") or "its baseline's host was busy"),
                 "tau": fmt(r.get("tau")),
                 "ttft_p50": ms(r.get("ttft_p50")),
                 "ttft_p99": ms(r.get("ttft_p99")),
@@ -176,6 +178,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
         "failed": int((pts["status"] == "failed").sum()),
         "non_exact": int((~pts["determinism"].isin(OK_VERDICTS)).sum()),
         "client_bound": int(sum(_true(v) for v in pts["client_bound"])),
+        "busy": int(sum(_true(v) for v in pts["host_busy"])),
     }
     spec = view.manifest.get("spec")
     return (

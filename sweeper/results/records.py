@@ -57,6 +57,8 @@ class PointKey(BaseModel):
     point_id: str
     attempt: str
     server_config_id: str
+    #: Which restart of its server config (`repeats.restarts`, halving): 0 is the first.
+    restart: int = 0
 
 
 # Bases are listed last-first: pydantic orders fields from the last base to the first, so every
@@ -252,6 +254,17 @@ class PointRecord(ExposureColumns, _PointColumns):
     slurm_node: str | None = None
     #: Which exposure columns the engine did not report (None there), and why.
     exposure_note: str = ""
+    # The host during the measured requests (`sweeper.measure.hostload`): CPU cores other
+    # processes than the sweep's used, the host's CPUs, GPU utilisation (%) and memory (MiB) on a
+    # GPU host; whether this point or its AR baseline point was measured on a busy host (a
+    # speedup of either is withheld by `best` and marked in the report).
+    host_other_cpu: float | None = None
+    host_cpus: int | None = None
+    host_busy: bool | None = None
+    host_busy_reason: str = ""
+    baseline_busy: bool | None = None
+    gpu_util: float | None = None
+    gpu_mem_mib: float | None = None
 
 
 #: Which server and request config a point measured: what `compare` matches points by.

@@ -15,6 +15,7 @@ from sweeper.spec.errors import problem, problems
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
+from sweeper.spec.search import SearchSpec
 from sweeper.spec.slo import SloSpec
 from sweeper.spec.workload import WorkloadSpec
 
@@ -30,6 +31,13 @@ class DeterminismSpec(StrictModel):
     garble_min_score: Annotated[Number, Field(ge=0, le=1)] = 0.2
     #: Characters of text shown either side of a divergence.
     excerpt_chars: Annotated[Int, Field(ge=1)] = 40
+
+
+class RepeatsSpec(StrictModel):
+    """Repetition across restarts: K restarts of every server config, so each point carries a
+    mean and a confidence interval over restarts instead of one draw."""
+
+    restarts: Annotated[Int, Field(ge=1, le=20)] = 1
 
 
 # --- the spec -----------------------------------------------------------------------------------
@@ -60,6 +68,10 @@ class Spec(StrictModel):
     same_behaviour: Literal["measure_once", "refuse"] = "measure_once"
     #: Leave the last server config running at the end instead of stopping it.
     leave_running: StrictBool = False
+    #: Search the grid for the best config under the exactness constraint (`sweeper.search`).
+    search: SearchSpec | None = None
+    #: How often each server config is restarted and measured again (noise across restarts).
+    repeats: RepeatsSpec = Field(default_factory=lambda: RepeatsSpec())
 
     @field_validator("hosts", mode="before")
     @classmethod
@@ -189,6 +201,21 @@ class Spec(StrictModel):
                     )
                     raise problem(message, at=("hosts", index, "address"))
                 seen[host.address] = host.name
+        return self
+
+    @model_validator(mode="after")
+    def _search_fits(self) -> Spec:
+        """A search decides its next config from the last one's result: one host, one worker."""
+        if self.search is None:
+            return self
+        if len(self.hosts) != 1 or isinstance(self.hosts[0], SlurmHostSpec):
+            message = "a search runs on one local or ssh host (it picks each config from the last)"
+            raise problem(message, at=("search",))
+        if self.search.constraints.slo and self.slo is None:
+            raise problem("constraints.slo needs the spec's slo", at=("search", "constraints"))
+        if self.search.strategy == "halving" and self.repeats.restarts > 1:
+            message = "halving decides the restarts itself; leave repeats.restarts at 1"
+            raise problem(message, at=("repeats", "restarts"))
         return self
 
     @model_validator(mode="after")

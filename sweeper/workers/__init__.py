@@ -9,7 +9,7 @@ per allocation sharing the configs through a `ConfigQueue` (`slurm.py`, `queue.p
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -74,12 +74,13 @@ class Workers(Protocol):
 
 
 class InOrder(Generic[B]):
-    """One worker: the host's own backend runs its configs in plan order."""
+    """One worker: the host's own backend runs its configs in plan order (or as a search hands
+    them out: `work` may be a generator that picks each config after the last one ran)."""
 
     def __init__(self, backend: B) -> None:
         self.backend = backend
 
-    def run(self, host: str, work: list[Work], hooks: WorkerHooks[Any]) -> None:
+    def run(self, host: str, work: Iterable[Work], hooks: WorkerHooks[Any]) -> None:
         previous: Identity | None = None
         for item in work:
             if hooks.stop.is_set():

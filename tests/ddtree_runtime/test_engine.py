@@ -261,3 +261,19 @@ def test_requests_added_from_another_thread_while_stepping() -> None:
     assert [out[f"r{i}"] for i in range(4)] == refs[:4]
     assert engine.info["cuda_graph_applied"] is False
     assert engine.info["cuda_graph_reason"] == "not applicable on cpu"
+
+
+def test_unverified_fault_is_fast_and_wrong_at_its_budget_only() -> None:
+    """The planted `unverified_b<N>` fault (the search's fast-but-wrong config): at budget 16
+    drafts are accepted unverified, so more tokens per round and a divergence; a server at
+    another budget under the same fault set stays exact."""
+    prompts, refs = prompts_and_refs()
+    mask._FAULTS.add("unverified_b16")
+    try:
+        wrong = run_greedy(oracle_engine(16, 4, 8, max_batch=3), [16] * len(prompts))
+        right = run_greedy(oracle_engine(4, 4, 8, max_batch=3), [4] * len(prompts))
+    finally:
+        mask._FAULTS.discard("unverified_b16")
+    assert first_divergence([r.token_ids for r in wrong], refs) is not None
+    assert first_divergence([r.token_ids for r in right], refs) is None
+    assert min(r.stats.tau or 0 for r in wrong) > 2.0  # the whole first-child chain every round

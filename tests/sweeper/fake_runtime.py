@@ -10,6 +10,8 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
 - FAKE_LAUNCH_ID: report this launch id instead of the one passed;
 - FAKE_CONFIG_OVERRIDE: JSON merged into the fingerprinted config (a server running other params);
 - FAKE_TOKEN_DELAY: seconds between streamed tokens (default 0: as fast as it can);
+- FAKE_DELAYS: JSON {"key=value[,key=value...]": seconds}: the first entry whose flags all match
+  sets the token delay instead (a landscape of server configs of different speeds, to search);
 - FAKE_FAIL_REQUESTS=1: answer completions with a 500;
 - FAKE_WRONG_TOKENS=1: from the third token on, emit other tokens than the pure function of
   the prompt (a runtime that diverges from the AR baseline);
@@ -130,6 +132,10 @@ class FakeRuntime:
         self.start_delay = float(os.environ.get("FAKE_START_DELAY", "0.2"))
         self.ready_at = self.start_time + self.start_delay
         self.token_delay = float(os.environ.get("FAKE_TOKEN_DELAY", "0"))
+        for when, delay in json.loads(os.environ.get("FAKE_DELAYS", "{}")).items():
+            if _flags_match(flags, when):
+                self.token_delay = float(delay)
+                break
         self.fail_requests = os.environ.get("FAKE_FAIL_REQUESTS") == "1"
         self.plain = os.environ.get("FAKE_PLAIN") == "1"
         #: Requests in flight -> whether another overlapped them (their rounds count as batched).
@@ -313,19 +319,22 @@ async def _json(send: Any, status: int, obj: dict) -> None:
 KEPT_WHEN_WELL = (
     "FAKE_START_DELAY",
     "FAKE_TOKEN_DELAY",
+    "FAKE_DELAYS",
     "FAKE_SOURCE_HASH",
     "FAKE_PLAIN",
     "FAKE_REUSEPORT",
 )
 
 
-def _misbehaviour_applies(argv: list[str]) -> bool:
-    when = os.environ.get("FAKE_WHEN")
-    if not when:
-        return True
-    flags = parse_flags(argv)
+def _flags_match(flags: dict[str, Any], when: str) -> bool:
+    """Whether every `key=value` of `when` (comma-separated) is among the flags."""
     conditions = [part.split("=", 1) for part in when.split(",")]
     return all(str(flags.get(key)) == value for key, value in conditions)
+
+
+def _misbehaviour_applies(argv: list[str]) -> bool:
+    when = os.environ.get("FAKE_WHEN")
+    return not when or _flags_match(parse_flags(argv), when)
 
 
 def main(argv: list[str]) -> None:

@@ -16,6 +16,7 @@ wider than one token, flipped nothing in a 160-request sweep of sweeps/local.yam
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from sweeper.services.bundle import runtime_package_dir
 
 FAULT_LINE = "_FAULTS: set[str] = " + "set()"  # split, so this file never holds the line itself
 FAULTS = ("pad_visible", "stale_positions")
+#: `unverified_b<N>`: drafts accepted unverified at budget N only (fast and wrong there).
+UNVERIFIED = re.compile(r"^unverified_b[0-9]+$")
 NUMERICS = "rounded_logits"
 _VERIFY_RETURN = "        return self._upcast(out.logits)\n"
 _ROUNDED = "        return self._upcast(out.logits.bfloat16() if self.q_len > 1 else out.logits)\n"
@@ -31,8 +34,9 @@ _ROUNDED = "        return self._upcast(out.logits.bfloat16() if self.q_len > 1 
 def plant_fault(dest: Path, fault: str | None) -> Path:
     """Copy the installed runtime's source into `dest/ddtree_runtime`, with `fault` planted
     (None: an unpatched copy); returns `dest`, the directory to name as `runtime.package`."""
-    if fault is not None and fault not in (*FAULTS, NUMERICS):
-        raise ValueError(f"unknown fault {fault!r} (known: {', '.join((*FAULTS, NUMERICS))})")
+    known = (*FAULTS, NUMERICS, "unverified_b<N>")
+    if fault is not None and fault not in (*FAULTS, NUMERICS) and not UNVERIFIED.match(fault):
+        raise ValueError(f"unknown fault {fault!r} (known: {', '.join(known)})")
     installed = runtime_package_dir()
     copy = dest / "ddtree_runtime"
     for source in sorted(installed.rglob("*")):

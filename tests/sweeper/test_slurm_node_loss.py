@@ -8,6 +8,7 @@ lost job is checked through the product's own reader). Root + the Slurm packages
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,6 @@ from tests.slurm_helpers import until
 from tests.sweeper.slurm_sweep import (
     failures,
     points,
-    recorded,
     run_dir_of,
     run_jobs,
     start_sweep,
@@ -53,6 +53,21 @@ def _serving_a_request(host: testhosts.TestHost) -> bool:
     return bool(out.strip())
 
 
+def _ar_node(log: Path) -> str | None:
+    """The node the AR config runs on, from the sweep's `wN: ar-... on NODE (job J)` line."""
+    found = re.search(r": ar-\S+ on (\S+) \(job ", log.read_text()) if log.exists() else None
+    return found.group(1) if found else None
+
+
+def _measuring_on(log: Path, node: str) -> bool:
+    """A point of a config on `node` has started measuring (its `LABEL tT-cC` line is out).
+    Before that a connection to the port is readiness, proof or the capability probe, and a kill
+    then fails a start (redone on the survivor), not a point."""
+    text = log.read_text()
+    labels = re.findall(rf": (\S+) on {re.escape(node)} \(job ", text)
+    return any(re.search(rf"^\S+: {re.escape(label)} t\S+-c\d+$", text, re.M) for label in labels)
+
+
 def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Path) -> None:
     slurm = own_cluster
     # Through SSH tunnels via the login host: a dead node sends no RST, and the sweeper cuts its
@@ -63,11 +78,19 @@ def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Pa
     results = tmp_path / "results"
     proc = start_sweep(spec, results, tmp_path / "run.log")
     try:
-        # The AR baseline done, the other node measures a speculative config: kill it mid-point.
-        ar = until(lambda: len(recorded(run_dir_of(results, "slurmloss"))) >= 2, 300, "AR")
-        ar_node = recorded(run_dir_of(results, "slurmloss"))[0]["slurm_node"]
+        # The node that runs the AR baseline is named in the log as it starts; the other node
+        # measures speculative configs meanwhile: kill it mid-point. (Waiting for the AR to be
+        # recorded first raced: on a loaded machine the other node could finish all its work
+        # before the AR did, and no request was ever in flight there again.)
+        ar_node = until(lambda: _ar_node(tmp_path / "run.log"), 300, "the AR config started")
         victim = next(n for n in slurm.nodes if n.name != ar_node)
-        until(lambda: _serving_a_request(victim), 60, "a request in flight on the victim", 0.05)
+        log_path = tmp_path / "run.log"
+        until(
+            lambda: _measuring_on(log_path, victim.name) and _serving_a_request(victim),
+            60,
+            "a measurement request in flight on the victim",
+            0.05,
+        )
         killed_at = time.monotonic()
         testhosts.kill_whole(victim)
         code = proc.wait(400)
@@ -77,8 +100,9 @@ def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Pa
             proc.kill()
     log = (tmp_path / "run.log").read_text()
     run_dir = run_dir_of(results, "slurmloss")
-    assert run_dir is not None and ar
+    assert run_dir is not None
     table = points(run_dir)
+    assert set(table[table["mode"] == "ar"].slurm_node) == {ar_node}  # the log named it right
     assert code == 3, failures(table, log)
     failed = table[table.status == "failed"]
     assert len(failed) == 1, failures(table, log)

@@ -76,7 +76,7 @@ def test_shipped_gpu_specs_validate() -> None:
     """The realistic B300, RTX PRO 6000 and Slurm specs stay valid as the schema evolves."""
     expected = {
         # b7-k4 (b8-k4) is b7-k1 (b8-k1) under PR #29907's rules: measured once.
-        "b300.yaml": "ok: 14 server configs, 84 points",
+        "b300.yaml": "ok: 18 server configs, 108 points",
         "rtx6000.yaml": "ok: 12 server configs, 72 points",
         "slurm-example.yaml": "ok: 6 server configs, 24 points",
     }

@@ -72,7 +72,8 @@ def test_report_is_self_contained_with_decodable_figures(planted_run: Path, tmp_
     html = out.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)
     uris = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(uris) == 4  # heatmap, throughput/tau, latency, determinism matrix
+    # heatmap, throughput/tau, the two Pareto figures, latency, determinism matrix
+    assert len(uris) == 6 and html.count('alt="Pareto: ') == 2
     for uri in uris:
         image = Image.open(io.BytesIO(base64.b64decode(uri)))
         assert image.size[0] > 200 and image.size[1] > 100

@@ -1,0 +1,143 @@
+"""`best`: the winning speculative server config per load level, its spread and the runner-up.
+
+Pure: point rows in, rankings out. Configs are grouped across restarts by their server columns;
+each is scored (`sweeper.analysis.objective`) at one request config. Only `ok` configs rank: an
+infeasible one (a determinism violation anywhere, or a missed SLO constraint) never wins, and
+is listed apart with its reason. With intervals (2+ restarts) a winner whose interval overlaps
+the runner-up's is no winner: the two are `tied` inside the noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.analysis.labels import point_label
+from sweeper.analysis.objective import Score, better, request_config_id, score
+from sweeper.results.records import ServerConfigColumns, extra_config_columns
+from sweeper.results.rows import is_missing
+from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
+
+_SERVER_COLUMNS = tuple(c for c in ServerConfigColumns.model_fields if c != "engine")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One server config at one load level."""
+
+    label: str
+    key: tuple[Any, ...]
+    score: Score
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One load level (request config): feasible configs best first, the others apart."""
+
+    at: str
+    ranked: tuple[Entry, ...]
+    excluded: tuple[Entry, ...]
+    #: The AR baseline's score there, for reference (None without one).
+    baseline: Score | None = None
+    #: Whether the winner's interval overlaps the runner-up's (no winner inside the noise).
+    tied: bool = False
+
+    @property
+    def winner(self) -> Entry | None:
+        return self.ranked[0] if self.ranked and not self.tied else None
+
+    @property
+    def runner_up(self) -> Entry | None:
+        return self.ranked[1] if len(self.ranked) > 1 else None
+
+
+@dataclass
+class _Group:
+    label: str
+    mode: str
+    rows: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+def config_key(row: Mapping[str, Any], extra: Sequence[str]) -> tuple[Any, ...]:
+    """What makes two point rows the same server (any restart)."""
+    return tuple(None if is_missing(row.get(c)) else row.get(c) for c in (*_SERVER_COLUMNS, *extra))
+
+
+def group_configs(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], _Group]:
+    """Point rows by server config, restarts together, in first-seen order."""
+    rows = list(rows)
+    extra = extra_config_columns({c for r in rows for c in r})
+    extra = [c for c in extra if c not in ("restart",)]
+    groups: dict[tuple[Any, ...], _Group] = {}
+    for row in rows:
+        key = config_key(row, sorted(extra))
+        group = groups.setdefault(key, _Group(point_label(row), str(row.get("mode"))))
+        group.rows.append(row)
+    return groups
+
+
+def rank(
+    rows: Iterable[Mapping[str, Any]],
+    objective: ObjectiveSpec,
+    constraints: ConstraintsSpec | None = None,
+    at: Sequence[str] | None = None,
+) -> list[Ranking]:
+    """One ranking per request config (`at`: only those), in the order the rows name them."""
+    rows = list(rows)
+    levels = list(dict.fromkeys(request_config_id(r) for r in rows))
+    if at:
+        unknown = [a for a in at if a not in levels]
+        if unknown:
+            raise ValueError(
+                f"no points at {', '.join(unknown)} (measured: {', '.join(levels) or 'none'})"
+            )
+        levels = [a for a in levels if a in at]
+    groups = group_configs(rows)
+    rankings = []
+    for level in levels:
+        entries, baseline = [], None
+        for key, group in groups.items():
+            if not any(request_config_id(r) == level for r in group.rows):
+                continue
+            scored = score(group.rows, objective, constraints, at=[level])
+            if group.mode == "ar":
+                baseline = scored
+            else:
+                entries.append(Entry(group.label, key, scored))
+        ok = [e for e in entries if e.score.state == "ok" and e.score.value is not None]
+        ok = _sorted(ok, objective.goal)
+        tied = len(ok) > 1 and _inside_noise(ok[0].score, ok[1].score)
+        others = tuple(e for e in entries if e not in ok)
+        rankings.append(Ranking(level, tuple(ok), others, baseline, tied))
+    return rankings
+
+
+def _sorted(entries: list[Entry], goal: str) -> list[Entry]:
+    sign = -1.0 if goal == "maximize" else 1.0
+    return sorted(entries, key=lambda e: sign * (e.score.value or 0.0))
+
+
+def _inside_noise(first: Score, second: Score) -> bool:
+    if first.interval is None or second.interval is None:
+        return False
+    return first.interval.overlaps(second.interval)
+
+
+def best_of(
+    rows: Iterable[Mapping[str, Any]],
+    objective: ObjectiveSpec,
+    constraints: ConstraintsSpec | None = None,
+) -> tuple[str, Score] | None:
+    """The best feasible speculative config under the objective as a whole (its `at` request
+    configs averaged), the search's answer; None when no config is feasible."""
+    found: tuple[str, Score] | None = None
+    for group in group_configs(rows).values():
+        if group.mode == "ar":
+            continue
+        scored = score(group.rows, objective, constraints)
+        if scored.state != "ok" or scored.value is None:
+            continue
+        if found is None or better(scored.value, found[1].value or 0.0, objective.goal):
+            found = (group.label, scored)
+    return found

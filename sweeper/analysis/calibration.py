@@ -1,0 +1,118 @@
+"""Near-ties calibrated against an AR-vs-AR control, not waved through.
+
+A divergence where the baseline's top-2 margin is small is called `near-tie`: numerics, not a
+bug. But a bug that flips tokens only where margins are small looks the same. The control: the
+same AR server at another batch shape (its other request configs: concurrency or rate) against
+itself at its first one, request by request (same prompt, repeat, restart). Its flip rate is
+what numerics alone do here; a speculative config whose near-tie rate exceeds the control's
+(above its 95% upper bound, so a small control does not flag noise) is `flagged`, and its
+near-ties count as broken in the diagnosis.
+
+Pure: request rows in (token ids by `sha256`), rates out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.analysis.labels import point_label
+from sweeper.results.rows import is_missing
+
+#: The request-config columns that make another batch shape of the same request.
+_SHAPE = ("concurrency", "rate", "arrival", "burstiness", "max_concurrency")
+
+
+@dataclass(frozen=True)
+class Control:
+    """AR against itself at other batch shapes: pairs compared and how many differed."""
+
+    pairs: int
+    flips: int
+
+    @property
+    def rate(self) -> float:
+        return self.flips / self.pairs if self.pairs else 0.0
+
+    @property
+    def upper(self) -> float:
+        """The rate's 95% upper bound (Wilson score), so 0 of 8 is not read as 0 of 8000."""
+        n, z = self.pairs, 1.96
+        if not n:
+            return 1.0
+        p = self.rate
+        centre = p + z * z / (2 * n)
+        spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        return min(1.0, (centre + spread) / (1 + z * z / n))
+
+
+@dataclass(frozen=True)
+class NearTieRate:
+    """One speculative config's near-ties among its greedy judged requests."""
+
+    label: str
+    requests: int
+    near_ties: int
+    flagged: bool
+
+    @property
+    def rate(self) -> float:
+        return self.near_ties / self.requests if self.requests else 0.0
+
+
+def _greedy(row: Mapping[str, Any]) -> bool:
+    value: Any = row.get("temperature")
+    return is_missing(value) or float(value) == 0.0
+
+
+def _value(row: Mapping[str, Any], column: str) -> Any:
+    value = row.get(column)
+    return None if is_missing(value) else value
+
+
+def ar_control(rows: Iterable[Mapping[str, Any]]) -> Control | None:
+    """The AR baseline's flips across its batch shapes (None: it has only one shape)."""
+    groups: dict[tuple[Any, ...], dict[tuple[Any, ...], str]] = {}
+    for row in rows:
+        if str(row.get("mode")) != "ar" or not _greedy(row) or _value(row, "error"):
+            continue
+        request = tuple(_value(row, c) for c in ("host", "prompt_id", "repeat", "max_tokens"))
+        request += (_value(row, "restart") or 0,)
+        shape = tuple(_value(row, c) for c in _SHAPE)
+        groups.setdefault(request, {})[shape] = str(row.get("sha256"))
+    pairs = flips = 0
+    for shapes in groups.values():
+        if len(shapes) < 2:
+            continue
+        first, *others = sorted(shapes.items(), key=lambda item: str(item[0]))
+        pairs += len(others)
+        flips += sum(sha != first[1] for _, sha in others)
+    return Control(pairs, flips) if pairs else None
+
+
+def near_tie_rates(
+    rows: Iterable[Mapping[str, Any]], control: Control | None
+) -> dict[str, NearTieRate]:
+    """Per speculative config (label): its near-tie rate, flagged when above the control's
+    upper bound (never flagged without a control: nothing to calibrate against)."""
+    counts: dict[str, list[int]] = {}
+    for row in rows:
+        if str(row.get("mode")) == "ar" or not _greedy(row):
+            continue
+        verdict = _value(row, "verdict")
+        if verdict is None or verdict == "n/a":
+            continue
+        tally = counts.setdefault(point_label(row), [0, 0])
+        tally[0] += 1
+        tally[1] += verdict == "near-tie"
+    return {
+        label: NearTieRate(
+            label,
+            n,
+            ties,
+            control is not None and ties > 0 and ties / n > control.upper,
+        )
+        for label, (n, ties) in counts.items()
+    }

@@ -1,0 +1,177 @@
+"""A server config's score: its objective value over restarts, and whether it may win at all.
+
+Pure: point rows in, a `Score` out. The one definition the search (which config next) and
+`sweeper best` (which config won) share, so they can never disagree on what "best" means.
+Exactness is the hard constraint: a config with a determinism violation at any of its points is
+`infeasible`, whatever its speed, at every load (it is the same server); it keeps its value so a
+report can show how fast the wrong answer was. A config whose numbers describe the client
+(`client_bound`) or that failed has no value.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.plan import RequestConfig
+from sweeper.results.records import RequestConfigColumns
+from sweeper.results.rows import is_missing
+from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
+
+State = Literal["ok", "infeasible", "failed"]
+#: Ratios of two measurements: not trusted when either was taken on a busy host.
+SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
+#: Two-sided 95% Student t quantiles by degrees of freedom (1..10); beyond, the normal's.
+_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def request_config_id(row: Mapping[str, Any]) -> str:
+    """The request config id (`t0-c8`, `t0-r2`) of a point row, as the plan names it."""
+    values = {k: (None if is_missing(row.get(k)) else row.get(k)) for k in _RC_COLUMNS}
+    open_loop: dict[str, Any] = {}
+    if values["rate"] is not None:
+        open_loop = {
+            "rate": float(values["rate"]),
+            "arrival": values["arrival"] or "poisson",
+            "burstiness": float(values["burstiness"] or 1.0),
+            "max_concurrency": _int(values["max_concurrency"]),
+        }
+    return RequestConfig.make(
+        float(values["temperature"] or 0.0),
+        int(values["max_tokens"] or 0),
+        _int(values["concurrency"]),
+        None if values["top_p"] is None else float(values["top_p"]),
+        **open_loop,
+    ).id
+
+
+_RC_COLUMNS = tuple(RequestConfigColumns.model_fields)
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean over restarts with its 95% confidence interval (None bounds with one restart)."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+    #: Coefficient of variation (stdev / mean) over restarts; None with one restart.
+    cv: float | None
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Interval:
+        mean = statistics.fmean(samples)
+        if len(samples) < 2:
+            return cls(mean, None, None, len(samples), None)
+        sd = statistics.stdev(samples)
+        df = len(samples) - 1
+        half = (_T95[df - 1] if df <= len(_T95) else 1.96) * sd / math.sqrt(len(samples))
+        return cls(mean, mean - half, mean + half, len(samples), sd / mean if mean else None)
+
+    def overlaps(self, other: Interval) -> bool:
+        """Whether the two are inside each other's noise (False when either has no interval)."""
+        if None in (self.low, self.high, other.low, other.high):
+            return False
+        assert self.low is not None and self.high is not None
+        assert other.low is not None and other.high is not None
+        return self.low <= other.high and other.low <= self.high
+
+
+@dataclass(frozen=True)
+class Score:
+    """One server config against the objective."""
+
+    state: State
+    #: Why not ok ("" when ok).
+    reason: str = ""
+    #: Over restarts (each restart: the mean over the objective's request configs); kept for an
+    #: infeasible config too. None when nothing could be scored.
+    interval: Interval | None = None
+    #: Per-restart values, restart order.
+    samples: tuple[float, ...] = ()
+    #: The restarts fall into separate regimes (see `separate_regimes`).
+    regimes: bool = False
+    #: Some of its scored points were measured on a busy host (`host_busy`).
+    busy: bool = False
+
+    @property
+    def value(self) -> float | None:
+        return None if self.interval is None else self.interval.mean
+
+
+def score(
+    rows: Iterable[Mapping[str, Any]],
+    objective: ObjectiveSpec,
+    constraints: ConstraintsSpec | None = None,
+    at: Sequence[str] | None = None,
+) -> Score:
+    """Score one server config from all its point rows (every restart, every request config);
+    `at` overrides the objective's request configs."""
+    rows = list(rows)
+    wanted = list(at if at is not None else objective.at)
+    bad = sorted({str(r["determinism"]) for r in rows if r.get("determinism") in VIOLATIONS})
+    selected = [r for r in rows if not wanted or request_config_id(r) in wanted]
+    if not selected:
+        return Score("failed", "not measured at " + ", ".join(wanted))
+    by_restart: dict[int, list[float]] = {}
+    problem = ""
+    for row in selected:
+        value: Any = row.get(objective.column)
+        if row.get("status") != "ok":
+            problem = problem or f"failed: {row.get('reason') or 'no reason recorded'}"
+        elif row.get("client_bound") is True:
+            problem = problem or "client-bound: its numbers describe the load client"
+        elif is_missing(value):
+            problem = problem or f"no {objective.column}"
+        else:
+            restart = row.get("restart")
+            index = 0 if restart is None or is_missing(restart) else int(restart)
+            by_restart.setdefault(index, []).append(float(value))
+    samples = tuple(statistics.fmean(v) for _, v in sorted(by_restart.items()))
+    interval = Interval.of(samples) if samples and not problem else None
+    regimes = separate_regimes(samples)
+    busy = any(r.get("host_busy") is True for r in selected)
+    untrusted = any(r.get("host_busy") is True or r.get("baseline_busy") is True for r in selected)
+    if not problem and objective.column in SPEEDUPS and untrusted:
+        problem = "withheld: a speedup measured on a busy host (it or its baseline)"
+    if bad:
+        reason = "determinism " + ", ".join(bad)
+        return Score("infeasible", reason, interval, samples, regimes, busy)
+    if problem:
+        return Score("failed", problem, None, samples, busy=busy)
+    if constraints is not None and constraints.slo:
+        missed = [request_config_id(r) for r in selected if r.get("meets_slo") is not True]
+        if missed:
+            reason = "misses the SLO at " + ", ".join(sorted(set(missed)))
+            return Score("infeasible", reason, interval, samples, regimes, busy)
+    return Score("ok", "", interval, samples, regimes, busy)
+
+
+def separate_regimes(samples: Sequence[float], ratio: float = 3.0, share: float = 0.1) -> bool:
+    """Whether restarts split into two clusters: sorted, some gap is at least `ratio` times the
+    widest cluster's own range and `share` of the mean (3+ restarts; two cannot tell noise from
+    regimes)."""
+    if len(samples) < 3:
+        return False
+    ordered = sorted(samples)
+    mean = statistics.fmean(ordered)
+    for i in range(1, len(ordered)):
+        gap = ordered[i] - ordered[i - 1]
+        within = max(ordered[i - 1] - ordered[0], ordered[-1] - ordered[i])
+        if gap >= ratio * max(within, 0.01 * abs(mean)) and gap >= share * abs(mean):
+            return True
+    return False
+
+
+def better(a: float, b: float, goal: str) -> bool:
+    """Whether `a` beats `b` under the goal."""
+    return a > b if goal == "maximize" else a < b

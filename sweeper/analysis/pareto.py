@@ -1,0 +1,65 @@
+"""Pareto fronts over a run's points: per-user speed against total throughput (the
+"interactivity vs throughput" trade-off across concurrency and rate), and the best speedup at
+each load.
+
+Pure: a points table in, tables out. Restarts of one server config are averaged first (one
+point per config and load). Only feasible points can be on a front: a config with a determinism
+violation anywhere is infeasible at every load (`sweeper.analysis.objective`), as are failed and
+client-bound points.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from sweeper.analysis.labels import load_label, point_label
+from sweeper.analysis.verdicts import VIOLATIONS
+
+#: Per-user speed: one request's tokens per second after its first (1 / its mean ITL).
+USER_TOK_S = "user_tok_s"
+
+
+def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
+    """One row per (server config, load), restarts averaged, with `label`, `load`,
+    `user_tok_s` and `feasible` (False for every load of a config with a violation)."""
+    if points.empty:
+        return points.assign(label=[], load=[], feasible=[], **{USER_TOK_S: []})
+    frame = points.copy()
+    frame["label"] = [point_label(r) for r in frame.to_dict("records")]
+    frame["load"] = [load_label(r) for r in frame.to_dict("records")]
+    itl = frame["request_itl_p50"] if "request_itl_p50" in frame else pd.Series(float("nan"))
+    frame[USER_TOK_S] = 1.0 / itl.where(itl > 0)
+    wrong = frame.groupby("label")["determinism"].transform(lambda v: v.isin(VIOLATIONS).any())
+    bound = frame["client_bound"].fillna(False).astype(bool) if "client_bound" in frame else False
+    frame["feasible"] = ~wrong & (frame["status"] == "ok") & ~bound
+    numeric = ["output_tok_s", USER_TOK_S, "speedup", "e2e_speedup"]
+    numeric = [c for c in numeric if c in frame]
+    keys = ["label", "load", "mode", "temperature"]
+    order = ["concurrency", "rate"]
+    sort = [c for c in order if c in frame]
+    grouped = frame.groupby(keys, sort=False, dropna=False)
+    out = grouped[numeric].mean()
+    out["feasible"] = grouped["feasible"].all()
+    for column in sort:
+        out[column] = grouped[column].first()
+    return out.reset_index()
+
+
+def pareto_front(frame: pd.DataFrame, x: str, y: str) -> pd.Series:
+    """Whether each row is on the front maximizing both `x` and `y` among feasible rows."""
+    on = pd.Series(False, index=frame.index)
+    ok = frame[frame["feasible"] & frame[x].notna() & frame[y].notna()]
+    for index, row in ok.iterrows():
+        dominated = (ok[x] >= row[x]) & (ok[y] >= row[y]) & ((ok[x] > row[x]) | (ok[y] > row[y]))
+        on[index] = not dominated.any()
+    return on
+
+
+def best_per_load(frame: pd.DataFrame, column: str) -> pd.Series:
+    """Whether each row is the feasible speculative config with the highest `column` at its
+    load and temperature."""
+    on = pd.Series(False, index=frame.index)
+    ok = frame[frame["feasible"] & (frame["mode"] != "ar") & frame[column].notna()]
+    for _, level in ok.groupby(["load", "temperature"]):
+        on[level[column].idxmax()] = True
+    return on

@@ -1,0 +1,111 @@
+"""`sweeper best RUN`: the winning speculative config per load level (request config), with its
+spread over restarts and the runner-up; never a config with a determinism violation. No winner
+is named when the first two are inside each other's noise (their intervals overlap).
+
+The objective defaults to the run's `search.objective`, else output_tok_s maximized;
+`--objective COLUMN[:min|:max]` and `--at REQUEST_CONFIG` override it. Exit 0 with a winner
+somewhere, 3 when no config is feasible anywhere, 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from pydantic import ValidationError
+
+from sweeper.analysis.best import Entry, Ranking, rank
+from sweeper.analysis.objective import Interval, Score
+from sweeper.commands.validate import EXIT_BAD_SPEC
+from sweeper.results.reader import load_points, read_manifest
+from sweeper.spec.search import ObjectiveSpec, SearchSpec
+
+EXIT_NONE_FEASIBLE = 3
+
+
+def command(
+    run: Path = typer.Argument(..., help="Run directory."),
+    objective: str | None = typer.Option(
+        None, "--objective", help="Point column to rank by, e.g. e2e_speedup or ttft_p90:min."
+    ),
+    at: list[str] = typer.Option([], "--at", help="Request config id (t0-c8); repeatable."),
+) -> None:
+    """Which config wins at each load, by how much, and which comes second."""
+    manifest = read_manifest(run)
+    points = load_points(run)
+    if manifest is None or points is None:
+        typer.echo(f"error: {run} is not a run directory with points", err=True)
+        raise typer.Exit(EXIT_BAD_SPEC)
+    search = SearchSpec.model_validate(manifest.spec.get("search") or {})
+    chosen, constraints = search.objective, search.constraints
+    if objective is not None:
+        column, _, goal = objective.partition(":")
+        goals = {"": chosen.goal, "max": "maximize", "min": "minimize"}
+        if goal not in goals:
+            typer.echo(f"error: --objective {objective}: the goal is :min or :max", err=True)
+            raise typer.Exit(EXIT_BAD_SPEC)
+        try:
+            chosen = ObjectiveSpec(column=column, goal=goals[goal])
+        except ValidationError as exc:
+            typer.echo(f"error: --objective {objective}: {exc.errors()[0]['msg']}", err=True)
+            raise typer.Exit(EXIT_BAD_SPEC) from None
+    try:
+        rankings = rank(points.to_dict("records"), chosen, constraints, at or None)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_SPEC) from None
+    typer.echo(f"{chosen.goal} {chosen.column}; exactness required ({run})")
+    for ranking in rankings:
+        for line in render(ranking):
+            typer.echo(line)
+    if not any(r.ranked for r in rankings):
+        raise typer.Exit(EXIT_NONE_FEASIBLE)
+
+
+def render(ranking: Ranking) -> list[str]:
+    """A load level in a few lines: winner (or the tie), runner-up, baseline, excluded."""
+    first = ranking.ranked[0] if ranking.ranked else None
+    if first is None:
+        head = f"{ranking.at}: no feasible config"
+    elif ranking.tied:
+        second = ranking.ranked[1]
+        head = (
+            f"{ranking.at}: no winner inside the noise: {_entry(first)} and {_entry(second)} "
+            "overlap"
+        )
+    else:
+        head = f"{ranking.at}: winner {_entry(first)}"
+        if ranking.runner_up is not None:
+            head += f"; runner-up {_entry(ranking.runner_up)}"
+    if ranking.baseline is not None and ranking.baseline.value is not None:
+        head += f"; AR {_value(ranking.baseline)}"
+    lines = [head]
+    for entry in ranking.excluded:
+        lines.append(f"  {entry.label}: {entry.score.state} ({entry.score.reason})")
+    for entry in ranking.ranked:
+        if entry.score.regimes:
+            lines.append(f"  {entry.label}: restarts fall into separate regimes {_samples(entry)}")
+    return lines
+
+
+def _entry(entry: Entry) -> str:
+    busy = " (busy host)" if entry.score.busy else ""
+    return f"{entry.label} {_value(entry.score)}{busy}"
+
+
+def _value(score: Score) -> str:
+    interval = score.interval
+    if interval is None:
+        return "-"
+    return f"{interval.mean:.4g}{_spread(interval)}"
+
+
+def _spread(interval: Interval) -> str:
+    if interval.low is None or interval.high is None:
+        return f" (n={interval.n}, no interval)"
+    cv = f", CV {100 * interval.cv:.1f}%" if interval.cv is not None else ""
+    return f" [95% CI {interval.low:.4g}-{interval.high:.4g}, n={interval.n}{cv}]"
+
+
+def _samples(entry: Entry) -> str:
+    return "(" + ", ".join(f"{v:.4g}" for v in entry.score.samples) + ")"

@@ -1,0 +1,118 @@
+"""Pareto figures: per-user tok/s against total output tok/s (a line per config through its
+loads, the front drawn and its configs named), and speedup against load (the best feasible
+config at each load starred). Infeasible configs (a determinism violation) are grey crosses:
+shown, so a fast wrong config is visible, never on a front."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+
+from sweeper.analysis.pareto import (  # noqa: E402
+    USER_TOK_S,
+    best_per_load,
+    feasible_points,
+    pareto_front,
+)
+from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
+
+
+def pareto_charts(points: pd.DataFrame) -> list[Chart]:
+    """The two Pareto figures per temperature (none without speculative points)."""
+    if points.empty or not (points["mode"] == "speculative").any():
+        return []
+    frame = feasible_points(points)
+    charts = []
+    for temperature, level in frame.groupby("temperature"):
+        charts += _interactivity(level, float(temperature))
+        charts += _speedup_vs_load(level, float(temperature))
+    return charts
+
+
+def _interactivity(frame: pd.DataFrame, temperature: float) -> list[Chart]:
+    data = frame[frame["output_tok_s"].notna() & frame[USER_TOK_S].notna()]
+    if data.empty:
+        return []
+    front = pareto_front(data, "output_tok_s", USER_TOK_S)
+    fig, ax = plt.subplots(figsize=(9, 4.8), layout="constrained")
+    for label, config in data.groupby("label", sort=False):
+        xs, ys = config["output_tok_s"], config[USER_TOK_S]
+        if not config["feasible"].all():
+            ax.scatter(xs, ys, marker="x", color="#9e9e9e", zorder=2)
+            continue
+        style = "k--" if (config["mode"] == "ar").all() else "-"
+        ax.plot(xs, ys, style, marker="o", alpha=0.45, linewidth=1, markersize=4, label=label)
+    on = data[front].sort_values("output_tok_s")
+    ax.plot(on["output_tok_s"], on[USER_TOK_S], "-", color="#d32f2f", linewidth=2.2, zorder=3)
+    ax.scatter(on["output_tok_s"], on[USER_TOK_S], s=70, color="#d32f2f", zorder=4)
+    for _, row in on.iterrows():
+        ax.annotate(
+            f"{row['label']} {row['load']}",
+            (row["output_tok_s"], row[USER_TOK_S]),
+            textcoords="offset points",
+            xytext=(5, 5),
+            fontsize=8,
+        )
+    _legend(ax)
+    ax.set_xlabel("total output tok/s (throughput)")
+    ax.set_ylabel("per-user tok/s (1 / request ITL p50)")
+    ax.set_title(f"Interactivity vs throughput, T={temperature:g}")
+    ax.grid(alpha=0.3)
+    names = ", ".join(f"{r['label']} at {r['load']}" for _, r in on.iterrows())
+    caption = (
+        f"Front (red): {names or 'none'}. A line per config through its loads; AR dashed; "
+        "grey crosses: infeasible (a determinism violation), never on the front."
+    )
+    return [Chart(f"Pareto: per-user vs total tok/s, T={temperature:g}", to_data_uri(fig), caption)]
+
+
+def _speedup_vs_load(frame: pd.DataFrame, temperature: float) -> list[Chart]:
+    data = frame[frame["mode"] != "ar"]
+    column = "speedup" if "speedup" in data and data["speedup"].notna().any() else "e2e_speedup"
+    if column not in data or data[column].isna().all():
+        return []
+    loads = list(dict.fromkeys(data.sort_values(_load_order(data))["load"]))
+    position = {load: i for i, load in enumerate(loads)}
+    best = best_per_load(data, column)
+    fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
+    for label, config in data.groupby("label", sort=False):
+        xs = [position[v] for v in config["load"]]
+        if not config["feasible"].all():
+            ax.scatter(xs, config[column], marker="x", color="#9e9e9e", zorder=2)
+            continue
+        ax.plot(xs, config[column], marker="o", alpha=0.45, linewidth=1, markersize=4, label=label)
+    starred = data[best]
+    ax.scatter(
+        [position[v] for v in starred["load"]], starred[column], marker="*", s=220, color="#d32f2f"
+    )
+    for _, row in starred.iterrows():
+        ax.annotate(
+            row["label"],
+            (position[row["load"]], row[column]),
+            textcoords="offset points",
+            xytext=(6, 4),
+            fontsize=8,
+        )
+    _legend(ax)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xticks(range(len(loads)), loads)
+    ax.set_xlabel("load")
+    ax.set_ylabel(f"{column} vs AR")
+    ax.set_title(f"Speedup vs load, T={temperature:g}")
+    ax.grid(alpha=0.3)
+    names = ", ".join(f"{r['load']}: {r['label']}" for _, r in starred.iterrows())
+    caption = f"Best feasible config per load (stars): {names}. Grey crosses: infeasible."
+    return [Chart(f"Pareto: speedup vs load, T={temperature:g}", to_data_uri(fig), caption)]
+
+
+def _legend(ax: Axes) -> None:
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, ncol=1, frameon=False)
+
+
+def _load_order(data: pd.DataFrame) -> list[str]:
+    return [c for c in ("concurrency", "rate") if c in data]

@@ -1,0 +1,155 @@
+"""The search's side of a sweep: which server config the runner starts next, until the budget.
+
+The runner calls `SearchOrder(host_plan, done)` (its `order` hook) and runs the steps it yields,
+recording each point into `done` before asking for the next step; so after each step the driver
+reads the step's points back from `done`, scores them and tells the strategy. The records are the
+source of truth: on resume, configs already measured are scored from them, and the restart
+budget counts the server configs the run holds records of (the AR baseline's included). What the
+search did is also written to `search.json` in the run directory (written whole, atomically):
+the time spent (the hours budget survives a resume) and each trial's score, in order.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from sweeper.analysis.objective import Score, score
+from sweeper.plan import HostPlan, Plan, Step
+from sweeper.results.store import atomic_write
+from sweeper.search.space import Space, params_key
+from sweeper.search.strategies import make_strategy
+from sweeper.spec.search import SearchSpec
+from sweeper.workers import Work
+
+SEARCH_LOG = "search.json"
+STUDY_FILE = "search.optuna.jsonl"
+
+
+class SearchOrder:
+    """The runner's `order` hook for a spec with `search:` (one host; see the spec's check)."""
+
+    def __init__(
+        self, plan: Plan, run_dir: Path, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        assert plan.spec.search is not None
+        self.plan, self.search = plan, plan.spec.search
+        self.run_dir, self.clock = run_dir, clock
+        self.log: dict[str, Any] = {"strategy": self.search.strategy, "spent_s": 0.0, "trials": []}
+        if (run_dir / SEARCH_LOG).exists():
+            self.log = json.loads((run_dir / SEARCH_LOG).read_text())
+        self.stopped_by = ""
+
+    def __call__(
+        self, host_plan: HostPlan, done: Mapping[str, Mapping[str, Any]]
+    ) -> Iterator[Work]:
+        space = Space.of(host_plan)
+        started = self.clock()
+        spent_before = float(self.log.get("spent_s", 0.0))
+        for baseline in space.baselines:
+            pending = [p for p in space.points(baseline) if p.point_id not in done]
+            if pending:
+                yield Work(baseline, pending)
+        strategy = make_strategy(
+            space, self.search, self.run_dir / STUDY_FILE, f"{self.plan.spec.name}-{host_plan.name}"
+        )
+        remember = getattr(strategy, "remember", None)
+        if remember is not None:
+            for candidate in space.candidates:
+                rows = self._rows(space, candidate, done)
+                recorded = self._point_rows(space, candidate, done)
+                if rows and all(r is not None for r in recorded):
+                    remember(candidate, self._score(rows))
+        while True:
+            step = strategy.ask()
+            if step is None:
+                self.stopped_by = self.stopped_by or "the strategy tried all it would"
+                break
+            # A trial is every restart the plan holds of it (`repeats.restarts`); a halving rung
+            # is the one restart asked for.
+            runs = space.restarts_of(step) if step.server_config.restart == 0 else [step]
+            for run in runs:
+                pending = [p for p in space.points(run) if p.point_id not in done]
+                if not pending:
+                    continue
+                why = self._over_budget(done, spent_before + self.clock() - started)
+                if why:
+                    self.stopped_by = why
+                    break
+                yield Work(run, pending)
+            if self.stopped_by:
+                break
+            result = self._score(self._rows(space, step, done))
+            strategy.tell(step, result)
+            self._note(step, result, spent_before + self.clock() - started)
+        self._save(spent_before + self.clock() - started)
+
+    def _point_rows(
+        self, space: Space, step: Step, done: Mapping[str, Mapping[str, Any]]
+    ) -> list[Mapping[str, Any] | None]:
+        return [done.get(p.point_id) for p in space.points(step)]
+
+    def _rows(
+        self, space: Space, step: Step, done: Mapping[str, Mapping[str, Any]]
+    ) -> list[Mapping[str, Any]]:
+        """Every recorded point of the step's server config, all its restarts so far."""
+        first = step.server_config.again(0)
+        planned = [s.server_config.restart for s in space.restarts_of(step)]
+        last = max([step.server_config.restart, *planned])
+        rows = []
+        for restart in range(last + 1):
+            sc = first.again(restart) if restart else first
+            found = self._point_rows(space, Step(sc, step.request_configs), done)
+            rows += [r for r in found if r is not None]
+        return rows
+
+    def _score(self, rows: list[Mapping[str, Any]]) -> Score:
+        if not rows:
+            return Score("failed", "not measured")
+        return score(rows, self.search.objective, self.search.constraints)
+
+    def _over_budget(self, done: Mapping[str, Mapping[str, Any]], spent_s: float) -> str:
+        budget = self.search.budget
+        if budget is None:
+            return ""
+        started = len({str(r.get("server_config_id")) for r in done.values()})
+        if budget.restarts is not None and started + 1 > budget.restarts:
+            return f"the budget of {budget.restarts} restarts"
+        if budget.hours is not None and spent_s >= budget.hours * 3600:
+            return f"the budget of {budget.hours:g} hours"
+        return ""
+
+    def _note(self, step: Step, result: Score, spent_s: float) -> None:
+        sc = step.server_config
+        interval = result.interval
+        trial = {
+            "label": sc.label,
+            "params": dict(sc.params),
+            "restart": sc.restart,
+            "state": result.state,
+            "value": result.value,
+            "low": interval.low if interval else None,
+            "high": interval.high if interval else None,
+            "reason": result.reason,
+        }
+        trials = [
+            t
+            for t in self.log["trials"]
+            if params_key(t["params"]) != params_key(sc.params) or t["restart"] != sc.restart
+        ]
+        self.log["trials"] = [*trials, trial]
+        self._save(spent_s)
+
+    def _save(self, spent_s: float) -> None:
+        self.log["spent_s"] = spent_s
+        self.log["stopped_by"] = self.stopped_by
+        text = json.dumps(self.log, indent=1, default=str)
+        atomic_write(self.run_dir / SEARCH_LOG, lambda tmp: tmp.write_text(text))
+
+
+def search_of(plan: Plan) -> SearchSpec | None:
+    """The plan's search, when it has one."""
+    return plan.spec.search

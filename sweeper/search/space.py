@@ -1,0 +1,74 @@
+"""The search space: the plan's speculative server configs of one host, as trials can name
+them (their params), with the points each one measures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.plan import HostPlan, Point, Step
+
+
+def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A hashable, order-free key of a config's params (True and 1 kept apart)."""
+    return tuple(sorted((k, (type(v).__name__, v)) for k, v in params.items()))
+
+
+@dataclass(frozen=True)
+class Space:
+    """One host's candidates (speculative configs, first restart) and its AR baselines."""
+
+    host: HostPlan
+    candidates: tuple[Step, ...]
+    baselines: tuple[Step, ...]
+
+    @classmethod
+    def of(cls, host: HostPlan) -> Space:
+        steps = host.steps
+        candidates = tuple(
+            s for s in steps if s.server_config.mode != "ar" and s.server_config.restart == 0
+        )
+        baselines = tuple(s for s in steps if s.server_config.mode == "ar")
+        return cls(host, candidates, baselines)
+
+    def axes(self) -> dict[str, list[Any]]:
+        """Each param with the values the candidates take, in plan order (constant ones too)."""
+        axes: dict[str, list[Any]] = {}
+        for step in self.candidates:
+            for key, value in step.server_config.params.items():
+                values = axes.setdefault(key, [])
+                if not any(type(v) is type(value) and v == value for v in values):
+                    values.append(value)
+        return axes
+
+    def by_params(self) -> dict[tuple[tuple[str, Any], ...], Step]:
+        return {params_key(s.server_config.params): s for s in self.candidates}
+
+    def restarts_of(self, step: Step) -> list[Step]:
+        """Every restart of a candidate the plan holds (`repeats.restarts`), first one first."""
+        key = params_key(step.server_config.params)
+        return [
+            s
+            for s in self.host.steps
+            if s.server_config.mode == step.server_config.mode
+            and params_key(s.server_config.params) == key
+        ]
+
+    def points(self, step: Step) -> list[Point]:
+        """The points a step measures: the plan's own, or for a restart the plan does not hold
+        (halving's rungs) the first restart's, compared with the same AR baseline points."""
+        points = list(self.host.points())
+        planned = [p for p in points if p.server_config.id == step.server_config.id]
+        if planned:
+            return planned
+        key = params_key(step.server_config.params)
+        baseline = {
+            p.request_config.id: p.baseline_point_id
+            for p in points
+            if p.server_config.restart == 0 and params_key(p.server_config.params) == key
+        }
+        return [
+            Point(self.host.name, step.server_config, rc, baseline.get(rc.id))
+            for rc in step.request_configs
+        ]

@@ -1,0 +1,98 @@
+"""Scores and rankings from point rows: exactness is a hard constraint, intervals over restarts,
+no winner inside the noise, separate regimes flagged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sweeper.analysis.best import best_of, rank
+from sweeper.analysis.objective import Interval, score, separate_regimes
+from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
+
+
+def _row(budget: int | None, tok_s: float, conc: int = 1, **extra: Any) -> dict[str, Any]:
+    mode = "ar" if budget is None else "speculative"
+    return {
+        "mode": mode,
+        "budget": budget,
+        "topk": None if budget is None else 2,
+        "block_size": None if budget is None else 4,
+        "cuda_graph": False,
+        "temperature": 0.0,
+        "max_tokens": 16,
+        "concurrency": conc,
+        "status": "ok",
+        "determinism": "n/a" if budget is None else "exact",
+        "output_tok_s": tok_s,
+        "restart": 0,
+        **extra,
+    }
+
+
+def test_a_violation_anywhere_makes_a_config_infeasible_everywhere() -> None:
+    rows = [
+        _row(None, 10.0),
+        _row(4, 12.0),
+        _row(8, 30.0),  # the fastest at c1 ...
+        _row(8, 31.0, conc=2, determinism="diverged"),  # ... wrong at c2: the same server
+        _row(4, 20.0, conc=2),
+    ]
+    c1, c2 = rank(rows, ObjectiveSpec())
+    assert c1.at == "t0-c1" and c1.winner is not None and c1.winner.label == "b4 k2 bs4"
+    assert [e.label for e in c1.excluded] == ["b8 k2 bs4"]
+    assert c1.excluded[0].score.state == "infeasible"
+    assert c1.excluded[0].score.value == 30.0  # kept: how fast the wrong answer was
+    assert c1.baseline is not None and c1.baseline.value == 10.0
+    assert c2.winner is not None and c2.winner.label == "b4 k2 bs4"
+    found = best_of(rows, ObjectiveSpec())
+    assert found is not None and found[0] == "b4 k2 bs4" and found[1].value == 16.0
+
+
+def test_failed_client_bound_and_slo_constraints() -> None:
+    assert score([_row(4, 9.0, status="failed", reason="boom")], ObjectiveSpec()).state == "failed"
+    bound = score([_row(4, 9.0, client_bound=True)], ObjectiveSpec())
+    assert bound.state == "failed" and "client" in bound.reason and bound.value is None
+    slo = ConstraintsSpec(slo=True)
+    missed = score([_row(4, 9.0, meets_slo=False)], ObjectiveSpec(), slo)
+    assert missed.state == "infeasible" and "SLO at t0-c1" in missed.reason
+    assert score([_row(4, 9.0, meets_slo=True)], ObjectiveSpec(), slo).state == "ok"
+    busy = [_row(4, 9.0, speedup=1.5, host_busy=False, baseline_busy=True)]
+    withheld = score(busy, ObjectiveSpec(column="speedup"))
+    assert withheld.state == "failed" and withheld.reason.startswith("withheld: a speedup")
+    assert score(busy, ObjectiveSpec()).state == "ok"  # its own tok/s: kept, only marked
+    at = score([_row(4, 9.0), _row(4, 5.0, conc=2)], ObjectiveSpec(at=["t0-c2"]))
+    assert at.value == 5.0
+
+
+def test_minimize_and_unknown_level() -> None:
+    rows = [_row(4, 9.0, ttft_p90=0.5), _row(8, 5.0, ttft_p90=0.2)]
+    (level,) = rank(rows, ObjectiveSpec(column="ttft_p90", goal="minimize"))
+    assert level.winner is not None and level.winner.label == "b8 k2 bs4"
+    with pytest.raises(ValueError, match="no points at t0-c9"):
+        rank(rows, ObjectiveSpec(), at=["t0-c9"])
+
+
+def test_restarts_give_intervals_and_overlap_means_no_winner() -> None:
+    rows = [_row(4, v, restart=i) for i, v in enumerate((10.0, 11.0, 12.0))]
+    rows += [_row(8, v, restart=i) for i, v in enumerate((10.5, 11.5, 12.5))]
+    rows += [_row(16, v, restart=i) for i, v in enumerate((5.0, 5.1, 5.2))]
+    (level,) = rank(rows, ObjectiveSpec())
+    assert level.tied and level.winner is None
+    assert [e.label for e in level.ranked] == ["b8 k2 bs4", "b4 k2 bs4", "b16 k2 bs4"]
+    interval = level.ranked[0].score.interval
+    assert interval is not None and interval.n == 3 and interval.cv == pytest.approx(0.087, 0.01)
+    assert interval.low == pytest.approx(11.5 - 4.303 * 1.0 / 3**0.5)
+    apart = [r for r in rows if r["budget"] != 8]
+    (level,) = rank(apart, ObjectiveSpec())
+    assert not level.tied and level.winner is not None and level.winner.label == "b4 k2 bs4"
+
+
+def test_separate_regimes() -> None:
+    assert separate_regimes([10.0, 10.2, 14.9, 15.0])
+    assert not separate_regimes([10.0, 11.0, 12.0, 13.0])
+    assert not separate_regimes([10.0, 15.0])  # two restarts cannot tell noise from regimes
+    one = Interval.of([3.0])
+    assert (one.low, one.high, one.cv) == (None, None, None)
+    assert not one.overlaps(Interval.of([3.0, 3.1]))

@@ -1,0 +1,86 @@
+"""The search driver as the runner drives it, without servers: each step it yields is "measured"
+by writing its points' rows into `done` (as the runner records them) before the next is asked
+for. Budgets in restarts and in hours, resume from the records, and the trial log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sweeper.plan import build_plan
+from sweeper.search.driver import SEARCH_LOG, SearchOrder
+from sweeper.spec import parse_spec
+
+SPEC = """
+name: s
+runtime: {{model: tiny-random}}
+grid: {{budget: [2, 4, 8], topk: [1, 2], block_size: [4]}}
+workload: {{prompts: [{{id: p, text: hi}}], concurrency: [1]}}
+search: {search}
+"""
+
+
+def _measure(point: Any) -> dict[str, Any]:
+    sc = point.server_config
+    budget = sc.params.get("budget", 0)
+    return {
+        "server_config_id": sc.id,
+        "restart": sc.restart,
+        "mode": sc.mode,
+        "budget": budget if sc.mode != "ar" else None,
+        "topk": sc.params.get("topk"),
+        "block_size": sc.params.get("block_size"),
+        "temperature": 0.0,
+        "max_tokens": 64,
+        "concurrency": 1,
+        "status": "ok",
+        "determinism": "diverged" if budget == 8 and sc.params.get("topk") == 2 else "exact",
+        "output_tok_s": 10.0 + budget + sc.params.get("topk", 0),
+    }
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _drive(search: str, run_dir: Path, done: dict[str, Any], clock: Clock | None = None) -> list:
+    plan = build_plan(parse_spec(SPEC.format(search=search)))
+    order = SearchOrder(plan, run_dir, clock or Clock())
+    started = []
+    for work in order(plan.hosts[0], done):
+        started.append(work.step.server_config.label)
+        for point in work.points:
+            done[point.point_id] = _measure(point)
+        if clock is not None:
+            clock.now += 600  # ten minutes a restart
+    return started
+
+
+def test_restart_budget_then_resume_with_a_larger_one(tmp_path: Path) -> None:
+    done: dict[str, Any] = {}
+    first = _drive("{strategy: random, seed: 2, budget: {restarts: 3}}", tmp_path, done)
+    assert first[0] == "ar-cg0" and len(first) == 3
+    log = json.loads((tmp_path / SEARCH_LOG).read_text())
+    assert log["stopped_by"] == "the budget of 3 restarts" and len(log["trials"]) == 2
+    again = _drive("{strategy: random, seed: 2, budget: {restarts: 5}}", tmp_path, done)
+    assert len(again) == 2 and not set(again) & set(first)  # nothing measured twice
+    assert len({r["server_config_id"] for r in done.values()}) == 5
+
+
+def test_hours_budget_and_the_wrong_config_is_logged_infeasible(tmp_path: Path) -> None:
+    done: dict[str, Any] = {}
+    started = _drive("{strategy: grid, budget: {hours: 0.5}}", tmp_path, done, Clock())
+    assert len(started) == 3  # 10 min each: the third ends at 30 min, so no fourth begins
+    log = json.loads((tmp_path / SEARCH_LOG).read_text())
+    assert log["stopped_by"] == "the budget of 0.5 hours" and log["spent_s"] == 1800
+    (tmp_path / "all").mkdir()
+    everything = _drive("{strategy: grid}", tmp_path / "all", {}, None)
+    assert len(everything) == 1 + 6  # no budget: AR, then every config
+    log = json.loads((tmp_path / "all" / SEARCH_LOG).read_text())
+    wrong = [t for t in log["trials"] if t["label"] == "b8-k2-bs4-cg0"]
+    assert wrong[0]["state"] == "infeasible" and wrong[0]["value"] == 20.0
