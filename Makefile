@@ -84,6 +84,20 @@ vllm-model: setup
 vllm-run: vllm-setup vllm-model
 	$(BIN)/sweeper run sweeps/vllm-cpu.yaml
 
+# GuideLLM in its own venv, for bench/loadgen_ceiling.py's side-by-side row (~1.5 GB). torch is
+# pinned to the CPU wheel first: GuideLLM requires torch, and unpinned it pulls 6 GB of CUDA.
+GUIDELLM_VENV ?= .venv-guidellm
+GUIDELLM ?= guidellm==0.8.1
+.PHONY: guidellm-setup
+guidellm-setup: $(GUIDELLM_VENV)/.installed
+
+$(GUIDELLM_VENV)/.installed:
+	rm -rf $(GUIDELLM_VENV)
+	$(PYTHON) -m venv $(GUIDELLM_VENV)
+	$(GUIDELLM_VENV)/bin/pip install -q "$(TORCH)"
+	$(GUIDELLM_VENV)/bin/pip install -q "$(GUIDELLM)"
+	touch $@
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -93,7 +107,7 @@ bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(SGLANG_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
 # exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU

@@ -68,14 +68,15 @@ class ChunkReader:
         for choice in chunk.get("choices") or []:
             ids = self.ids_of(choice, chunk)
             if ids:
-                self.token_ids.extend(int(t) for t in ids)
+                self.token_ids += ids  # made ints once, in fields()
                 self.saw_ids = carried = True
             text = self.text_of(choice)
             if text:
                 self.texts.append(text)
                 # A stream without ids is timed by its text chunks.
                 carried = carried or not self.saw_ids
-            self.margins.extend(margins_of(choice, self.chat))
+            if choice.get("logprobs"):
+                self.margins += margins_of(choice, self.chat)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         return carried
 
@@ -103,7 +104,7 @@ class ChunkReader:
         the exposure columns the engine reported (None: not reported)."""
         return {
             **{name: self.acceptance.get(name) for name in EXPOSURE_COLUMNS},
-            "token_ids": list(self.token_ids),
+            "token_ids": list(map(int, self.token_ids)),
             "text": self.text,
             "top2_margins": list(self.margins),
             "finish_reason": self.finish_reason,

@@ -23,14 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
 from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.arrivals import ArrivalProfile
 from sweeper.measure.client import stream_request
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.pool import ClosedLoop, Load, OpenLoop, run_load
 from sweeper.measure.senders import spec_payload
+from sweeper.measure.sse_http import StreamClient
 from sweeper.measure.workload import WorkloadResult, expand_requests
 from sweeper.plan import Point, RequestConfig
 from sweeper.spec import RuntimeSpec, WorkloadSpec
@@ -144,7 +143,7 @@ def drive_point(
 async def _warm_up(
     base_url: str, prompts: list[RequestSpec], engine: Engine, model: str | None
 ) -> None:
-    async with httpx.AsyncClient(timeout=httpx.Timeout(600.0, connect=10.0)) as client:
+    async with StreamClient() as client:
         for spec in prompts:
             await stream_request(client, base_url, replace(spec, repeat=-1), engine, model=model)
 

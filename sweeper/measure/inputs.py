@@ -32,6 +32,7 @@ import httpx
 
 from sweeper.engines.base import Engine
 from sweeper.measure.client import stream_request
+from sweeper.measure.sse_http import StreamClient
 from sweeper.measure.workload import expand_requests
 from sweeper.results.store import atomic_write
 from sweeper.spec import PromptSpec, WorkloadSpec
@@ -95,8 +96,8 @@ class Inputs:
         return all(pid in prompts for pid in wanted)
 
     async def _build(self, base_url: str, model: str | None) -> dict[str, Any]:
-        timeout = httpx.Timeout(600.0, connect=10.0)
-        async with httpx.AsyncClient(timeout=timeout) as client:
+        async with StreamClient() as stream:
+            client = stream.control  # tokenizing; answers are streamed by the measuring client
             prompts = await self._synthetic(client, base_url, model)
             answers: dict[str, str] = {}
             needed = {pid for p in self.workload.prompts for pid in p.answers_from}
@@ -104,7 +105,7 @@ class Inputs:
                 if prompt.answers_from:
                     prompts[prompt.id] = {"messages": filled(prompt, answers)}
                 if prompt.id in needed:
-                    answer = await self._answer(client, base_url, model, prompt, prompts)
+                    answer = await self._answer(stream, base_url, model, prompt, prompts)
                     answers[prompt.id] = answer
         return {"prompts": prompts, "answers": answers, "asked_of": base_url}
 
@@ -132,7 +133,7 @@ class Inputs:
 
     async def _answer(
         self,
-        client: httpx.AsyncClient,
+        client: StreamClient,
         base_url: str,
         model: str | None,
         prompt: PromptSpec,

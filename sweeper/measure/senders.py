@@ -1,8 +1,9 @@
 """Senders: how one request is written and its stream read, named by import path for the workers.
 
-A sender is an async function `(client: httpx.AsyncClient, base_url: str, payload: dict) ->
-dict`: it sends one request described by a plain-dict payload and returns a plain-dict record
-(it must not raise for HTTP trouble; it puts the reason in the record's `error`). Worker
+A sender is an async function `(client: StreamClient, base_url: str, payload: dict) -> dict`
+(sweeper.measure.sse_http; its `control` is an httpx client for anything but the stream): it
+sends one request described by a plain-dict payload and returns a plain-dict record (it must
+not raise for HTTP trouble; it puts the reason in the record's `error`). Worker
 processes import it by path, "module:function", so an engine module can supply its own without
 the pool knowing engines. `DEFAULT_SENDER` streams a request through
 `sweeper.measure.client.stream_request` with the engine the payload names: its payload is a
@@ -22,14 +23,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-import httpx
-
 from sweeper.engines.base import Engine, HttpRequest, RequestSpec
 from sweeper.engines.registry import engine_for
 from sweeper.measure.client import stream_request
+from sweeper.measure.sse_http import StreamClient
 from sweeper.spec import RuntimeSpec
 
-Sender = Callable[[httpx.AsyncClient, str, dict[str, Any]], Awaitable[dict[str, Any]]]
+Sender = Callable[[StreamClient, str, dict[str, Any]], Awaitable[dict[str, Any]]]
 DEFAULT_SENDER = "sweeper.measure.senders:openai_stream"
 
 
@@ -82,7 +82,7 @@ def _engine(runtime: Mapping[str, Any] | None) -> Engine:
 
 
 async def openai_stream(
-    client: httpx.AsyncClient, base_url: str, payload: Mapping[str, Any]
+    client: StreamClient, base_url: str, payload: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Stream one request (`sweeper.measure.client.stream_request`) from a `spec_payload`."""
     fields = dict(payload)

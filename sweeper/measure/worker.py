@@ -1,4 +1,5 @@
-"""One load worker process: its share of a point's requests, sent with asyncio + httpx.
+"""One load worker process: its share of a point's requests, sent with asyncio over the
+measurement transport (sweeper.measure.sse_http).
 
 Two ways to hold the load, chosen by the parent (sweeper.measure.pool):
 - slots: this worker runs `slots` loops; each takes the next request index from a counter shared
@@ -27,9 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from sweeper.measure.senders import Sender, load_sender
+from sweeper.measure.sse_http import StreamClient
 
 #: The loop-lag ticker's period. 5 ms: a few hundred wake-ups a second cost nothing, and its own
 #: granularity (epoll rounds timeouts up to 1 ms) stays well below sweeper.measure.selfcheck's
@@ -95,16 +95,13 @@ class _Worker:
         self.t0 = 0
         self.sent = 0
         self.sender: Sender = load_sender(job.sender)
-        self.client: httpx.AsyncClient | None = None
+        self.client: StreamClient | None = None
         self.inflight: set[asyncio.Task[None]] = set()
 
     async def run(self, t0_ns: Any, start: Any) -> None:
         job = self.job
-        limits = httpx.Limits(max_connections=job.slots or None, max_keepalive_connections=None)
-        timeout = httpx.Timeout(job.request_timeout_s, connect=10.0, pool=None)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+        async with StreamClient(timeout_s=job.request_timeout_s) as client:
             self.client = client
-            _preimport()
             self.results.put(("ready", job.worker, None))
             loop = asyncio.get_running_loop()
             if not await loop.run_in_executor(None, start.wait, START_WAIT_S):
@@ -222,14 +219,6 @@ class _Worker:
             now = time.monotonic_ns()
             self.lags_ns.append(now - due)
             due = now + period
-
-
-def _preimport() -> None:
-    """Import what httpx loads lazily on its first request (~60 ms idle, 200+ ms on a busy box),
-    so that it does not stall every worker's loop at t0. Nothing is sent to the server."""
-    import anyio._backends._asyncio  # noqa: F401
-    import anyio.streams.tls  # noqa: F401
-    import anyio.to_thread  # noqa: F401
 
 
 async def _sleep_until(due_ns: int) -> None:

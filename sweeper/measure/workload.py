@@ -15,11 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import httpx
-
 from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.client import stream_request
 from sweeper.measure.selfcheck import ClientCheck
+from sweeper.measure.sse_http import StreamClient
 from sweeper.spec import PromptSpec
 
 
@@ -118,9 +117,7 @@ async def run_requests(
     `after_warmup` runs between the two (no request in flight): where per-server counters are
     read, so a point's acceptance counts its measured requests only.
     """
-    limits = httpx.Limits(max_connections=max(concurrency, 1) + 2, max_keepalive_connections=None)
-    timeout = httpx.Timeout(timeout_s, connect=10.0)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+    async with StreamClient(timeout_s=timeout_s) as client:
         for i in range(min(warmup, len(requests)) if requests else 0):
             warm = replace(requests[i], repeat=-1)
             await stream_request(client, base_url, warm, engine, model=model)

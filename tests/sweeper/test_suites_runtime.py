@@ -9,7 +9,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from ddtree_runtime.server.local_server import LocalServer
@@ -17,6 +16,7 @@ from sweeper.engines.registry import engine_for
 from sweeper.measure.client import stream_request
 from sweeper.measure.inputs import Inputs
 from sweeper.measure.lengths import request_columns
+from sweeper.measure.sse_http import StreamClient
 from sweeper.measure.workload import expand_requests
 from sweeper.spec import RuntimeSpec, parse_spec
 
@@ -55,7 +55,7 @@ def test_synthetic_prompts_are_served_at_exactly_their_asked_length(
     )
 
     async def send_all() -> list[dict]:
-        async with httpx.AsyncClient(timeout=300) as client:
+        async with StreamClient(timeout_s=300) as client:
             return [
                 await stream_request(client, server.url, r, engine, model=MODEL) for r in requests
             ]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+from sweeper.measure.sse_http import StreamClient
 
 
-async def echo_sender(client: httpx.AsyncClient, base_url: str, payload: dict) -> dict[str, Any]:
+async def echo_sender(client: StreamClient, base_url: str, payload: dict) -> dict[str, Any]:
     if payload.get("boom"):
         raise RuntimeError("boom")
     return {"echo": payload["k"], "error": None, "index": "not the sender's to set"}

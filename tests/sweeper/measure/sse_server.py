@@ -2,13 +2,15 @@
 
 Not uvicorn (which is itself the bottleneck at these rates): an asyncio.Protocol speaking
 HTTP/1.1 keep-alive with chunked transfer encoding, streaming `max_tokens` one-token SSE events
-per request, then the finish event with `usage`, then `data: [DONE]`. Flags pace it:
-`--first-delay S` before the first token, `--token-delay S` between tokens (0: as fast as the
-socket takes them). Each event is its own HTTP chunk, as uvicorn/starlette stream them. It
-counts requests in flight exactly (from the parsed request to the last byte written) and serves
-them as JSON on GET /stats: the peak, and the seconds spent at each in-flight level since the
-last POST /reset. (When the client reads slower than it writes, the socket buffers hold the
-rest of a response, so the server's count then runs below the client's.)
+per request (`max_tokens`, or `max_completion_tokens` as newer chat clients send it), then the
+finish event with `usage`, then `data: [DONE]`. Flags pace it: `--first-delay S` before the
+first token, `--token-delay S` between tokens (0: as fast as the socket takes them). Each event
+is its own HTTP chunk, as uvicorn/starlette stream them. It counts requests in flight exactly
+(from the parsed request to the last byte written) and serves them as JSON on GET /stats: the
+peak, the requests served and the token chunks they carried, and the seconds spent at each
+in-flight level since the last POST /reset. (When the client reads slower than it writes, the
+socket buffers hold the rest of a response, so the server's count then runs below the
+client's.)
 
     python tests/sweeper/measure/sse_server.py --port 0   # prints "READY <port>"
 """
@@ -49,6 +51,7 @@ class Counter:
     def reset(self) -> None:
         self.peak = self.level
         self.served = 0
+        self.chunks = 0
         self.time_at: dict[int, float] = {}
         self.last = time.monotonic()
 
@@ -67,6 +70,7 @@ class Counter:
             "in_flight": self.level,
             "peak": self.peak,
             "served": self.served,
+            "chunks": self.chunks,
             "time_at": {str(k): v for k, v in sorted(self.time_at.items())},
         }
 
@@ -149,7 +153,7 @@ class Conn(asyncio.Protocol):
             await self.writable.wait()
 
     async def _stream(self, req: dict, *, chat: bool) -> None:
-        n = int(req.get("max_tokens") or 16)
+        n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
         s = self.server
         s.counter.step(+1)
         try:
@@ -178,6 +182,7 @@ class Conn(asyncio.Protocol):
             final = {"choices": [{"index": 0, "text": "", "finish_reason": "length"}]}
             tail = b"data: %s\n\ndata: [DONE]\n\n" % json.dumps({**final, "usage": usage}).encode()
             await self._write(_chunk(tail) + b"0\r\n\r\n")
+            s.counter.chunks += n
         except ConnectionError:
             pass
         finally:
