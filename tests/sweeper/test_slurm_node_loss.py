@@ -72,7 +72,7 @@ def _measuring_on(log: Path, node: str) -> bool:
     strict=False,
     reason="known bug, found at the end of the session that added the capability probe and the "
     "host-load probe: a node killed as a point starts can leave the sweep waiting past 400 s with "
-    "no 'lost' line (the allocation's watchdog never fires); 2 of 4 quiet runs, 0 of 4 loaded",
+    "no 'lost' line (the worker never reports the loss; cause not yet found); 2 of 4 quiet runs",
 )
 def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Path) -> None:
     slurm = own_cluster
