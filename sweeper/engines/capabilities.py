@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from sweeper.engines.base import Capabilities, EngineError, HttpRequest
+from sweeper.engines.base import Capabilities, EngineError, HttpRequest, RequestSpec
 
 if TYPE_CHECKING:
     from sweeper.engines.stream import ChunkReader
+    from sweeper.plan import ServerConfig
 
 #: Token-id paths, best first (exact ids before recovered ones before re-tokenized text).
 TOKEN_ID_PATHS = ("openai", "sglext", "native", "logprobs", "tokenize", "none")
@@ -55,6 +56,18 @@ class Negotiated:
     `margins_allowed` before asking for logprobs."""
 
     capabilities: Capabilities | None = None
+    #: Whether the engine's reader recovers ids a stream lacks (logprob tokens, `/tokenize`).
+    recovers_ids = False
+
+    def negotiate(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None,
+    ) -> Capabilities:  # fmt: skip
+        """The engines with one way to ask (their own OpenAI request) negotiate alike."""
+        speculative = server_config.mode == "speculative"
+        return negotiate_openai(
+            self, client, base_url, speculative, probe, model, recovers_ids=self.recovers_ids
+        )
 
     def bind(self, capabilities: Capabilities | None) -> Any:
         """A copy of this engine that writes requests for `capabilities`' paths."""

@@ -26,7 +26,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
-from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_openai
+from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.common import (
     SETTINGS,
     api_path,
@@ -190,13 +190,6 @@ class DDTreeRuntime(Negotiated):
                 "source hash equals the manifest's" if self.source_hash else "source hash recorded",
             ),
         )
-
-    def negotiate(
-        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
-        probe: RequestSpec, model: str | None,
-    ) -> Capabilities:  # fmt: skip
-        speculative = server_config.mode == "speculative"
-        return negotiate_openai(self, client, base_url, speculative, probe, model)
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
         body = openai_body(spec, model, margins=self.margins_allowed())

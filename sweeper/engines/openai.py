@@ -31,7 +31,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
-from sweeper.engines.capabilities import Capabilities, Negotiated, negotiate_openai
+from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.common import api_path, openai_body
 from sweeper.engines.sglang import SGLangReader
 from sweeper.engines.stream import ChunkReader
@@ -106,6 +106,7 @@ class OpenAIEndpoint(Negotiated):
     """See the module docstring."""
 
     name = "openai"
+    recovers_ids = True
     launched = False
     health_path = "/v1/models"
     #: Output-length fields it takes: none assumed of an endpoint nobody here wrote (what it
@@ -154,15 +155,6 @@ class OpenAIEndpoint(Negotiated):
             info={"engine": "openai", **reported},
             proven=tuple(proven),
             unproven=UNPROVEN + (() if version else ("what software the server is",)),
-        )
-
-    def negotiate(
-        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
-        probe: RequestSpec, model: str | None,
-    ) -> Capabilities:  # fmt: skip
-        speculative = server_config.mode == "speculative"
-        return negotiate_openai(
-            self, client, base_url, speculative, probe, model, recovers_ids=True
         )
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:

@@ -31,7 +31,6 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
 )
-from sweeper.engines.capabilities import Capabilities, negotiate_openai
 from sweeper.engines.common import (
     ModuleServer,
     api_path,
@@ -158,13 +157,6 @@ class VLLM(ModuleServer):
         if wrong:
             raise EngineError("speculative_config mismatch: " + "; ".join(wrong))
         return got
-
-    def negotiate(
-        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
-        probe: RequestSpec, model: str | None,
-    ) -> Capabilities:  # fmt: skip
-        speculative = server_config.mode == "speculative"
-        return negotiate_openai(self, client, base_url, speculative, probe, model)
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
         body = openai_body(spec, model, margins=self.margins_allowed())
