@@ -5,10 +5,7 @@ speculative server, and fails with one line where no path gives ids."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 import httpx
 import pytest
@@ -18,9 +15,8 @@ from sweeper.engines.capabilities import CapabilityError, error_message
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
-from sweeper.poll import wait_until
 from sweeper.spec import RuntimeSpec
-from tests.sweeper.conftest import fake_argv
+from tests.sweeper.conftest import fake_argv, serving
 
 
 def test_error_bodies_of_every_shape() -> None:
@@ -47,24 +43,8 @@ SPEC = ServerConfig.make("speculative", {"budget": 4}, ("budget",))
 PROBE = RequestSpec(prompt_id="p", prompt="hello there", max_tokens=4, temperature=0.0)
 
 
-@contextmanager
-def fake(port: int, **env: str) -> Iterator[str]:
-    argv = fake_argv(port, "L1")
-    proc = subprocess.Popen(argv, env={**os.environ, "FAKE_START_DELAY": "0", **env})
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_until(up, timeout_s=30, interval_s=0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+def fake(port: int, **env: str) -> AbstractContextManager[str]:
+    return serving(fake_argv(port, "L1"), port, env)
 
 
 def test_the_runtime_negotiates_its_own_paths(port: int) -> None:

@@ -7,11 +7,8 @@ SGLang builds are checked in tests/engines_oracles."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,9 +19,9 @@ from sweeper.engines.base import RequestSpec
 from sweeper.engines.capabilities import CapabilityError, probe
 from sweeper.engines.sglang import SGLang, read_metrics
 from sweeper.plan import ServerConfig
-from sweeper.poll import wait_until
 from sweeper.spec import RuntimeSpec
 from tests.sweeper import fake_sglang
+from tests.sweeper.conftest import serving
 
 FAKE = Path(fake_sglang.__file__)
 RUNTIME = RuntimeSpec.model_validate(
@@ -37,24 +34,9 @@ DDTREE = ServerConfig.make(
 PROMPT = RequestSpec(prompt_id="p", prompt="the tide comes in", max_tokens=9, temperature=0.0)
 
 
-@contextmanager
-def served(port: int, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def served(port: int, *args: str, env: dict[str, str] | None = None) -> AbstractContextManager[str]:
     argv = [sys.executable, str(FAKE), "--model-path", "m", "--port", str(port), *args]
-    proc = subprocess.Popen(argv, env={**os.environ, **(env or {}), "FAKE_START_DELAY": "0"})
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_until(up, timeout_s=30, interval_s=0.05)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    return serving(argv, port, env)
 
 
 def _negotiate(url: str, sc: ServerConfig, spec: RequestSpec = PROMPT):  # type: ignore[no-untyped-def]
