@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from itertools import pairwise
 from typing import Any
 
 import httpx
@@ -244,8 +245,9 @@ class SGLang(ModuleServer):
     def requirements(self) -> HostRequirements:
         # A GPU unless the spec serves on the CPU (`runtime.device: cpu`, or --device in its args).
         args = self.runtime.extra_args
-        on_cpu = self.runtime.device == "cpu" or any(
-            a == "--device=cpu" or (a == "--device" and nxt == "cpu")
-            for a, nxt in zip(args, [*args[1:], ""][: len(args)], strict=True)
+        on_cpu = (
+            self.runtime.device == "cpu"
+            or "--device=cpu" in args
+            or ("--device", "cpu") in pairwise(args)
         )
         return HostRequirements(("torch", "transformers", "sglang"), gpu=not on_cpu)
