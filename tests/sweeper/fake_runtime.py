@@ -69,8 +69,14 @@ FINGERPRINTED = (
 )
 
 
+# Flags whose values are names, never numbers: a launch id is random hex, and one such as
+# "840920654670e119" reads as a float (a CI run once failed on exactly that).
+TEXT_FLAGS = frozenset({"launch_id", "host", "model", "served_model_name"})
+
+
 def parse_flags(argv: list[str]) -> dict[str, Any]:
-    """`--a 1 --b --no-c` -> {"a": 1, "b": True, "c": False}; numbers parsed, dashes -> _."""
+    """`--a 1 --b --no-c` -> {"a": 1, "b": True, "c": False}; numbers parsed (not in TEXT_FLAGS),
+    dashes -> _."""
     out: dict[str, Any] = {}
     i = 0
     while i < len(argv):
@@ -81,9 +87,9 @@ def parse_flags(argv: list[str]) -> dict[str, Any]:
         key = arg[2:].replace("-", "_")
         if "=" in key:
             key, raw = key.split("=", 1)
-            out[key] = _value(raw)
+            out[key] = raw if key in TEXT_FLAGS else _value(raw)
         elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            out[key] = _value(argv[i + 1])
+            out[key] = argv[i + 1] if key in TEXT_FLAGS else _value(argv[i + 1])
             i += 1
         elif key.startswith("no_"):
             out[key[3:]] = False
