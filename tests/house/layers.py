@@ -7,7 +7,7 @@ Top to bottom, the same picture as the README's "Layers":
     cli                                     the typer app
     commands                                one module per verb: parse, call, print
     doctor                                  is a host ready? (checks, the Slurm doctor)
-    runner, schedule                        the order of a sweep (and its serving records); cron, nightly
+    runner, schedule                        the order of a sweep, its serving records; cron, nightly
     report, search, exit_codes              HTML; which config to try next; exit codes
     diagnosis                               factors, rule, follow-up experiments, evidence
     analysis | measure                      records -> verdicts | readiness, client, load -> records
@@ -67,7 +67,7 @@ def layer_violations(root: Path) -> list[str]:
             if there is None or there == here or there not in RANK:
                 continue
             if RANK[there] < RANK[here]:
-                found.add(f"{module} imports {target}: {here} may not import {there}, a layer above it")
+                found.add(f"{module} imports {target}: {here} may not import {there} (above it)")
             elif RANK[there] == RANK[here]:
                 found.add(f"{module} imports {target}: {here} and {there} share a layer")
     return sorted(found)
