@@ -34,7 +34,6 @@ from sweeper.measure.point import (
     point_columns,
 )
 from sweeper.measure.readiness import (
-    Identity,
     ReadinessError,
     Where,
     negotiate,
@@ -48,6 +47,7 @@ from sweeper.results.records import PointRecord, RequestRecord, RunStatus
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import Instance, ServiceError
 from sweeper.services.backends import Backend
+from sweeper.services.identity import Identity
 from sweeper.serving import Serving as _Step
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.serving import base_url as serving_url

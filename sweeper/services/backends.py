@@ -30,7 +30,7 @@ from sweeper.services.bundle import (
     runtime_package_dir,
 )
 from sweeper.services.endpoint import EndpointService
-from sweeper.services.process import ProcessService
+from sweeper.services.local_process import ProcessService
 from sweeper.spec import HostSpec, RemoteHostSpec, SlurmHostSpec, Spec, SSHHostSpec
 from sweeper.workers import Workers
 

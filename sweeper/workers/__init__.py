@@ -13,9 +13,9 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from sweeper.measure.readiness import Identity
 from sweeper.plan import HostPlan, Point, Step
 from sweeper.progress import SweepProgress
+from sweeper.services.identity import Identity
 
 B = TypeVar("B")
 

@@ -29,8 +29,8 @@ from typing import Any, Generic
 
 from sweeper.hosts import HostError
 from sweeper.hosts.slurm import Allocation, AllocationRefused, SlurmLogin
-from sweeper.measure.readiness import Identity
 from sweeper.plan import Step
+from sweeper.services.identity import Identity
 from sweeper.workers import B, Work, WorkerHooks
 from sweeper.workers.queue import MAX_RELOCATIONS, ConfigQueue
 

@@ -25,8 +25,6 @@ KNOWN = {
     "services.backends imports sweeper.workers",
     "spec.model imports sweeper.engines",
     "spec.runtime imports sweeper.engines",
-    "workers imports sweeper.measure",
-    "workers.slurm imports sweeper.measure",
 }
 
 
