@@ -46,13 +46,13 @@ from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.records import PointRecord, RequestRecord, RunStatus
 from sweeper.results.store import RunStore, utc_now
 from sweeper.services import Instance, ServiceError
-from sweeper.services.backends import Backend
 from sweeper.services.identity import Identity
 from sweeper.serving import Serving as _Step
 from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.serving import base_url as serving_url
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
+from sweeper.workers.backends import Backend
 
 
 @dataclass
