@@ -7,12 +7,12 @@ Top to bottom, the same picture as the README's "Layers":
     cli                                     the typer app
     commands                                one module per verb: parse, call, print
     doctor                                  is a host ready? (checks, the Slurm doctor)
-    runner, schedule                        the order of a sweep (and its serving records); cron, nightly
+    runner, schedule                        a sweep's order (and its serving records); cron, nightly
     report, search, exit_codes              HTML; which config to try next; exit codes
     diagnosis                               factors, rule, follow-up experiments, evidence
     analysis | measure                      records -> verdicts | readiness, client, load -> records
-    workers                                 Slurm allocations, work dealt to them
-    services                                how a server is kept running (process, unit, step)
+    workers                                 backends per host; Slurm allocations, work dealt to them
+    services                                a server kept running (process, unit, step); who it is
     hosts                                   where commands run and files go
     engines                                 adapters: argv, readiness, proof, request, stream
     plan                                    grid -> server configs and request configs
@@ -67,7 +67,9 @@ def layer_violations(root: Path) -> list[str]:
             if there is None or there == here or there not in RANK:
                 continue
             if RANK[there] < RANK[here]:
-                found.add(f"{module} imports {target}: {here} may not import {there}, a layer above it")
+                found.add(
+                    f"{module} imports {target}: {here} may not import {there}, a layer above it"
+                )
             elif RANK[there] == RANK[here]:
                 found.add(f"{module} imports {target}: {here} and {there} share a layer")
     return sorted(found)
