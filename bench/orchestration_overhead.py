@@ -29,9 +29,9 @@ from sweeper.plan import build_plan  # noqa: E402
 from sweeper.progress import PlainProgress  # noqa: E402
 from sweeper.results.store import RunStore  # noqa: E402
 from sweeper.runner import Runner  # noqa: E402
-from sweeper.services.backends import Backend  # noqa: E402
-from sweeper.services.process import ProcessService  # noqa: E402
+from sweeper.services.local_process import ProcessService  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402
+from sweeper.workers.backends import Backend  # noqa: E402
 from tests.sweeper.conftest import free_port  # noqa: E402
 from tests.sweeper.sweep_fixtures import fake_runtime_env  # noqa: E402
 

@@ -46,11 +46,11 @@ from sweeper.progress import PlainProgress  # noqa: E402
 from sweeper.results.store import RunStore  # noqa: E402
 from sweeper.runner import Runner  # noqa: E402
 from sweeper.services import Launch, Service  # noqa: E402
-from sweeper.services.backends import open_backend  # noqa: E402
-from sweeper.services.proc import read_process  # noqa: E402
+from sweeper.services.identity import read_process  # noqa: E402
 from sweeper.services.slurm import SlurmStepService  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402
+from sweeper.workers.backends import open_backend  # noqa: E402
 from tests import slurm_cluster  # noqa: E402
 from tests.sweeper.sweep_fixtures import shim_env, shim_files  # noqa: E402
 

@@ -162,8 +162,8 @@ def run_sweep(test_host: testhosts.TestHost, n_configs: int) -> None:
     from sweeper.progress import PlainProgress
     from sweeper.results.store import RunStore
     from sweeper.runner import Runner
-    from sweeper.services.backends import open_backend
     from sweeper.spec import load_spec
+    from sweeper.workers.backends import open_backend
     from tests.sweeper.sweep_fixtures import shim_env, shim_files
     from tests.sweeper.testhost_fixture import hosts_yaml
 

@@ -205,7 +205,7 @@ def probe_argv(
     job: str, step_id: str, port: int, python: str, keys: Sequence[str] = ()
 ) -> list[str]:
     """An --overlap step on the allocation's node that reads the server step's /proc (the
-    product reads it with sweeper.services.proc's probe through NodeHost; this one checks what
+    product reads it with sweeper.services.identity's probe through NodeHost; this one checks what
     the node shows from the step's side: every pid `scontrol listpids` gives, their env keys)."""
     return cmd.overlap_argv(job, [python, "-c", PROBE_SOURCE, step_id, str(port), *keys])
 

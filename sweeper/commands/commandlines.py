@@ -11,8 +11,8 @@ from pathlib import Path
 
 from sweeper.engines.registry import engine_for
 from sweeper.plan import Plan
-from sweeper.services.backends import open_backend
 from sweeper.spec import secret_source
+from sweeper.workers.backends import open_backend
 
 LAUNCH_ID = "<launch-id>"
 #: What names a Slurm host's jobs in a run, shown as a placeholder.

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.commands.validate import EXIT_BAD_SPEC
-from sweeper.doctor import Check, check_host
+from sweeper.doctor.checks import Check, check_host
 from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
 from sweeper.spec import (
@@ -33,7 +33,7 @@ EXIT_CHECK_FAILED = 1
 
 def _open(host_spec: LocalHostSpec | SSHHostSpec) -> Host:
     if isinstance(host_spec, SSHHostSpec):
-        from sweeper.services.backends import ssh_host_for  # paramiko only when there are SSH hosts
+        from sweeper.workers.backends import ssh_host_for  # paramiko only when there are SSH hosts
 
         return ssh_host_for(host_spec)
     return LocalHost(host_spec.name)
@@ -66,7 +66,7 @@ def command(
 
     def run_one(host_spec: HostSpec) -> list[Check]:
         if isinstance(host_spec, SlurmHostSpec):
-            from sweeper.doctor_slurm import check_slurm_host  # paramiko only for remote hosts
+            from sweeper.doctor.slurm import check_slurm_host  # paramiko only for remote hosts
 
             return check_slurm_host(host_spec, loaded, sglang=sglang, selftest=selftest)
         target = _open(host_spec)

@@ -33,7 +33,7 @@ from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.schedule.lock import LockBusy, run_lock
 from sweeper.search import SearchOrder
-from sweeper.services.backends import open_backend
+from sweeper.workers.backends import open_backend
 
 
 def _usage(message: str) -> typer.Exit:

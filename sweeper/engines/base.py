@@ -10,7 +10,7 @@ per engine, found by name through `registry.py`; nothing outside `sweeper/engine
 an engine's name.
 
 The proof that the process on the port is the one launched (pid, cmdline, environment, sockets)
-needs no engine and lives in `sweeper.services.proc`; an engine adds what it reports itself.
+needs no engine and lives in `sweeper.services.identity`; an engine adds what it reports itself.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A point's load over N worker processes: closed loop (a concurrency) or open loop (a rate).
 
 `run_load` draws the open-loop schedule once (sweeper.measure.arrivals), splits the work over
-`processes` workers (sweeper.measure.worker; one runs on a thread of this process, more are
-forked processes), starts them all on one t0 of the shared
-monotonic clock, and merges their records in request order. How the load is held:
+`processes` workers (sweeper.measure.load_process; one runs on a thread of this process, more
+are forked processes), starts them all on one t0 of the shared monotonic clock, and merges
+their records in request order. How the load is held:
 - ClosedLoop(concurrency=C): C slots in all (C // N each, the first C % N workers one more),
   pulling request indices from one shared counter: exactly C in flight, globally, until the
   indices run out (or the duration ends), whatever N is.
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from sweeper.measure.arrivals import ArrivalProfile, schedule
+from sweeper.measure.load_process import WorkerJob, worker_main
 from sweeper.measure.selfcheck import ClientCheck, WorkerStats, check_client
 from sweeper.measure.senders import DEFAULT_SENDER, load_sender
-from sweeper.measure.worker import WorkerJob, worker_main
 
 #: Time every worker gets between the start signal and t0, so all start on the same instant
 #: (a lone worker thread needs next to none).
@@ -253,7 +253,7 @@ def _context() -> Any:
     modules already, so a point's workers start in milliseconds rather than each paying an
     interpreter start and the imports (~0.5 s a point on a busy 2-core machine)."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["sweeper.measure.worker"])
+    ctx.set_forkserver_preload(["sweeper.measure.load_process"])
     return ctx
 
 

@@ -4,7 +4,7 @@ Readiness polls the engine's health path every <= 0.25 s (starting faster, cappe
 the deadline, asking the service each time whether the instance died, to fail fast with its log
 tail. Identity then needs two proofs, and a failure of either fails the server config's points
 with the reason (the runner never measures it):
-- from /proc, needing nothing of the engine (`sweeper.services.proc`): the launched process is
+- from /proc, needing nothing of the engine (`sweeper.services.identity`): the launched process is
   alive and new (not the previous instance), runs the requested argv with the requested
   environment, and it alone holds the listening sockets on the port;
 - from the engine (`Engine.prove`): what the server reports of its effective config (the
@@ -17,18 +17,17 @@ and the identity carries the choice and its evidence to the manifest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import httpx
 
-from sweeper.engines.base import Engine, EngineError, EngineProof
-from sweeper.engines.capabilities import Capabilities
+from sweeper.engines.base import Engine, EngineError
 from sweeper.hosts import Host
 from sweeper.measure.drive import probe_spec
 from sweeper.plan import ServerConfig
 from sweeper.poll import WaitAborted, WaitTimeout, wait_until
 from sweeper.services import Instance, Service
-from sweeper.services.proc import ProbeError, ProcessFacts, check_process, read_process
+from sweeper.services.identity import Identity, ProbeError, check_process, read_process
 from sweeper.spec import WorkloadSpec
 
 POLL_CAP_S = 0.25
@@ -42,25 +41,6 @@ class ReadinessError(RuntimeError):
         super().__init__(reason)
         self.reason = reason
         self.log_tail = log_tail
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who answered: the process /proc showed and what the engine reported."""
-
-    launch_id: str
-    process: ProcessFacts | None
-    proof: EngineProof
-    #: What was proven and what could not be, in words (the manifest records both).
-    proven: tuple[str, ...] = ()
-    unproven: tuple[str, ...] = ()
-    model: str | None = field(default=None)
-    #: What the server gives and the paths chosen (None until `negotiate`).
-    capabilities: Capabilities | None = None
-
-    @property
-    def fingerprint(self) -> str | None:
-        return self.proof.fingerprint
 
 
 def wait_healthy(

@@ -2,8 +2,8 @@
 
 Every worker process measures, over the point's span (t0 to its last record), its CPU time
 (user + sys, `time.process_time`) over that wall span and the lateness of an event-loop ticker
-that asks to wake every `sweeper.measure.worker.TICK_S`. Every open-loop send records how late
-it left (`late_s`): after its scheduled time or, when it had to wait for a free
+that asks to wake every `sweeper.measure.load_process.TICK_S`. Every open-loop send records how
+late it left (`late_s`): after its scheduled time or, when it had to wait for a free
 `max_concurrency` slot, after that slot freed (the wait itself is the load shape's, not the
 client's). A point breaching any bound
 below (lag and lateness taken at the `CHECK_PERCENTILE` of their samples) is `client_bound`:
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.measure.worker import WorkerStats
+from sweeper.measure.load_process import WorkerStats
 
 #: Above 90% of one core a process has no headroom: callbacks queue behind each other and every
 #: timestamp it takes includes that queueing. (A starved process can sit far below this, since

@@ -3,7 +3,9 @@
 The runner owns what happens to one config (`run_step`: start, readiness, identity, the points);
 a pool owns which worker runs which config, when, and where. A local or SSH host is one worker
 running its configs in plan order on its own backend (`InOrder`); a Slurm cluster has one worker
-per allocation sharing the configs through a `ConfigQueue` (`slurm.py`, `queue.py`).
+per allocation sharing the configs through a `ConfigQueue` (`slurm.py`, `queue.py`; an
+allocation's request until it runs, shared with the doctor: `allocation.py`). Which host, service
+and pool serve each host of the spec: `backends.py`.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
-from sweeper.measure.readiness import Identity
 from sweeper.plan import HostPlan, Point, Step
 from sweeper.progress import SweepProgress
+from sweeper.services.identity import Identity
 
 B = TypeVar("B")
 

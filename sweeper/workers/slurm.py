@@ -29,9 +29,11 @@ from typing import Any, Generic
 
 from sweeper.hosts import HostError
 from sweeper.hosts.slurm import Allocation, AllocationRefused, SlurmLogin
-from sweeper.measure.readiness import Identity
+from sweeper.hosts.slurm_commands import JobLine
 from sweeper.plan import Step
+from sweeper.services.identity import Identity
 from sweeper.workers import B, Work, WorkerHooks
+from sweeper.workers.allocation import allocate
 from sweeper.workers.queue import MAX_RELOCATIONS, ConfigQueue
 
 #: Seconds between plain-progress lines of one unchanged queue wait.
@@ -248,47 +250,43 @@ class SlurmWorkers(Generic[B]):
     ) -> Allocation | None:
         """Submit an allocation and wait for it to run: None when refused, past the deadline,
         when there is nothing left to run, or when the sweep stops (the request is cancelled)."""
-        try:
-            job = self.login.submit()
-        except AllocationRefused as exc:
-            self.reasons.append(str(exc))
-            hooks.progress.status(host, f"{name}: {exc}")
-            return None
-        started = time.monotonic()
         shown: tuple[str, float] | None = None
-        while True:
-            try:
-                line = self.login.job(job)
-            except HostError:
-                hooks.stop.wait(self.policy.poll_s)  # squeue did not answer: ask again
-                continue
-            waited = time.monotonic() - started
-            if line is not None and line.state == "RUNNING":
-                allocation = self.login.allocation(job, line)
-                hooks.timing("queue_s", waited)
-                hooks.timing("allocations", 1)
-                hooks.progress.status(
-                    host, f"{name}: job {job} running on {line.node} after {waited:.1f} s queued"
-                )
-                return allocation
-            if line is None or line.state not in ("PENDING", "CONFIGURING"):
-                self.reasons.append(f"{name}: {self.login.end_reason(job)}")
-                self.login.cancel(job)
-                return None
-            if hooks.stop.is_set() or queue.finished():
-                self.login.cancel(job)
-                return None
-            if deadline_s is not None and waited > deadline_s:
-                self.login.cancel(job)
-                why = f"no node within {deadline_s:.0f} s (job {job} {line.state}: {line.reason})"
-                self.reasons.append(f"{name}: {why}")
-                hooks.progress.status(host, f"{name}: {why}; its configs go to the other workers")
-                return None
+
+        def queued(job: str, line: JobLine, waited: float) -> None:
+            nonlocal shown
             if shown is None or shown[0] != line.reason or waited - shown[1] > QUEUE_NOTE_S:
                 why = f" ({line.reason})" if line.reason not in ("", "None") else ""
                 hooks.progress.status(host, f"{name}: job {job} queued{why}")
                 shown = (line.reason, waited)
-            hooks.stop.wait(self.policy.poll_s)
+
+        try:
+            asked = allocate(
+                self.login,
+                deadline_s=deadline_s,
+                poll_s=self.policy.poll_s,
+                stop=hooks.stop,
+                give_up=queue.finished,
+                queued=queued,
+            )
+        except AllocationRefused as exc:
+            self.reasons.append(str(exc))
+            hooks.progress.status(host, f"{name}: {exc}")
+            return None
+        job, waited, allocation = asked.job, asked.waited, asked.allocation
+        if allocation is not None:
+            hooks.timing("queue_s", waited)
+            hooks.timing("allocations", 1)
+            hooks.progress.status(
+                host, f"{name}: job {job} running on {allocation.node} after {waited:.1f} s queued"
+            )
+        elif asked.ended is not None:
+            self.reasons.append(f"{name}: {asked.ended}")
+        elif asked.late is not None:
+            late = asked.late
+            why = f"no node within {deadline_s:.0f} s (job {job} {late.state}: {late.reason})"
+            self.reasons.append(f"{name}: {why}")
+            hooks.progress.status(host, f"{name}: {why}; its configs go to the other workers")
+        return allocation
 
 
 class _Held(Generic[B]):

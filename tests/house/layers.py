@@ -11,8 +11,8 @@ Top to bottom, the same picture as the README's "Layers":
     report, search, exit_codes              HTML; which config to try next; exit codes
     diagnosis                               factors, rule, follow-up experiments, evidence
     analysis | measure                      records -> verdicts | readiness, client, load -> records
-    workers                                 Slurm allocations, work dealt to them
-    services                                how a server is kept running (process, unit, step)
+    workers                                 backends per host; Slurm allocations, work dealt to them
+    services                                a server kept running (process, unit, step); who it is
     hosts                                   where commands run and files go
     engines                                 adapters: argv, readiness, proof, request, stream
     plan                                    grid -> server configs and request configs

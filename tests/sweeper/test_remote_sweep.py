@@ -23,8 +23,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweeper.services.backends import runtime_bundle
 from sweeper.services.bundle import release_dir
+from sweeper.workers.backends import runtime_bundle
 from tests.sweeper.sweep_fixtures import shim_env, shim_files
 from tests.sweeper.testhost_fixture import hosts_yaml, ssh_host
 from tests.testhosts import TestHost

@@ -15,7 +15,7 @@ import pytest
 
 from sweeper.results.reader import POINTS_LOG
 from sweeper.results.store import RunStore
-from sweeper.services.process import port_in_use
+from sweeper.services.local_process import port_in_use
 from tests.signals import default_signals
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 

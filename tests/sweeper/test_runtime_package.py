@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from sweeper.engines.ddtree_runtime import runtime_source_hash
-from sweeper.services.backends import open_backend, runtime_bundle
 from sweeper.services.bundle import runtime_package_dir
 from sweeper.spec import SpecError, load_spec
+from sweeper.workers.backends import open_backend, runtime_bundle
 from tests.sweeper.planted import plant_fault
 from tests.sweeper.sweep_fixtures import shim_files, write_spec
 

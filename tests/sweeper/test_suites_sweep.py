@@ -20,7 +20,7 @@ from sweeper.plan.followup import plan_followup
 from sweeper.report.assemble import load_run
 from sweeper.report.render import render_html
 from sweeper.spec import load_spec
-from tests.sweeper.test_runner import _run
+from tests.sweeper.runner.test_runner import _run
 
 pytestmark = pytest.mark.slow
 

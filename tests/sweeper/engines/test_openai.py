@@ -19,7 +19,7 @@ import yaml
 from sweeper.measure.readiness import wait_healthy
 from sweeper.report.assemble import load_run
 from sweeper.services import Launch
-from sweeper.services.process import ProcessService
+from sweeper.services.local_process import ProcessService
 from tests.sweeper.conftest import fake_argv, free_port
 
 pytestmark = pytest.mark.slow

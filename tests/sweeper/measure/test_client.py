@@ -13,7 +13,7 @@ from sweeper.measure.client import token_sha256
 from sweeper.measure.readiness import wait_healthy
 from sweeper.measure.workload import expand_requests, run_requests
 from sweeper.services import Launch
-from sweeper.services.process import ProcessService
+from sweeper.services.local_process import ProcessService
 from sweeper.spec import PromptSpec, RuntimeSpec
 from tests.sweeper.conftest import fake_argv, free_port
 from tests.sweeper.fake_runtime import token_ids

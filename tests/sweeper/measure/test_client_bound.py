@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.measure.load_process import WorkerStats
 from sweeper.measure.selfcheck import (
     CHECK_PERCENTILE,
     CPU_SHARE_MAX,
@@ -19,7 +20,6 @@ from sweeper.measure.selfcheck import (
     achieved,
     check_client,
 )
-from sweeper.measure.worker import WorkerStats
 from tests.sweeper.measure.cpu_limit import cpu_limited, why_no_cpu_limit
 from tests.sweeper.measure.sse_server import start_server
 

@@ -11,9 +11,9 @@ import pytest
 
 from sweeper.engines.base import RequestSpec
 from sweeper.measure.arrivals import ArrivalProfile, exponential_ks, schedule
+from sweeper.measure.load_process import UNFINISHED
 from sweeper.measure.pool import NOT_SENT, ClosedLoop, OpenLoop, run_load
 from sweeper.measure.senders import spec_payload
-from sweeper.measure.worker import UNFINISHED
 from tests.sweeper.measure.sse_server import TOKEN_ID, start_server
 
 pytestmark = pytest.mark.slow

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from sweeper.engines.base import RequestSpec
+from sweeper.measure.load_process import UNFINISHED
 from sweeper.measure.point import measured_point, point_columns
 from sweeper.measure.pool import NOT_SENT
 from sweeper.measure.selfcheck import ClientCheck
-from sweeper.measure.worker import UNFINISHED
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, RequestConfig, ServerConfig
 from sweeper.report.assemble import load_run

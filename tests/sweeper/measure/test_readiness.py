@@ -16,7 +16,7 @@ from sweeper.engines.registry import engine_for
 from sweeper.hosts.local import LocalHost
 from sweeper.measure.readiness import ReadinessError, Where, prove_identity, wait_healthy
 from sweeper.plan import ServerConfig, build_plan
-from sweeper.services.process import ProcessService
+from sweeper.services.local_process import ProcessService
 from sweeper.spec import load_spec
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 

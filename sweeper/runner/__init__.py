@@ -34,7 +34,6 @@ from sweeper.measure.point import (
     point_columns,
 )
 from sweeper.measure.readiness import (
-    Identity,
     ReadinessError,
     Where,
     negotiate,
@@ -46,13 +45,14 @@ from sweeper.progress import SweepProgress
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.records import PointRecord, RequestRecord, RunStatus
 from sweeper.results.store import RunStore, utc_now
+from sweeper.runner.serving import Serving as _Step
+from sweeper.runner.serving import StartFailed, host_facts, host_lost, identity_record, placed
+from sweeper.runner.serving import base_url as serving_url
 from sweeper.services import Instance, ServiceError
-from sweeper.services.backends import Backend
-from sweeper.serving import Serving as _Step
-from sweeper.serving import StartFailed, host_facts, host_lost, identity_record, placed
-from sweeper.serving import base_url as serving_url
+from sweeper.services.identity import Identity
 from sweeper.spec import Spec, resolve_secrets
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
+from sweeper.workers.backends import Backend
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Runner:
     #: An earlier run's AR points as the baseline (`runtime.baseline_run`), when given.
     earlier: EarlierBaseline | None = None
     #: point id -> the backend and instance serving it, for the placement columns of its record
-    #: and the scheduler's words when it fails (see `sweeper.serving.placed`).
+    #: and the scheduler's words when it fails (see `sweeper.runner.serving.placed`).
     _serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
     #: Which configs to run, one at a time, instead of the plan's order (a search's driver).
     order: Callable[[HostPlan, dict[str, dict[str, Any]]], Iterable[Work]] | None = None

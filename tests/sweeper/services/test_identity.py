@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sweeper.hosts.local import LocalHost
-from sweeper.services.proc import Listener, ProcessFacts, check_process, read_process
+from sweeper.services.identity import Listener, ProcessFacts, check_process, read_process
 
 # Binds the port (SO_REUSEPORT when asked), optionally forks a child that inherits the socket,
 # then waits; prints "ready" once listening.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.services import Launch, ServiceError
-from sweeper.services.process import ProcessService, port_in_use, wait_port_free
+from sweeper.services.local_process import ProcessService, port_in_use, wait_port_free
 from tests.sweeper.conftest import fake_argv
 
 pytestmark = pytest.mark.slow

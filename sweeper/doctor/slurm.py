@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-import time
 
-from sweeper.doctor import (
+from sweeper.doctor.checks import (
     SELFTEST_ARGS,
     Check,
     Checks,
@@ -27,11 +26,10 @@ from sweeper.doctor import (
 )
 from sweeper.hosts import HostError
 from sweeper.hosts.slurm import Allocation, NodeHost, SlurmLogin
-from sweeper.hosts.slurm_commands import AllocationOptions
 from sweeper.hosts.ssh import SSHHost
-from sweeper.services.backends import ssh_host_for
 from sweeper.spec import SlurmHostSpec, Spec
-from sweeper.spec.hosts import slurm_time_seconds
+from sweeper.workers.allocation import allocate, allocation_options
+from sweeper.workers.backends import ssh_host_for
 
 #: The doctor's allocation asks for this long at most (sbatch --time minutes).
 DOCTOR_MINUTES = 15
@@ -49,9 +47,8 @@ def check_slurm_host(
 ) -> list[Check]:
     """Every check against one Slurm host; never raises for a failing check."""
     ssh = ssh_host_for(host_spec)
-    login = SlurmLogin(
-        ssh, f"doctor-{secrets.token_hex(4)}", _options(host_spec), host_spec.shared_dir
-    )
+    options = allocation_options(host_spec, max_minutes=DOCTOR_MINUTES)
+    login = SlurmLogin(ssh, f"doctor-{secrets.token_hex(4)}", options, host_spec.shared_dir)
     python = spec.runtime.python or host_spec.python
     checks = Checks(host_spec.name)
     add = checks.add
@@ -80,21 +77,6 @@ def check_slurm_host(
         ssh.close()
 
 
-def _options(host_spec: SlurmHostSpec) -> AllocationOptions:
-    limit = host_spec.time_limit
-    if limit is None or (slurm_time_seconds(limit) or 0) > DOCTOR_MINUTES * 60:
-        limit = str(DOCTOR_MINUTES)
-    return AllocationOptions(
-        time_limit=limit,
-        gpus_per_node=host_spec.gpus_per_node,
-        partition=host_spec.partition,
-        account=host_spec.account,
-        qos=host_spec.qos,
-        constraint=host_spec.constraint,
-        extra=tuple(host_spec.sbatch_args),
-    )
-
-
 def _partition(ssh: SSHHost, partition: str | None) -> tuple[bool, str]:
     argv = ["sinfo", "-h", "-o", "%P|%a|%D|%t|%G"] + (["-p", partition] if partition else [])
     result = ssh.run(argv, check=False, timeout=30)
@@ -109,20 +91,15 @@ def _partition(ssh: SSHHost, partition: str | None) -> tuple[bool, str]:
 
 
 def _allocate(login: SlurmLogin, wait_s: float, held: list[Allocation]) -> tuple[bool, str]:
-    job = login.submit()
-    started = time.monotonic()
-    while True:
-        line = login.job(job)
-        waited = time.monotonic() - started
-        if line is not None and line.state == "RUNNING":
-            held.append(login.allocation(job, line))
-            return True, f"job {job} on {line.node} after {waited:.1f} s in the queue"
-        if line is None or line.state not in ("PENDING", "CONFIGURING"):
-            return False, login.end_reason(job)
-        if waited > wait_s:
-            login.cancel(job)
-            return False, f"no node within {wait_s:.0f} s: job {job} {line.state} ({line.reason})"
-        time.sleep(1.0)
+    asked = allocate(login, deadline_s=wait_s)
+    job, waited = asked.job, asked.waited
+    if asked.allocation is not None:
+        held.append(asked.allocation)
+        return True, f"job {job} on {asked.allocation.node} after {waited:.1f} s in the queue"
+    if asked.late is not None:
+        line = asked.late
+        return False, f"no node within {wait_s:.0f} s: job {job} {line.state} ({line.reason})"
+    return False, asked.ended or f"job {job} did not run"
 
 
 def _shared_dir(login: SlurmLogin, node: NodeHost) -> tuple[bool, str]:

@@ -14,10 +14,10 @@ from typing import Any
 
 from sweeper.engines.base import Engine
 from sweeper.hosts.facts import system_facts
-from sweeper.measure.readiness import Identity
 from sweeper.results.records import HostFacts, IdentityRecord, PointRecord
 from sweeper.services import Instance
-from sweeper.services.backends import Backend
+from sweeper.services.identity import Identity
+from sweeper.workers.backends import Backend
 
 
 @dataclass

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from sweeper.cli import app
 from tests.slurm_cluster import SlurmCluster
+from tests.sweeper.doctor.test_checks import _rows
 from tests.sweeper.slurm_sweep import hosts_yaml
-from tests.sweeper.test_doctor import _rows
 
 pytestmark = pytest.mark.slow
 CHECKS = ("connectivity", "partition", "allocation", "shared_dir", "python", "gpus", "disk")

@@ -1,5 +1,5 @@
-"""One load worker process: its share of a point's requests, sent with asyncio over the
-measurement transport (sweeper.measure.sse_http).
+"""One load-generating client process (of the pool): its share of a point's requests, sent with
+asyncio over the measurement transport (sweeper.measure.sse_http).
 
 Two ways to hold the load, chosen by the parent (sweeper.measure.pool):
 - slots: this worker runs `slots` loops; each takes the next request index from a counter shared

@@ -1,5 +1,6 @@
-"""Proof from /proc that the process answering on a port is the one launched, needing no help
-from the engine.
+"""Who answers on a port: proof from /proc that the process is the one launched, needing no
+help from the engine, and `Identity`, what that proof and the engine's own found (proven in
+`sweeper.measure.readiness`; the workers pass it on as a config's "previous" instance).
 
 A small probe runs on the host with the host's own Python (through `Host.run`, so locally as a
 subprocess and remotely over the host's SSH connection: one code path for both). It reads the
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.engines.base import Capabilities, EngineProof
 from sweeper.hosts import Host
 
 #: The probe, run as `python -c PROBE PID PORT NAMES_JSON HASHED_JSON`; prints one JSON object.
@@ -142,6 +144,25 @@ class ProcessFacts:
             ),
             strangers={int(k): v for k, v in (data.get("strangers") or {}).items()},
         )
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who answered: the process /proc showed and what the engine reported."""
+
+    launch_id: str
+    process: ProcessFacts | None
+    proof: EngineProof
+    #: What was proven and what could not be, in words (the manifest records both).
+    proven: tuple[str, ...] = ()
+    unproven: tuple[str, ...] = ()
+    model: str | None = field(default=None)
+    #: What the server gives and the paths chosen (None until `negotiate`).
+    capabilities: Capabilities | None = None
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.proof.fingerprint
 
 
 def read_process(

@@ -19,9 +19,9 @@ from sweeper.plan import build_plan
 from sweeper.progress import PlainProgress
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
-from sweeper.services.backends import Backend
-from sweeper.services.process import ProcessService, port_in_use, wait_port_free
+from sweeper.services.local_process import ProcessService, port_in_use, wait_port_free
 from sweeper.spec import load_spec
+from sweeper.workers.backends import Backend
 from tests.sweeper.conftest import fake_argv
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 

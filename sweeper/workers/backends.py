@@ -1,14 +1,14 @@
 """Which `Host` and `Service` serve a host of the spec: the only place that maps kinds to classes.
 
 A local host gets `LocalHost` + `ProcessService`; an SSH host gets `SSHHost` + `SystemdService`
-running the bundled runtime; a Slurm host gets workers (`sweeper.workers.slurm`), each with a
+running the bundled runtime; a Slurm host gets workers (`slurm.py` here), each with a
 `NodeHost` + `SlurmStepService` per allocation, and as its own service the run's jobs as a whole
 (`SlurmRunService`: stopping it cancels them all). The runner only sees the `Backend`, so it
 stays host-agnostic. A spec's `runtime.package` (a patched copy of the runtime) is what runs
 on all of them: imported first locally, packed as the bundle remotely.
-Nothing connects here: the connection, the bundle upload (once per content, see `bundle.py`)
-and the first unit start all happen inside the host's own sweep thread, so an unreachable host
-fails its own points and never stops the others.
+Nothing connects here: the connection, the bundle upload (once per content, see
+`sweeper.services.bundle`) and the first unit start all happen inside the host's own sweep
+thread, so an unreachable host fails its own points and never stops the others.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sweeper.services.bundle import (
     runtime_package_dir,
 )
 from sweeper.services.endpoint import EndpointService
-from sweeper.services.process import ProcessService
+from sweeper.services.local_process import ProcessService
 from sweeper.spec import HostSpec, RemoteHostSpec, SlurmHostSpec, Spec, SSHHostSpec
 from sweeper.workers import Workers
 
@@ -166,22 +166,13 @@ def open_slurm_backend(host_spec: SlurmHostSpec, spec: Spec, run_id: str) -> Bac
     (the node as a host, a step service) for every allocation they hold."""
     # paramiko and the Slurm modules load only when a spec has Slurm hosts.
     from sweeper.hosts.slurm import Allocation, NodeHost, SlurmLogin
-    from sweeper.hosts.slurm_commands import AllocationOptions
     from sweeper.plan import step_seconds
     from sweeper.services.slurm import SlurmRunService, SlurmStepService
+    from sweeper.workers.allocation import allocation_options
     from sweeper.workers.slurm import SlurmWorkers, WorkerPolicy
 
-    options = AllocationOptions(
-        time_limit=host_spec.time_limit,
-        gpus_per_node=host_spec.gpus_per_node,
-        partition=host_spec.partition,
-        account=host_spec.account,
-        qos=host_spec.qos,
-        constraint=host_spec.constraint,
-        extra=tuple(host_spec.sbatch_args),
-    )
     ssh = ssh_host_for(host_spec)
-    login = SlurmLogin(ssh, run_id, options, host_spec.shared_dir)
+    login = SlurmLogin(ssh, run_id, allocation_options(host_spec), host_spec.shared_dir)
     bundle = runtime_bundle(spec.runtime.package)
     release = release_dir(host_spec.shared_dir, bundle)
     # The bundle comes first on the path: the nodes run exactly the controller's runtime.
