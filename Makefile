@@ -101,7 +101,7 @@ $(GUIDELLM_VENV)/.installed:
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy sweeper ddtree_runtime
+	$(BIN)/mypy
 
 bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -25,7 +25,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,12 @@ def launch(port: int) -> Launch:
     return Launch(argv=argv, port=port, launch_id=uuid.uuid4().hex[:16], env={"BENCH": "1"})
 
 
-def median_row(rows: list[tuple[float, ...]]) -> list[float]:
+def job_gone(login: SlurmLogin, job: str) -> bool:
+    """True once squeue no longer lists the job."""
+    return login.job(job) is None
+
+
+def median_row(rows: Sequence[tuple[float, ...]]) -> list[float]:
     return [statistics.median(col) for col in zip(*rows, strict=True)]
 
 
@@ -142,16 +148,16 @@ def submissions(login: SlurmLogin, ssh: SSHHost, n: int) -> None:
         t0 = time.monotonic()
         service.start(launch(PORT))
         t1 = time.monotonic()
-        poll(lambda a=allocation: answers(f"http://{a.address}:{PORT}/"))
+        poll(partial(answers, f"http://{allocation.address}:{PORT}/"))
         rows.append((queued, t1 - t0, time.monotonic() - t1))
         login.cancel(allocation.job)
-        poll(lambda a=allocation: login.job(a.job) is None, step=0.05)
+        poll(partial(job_gone, login, allocation.job), step=0.05)
         unit = SystemdService(ssh, unit=f"bench-first-{i}", remote_root="/opt/bench")
         t0 = time.monotonic()
         unit.start(launch(PORT + 1))
         t1 = time.monotonic()
         with ssh.open_tunnel(PORT + 1) as local:
-            poll(lambda port=local: answers(f"http://127.0.0.1:{port}/"))
+            poll(partial(answers, f"http://127.0.0.1:{local}/"))
         units.append((t1 - t0, time.monotonic() - t1))
         unit.stop()
         unit.remove()
@@ -217,7 +223,7 @@ def sweeps(cluster: slurm_cluster.SlurmCluster, n_configs: int) -> None:
         "known_hosts": cluster.known_hosts,
         "python": sys.executable,
     }
-    hosts = {
+    hosts: dict[str, dict[str, Any]] = {
         "slurm": {
             "kind": "slurm",
             "name": "cluster",

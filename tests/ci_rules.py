@@ -15,6 +15,7 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+from pluggy import Result
 
 #: The variable `.ci/run` sets; one name, read here only.
 CI_VARIABLE = "SWEEPER_CI"
@@ -39,7 +40,9 @@ def _fail_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, Result[pytest.TestReport], None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     if skips_fail() and report.skipped and not hasattr(report, "wasxfail"):
@@ -47,7 +50,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Generator:
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, Result[pytest.CollectReport], None]:
     outcome = yield
     report: pytest.CollectReport = outcome.get_result()
     if skips_fail() and report.skipped:

@@ -1,4 +1,10 @@
 """Suite-wide pytest plugins: the disposable SSH + systemd test hosts and the Slurm cluster
-(root-only fixtures), and CI's rule that no test may skip (tests/ci_rules.py)."""
+(root-only fixtures), the `root` marker derived from them (tests/root_marker.py), and CI's rule
+that no test may skip (tests/ci_rules.py)."""
 
-pytest_plugins = ["tests.ci_rules", "tests.sweeper.testhost_fixture", "tests.slurm_fixture"]
+pytest_plugins = [
+    "tests.ci_rules",
+    "tests.root_marker",
+    "tests.sweeper.testhost_fixture",
+    "tests.slurm_fixture",
+]

@@ -52,6 +52,7 @@ def own_cluster() -> Iterator[SlurmCluster]:
         yield cluster
 
 
+@pytest.mark.root
 def test_a_compute_host_killed_mid_step(own_cluster: SlurmCluster) -> None:
     slurm = own_cluster
     run = uuid.uuid4().hex[:8]

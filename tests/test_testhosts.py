@@ -23,6 +23,7 @@ def test_skip_reason_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> N
     assert "'unshare'" in (testhosts.skip_reason() or "")
 
 
+@pytest.mark.root
 def test_two_hosts_boot_at_once_are_isolated_and_leave_nothing() -> None:
     reason = testhosts.skip_reason()
     if reason:
@@ -58,6 +59,7 @@ def _addresses() -> str:
     return subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
 
 
+@pytest.mark.root
 def test_a_bridged_cluster_shares_a_network_and_a_directory_and_leaves_nothing() -> None:
     reason = testhosts.skip_reason()
     if reason:

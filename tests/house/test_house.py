@@ -142,7 +142,7 @@ def test_the_engine_lists_agree() -> None:
 
     assert set(get_args(EngineName)) == set(LAUNCHED) == set(ENGINES) == set(DEFAULT_PRESET)
     for name, launched in LAUNCHED.items():
-        runtime = RuntimeSpec(engine=name, **MINIMAL_RUNTIME.get(name, {}))
+        runtime = RuntimeSpec.model_validate({"engine": name, **MINIMAL_RUNTIME.get(name, {})})
         assert ENGINES[name](runtime, None).launched == launched, name
 
 

@@ -163,7 +163,7 @@ class FakeRuntime:
         fingerprint = hashlib.sha256(canonical.encode()).hexdigest()
         if os.environ.get("FAKE_BAD_FINGERPRINT") == "1":
             fingerprint = hashlib.sha256(b"something else").hexdigest()
-        self.info = {
+        self.info: dict[str, Any] = {
             "config": config,
             "fingerprint": fingerprint,
             "fingerprint_inputs": inputs,

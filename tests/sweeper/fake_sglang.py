@@ -194,7 +194,7 @@ class FakeSGLang:
             if sent == n and self.algorithm and not os.environ.get("FAKE_NO_META_ACCEPTANCE"):
                 meta.update(self._acceptance(n))
             if self.incremental:
-                event = {"text": "".join(f"w{t} " for t in new), "output_ids": new}
+                event: dict[str, Any] = {"text": "".join(f"w{t} " for t in new), "output_ids": new}
             else:
                 text = "".join(f"w{t} " for t in ids[:sent]) if sent == n else None
                 event = {"text": text, "output_ids": ids[:sent]}

@@ -36,7 +36,7 @@ from tests.sweeper.slurm_sweep import (
 )
 from tests.testhost_cluster import cluster_leftovers
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.root]
 PORT = 18650
 
 

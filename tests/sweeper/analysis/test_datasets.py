@@ -20,7 +20,7 @@ LOAD = {"temperature": 0.0, "max_tokens": 8, "concurrency": 1}
 
 
 def _points() -> pd.DataFrame:
-    rows = [
+    rows: list[dict[str, object]] = [
         {"point_id": "ar", "mode": "ar", "budget": None, "topk": None},
         {"point_id": "dd", "mode": "speculative", "budget": 16, "topk": 4},
     ]

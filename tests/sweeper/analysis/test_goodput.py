@@ -21,7 +21,7 @@ from sweeper.analysis.goodput import (
 )
 
 
-def rec(ttft: float = 0.1, e2e: float = 1.0, tokens: int = 11, **extra: object) -> dict:
+def rec(ttft: float | None = 0.1, e2e: float = 1.0, tokens: int = 11, **extra: object) -> dict:
     return {"ttft": ttft, "e2e": e2e, "output_tokens": tokens, "error": None, **extra}
 
 

@@ -29,10 +29,10 @@ MARGINS = [2.0] * len(IDS)
 RC = RequestConfig.make(0.0, 20, 1)
 AR = ServerConfig.make("ar", {"cuda_graph": False})
 MIXED_BAD = ServerConfig.make(
-    "ddtree", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": False}
+    "speculative", {"budget": 8, "topk": 1, "block_size": 8, "cuda_graph": False}
 )
 MIXED_OK = ServerConfig.make(
-    "ddtree", {"budget": 8, "topk": 4, "block_size": 8, "cuda_graph": False}
+    "speculative", {"budget": 8, "topk": 4, "block_size": 8, "cuda_graph": False}
 )
 
 

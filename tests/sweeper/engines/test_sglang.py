@@ -188,7 +188,7 @@ def test_request_bodies_pass_sglang_and_its_streams_read_back() -> None:
     engine = SGLang(_specs("sglang-dflash")[0].runtime)
     argv = ["--model-path", "{target}", "--device", "cuda", "--speculative-algorithm", "DFLASH"]
     argv += ["--speculative-draft-model-path", "{draft}", "--speculative-num-draft-tokens", "16"]
-    payload = {"argv": argv, "ready": True}
+    payload: dict[str, Any] = {"argv": argv, "ready": True}
     payload["requests"] = []
     for name, spec in REQUESTS.items():
         request = engine.request(spec, "m")

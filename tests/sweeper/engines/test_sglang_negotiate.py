@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sweeper.engines.base import RequestSpec
+from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.capabilities import CapabilityError, probe
 from sweeper.engines.sglang import SGLang, read_metrics
 from sweeper.plan import ServerConfig
@@ -39,7 +39,7 @@ def served(port: int, *args: str, env: dict[str, str] | None = None) -> Abstract
     return serving(argv, port, env)
 
 
-def _negotiate(url: str, sc: ServerConfig, spec: RequestSpec = PROMPT):  # type: ignore[no-untyped-def]
+def _negotiate(url: str, sc: ServerConfig, spec: RequestSpec = PROMPT) -> Capabilities:
     with httpx.Client() as client:
         return SGLang(RUNTIME).negotiate(client, url, sc, spec, "m")
 
@@ -51,7 +51,12 @@ def _stream(url: str, engine: SGLang, spec: RequestSpec) -> dict:
     return {**result.reader.fields(), "mismatch": result.reader.usage_mismatch()}
 
 
-SPEC_ARGS = ("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "16")
+SPEC_ARGS: tuple[str, ...] = (
+    "--speculative-algorithm",
+    "DDTREE",
+    "--speculative-ddtree-budget",
+    "16",
+)
 SPEC_ARGS += ("--speculative-num-draft-tokens", "8")
 
 

@@ -25,7 +25,13 @@ def test_corpus_covers_the_issue() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(case, id=case.name, marks=[pytest.mark.root] if case.root else [])
+        for case in CASES
+    ],
+)
 def test_fault_ends_in_one_line_and_its_code(case: Case, shared: Shared, tmp_path: Path) -> None:
     if case.root and os.geteuid() != 0:
         pytest.skip("needs root to mount a tmpfs (CI runs as root)")

@@ -155,7 +155,7 @@ async def test_the_request_carries_the_body_headers_and_host(serve) -> None:
 
 
 async def test_event_times_are_their_arrivals(serve) -> None:
-    body = [sse_head(b"transfer-encoding: chunked\r\n\r\n")]
+    body: list[bytes | float] = [sse_head(b"transfer-encoding: chunked\r\n\r\n")]
     for e in EVENTS[:3]:
         body += [chunked(b"data: " + e + b"\n\n")[:-5], 0.15]
     scripted = await serve([*body, b"0\r\n\r\n"])

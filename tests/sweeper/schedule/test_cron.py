@@ -21,6 +21,7 @@ from sweeper.schedule import cron
 
 USER = "sweepercrontest"
 pytestmark = [
+    pytest.mark.root,
     pytest.mark.skipif(shutil.which("crontab") is None, reason="no crontab: .ci/setup-system.sh"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root to use a throwaway user's crontab"),
 ]

@@ -63,7 +63,13 @@ def _check(proc: subprocess.Popen, port: int, **over: object) -> list[str]:
         "secret_env": {"TOKEN": SECRET},
         "port": port,
     }
-    return check_process(facts, **{**want, **over})  # type: ignore[arg-type]
+    return check_process(facts, **{**want, **over})
+
+
+def _argv(proc: subprocess.Popen) -> list[str]:
+    """The argv the server was started with (Popen.args is typed as any command form)."""
+    assert isinstance(proc.args, list)
+    return [str(arg) for arg in proc.args]
 
 
 def test_the_launched_process_passes_and_its_children_may_hold_the_socket() -> None:
@@ -107,7 +113,7 @@ def test_the_previous_instance_and_a_dead_process_fail() -> None:
     with server(port) as proc:
         facts = read_process(LocalHost(), sys.executable, proc.pid, port, [], [])
         again = check_process(
-            facts, argv=proc.args, env={}, secret_env={}, port=port, previous=facts
+            facts, argv=_argv(proc), env={}, secret_env={}, port=port, previous=facts
         )
         assert again == [f"the previous instance (pid {proc.pid}) is still the one running"]
     deadline = time.monotonic() + 10
@@ -116,7 +122,7 @@ def test_the_previous_instance_and_a_dead_process_fail() -> None:
         if not gone.alive:
             break
         time.sleep(0.05)
-    assert check_process(gone, argv=proc.args, env={}, secret_env={}, port=port) == [
+    assert check_process(gone, argv=_argv(proc), env={}, secret_env={}, port=port) == [
         f"the launched process (pid {proc.pid}) is gone"
     ]
 
