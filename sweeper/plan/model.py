@@ -227,6 +227,9 @@ class Point:
     baseline_point_id: str | None = None
     #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
     speed_baseline_point_id: str | None = None
+    #: How many times the workload's measurement this point takes: its requests (or an open
+    #: loop's duration) times this. 1 as planned; a halving rung lengthens its points.
+    length: int = 1
 
     @property
     def point_id(self) -> str:
@@ -241,7 +244,7 @@ class Point:
             "request_config": self.request_config.to_dict(),
             "baseline_point_id": self.baseline_point_id,
             "speed_baseline_point_id": self.speed_baseline_point_id,
-        }
+        } | ({"length": self.length} if self.length != 1 else {})
 
 
 def point_id(host: str, server_config: ServerConfig, request_config: RequestConfig) -> str:
