@@ -227,8 +227,7 @@ class Point:
     baseline_point_id: str | None = None
     #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
     speed_baseline_point_id: str | None = None
-    #: How many times the workload's measurement this point takes: its requests (or an open
-    #: loop's duration) times this. 1 as planned; a halving rung lengthens its points.
+    #: Its requests (or open-loop duration) are the workload's times this: a halving rung's > 1.
     length: int = 1
 
     @property
