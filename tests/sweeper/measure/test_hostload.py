@@ -2,7 +2,8 @@
 seen as other processes' CPU (and the point is busy), the same burn inside the sweep's own tree
 is not; a short measurement shaped like a point (a server in its own session with a child,
 forked client workers that exit before the second reading) is quiet on its own and busy with
-two busy-loop processes beside it; GPU readings parsed from nvidia-smi's CSV."""
+two busy-loop processes beside it (the quiet half skips where this machine is busy without it; the
+workers' own CPU is checked exactly either way); GPU readings parsed from nvidia-smi's CSV."""
 
 from __future__ import annotations
 
@@ -185,3 +186,33 @@ def test_a_process_of_the_server_s_session_is_ours_even_when_reparented() -> Non
     after = Snapshot(300, 1600, 2, {5: (1, 100), 6: (1, 200)}, sessions={5: 5, 6: 5})
     assert load_columns(before, after, ours=[5])["host_other_cpu"] == 0.0
     assert load_columns(before, after, ours=[])["host_other_cpu"] == 1.0
+
+
+def _burn_and_tell(seconds: float, results: Any) -> None:
+    _burn(seconds)
+    results.put(time.process_time())
+
+
+def test_client_workers_that_exited_before_the_second_reading_count_as_ours() -> None:
+    """However busy this machine is: the CPU of forked workers that ran and were reaped between
+    the readings leaves the others' share (it was the others' before, a quiet run read busy)."""
+    host = LocalHost()
+    ctx = mp.get_context("forkserver")
+    results = ctx.Queue()
+    warm = ctx.Process(target=_burn, args=(0.0,))  # the forkserver starts outside the window
+    warm.start()
+    warm.join()
+    probe = HostProbe(host, None)
+    probe.start()
+    workers = [ctx.Process(target=_burn_and_tell, args=(1.0, results)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    used_s = sum(results.get(timeout=60) for _ in workers)
+    for worker in workers:
+        worker.join()
+    before, after = probe.before, read_snapshot(host)
+    assert before is not None and after is not None
+    span_s = (after.total_ticks - before.total_ticks) / after.cpus / os.sysconf("SC_CLK_TCK")
+    everyone = load_columns(before, after, ours=[])["host_other_cpu"]
+    others = load_columns(before, after, ours=probe.roots)["host_other_cpu"]
+    assert everyone - others >= used_s / span_s - 0.05
