@@ -4,7 +4,8 @@ Pure: point rows in, rankings out. Configs are grouped across restarts by their 
 each is scored (`sweeper.analysis.objective`) at one request config. Only `ok` configs rank: an
 infeasible one (a determinism violation anywhere, or a missed SLO constraint) never wins, and
 is listed apart with its reason. With intervals (2+ restarts) a winner whose interval overlaps
-the runner-up's is no winner: the two are `tied` inside the noise.
+the runner-up's is no winner: the two are `tied` inside the noise. A speedup against an AR
+baseline that drifted over the run (`sweeper.analysis.drift`) is withheld.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.analysis.drift import DRIFT_COLUMNS, mark_drift
 from sweeper.analysis.labels import point_label
 from sweeper.analysis.objective import Score, better, request_config_id, score
 from sweeper.results.records import ServerConfigColumns, extra_config_columns
@@ -68,7 +70,7 @@ def group_configs(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], _G
     """Point rows by server config, restarts together, in first-seen order."""
     rows = list(rows)
     extra = extra_config_columns({c for r in rows for c in r})
-    extra = [c for c in extra if c not in ("restart",)]
+    extra = [c for c in extra if c not in ("restart", *DRIFT_COLUMNS)]
     groups: dict[tuple[Any, ...], _Group] = {}
     for row in rows:
         key = config_key(row, sorted(extra))
@@ -84,7 +86,7 @@ def rank(
     at: Sequence[str] | None = None,
 ) -> list[Ranking]:
     """One ranking per request config (`at`: only those), in the order the rows name them."""
-    rows = list(rows)
+    rows = mark_drift(rows)
     levels = list(dict.fromkeys(request_config_id(r) for r in rows))
     if at:
         unknown = [a for a in at if a not in levels]
@@ -132,7 +134,7 @@ def best_of(
     """The best feasible speculative config under the objective as a whole (its `at` request
     configs averaged), the search's answer; None when no config is feasible."""
     found: tuple[str, Score] | None = None
-    for group in group_configs(rows).values():
+    for group in group_configs(mark_drift(rows)).values():
         if group.mode == "ar":
             continue
         scored = score(group.rows, objective, constraints)

@@ -7,7 +7,10 @@ is split by dataset (`sweeper.analysis.datasets`) and matched per dataset, so a 
 one suite is not averaged away by the others. A metric change is flagged only when it exceeds
 both the relative threshold and the noise of the two runs: twice the combined standard error
 of the per-request values, where each request is measured against its own prompt's mean so that
-prompts of different lengths do not count as noise (the spread of repeats).
+prompts of different lengths do not count as noise (the spread of repeats). A config measured
+on several restarts (`repeats.restarts`) is one row, its means over restarts; where both runs have
+2+ restarts of it, their 95% intervals are the noise (`restart_noise`): a change whose intervals
+overlap is "within noise", neither a regression nor an improvement.
 A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
 determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now);
 a newly broken config carries run B's diagnosis (`compare_dirs`).
@@ -30,6 +33,8 @@ from sweeper.analysis.datasets import (
 )
 from sweeper.analysis.diagnosis_text import point_line
 from sweeper.analysis.labels import point_label_long
+from sweeper.analysis.objective import Interval
+from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
 from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
 from sweeper.results.reader import load_points, load_request_columns
@@ -58,6 +63,8 @@ class PointDelta:
     #: For a config whose determinism newly broke: where run B's violations live and how this
     #: point's requests stand (`diagnosis_text.point_line`).
     diagnosis: str = ""
+    #: Changes beyond the threshold but inside both runs' restart intervals (not flags).
+    within_noise: list[str] = field(default_factory=list)
 
     @property
     def flag_text(self) -> str:
@@ -89,9 +96,11 @@ class Comparison:
         only_a = sum(1 for r in self.rows if r.b["status"] == "absent")
         only_b = sum(1 for r in self.rows if r.a["status"] == "absent")
         unmatched = f" ({only_a} only in A, {only_b} only in B)" if only_a or only_b else ""
+        inside = sum(1 for r in self.rows if r.within_noise and not r.flags)
+        within = f", {inside} changed within restart noise" if inside else ""
         return (
-            f"{len(self.rows)} points compared{unmatched}, {flagged} changed beyond noise, "
-            f"{len(self.regressions)} regressions."
+            f"{len(self.rows)} points compared{unmatched}, {flagged} changed beyond noise"
+            f"{within}, {len(self.regressions)} regressions."
         )
 
 
@@ -211,6 +220,11 @@ def compare_runs(
     identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra), "dataset"]
     cols = [c for c in identity if c in points_a or c in points_b]
     ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
+    # Restarts of one config share its key: one row each, with their intervals.
+    points_a, spread_a = collapse_restarts(points_a, ka, METRICS)
+    points_b, spread_b = collapse_restarts(points_b, kb, METRICS)
+    if spread_a or spread_b:
+        ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
     noise_a = request_noise(requests_a if requests_a is not None else pd.DataFrame())
     noise_b = request_noise(requests_b if requests_b is not None else pd.DataFrame())
     index_a, index_b = _index(ka), _index(kb)
@@ -218,7 +232,9 @@ def compare_runs(
     for key in list(dict.fromkeys([*kb.tolist(), *ka.tolist()])):
         ra = points_a.loc[index_a[key]] if key in index_a else None
         rb = points_b.loc[index_b[key]] if key in index_b else None
-        rows.append(_delta(key, ra, rb, _noise(noise_a, ra), _noise(noise_b, rb), threshold))
+        noise = (_noise(noise_a, ra), _noise(noise_b, rb))
+        spread = (spread_of(spread_a, ra), spread_of(spread_b, rb))
+        rows.append(_delta(key, ra, rb, *noise, threshold, spread))
     return Comparison(baseline_name=baseline_name, threshold=threshold, rows=rows)
 
 
@@ -245,6 +261,7 @@ def _delta(
     na: dict[str, float],
     nb: dict[str, float],
     threshold: float,
+    spread: tuple[dict[str, Interval], dict[str, Interval]] = ({}, {}),
 ) -> PointDelta:
     a, b = _values(ra), _values(rb)
     some = rb if rb is not None else ra
@@ -261,10 +278,19 @@ def _delta(
         va, vb = a[metric], b[metric]
         change = vb / va - 1.0 if va and vb is not None else None
         out.delta[metric] = change
-        bound = NOISE_SIGMAS * float(np.hypot(na.get(metric, 0.0), nb.get(metric, 0.0)))
-        out.noise[metric] = bound
-        if change is None or abs(change) <= max(threshold, bound):
-            continue
+        ia, ib = spread[0].get(metric), spread[1].get(metric)
+        if ia is not None and ib is not None:  # restarts on both sides: their spread is the noise
+            out.noise[metric] = relative_noise(ia, ib)
+            if change is None or abs(change) <= threshold:
+                continue
+            if ia.overlaps(ib):
+                out.within_noise.append(f"{metric} {change:+.1%} within restart noise")
+                continue
+        else:
+            bound = NOISE_SIGMAS * float(np.hypot(na.get(metric, 0.0), nb.get(metric, 0.0)))
+            out.noise[metric] = bound
+            if change is None or abs(change) <= max(threshold, bound):
+                continue
         worse = change < 0 if higher_is_better else change > 0
         out.flags.append(f"{metric} {change:+.1%}" + (" regression" if worse else " improvement"))
         out.is_regression |= worse

@@ -143,6 +143,9 @@ def score(
     untrusted = any(r.get("host_busy") is True or r.get("baseline_busy") is True for r in selected)
     if not problem and objective.column in SPEEDUPS and untrusted:
         problem = "withheld: a speedup measured on a busy host (it or its baseline)"
+    drifted = any(r.get("baseline_drifted") is True for r in selected)  # `drift.mark_drift`
+    if not problem and objective.column in SPEEDUPS and drifted:
+        problem = "withheld: a speedup against an AR baseline that drifted (`baseline_drift`)"
     if bad:
         reason = "determinism " + ", ".join(bad)
         return Score("infeasible", reason, interval, samples, regimes, busy)

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from sweeper.analysis.best import Entry, Ranking, rank
+from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.objective import Interval, Score
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.results.reader import load_points, read_manifest
@@ -55,6 +56,9 @@ def command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None
     typer.echo(f"{chosen.goal} {chosen.column}; exactness required ({run})")
+    drift = drift_line(baseline_drift(points.to_dict("records")))
+    if drift:
+        typer.echo(drift)
     for ranking in rankings:
         for line in render(ranking):
             typer.echo(line)

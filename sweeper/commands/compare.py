@@ -57,7 +57,7 @@ def print_table(comparison: Comparison, console: Console, everything: bool) -> N
     for name in ("host", "point", "tok/s", "Δ tok/s", "Δ tau", "Δ TTFT", "noise ±", "flags"):
         table.add_column(name, justify="left" if name in ("host", "point", "flags") else "right")
     for row in comparison.rows:
-        if not (everything or row.flags):
+        if not (everything or row.flags or row.within_noise):
             continue
         style = "bold red" if row.is_regression else ("green" if row.flags else "")
         table.add_row(
@@ -68,7 +68,7 @@ def print_table(comparison: Comparison, console: Console, everything: bool) -> N
             pct(row.delta.get("tau")),
             pct(row.delta.get("ttft_p50")),
             pct(row.noise.get("output_tok_s")),
-            ", ".join([*row.flags, *([row.diagnosis] if row.diagnosis else [])]),
+            ", ".join([*row.flags, *row.within_noise, *([row.diagnosis] if row.diagnosis else [])]),
             style=style,
         )
     console.print(table)

@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 
 from sweeper import __version__
+from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
@@ -208,4 +209,7 @@ def execute(plan: Plan, store: RunStore, plain: bool) -> int:
         highlight=False,
         soft_wrap=True,
     )
+    drift = drift_line(baseline_drift(points.values()))  # "" unless a baseline was re-measured
+    if drift:
+        console.print(drift, markup=False, highlight=False, soft_wrap=True)
     return code

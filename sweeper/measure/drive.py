@@ -76,21 +76,23 @@ def probe_spec(workload: WorkloadSpec) -> RequestSpec:
     )[0]
 
 
-def point_load(rc: RequestConfig, workload: WorkloadSpec) -> Load:
-    """How the point's requests are sent: its closed loop, or its open loop's schedule."""
-    offered = len(workload.prompts) * workload.repeats
+def point_load(rc: RequestConfig, workload: WorkloadSpec, length: int = 1) -> Load:
+    """How the point's requests are sent: its closed loop, or its open loop's schedule; `length`
+    times the workload's requests (or duration: a halving rung measures longer)."""
+    offered = len(workload.prompts) * workload.repeats * length
     if rc.rate is None:
         assert rc.concurrency is not None  # a request config has one or the other
         return ClosedLoop(rc.concurrency, requests=offered)
     load = workload.load
     assert load is not None  # the plan makes open-loop points only from workload.load
-    duration = load.duration_s
+    duration = None if load.duration_s is None else load.duration_s * length
+    requests = load.requests * length if load.requests else offered
     profile = ArrivalProfile(
         rate=rc.rate,
         arrival=load.arrival,
         burstiness=rc.burstiness or 1.0,
         duration_s=duration,
-        requests=None if duration is not None else (load.requests or offered),
+        requests=None if duration is not None else requests,
     )
     seed = rc.seed if rc.seed is not None else DEFAULT_SCHEDULE_SEED
     return OpenLoop(profile, seed=seed, max_concurrency=rc.max_concurrency)
@@ -117,13 +119,13 @@ def drive_point(
         resolved = inputs.resolve(base_url, model) if inputs is not None else None
     except InputsError as exc:
         prompts = point_prompts(rc, workload)
-        return _client_failed(prompts, point_load(rc, workload), str(exc))
+        return _client_failed(prompts, point_load(rc, workload, point.length), str(exc))
     prompts = point_prompts(rc, workload, length_control=length_control, inputs=resolved)
     asyncio.run(_warm_up(base_url, prompts[:warmup], engine, model))
     if after_warmup is not None:
         after_warmup()
     payloads = [spec_payload(spec, model, runtime, engine) for spec in prompts]
-    load = point_load(rc, workload)
+    load = point_load(rc, workload, point.length)
     grace = workload.load.grace_s if workload.load is not None else 0.0
     try:
         result = run_load(

@@ -227,6 +227,8 @@ class Point:
     baseline_point_id: str | None = None
     #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
     speed_baseline_point_id: str | None = None
+    #: Its requests (or open-loop duration) are the workload's times this: a halving rung's > 1.
+    length: int = 1
 
     @property
     def point_id(self) -> str:
@@ -241,7 +243,7 @@ class Point:
             "request_config": self.request_config.to_dict(),
             "baseline_point_id": self.baseline_point_id,
             "speed_baseline_point_id": self.speed_baseline_point_id,
-        }
+        } | ({"length": self.length} if self.length != 1 else {})
 
 
 def point_id(host: str, server_config: ServerConfig, request_config: RequestConfig) -> str:

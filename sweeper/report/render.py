@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from sweeper.analysis.compare import Comparison
+from sweeper.analysis.drift import DRIFT_LIMIT, Drift, baseline_drift, mark_drift
 from sweeper.analysis.goodput import Knee
 from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.labels import load_label
@@ -64,7 +65,7 @@ def _speed(value: Any) -> str:
     return f" / {fmt(value)} vs speed baseline"
 
 
-def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
+def _summary(view: RunView, drifted: dict[str, float]) -> list[tuple[str, list[dict[str, Any]]]]:
     out = []
     for host, hp in view.points.groupby("host", sort=True):
         rows = [
@@ -86,6 +87,7 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
                 "client_reason": str(r.get("client_bound_reason") or ""),
                 "busy": _true(r.get("host_busy")) or _true(r.get("baseline_busy")),
                 "busy_reason": str(r.get("host_busy_reason") or "its baseline's host was busy"),
+                "drift": drifted.get(str(r.get("point_id"))),
                 "tau": fmt(r.get("tau")),
                 "ttft_p50": ms(r.get("ttft_p50")),
                 "ttft_p99": ms(r.get("ttft_p99")),
@@ -100,6 +102,31 @@ def _summary(view: RunView) -> list[tuple[str, list[dict[str, Any]]]]:
         ]
         out.append((str(host), rows))
     return out
+
+
+#: What `assemble` adds to the point records for the page.
+_VIEW_COLUMNS = ("config", "config_long", "best")
+
+
+def _drift(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """The AR baselines' drift table, and the points whose baseline drifted (point id -> drift)."""
+    drifts = baseline_drift(records)
+    marked = mark_drift(records, drifts)
+    drifted = {str(r["point_id"]): r["baseline_drift"] for r in marked if "baseline_drift" in r}
+    return [_drift_row(d) for d in drifts], drifted
+
+
+def _drift_row(d: Drift) -> dict[str, Any]:
+    return {
+        "host": d.host,
+        "baseline": d.label + "".join(f" {k}={v}" for k, v in d.flags if k != "cuda_graph"),
+        "at": d.at,
+        "n": len(d.values),
+        "first": fmt(d.first, 2),
+        "last": fmt(d.last, 2),
+        "max_drift": f"{d.max_drift:.1%}",
+        "drifted": d.drifted,
+    }
 
 
 def _true(value: Any) -> bool:
@@ -181,6 +208,11 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
         "busy": int(sum(_true(v) for v in pts["host_busy"])),
     }
     spec = view.manifest.get("spec")
+    # The records as written: the view's own label columns would read as grid flags.
+    drift, drifted = _drift(
+        pts.drop(columns=list(_VIEW_COLUMNS), errors="ignore").to_dict("records")
+    )
+    counts["drifted"] = sum(row["drifted"] for row in drift)
     return (
         _env()
         .get_template("template.html.j2")
@@ -191,7 +223,9 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             hosts=hosts,
             host_columns=host_columns,
             spec_text=json.dumps(spec, indent=2, default=str) if spec else "",
-            summary=_summary(view),
+            summary=_summary(view, drifted),
+            drift=drift,
+            drift_limit=f"{DRIFT_LIMIT:.0%}",
             knees=_knees(view),
             slo=(spec or {}).get("slo") if isinstance(spec, dict) else None,
             judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),

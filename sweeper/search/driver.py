@@ -71,8 +71,9 @@ class SearchOrder:
             # A trial is every restart the plan holds of it (`repeats.restarts`); a halving rung
             # is the one restart asked for.
             runs = space.restarts_of(step) if step.server_config.restart == 0 else [step]
+            length = getattr(strategy, "length", lambda _: 1)  # halving's rungs measure longer
             for run in runs:
-                pending = [p for p in space.points(run) if p.point_id not in done]
+                pending = [p for p in space.points(run, length(run)) if p.point_id not in done]
                 if not pending:
                     continue
                 why = self._over_budget(done, spent_before + self.clock() - started)

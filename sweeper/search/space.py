@@ -4,7 +4,7 @@ them (their params), with the points each one measures."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.plan import HostPlan, Point, Step
@@ -55,13 +55,14 @@ class Space:
             and params_key(s.server_config.params) == key
         ]
 
-    def points(self, step: Step) -> list[Point]:
+    def points(self, step: Step, length: int = 1) -> list[Point]:
         """The points a step measures: the plan's own, or for a restart the plan does not hold
-        (halving's rungs) the first restart's, compared with the same AR baseline points."""
+        (halving's rungs) the first restart's, compared with the same AR baseline points;
+        `length` times the workload's measurement each."""
         points = list(self.host.points())
         planned = [p for p in points if p.server_config.id == step.server_config.id]
         if planned:
-            return planned
+            return [replace(p, length=length) for p in planned] if length != 1 else planned
         key = params_key(step.server_config.params)
         baseline = {
             p.request_config.id: p.baseline_point_id
@@ -69,6 +70,6 @@ class Space:
             if p.server_config.restart == 0 and params_key(p.server_config.params) == key
         }
         return [
-            Point(self.host.name, step.server_config, rc, baseline.get(rc.id))
+            Point(self.host.name, step.server_config, rc, baseline.get(rc.id), length=length)
             for rc in step.request_configs
         ]

@@ -47,8 +47,11 @@ class InOrder:
 
 class Halving:
     """Successive halving over restarts: every candidate once (a seeded order, so a budget cut
-    is a random subset), then the best 1/eta of the feasible ones on a fresh restart each, their
-    score now the mean of both, and so on until one is left."""
+    is a random subset) with the workload's measurement, then the best 1/eta of the feasible ones
+    on a fresh restart each, measured eta times longer (`length`), their score now the mean of
+    both, and so on until one is left. Each rung thus sends about as many requests as the first
+    (1/eta of the configs, eta times the requests each): short measurements for all, longer
+    for the best fraction, where the noise of a short one would decide."""
 
     def __init__(self, space: Space, search: SearchSpec) -> None:
         self.eta, self.goal = search.eta, search.objective.goal
@@ -69,6 +72,10 @@ class Halving:
 
     def tell(self, step: Step, result: Score) -> None:
         self.scores[params_key(step.server_config.params)] = result
+
+    def length(self, step: Step) -> int:
+        """How many times the workload's measurement a step's points take: eta^rung."""
+        return int(self.eta**step.server_config.restart)
 
     def _promote(self) -> bool:
         ranked = [

@@ -4,11 +4,12 @@ A *trial* is one speculative server config: one restart, every request config me
 `strategy` picks the order (`grid`: plan order; `random`: a seeded shuffle; `tpe`: Optuna's
 Tree-structured Parzen Estimator, its study kept in the run directory so `--resume` continues it;
 `halving`: successive halving, every config measured once, the best 1/eta again on a fresh
-restart, and so on). `objective` is a point column, averaged over the named request configs
-(`at`, default all of a trial's) and over restarts. Temperature-0 exactness is a hard constraint
-that cannot be turned off: a trial with a determinism violation (diverged, nondeterministic,
-garbled) is infeasible whatever its speed. `constraints.slo` adds the spec's SLO. `budget` stops
-the search after so many restarts (the AR baseline's included) or hours, whichever comes first.
+restart measured eta times longer, and so on). `objective` is a point column, averaged over the
+named request configs (`at`, default all of a trial's) and over restarts. Temperature-0 exactness
+is a hard constraint that cannot be turned off: a trial with a determinism violation (diverged,
+nondeterministic, garbled) is infeasible whatever its speed. `constraints.slo` adds the spec's
+SLO. `budget` stops the search after so many restarts (the AR baseline's included) or hours,
+whichever comes first.
 """
 
 from __future__ import annotations

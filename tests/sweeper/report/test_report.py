@@ -177,3 +177,22 @@ def test_a_separable_run_shows_its_rule_and_the_plot(tmp_path: Path) -> None:
     assert "violations only where cuda_graph = on" in section
     assert 'alt="Violations against the implicated factors" src="data:image/png;base64,' in section
     assert "16 of 36 judged requests are violations (garbled 16)" in section
+
+
+def test_a_drifting_ar_baseline_gets_its_table_and_its_speedups_a_drift_flag(
+    tmp_path: Path,
+) -> None:
+    import dataclasses
+
+    import pandas as pd
+
+    view = load_run(make_run(tmp_path))
+    assert "AR baseline drift" not in render_html(view)  # one measurement per baseline
+    points = view.points
+    ar = points[(points["mode"] == "ar") & (points["concurrency"] == 1)].head(1).copy()
+    ar["restart"], ar["point_id"] = 1, ar["point_id"] + "-rs1"
+    ar["started_at"] = "2099-01-01T00:00:00Z"  # measured last
+    ar["output_tok_s"] = ar["output_tok_s"] * 0.8
+    html = render_html(dataclasses.replace(view, points=pd.concat([points, ar])))
+    assert "AR baseline drift" in html and "20.0%" in html
+    assert "drifted beyond 10%" in html and ">drift</span>" in html

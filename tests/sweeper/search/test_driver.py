@@ -1,6 +1,7 @@
 """The search driver as the runner drives it, without servers: each step it yields is "measured"
 by writing its points' rows into `done` (as the runner records them) before the next is asked
-for. Budgets in restarts and in hours, resume from the records, and the trial log."""
+for. Budgets in restarts and in hours, resume from the records, the trial log, and halving's
+rungs measured longer."""
 
 from __future__ import annotations
 
@@ -48,7 +49,13 @@ class Clock:
         return self.now
 
 
-def _drive(search: str, run_dir: Path, done: dict[str, Any], clock: Clock | None = None) -> list:
+def _drive(
+    search: str,
+    run_dir: Path,
+    done: dict[str, Any],
+    clock: Clock | None = None,
+    lengths: dict[str, int] | None = None,
+) -> list:
     plan = build_plan(parse_spec(SPEC.format(search=search)))
     order = SearchOrder(plan, run_dir, clock or Clock())
     started = []
@@ -56,6 +63,8 @@ def _drive(search: str, run_dir: Path, done: dict[str, Any], clock: Clock | None
         started.append(work.step.server_config.label)
         for point in work.points:
             done[point.point_id] = _measure(point)
+            if lengths is not None:
+                lengths[point.point_id] = point.length
         if clock is not None:
             clock.now += 600  # ten minutes a restart
     return started
@@ -84,3 +93,15 @@ def test_hours_budget_and_the_wrong_config_is_logged_infeasible(tmp_path: Path) 
     log = json.loads((tmp_path / "all" / SEARCH_LOG).read_text())
     wrong = [t for t in log["trials"] if t["label"] == "b8-k2-bs4-cg0"]
     assert wrong[0]["state"] == "infeasible" and wrong[0]["value"] == 20.0
+
+
+def test_halving_rungs_measure_eta_times_longer(tmp_path: Path) -> None:
+    done: dict[str, Any] = {}
+    lengths: dict[str, int] = {}
+    started = _drive("{strategy: halving, eta: 2}", tmp_path, done, lengths=lengths)
+    # AR, 6 configs once (5 feasible), then 3 -> 2 -> 1 on fresh restarts
+    assert len(started) == 1 + 6 + 3 + 2 + 1
+    by_rung: dict[int, set[int]] = {}
+    for point_id, length in lengths.items():
+        by_rung.setdefault(done[point_id]["restart"], set()).add(length)
+    assert by_rung == {0: {1}, 1: {2}, 2: {4}, 3: {8}}  # eta^rung times the workload's requests

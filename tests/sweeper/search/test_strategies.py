@@ -93,3 +93,35 @@ def test_restarts_in_the_plan_and_the_preview() -> None:
     assert plan_problems(wrong) == [
         "search.objective.at[1]: no request config 't0-c8' in the plan (it has t0-c1, t0-c2)"
     ]
+
+
+def test_halving_lengthens_each_rung_s_measurement_by_eta() -> None:
+    from sweeper.measure.drive import point_load
+    from sweeper.measure.pool import ClosedLoop
+
+    plan = _plan()
+    space = Space.of(plan.hosts[0])
+    halving = Halving(space, SearchSpec(strategy="halving", eta=3))
+    lengths: dict[int, set[int]] = {}
+    while (step := halving.ask()) is not None:
+        lengths.setdefault(step.server_config.restart, set()).add(halving.length(step))
+        for point in space.points(step, halving.length(step)):
+            load = point_load(point.request_config, plan.spec.workload, point.length)
+            assert isinstance(load, ClosedLoop) and load.requests == point.length  # 1 prompt
+        halving.tell(step, _landscape(step))
+    assert lengths == {0: {1}, 1: {3}, 2: {9}, 3: {27}}
+
+
+def test_a_longer_point_lengthens_an_open_loop_s_duration_or_arrivals() -> None:
+    from sweeper.measure.drive import point_load
+    from sweeper.measure.pool import OpenLoop
+
+    for load, expected in (("duration_s: 20", (60.0, None)), ("requests: 6", (None, 18))):
+        text = (
+            f"name: t\nworkload:\n  prompts: [{{id: a, text: hi}}]\n  load: {{rate: [2], {load}}}\n"
+        )
+        plan = build_plan(parse_spec(text))
+        rc = next(plan.points()).request_config
+        longer = point_load(rc, plan.spec.workload, 3)
+        assert isinstance(longer, OpenLoop)
+        assert (longer.profile.duration_s, longer.profile.requests) == expected
