@@ -151,7 +151,13 @@ def _ambient(host: LocalHost, seconds: float) -> float:
 
 def test_a_quiet_point_is_not_busy_though_the_sweep_itself_burns_cpu() -> None:
     host = LocalHost()
+    # A neighbour's burst (another test's server shutting down) passes: the quietest of a few
+    # seconds' readings is this machine's own background.
     ambient = _ambient(host, 1.0)
+    for _ in range(7):
+        if ambient < BUSY_CORES / 4:
+            break
+        ambient = min(ambient, _ambient(host, 1.0))
     if ambient >= BUSY_CORES / 2:
         pytest.skip(f"this machine is busy without the test ({ambient:.2f} cores of others)")
     columns = _point(host)
