@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.plan import Point
-from sweeper.results.reader import is_run_dir, load_points, load_request_columns
+from sweeper.results.reader import is_run_dir, read_run
 from sweeper.results.records import RequestRecord
 
 #: The request columns a verdict reads.
@@ -27,16 +27,18 @@ class EarlierBaseline:
     def __init__(self, run_dir: Path) -> None:
         if not is_run_dir(run_dir):
             raise FileNotFoundError(f"baseline_run {run_dir} is not a run directory")
-        points = load_points(run_dir)
+        run = read_run(run_dir)
+        points = run.points
         if points is None or "mode" not in points:
             points = pd.DataFrame(columns=["point_id", "mode", "status"])
         self.points = points[(points["mode"] == "ar") & (points["status"] == "ok")]
         columns = [*JUDGED, "token_ids_source"]
         columns = [c for c in columns if c in RequestRecord.model_fields]
         wanted = list(self.points["point_id"])
-        self.requests = load_request_columns(
-            run_dir, columns, filters=[("point_id", "in", wanted)] if wanted else None
+        self.requests = run.requests(
+            columns, filters=[("point_id", "in", wanted)] if wanted else None
         )
+        run.close()
         self.run_dir = Path(run_dir)
 
     def point_for(self, point: Point) -> dict[str, Any] | None:
