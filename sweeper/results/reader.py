@@ -151,9 +151,9 @@ class Run:
         if self._requests_file is None:
             return pd.DataFrame(columns=columns)
         names = self.request_names
-        present = [c for c in columns if c in names]
+        present = [c for c in dict.fromkeys(columns) if c in names]
         legacy = "mode" in columns and "mode" not in present and "engine" in names
-        if legacy:
+        if legacy and "engine" not in present:  # asked twice, it would be two columns
             present.append("engine")
         table = self._filtered(present, filters) if filters else self._whole(present)
         decode = [] if categorical else [c for c in CATEGORICAL if c in present]
