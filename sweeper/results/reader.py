@@ -72,7 +72,7 @@ class Run:
     def __init__(self, run_dir: Path) -> None:
         self.dir = Path(run_dir)
         self.manifest = read_manifest(self.dir)
-        #: Views rebuilt from the records before this reading (`results.repair.read_repaired`).
+        #: Views rebuilt from the records before this reading (`results.repair.repaired`).
         self.rebuilt: list[str] = []
         self._columns: dict[str, pa.ChunkedArray] = {}
 
@@ -98,7 +98,8 @@ class Run:
     @cached_property
     def points(self) -> pd.DataFrame | None:
         """points.parquet, else points.csv, else the append-only points.jsonl, else None; rows
-        of runs written before the `mode` column come back in today's columns."""
+        of runs written before the `mode` column come back in today's columns. One frame for
+        every reader of the run: copy it before changing it."""
         data = self._points_bytes
         points = None if data is None else _view(lambda: pd.read_parquet(io.BytesIO(data)))
         if points is None and (self.dir / POINTS_CSV).exists():
