@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the planted copies come from t
 
 from sweeper.analysis.diagnosis_text import sentence, table  # noqa: E402
 from sweeper.analysis.run_diagnosis import diagnose_run  # noqa: E402
+from sweeper.results.reader import read_run  # noqa: E402
 from tests.sweeper.planted import plant_fault  # noqa: E402
 
 #: The chat prompts of sweeps/local.yaml (answers that repeat, so the n-gram drafter drafts).
@@ -98,7 +99,7 @@ def main() -> None:
     run_dir = Path(done.stdout.strip().splitlines()[-1])
     print(f"{name}: sweep exit {done.returncode}, wall {wall / 60:.1f} min, run {run_dir}")
     print(done.stderr.strip().splitlines()[-1])
-    diagnosis = diagnose_run(run_dir)
+    diagnosis = diagnose_run(read_run(run_dir))
     if diagnosis is None:
         print("no request records")
         return

@@ -27,10 +27,11 @@ REPORT = """
 import sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
 from sweeper.report.render import write_report
+from sweeper.results.reader import read_run
 t1 = time.perf_counter()
-view = load_run(Path(sys.argv[1]))
+view = build_view(read_run(Path(sys.argv[1])))
 t2 = time.perf_counter()
 out = write_report(view, Path(sys.argv[1]) / "report.html")
 t3 = time.perf_counter()

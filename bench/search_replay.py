@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweeper.analysis.best import best_of, group_configs  # noqa: E402
 from sweeper.analysis.objective import Score, score  # noqa: E402
 from sweeper.plan import build_plan  # noqa: E402
-from sweeper.results.reader import load_points, read_manifest  # noqa: E402
+from sweeper.results.reader import read_run  # noqa: E402
 from sweeper.search.space import Space  # noqa: E402
 from sweeper.search.strategies import make_strategy  # noqa: E402
 from sweeper.spec import Spec  # noqa: E402
@@ -34,8 +34,8 @@ from sweeper.spec.search import SearchSpec  # noqa: E402
 
 def replay(run: Path, strategy: str, seed: int, restarts: int) -> float | None:
     """The best feasible objective a strategy finds within `restarts` (the AR's included)."""
-    manifest = read_manifest(run)
-    points = load_points(run)
+    loaded = read_run(run)
+    manifest, points = loaded.manifest, loaded.points
     assert manifest is not None and points is not None
     spec = Spec.model_validate({**manifest.spec, "search": None})
     space = Space.of(build_plan(spec).hosts[0])
@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=10)
     parser.add_argument("--seeds", type=int, default=20)
     args = parser.parse_args()
-    points = load_points(args.run)
+    points = read_run(args.run).points
     assert points is not None
     found = best_of(points.to_dict("records"), SearchSpec().objective)
     assert found is not None

@@ -1,7 +1,7 @@
 """Compare two runs point by point: deltas, noise-aware regression flags, new breakage.
 
-`compare_runs` is pure: frames in, a `Comparison` out (`compare_dirs` reads two run directories
-for it). Points are matched by identity (host + server params +
+`compare_runs` is pure: frames in, a `Comparison` out (`compare_loaded` takes them from two
+runs as read, `sweeper.results.reader.Run`). Points are matched by identity (host + server params +
 request params), never by run-specific ids; when both runs' requests name datasets, each point
 is split by dataset (`sweeper.analysis.datasets`) and matched per dataset, so a regression on
 one suite is not averaged away by the others. A metric change is flagged only when it exceeds
@@ -13,13 +13,12 @@ on several restarts (`repeats.restarts`) is one row, its means over restarts; wh
 overlap is "within noise", neither a regression nor an improvement.
 A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
 determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now);
-a newly broken config carries run B's diagnosis (`compare_dirs`).
+a newly broken config carries run B's diagnosis (`compare_loaded`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +36,7 @@ from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
 from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
-from sweeper.results.reader import load_points, load_request_columns
+from sweeper.results.reader import Run
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
 # metric -> (per-request value column or recipe, True when higher is better)
@@ -182,23 +181,23 @@ NOISE_COLUMNS = ["point_id", "prompt_id", "output_tokens", "e2e", "ttft"]
 COMPARED_COLUMNS = list(dict.fromkeys([*NOISE_COLUMNS, *DATASET_REQUEST_COLUMNS]))
 
 
-def compare_dirs(run_a: Path, run_b: Path, threshold: float) -> Comparison:
-    """Compare run directory B against A, reading only what the comparison needs."""
+def compare_loaded(run_a: Run, run_b: Run, threshold: float) -> Comparison:
+    """Compare run B against A, reading only what the comparison needs."""
     frames = []
     for run in (run_a, run_b):
-        points = load_points(run)
+        points = run.points
         frames.append(
             (
                 points if points is not None else pd.DataFrame(columns=["point_id"]),
-                load_request_columns(run, COMPARED_COLUMNS, categorical=False),
+                run.requests(COMPARED_COLUMNS, categorical=False),
             )
         )
     if all(has_datasets(requests) for _, requests in frames):
         frames = [(dataset_points(p, r), dataset_requests(r)) for p, r in frames]
     (points_a, requests_a), (points_b, requests_b) = frames
-    result = compare_runs(points_a, points_b, requests_a, requests_b, threshold, Path(run_a).name)
+    result = compare_runs(points_a, points_b, requests_a, requests_b, threshold, run_a.dir.name)
     broken = [r for r in result.rows if r.is_regression and "determinism broken" in r.flag_text]
-    diagnosis = diagnose_run(Path(run_b)) if broken else None
+    diagnosis = diagnose_run(run_b) if broken else None
     if diagnosis is not None:
         for row in broken:
             row.diagnosis = point_line(diagnosis, row.point_id)

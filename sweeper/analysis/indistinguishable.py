@@ -10,12 +10,11 @@ alone say nothing (greedy decoding is exact under any config). Pure: rows in, la
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 import pandas as pd
 
 from sweeper.analysis.labels import point_label
-from sweeper.results.reader import load_points, load_request_columns
+from sweeper.results.reader import Run
 from sweeper.results.records import RequestConfigColumns
 from sweeper.results.rows import is_missing
 
@@ -62,12 +61,12 @@ def indistinguishable(points: pd.DataFrame, requests: pd.DataFrame) -> list[list
     )
 
 
-def indistinguishable_in(run_dir: Path) -> list[list[str]]:
-    """`indistinguishable` over a run directory's points and requests."""
-    points = load_points(run_dir)
+def indistinguishable_in(run: Run) -> list[list[str]]:
+    """`indistinguishable` over a run's points and requests."""
+    points = run.points
     if points is None:
         return []
-    requests = load_request_columns(run_dir, COLUMNS, categorical=False)
+    requests = run.requests(COLUMNS, categorical=False)
     return indistinguishable(points, requests)
 
 

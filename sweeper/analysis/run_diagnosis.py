@@ -1,17 +1,17 @@
-"""The diagnosis of a run directory: its verdicts and factors read through the one reader, then
-the pure attribution (`diagnosis.py`). Used by the report, `compare`, nightly and `diagnose`."""
+"""The diagnosis of a run: its verdicts and factors read from the run as the one reader read it
+(`sweeper.results.reader.Run`), then the pure attribution (`diagnosis.py`). Used by the report,
+`compare`, nightly and `diagnose`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
 from sweeper.analysis.calibration import ar_control, near_tie_rates
 from sweeper.analysis.diagnosis import Diagnosis, diagnose
 from sweeper.analysis.labels import point_label
-from sweeper.results.reader import load_request_columns, request_columns
+from sweeper.results.reader import Run
 from sweeper.results.records import factor_kinds
 
 #: Columns a request's outcome and identity are read from, besides its factors.
@@ -20,19 +20,19 @@ OUTCOME_COLUMNS = ["verdict", "error", "mode", "temperature", "host", "point_id"
 _CONTROL_COLUMNS = ["sha256", "restart", "prompt_id", "max_tokens", "concurrency", "rate"]
 
 
-def run_requests(run_dirs: Sequence[Path]) -> tuple[pd.DataFrame, dict[str, str]]:
+def run_requests(runs: Sequence[Run]) -> tuple[pd.DataFrame, dict[str, str]]:
     """The judged-request columns of one or more runs (a run and its follow-ups), and the
     factors they share."""
     frames, kinds = [], None
-    for run_dir in run_dirs:
-        names = request_columns(run_dir)
+    for run in runs:
+        names = run.request_names
         if "verdict" not in names:
             continue
         found = factor_kinds(names)
         kinds = found if kinds is None else {c: k for c, k in kinds.items() if c in found}
         present = [c for c in _CONTROL_COLUMNS if c in names]
         wanted = list(dict.fromkeys([*OUTCOME_COLUMNS, *found, *present]))
-        frames.append(load_request_columns(run_dir, wanted, categorical=False))
+        frames.append(run.requests(wanted, categorical=False))
     if not frames:
         return pd.DataFrame(), {}
     return calibrated(pd.concat(frames, ignore_index=True)), kinds or {}
@@ -51,9 +51,9 @@ def calibrated(requests: pd.DataFrame) -> pd.DataFrame:
     return requests.assign(near_tie_excess=excess)
 
 
-def diagnose_run(*run_dirs: Path) -> Diagnosis | None:
+def diagnose_run(*runs: Run) -> Diagnosis | None:
     """The diagnosis over the runs' requests together (None when none has request records)."""
-    requests, kinds = run_requests(run_dirs)
+    requests, kinds = run_requests(runs)
     if requests.empty:
         return None
     return diagnose(requests, kinds)

@@ -18,7 +18,7 @@ from sweeper.analysis.best import Entry, Ranking, rank
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.objective import Interval, Score
 from sweeper.commands.validate import EXIT_BAD_SPEC
-from sweeper.results.reader import load_points, read_manifest
+from sweeper.results.reader import read_run
 from sweeper.spec.search import ObjectiveSpec, SearchSpec
 
 EXIT_NONE_FEASIBLE = 3
@@ -32,8 +32,8 @@ def command(
     at: list[str] = typer.Option([], "--at", help="Request config id (t0-c8); repeatable."),
 ) -> None:
     """Which config wins at each load, by how much, and which comes second."""
-    manifest = read_manifest(run)
-    points = load_points(run)
+    loaded = read_run(run)
+    manifest, points = loaded.manifest, loaded.points
     if manifest is None or points is None:
         typer.echo(f"error: {run} is not a run directory with points", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)

@@ -9,23 +9,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.compare import Comparison, compare_dirs, parse_threshold, sweep_differences
+from sweeper.analysis.compare import Comparison, compare_loaded, parse_threshold, sweep_differences
 from sweeper.analysis.indistinguishable import describe, indistinguishable_in
-from sweeper.commands.repair import rebuild_note
+from sweeper.commands.repair import checked
 from sweeper.exit_codes import EXIT_BAD_SPEC as EXIT_USAGE
 from sweeper.exit_codes import EXIT_REGRESSION
 from sweeper.report.formatting import pct
-from sweeper.results.reader import is_run_dir, read_manifest
+from sweeper.results.reader import MANIFEST, Run, is_run_dir, read_run
 
 FORCE_HELP = "Compare runs of different sweeps (name, prompts or workload) anyway."
 
 
-def refuse_other_sweeps(run_a: Path, run_b: Path, force: bool) -> None:
+def refuse_other_sweeps(run_a: Run, run_b: Run, force: bool) -> None:
     """Exit 2 when the two runs are not one sweep (unless `force`); a warning with it."""
-    manifests = [read_manifest(run_a), read_manifest(run_b)]
+    manifests = [run_a.manifest, run_b.manifest]
     if manifests[0] is None or manifests[1] is None:
-        bad = run_a if manifests[0] is None else run_b
-        typer.echo(f"error: {bad}/manifest.json is unreadable (sweeper ls shows it)", err=True)
+        bad = run_a.dir if manifests[0] is None else run_b.dir
+        typer.echo(f"error: {bad}/{MANIFEST} is unreadable (sweeper ls shows it)", err=True)
         raise typer.Exit(EXIT_USAGE)
     differences = sweep_differences(manifests[0].spec, manifests[1].spec)
     if not differences:
@@ -35,7 +35,7 @@ def refuse_other_sweeps(run_a: Path, run_b: Path, force: bool) -> None:
         typer.echo(f"warning: comparing runs of different sweeps ({what})", err=True)
         return
     typer.echo(
-        f"error: {run_a} and {run_b} are runs of different sweeps ({what}); "
+        f"error: {run_a.dir} and {run_b.dir} are runs of different sweeps ({what}); "
         "--force compares them anyway",
         err=True,
     )
@@ -85,21 +85,21 @@ def command(
     limit = threshold_option(threshold)
     for path in (run_a, run_b):
         if not is_run_dir(path):
-            what = "has no manifest.json" if path.is_dir() else "does not exist"
+            what = f"has no {MANIFEST}" if path.is_dir() else "does not exist"
             typer.echo(f"error: {path} is not a run directory ({what})", err=True)
             raise typer.Exit(EXIT_USAGE)
-    refuse_other_sweeps(run_a, run_b, force)
-    for path in (run_a, run_b):
-        rebuild_note(path)
+    first, second = read_run(run_a), read_run(run_b)
+    refuse_other_sweeps(first, second, force)
+    first, second = checked(first), checked(second)
     try:
-        comparison = compare_dirs(run_a, run_b, limit)
+        comparison = compare_loaded(first, second, limit)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.
     console = Console(width=None if sys.stdout.isatty() else 160)
     print_table(comparison, console, everything)
-    for note in describe(indistinguishable_in(run_b)):
+    for note in describe(indistinguishable_in(second)):
         console.print(note, markup=False)
     if comparison.regressed:
         raise typer.Exit(EXIT_REGRESSION)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 import yaml
@@ -28,12 +29,12 @@ from sweeper.analysis.diagnosis_text import TABLE_COLUMNS, sentence, table
 from sweeper.analysis.evidence import EVIDENCE_COLUMNS, evidence
 from sweeper.analysis.run_diagnosis import diagnose_run, run_requests
 from sweeper.commands.plan import render
-from sweeper.commands.repair import rebuild_note
+from sweeper.commands.repair import checked
 from sweeper.commands.run import create_store, execute, planned_source_hash
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
 from sweeper.plan.followup import FollowUp, plan_followup
-from sweeper.results.reader import is_run_dir, load_points, read_manifest
+from sweeper.results.reader import MANIFEST, is_run_dir, read_run
 from sweeper.results.records import Manifest
 from sweeper.spec import Spec
 
@@ -54,13 +55,12 @@ def _table(
     console.print(out)
 
 
-def measured_rates(manifest: Manifest, run_dir: Path) -> tuple[float, float]:
+def measured_rates(manifest: Manifest, points: Any) -> tuple[float, float]:
     """Seconds per restart and tokens/s per stream as the run measured them (defaults else)."""
     timings = manifest.timings
     ready = sum(v for k, v in timings.items() if k.endswith(".ready_s"))
     restarts = sum(v for k, v in timings.items() if k.endswith(".restarts"))
     load_s = ready / restarts if restarts else DEFAULT_LOAD_S
-    points = load_points(run_dir)
     speeds: list[float] = []
     if points is not None and {"output_tok_s", "concurrency", "status"} <= set(points):
         ok = points[(points["status"] == "ok") & points["output_tok_s"].notna()]
@@ -104,16 +104,17 @@ def command(
 ) -> None:
     """Say which factors separate a run's violations, then plan and run the experiments that
     separate what its grid could not."""
-    manifest = read_manifest(run_dir) if is_run_dir(run_dir) else None
-    if manifest is None:
-        raise _usage(f"{run_dir} is not a run directory (no readable manifest.json)")
+    run = read_run(run_dir) if is_run_dir(run_dir) else None
+    manifest = run.manifest if run is not None else None
+    if run is None or manifest is None:
+        raise _usage(f"{run_dir} is not a run directory (no readable {MANIFEST})")
     try:
         spec = Spec.model_validate(manifest.spec)
     except ValidationError as exc:
         raise _usage(f"the run's spec does not validate today: {exc.errors()[0]['msg']}") from None
-    rebuild_note(run_dir)
+    run = checked(run)
     console = Console(width=None if sys.stdout.isatty() else 160)
-    requests, kinds = run_requests([run_dir])
+    requests, kinds = run_requests([run])
     found = diagnose(requests, kinds)
     console.print(f"diagnosis of {run_dir}:", markup=False, style="bold")
     console.print(sentence(found), markup=False)
@@ -127,7 +128,7 @@ def command(
         console.print("nothing to follow up", markup=False)
         return
     plan: Plan = build_plan(followup.spec)
-    load_s, tok_s = measured_rates(manifest, run_dir)
+    load_s, tok_s = measured_rates(manifest, run.points)
     seconds = estimate_seconds(plan, load_s=load_s, tok_s=tok_s)
     render(plan, seconds, console)
     console.print(
@@ -148,8 +149,9 @@ def command(
     spec_path = _write_spec(followup.spec, root, manifest.run_id)
     store = create_store(plan, spec_path, root, follows=str(run_dir))
     code = execute(plan, store, plain)
-    followed, _ = run_requests([store.dir])
-    combined = diagnose_run(run_dir, store.dir)
+    follow_up = read_run(store.dir)
+    followed, _ = run_requests([follow_up])
+    combined = diagnose_run(run, follow_up)
     rule = [t.condition for t in combined.rule] if combined is not None else []
     rows = evidence(followup.experiments, followed, rule)
     _table(

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.exit_codes import EXIT_BAD_SPEC
-from sweeper.results.reader import list_runs, unreadable_runs
+from sweeper.results.reader import MANIFEST, POINTS_LOG, all_runs
 
 
 def command(
@@ -19,8 +19,10 @@ def command(
     if results.exists() and not results.is_dir():
         typer.echo(f"error: {results} is not a directory", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
-    runs = list_runs(results)
-    broken = unreadable_runs(results)
+    found = all_runs(results)
+    # Oldest first: run ids start with their UTC start time.
+    runs = sorted((r.manifest for r in found if r.manifest is not None), key=lambda m: m.run_id)
+    broken = sorted(r.dir for r in found if r.manifest is None)
     if not runs and not broken:
         typer.echo(f"no runs under {results}")
         return
@@ -42,7 +44,6 @@ def command(
     Console(width=160).print(table)
     for path in broken:
         typer.echo(
-            f"warning: {path}/manifest.json is unreadable; its records (points.jsonl) are "
-            "untouched",
+            f"warning: {path}/{MANIFEST} is unreadable; its records ({POINTS_LOG}) are untouched",
             err=True,
         )

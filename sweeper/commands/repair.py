@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO
+from sweeper.results.reader import Run
 from sweeper.results.repair import RepairError, repair
 
 
@@ -24,11 +25,13 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
     typer.echo(f"rebuilt the views of {run_dir} from its records ({what})")
 
 
-def rebuild_note(run_dir: Path) -> None:
-    """For commands that read a run: rebuild broken views first, saying so on stderr."""
-    from sweeper.results.repair import ensure_views
+def checked(run: Run) -> Run:
+    """For commands that read a run: the run with its broken views rebuilt first (saying so on
+    stderr); the same run when none was broken."""
+    from sweeper.results.repair import repaired
 
-    rebuilt = ensure_views(run_dir)
-    if rebuilt:
-        names = ", ".join(rebuilt)
-        typer.echo(f"note: {run_dir}: rebuilt {names} from the .jsonl records", err=True)
+    run = repaired(run)
+    if run.rebuilt:
+        names = ", ".join(run.rebuilt)
+        typer.echo(f"note: {run.dir}: rebuilt {names} from the .jsonl records", err=True)
+    return run

@@ -6,11 +6,18 @@ from pathlib import Path
 
 import typer
 
-from sweeper.analysis.compare import Comparison, compare_dirs
+from sweeper.analysis.compare import Comparison, compare_loaded
 from sweeper.commands.compare import EXIT_USAGE, FORCE_HELP, refuse_other_sweeps, threshold_option
-from sweeper.commands.repair import rebuild_note
-from sweeper.report.assemble import load_run
-from sweeper.results.reader import is_run_dir, latest_run, previous_finished
+from sweeper.commands.repair import checked
+from sweeper.report.assemble import build_view
+from sweeper.results.reader import (
+    MANIFEST,
+    Run,
+    is_run_dir,
+    latest_run,
+    previous_finished,
+    read_run,
+)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -30,19 +37,19 @@ def _run_dir(run_dir: Path | None, latest: bool, results: Path) -> Path:
     if not run_dir.is_dir():
         raise _fail(f"no run directory at {run_dir}")
     if not is_run_dir(run_dir):
-        raise _fail(f"{run_dir} is not a run directory (no manifest.json)")
+        raise _fail(f"{run_dir} is not a run directory (no {MANIFEST})")
     return run_dir
 
 
 def _comparison(
-    run_dir: Path, against: Path | None, baseline: str | None, threshold: float, force: bool
+    run: Run, against: Path | None, baseline: str | None, threshold: float, force: bool
 ) -> Comparison | None:
     if against is not None and baseline is not None:
         raise _fail("give --compare RUN or --baseline previous, not both")
     if baseline is not None:
         if baseline != "previous":
             raise _fail("--baseline accepts only 'previous'")
-        against = previous_finished(run_dir)
+        against = previous_finished(run.dir)
         if against is None:
             typer.echo("note: no earlier finished run of this sweep; no comparison", err=True)
             return None
@@ -50,9 +57,9 @@ def _comparison(
         return None
     if not is_run_dir(against):
         raise _fail(f"no run directory at {against}")
-    refuse_other_sweeps(against, run_dir, force)
-    rebuild_note(against)
-    return compare_dirs(against, run_dir, threshold)
+    earlier = read_run(against)
+    refuse_other_sweeps(earlier, run, force)
+    return compare_loaded(checked(earlier), run, threshold)
 
 
 def command(
@@ -71,7 +78,7 @@ def command(
     from sweeper.report.render import write_report  # matplotlib: only when a report is made
 
     target = _run_dir(run_dir, latest, results)
-    rebuild_note(target)
-    comparison = _comparison(target, against, baseline, threshold_option(threshold), force)
-    path = write_report(load_run(target), out or target / "report.html", comparison)
+    run = checked(read_run(target))
+    comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
+    path = write_report(build_view(run), out or target / "report.html", comparison)
     typer.echo(str(path))

@@ -1,4 +1,5 @@
-"""Load one run directory into the report's view model; a partial or failed run still loads.
+"""One run (`sweeper.results.reader.Run`) shaped into the report's view model; a partial or
+failed run still loads.
 
 Reads only the columns it needs (a run may hold millions of request rows) and records, rather
 than raises on, whatever is absent: no manifest, no points yet, missing contract columns,
@@ -17,12 +18,7 @@ from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.analysis.labels import point_label, point_label_long
 from sweeper.analysis.verdicts import OK_VERDICTS, worst_by_group
 from sweeper.report.outputs import Divergence, load_divergences
-from sweeper.results.reader import (
-    load_points,
-    load_request_columns,
-    read_manifest,
-    sample_list_column,
-)
+from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord
 
 #: The points contract's columns, from the record model (README: Results on disk).
@@ -58,6 +54,8 @@ class RunView:
     """Everything the template and the figures need, already shaped."""
 
     run_dir: Path
+    #: The run as read (the diagnosis and dataset sections read their columns from it).
+    run: Run
     run_id: str
     sweep: str
     status: str
@@ -119,7 +117,7 @@ def build_verdict_matrix(points: pd.DataFrame, requests: pd.DataFrame) -> pd.Dat
 
 
 def _missing_notes(
-    manifest: dict[str, Any] | None, points: pd.DataFrame | None, run_dir: Path
+    manifest: dict[str, Any] | None, points: pd.DataFrame | None, run: Run
 ) -> list[str]:
     notes: list[str] = []
     if manifest is None:
@@ -127,7 +125,7 @@ def _missing_notes(
     elif manifest.get("status") not in ("complete", None):
         notes.append(f"The run's status is '{manifest.get('status')}': it did not finish.")
     if points is None:
-        notes.append("No points.parquet or points.csv: no point finished.")
+        notes.append(f"No {POINTS_PARQUET} or {POINTS_CSV}: no point finished.")
     else:
         absent = [c for c in POINT_COLUMNS if c not in points.columns]
         if absent:
@@ -142,8 +140,8 @@ def _missing_notes(
             "No AR baseline in this run: outputs were compared with nothing, so temperature-0 "
             "verdicts are n/a (an endpoint run takes runtime.baseline_url or baseline_run)."
         )
-    if not (run_dir / "requests.parquet").exists():
-        notes.append("No requests.parquet: latency distributions and outputs are unavailable.")
+    if not run.has_requests:
+        notes.append(f"No {REQUESTS_PARQUET}: latency distributions and outputs are unavailable.")
     return notes
 
 
@@ -196,37 +194,38 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     return points.sort_values(sort_keys, kind="stable").reset_index(drop=True)
 
 
-def load_run(run_dir: Path, max_divergences: int = 200) -> RunView:
-    """Assemble the view model of `run_dir`; never raises on a partial run."""
-    run_dir = Path(run_dir)
+def build_view(run: Run, max_divergences: int = 200) -> RunView:
+    """Assemble the view model of a run; never raises on a partial run."""
+    run_dir = run.dir
     if not run_dir.is_dir():
         raise FileNotFoundError(f"no run directory at {run_dir}")
-    loaded = read_manifest(run_dir)
+    loaded = run.manifest
     manifest = loaded.model_dump(mode="json", exclude_none=True) if loaded else None
-    raw_points = load_points(run_dir)
-    missing = _missing_notes(manifest, raw_points, run_dir)
+    raw_points = run.points
+    missing = _missing_notes(manifest, raw_points, run)
     points = _normalise(
         raw_points if raw_points is not None else pd.DataFrame(columns=["point_id"])
     )
-    requests = load_request_columns(run_dir, REQUEST_SCALARS)
+    requests = run.requests(REQUEST_SCALARS)
     rows = points["config_long"]
     if points["host"].nunique() > 1:  # the same config on two hosts is two rows
         rows = points["host"].astype(str) + " " + rows
     matrix = build_verdict_matrix(points.assign(config=rows), requests)
-    divergences, total = load_divergences(run_dir, points, max_divergences)
+    divergences, total = load_divergences(run, points, max_divergences)
     return RunView(
         run_dir=run_dir,
+        run=run,
         run_id=str((manifest or {}).get("run_id") or run_dir.name),
         sweep=str((manifest or {}).get("sweep") or run_dir.parent.name),
         status=str((manifest or {}).get("status") or "unknown"),
         manifest=manifest or {},
         points=points,
         requests=requests,
-        itl_sample=sample_list_column(run_dir, "itls").rename(columns={"value": "itl"}),
+        itl_sample=run.sample_list("itls").rename(columns={"value": "itl"}),
         verdict_matrix=matrix,
         missing=missing,
         failures=_failures(points, run_dir),
         divergences=divergences,
         divergences_total=total,
-        indistinguishable=describe(indistinguishable_in(run_dir)),
+        indistinguishable=describe(indistinguishable_in(run)),
     )

@@ -5,7 +5,6 @@ not held. Shaped here, rendered by `datasets.html.j2`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -18,7 +17,7 @@ from sweeper.analysis.datasets import (
 )
 from sweeper.analysis.labels import point_label_long
 from sweeper.report.formatting import fmt
-from sweeper.results.reader import load_request_columns
+from sweeper.results.reader import Run
 
 
 @dataclass
@@ -31,9 +30,9 @@ class DatasetSection:
     length_notes: list[str] = field(default_factory=list)
 
 
-def dataset_section(run_dir: Path, points: pd.DataFrame) -> DatasetSection | None:
+def dataset_section(run: Run, points: pd.DataFrame) -> DatasetSection | None:
     """The section, or None when the run's requests name no dataset."""
-    requests = load_request_columns(run_dir, DATASET_REQUEST_COLUMNS, categorical=False)
+    requests = run.requests(DATASET_REQUEST_COLUMNS, categorical=False)
     if not has_datasets(requests):
         return None
     table = dataset_table(dataset_points(points, requests))

@@ -1,14 +1,13 @@
 """The report's "Diagnosis" section: the rule the violations live in, the factor table, and a
 plot of violations against the implicated factors (`diagnosis.html.j2`).
 
-The diagnosis reads its own request columns (`analysis.run_diagnosis`: the verdicts and every
-factor the record models mark), so the rest of the report's view model is untouched.
+The diagnosis reads its own request columns of the run (`analysis.run_diagnosis`: the verdicts
+and every factor the record models mark), so the rest of the report's view model is untouched.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 
@@ -17,6 +16,7 @@ from sweeper.analysis.diagnosis_text import TABLE_COLUMNS, sentence, table
 from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.analysis.verdicts import COLOURS
 from sweeper.report.figures import Chart, to_data_uri
+from sweeper.results.reader import Run
 
 #: Panels in the figure: the rule's factors first, then those acting through them.
 MAX_PANELS = 4
@@ -34,9 +34,9 @@ class DiagnosisView:
     follow_up: str = ""
 
 
-def load_diagnosis(run_dir: Path, follows: str | None = None) -> DiagnosisView | None:
-    """The diagnosis of a run directory (None when it has no request records)."""
-    result = diagnose_run(run_dir)
+def load_diagnosis(run: Run, follows: str | None = None) -> DiagnosisView | None:
+    """The diagnosis of a run (None when it has no request records)."""
+    result = diagnose_run(run)
     if result is None:
         return None
     note = f"This run follows up run {follows} (`sweeper diagnose`)." if follows else ""

@@ -2,20 +2,19 @@
 
 The reference is the AR baseline's output for the same host, prompt and temperature (repeat 0);
 without one (no baseline, or a repeat-to-repeat check) it is the point's own first repeat.
-Only the rows needed are read from requests.parquet (through `sweeper.results.reader`), so a run
-with millions of rows is cheap.
+Only the rows needed are read from requests.parquet (through `sweeper.results.reader.Run`), so a
+run with millions of rows is cheap.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from sweeper.analysis.verdicts import QUIET_VERDICTS
-from sweeper.results.reader import load_request_columns, request_columns
+from sweeper.results.reader import Run
 
 CONTEXT_CHARS = 80  # shared text shown before the divergence
 REST_CHARS = 1500  # cap on each side's text after it
@@ -37,14 +36,13 @@ class Divergence:
     output_rest: str
 
 
-def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[list[Divergence], int]:
+def load_divergences(run: Run, points: pd.DataFrame, cap: int) -> tuple[list[Divergence], int]:
     """Up to `cap` divergences, and how many there are in all."""
-    names = set(request_columns(run_dir))
+    names = set(run.request_names)
     if points.empty or not {"verdict", "text", "point_id", "prompt_id"} <= names:
         return [], 0
     extra = [c for c in ("repeat", "divergence_index") if c in names]
-    bad = load_request_columns(
-        run_dir,
+    bad = run.requests(
         ["point_id", "prompt_id", "verdict", "text", *extra],
         filters=[("verdict", "not in", list(QUIET_VERDICTS))],
         categorical=False,
@@ -54,7 +52,7 @@ def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[lis
     if bad.empty:
         return [], total
     info = points.set_index("point_id")
-    refs = _reference_texts(run_dir, points, set(bad["point_id"]), "repeat" in names)
+    refs = _reference_texts(run, points, set(bad["point_id"]), "repeat" in names)
     out = []
     for row in bad.to_dict("records"):
         point = info.loc[row["point_id"]] if row["point_id"] in info.index else None
@@ -66,13 +64,13 @@ def load_divergences(run_dir: Path, points: pd.DataFrame, cap: int) -> tuple[lis
 
 
 def _reference_texts(
-    run_dir: Path, points: pd.DataFrame, bad_ids: set[str], has_repeat: bool
+    run: Run, points: pd.DataFrame, bad_ids: set[str], has_repeat: bool
 ) -> dict[tuple[str, str], str]:
     ar_ids = set(points.loc[points["mode"] == "ar", "point_id"])
     wanted = sorted(ar_ids | bad_ids)
     filters = [("point_id", "in", wanted)]
     cols = ["point_id", "prompt_id", "text"] + (["repeat"] if has_repeat else [])
-    rows = load_request_columns(run_dir, cols, filters=filters, categorical=False)
+    rows = run.requests(cols, filters=filters, categorical=False)
     if has_repeat:
         rows = rows.sort_values("repeat", kind="stable")
     first = rows.drop_duplicates(["point_id", "prompt_id"])

@@ -231,8 +231,8 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
             charts=all_charts(view),
             comparison=comparison,
-            diagnosis=load_diagnosis(view.run_dir, view.manifest.get("follows")),
-            datasets=dataset_section(view.run_dir, view.points),
+            diagnosis=load_diagnosis(view.run, view.manifest.get("follows")),
+            datasets=dataset_section(view.run, view.points),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )

@@ -9,16 +9,38 @@ determinism compares against.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
-from sweeper.plan import Point
-from sweeper.results.reader import is_run_dir, load_points, load_request_columns
+from sweeper.results.reader import is_run_dir, read_run
 from sweeper.results.records import RequestRecord
 
 #: The request columns a verdict reads.
 JUDGED = ["point_id", "prompt_id", "repeat", "token_ids", "text", "top2_margins", "error"]
+
+
+class _Load(Protocol):
+    """What a planned point's request config says of its load (`sweeper.plan.RequestConfig`;
+    a protocol, so that this bottom layer needs nothing of the plan's)."""
+
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def concurrency(self) -> int | None: ...
+    @property
+    def rate(self) -> float | None: ...
+    @property
+    def arrival(self) -> str | None: ...
+
+
+class _Planned(Protocol):
+    """A planned point (`sweeper.plan.Point`), as far as its baseline needs it."""
+
+    @property
+    def request_config(self) -> _Load: ...
 
 
 class EarlierBaseline:
@@ -27,19 +49,21 @@ class EarlierBaseline:
     def __init__(self, run_dir: Path) -> None:
         if not is_run_dir(run_dir):
             raise FileNotFoundError(f"baseline_run {run_dir} is not a run directory")
-        points = load_points(run_dir)
+        run = read_run(run_dir)
+        points = run.points
         if points is None or "mode" not in points:
             points = pd.DataFrame(columns=["point_id", "mode", "status"])
         self.points = points[(points["mode"] == "ar") & (points["status"] == "ok")]
         columns = [*JUDGED, "token_ids_source"]
         columns = [c for c in columns if c in RequestRecord.model_fields]
         wanted = list(self.points["point_id"])
-        self.requests = load_request_columns(
-            run_dir, columns, filters=[("point_id", "in", wanted)] if wanted else None
+        self.requests = run.requests(
+            columns, filters=[("point_id", "in", wanted)] if wanted else None
         )
+        run.close()
         self.run_dir = Path(run_dir)
 
-    def point_for(self, point: Point) -> dict[str, Any] | None:
+    def point_for(self, point: _Planned) -> dict[str, Any] | None:
         """The earlier AR point this point is judged against, or None."""
         rc = point.request_config
         same = self.points[
@@ -56,7 +80,7 @@ class EarlierBaseline:
         row = (exact if not exact.empty else same).iloc[0]
         return dict(row)
 
-    def rows_for(self, point: Point) -> list[dict[str, Any]] | None:
+    def rows_for(self, point: _Planned) -> list[dict[str, Any]] | None:
         """That point's request rows, or None."""
         found = self.point_for(point)
         if found is None:

@@ -1,7 +1,9 @@
-"""The one reader of run directories: manifest, points, request columns, and finding runs.
+"""The one reader of run directories: a `Run` (manifest, points, request columns, the views'
+health), the names of a run directory's files, and finding runs.
 
-Everything that reads a run directory after the fact (report, compare, ls, nightly, resume)
-comes here, so a partial run reads the same everywhere. Readers never raise on a partial or older
+Everything that reads a run directory after the fact (report, compare, diagnose, ls, best,
+nightly, resume) reads one `Run`, made once and handed down, so a partial run reads the same
+everywhere and no file is opened twice. Readers never raise on a partial or older
 run: an absent or unreadable file gives None or an empty frame, and the caller says what is
 missing. Run ids start with a UTC timestamp, so sorting run directory names sorts runs by start
 time. A run counts as finished when its manifest says `complete` (every planned point attempted,
@@ -10,8 +12,10 @@ even if some failed: comparing them is how new failures are found).
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +24,20 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.results.records import Manifest, legacy_mode
+from sweeper.results.records import DEFAULT_ENGINE, Manifest, legacy_mode
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
 POINTS_LOG = "points.jsonl"
+POINTS_PARQUET = "points.parquet"
+POINTS_CSV = "points.csv"
 REQUESTS_PARQUET = "requests.parquet"
+#: The views rewritten from the append-only records (never the source of truth).
+DERIVED_VIEWS = (POINTS_PARQUET, POINTS_CSV, REQUESTS_PARQUET)
+#: Request columns read as categoricals: repeated strings, a fraction of the memory.
+CATEGORICAL = ("host", "point_id", "prompt_id", "verdict")
+
+Filters = list[tuple[str, str, Any]]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -49,121 +61,219 @@ def read_manifest(run_dir: Path) -> Manifest | None:
         return None
 
 
-def load_points(run_dir: Path) -> pd.DataFrame | None:
-    """points.parquet, else points.csv, else the append-only points.jsonl, else None; rows of
-    runs written before the `mode` column come back in today's columns."""
-    run_dir = Path(run_dir)
-    points = _read_view(run_dir / "points.parquet", pd.read_parquet)
-    if points is None:
-        points = _read_view(
-            run_dir / "points.csv",
-            lambda p: pd.read_csv(p, keep_default_na=False, na_values=[""]),
-        )
-    if points is None:
-        rows = read_jsonl(run_dir / POINTS_LOG)
-        if not rows:
+class Run:
+    """One run directory, read once: the manifest at once, the rest when first asked for.
+
+    Each file is opened at most once: points.parquet is read whole (one row per point), and
+    requests.parquet stays open, its footer parsed once; a column read whole is kept, and the
+    big columns (texts, lists) are streamed for the rows asked, never kept.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.dir = Path(run_dir)
+        self.manifest = read_manifest(self.dir)
+        #: Views rebuilt from the records before this reading (`results.repair.repaired`).
+        self.rebuilt: list[str] = []
+        self._columns: dict[str, pa.ChunkedArray] = {}
+
+    @property
+    def engine(self) -> str:
+        """The engine the run drove (`DEFAULT_ENGINE` when its manifest is unreadable)."""
+        return self.manifest.engine if self.manifest else DEFAULT_ENGINE
+
+    # -- points ------------------------------------------------------------------------------
+
+    @cached_property
+    def point_lines(self) -> list[dict[str, Any]]:
+        """The append-only points.jsonl (a torn line skipped)."""
+        return read_jsonl(self.dir / POINTS_LOG)
+
+    @cached_property
+    def _points_bytes(self) -> bytes | None:
+        try:
+            return (self.dir / POINTS_PARQUET).read_bytes()
+        except OSError:
             return None
-        points = pd.DataFrame(rows).drop_duplicates("point_id")
-    return upgrade_legacy(points, run_dir)
+
+    @cached_property
+    def points(self) -> pd.DataFrame | None:
+        """points.parquet, else points.csv, else the append-only points.jsonl, else None; rows
+        of runs written before the `mode` column come back in today's columns. One frame for
+        every reader of the run: copy it before changing it."""
+        data = self._points_bytes
+        points = None if data is None else _view(lambda: pd.read_parquet(io.BytesIO(data)))
+        if points is None and (self.dir / POINTS_CSV).exists():
+            path = self.dir / POINTS_CSV
+            points = _view(lambda: pd.read_csv(path, keep_default_na=False, na_values=[""]))
+        if points is None:
+            if not self.point_lines:
+                return None
+            points = pd.DataFrame(self.point_lines).drop_duplicates("point_id")
+        return self.upgrade_legacy(points)
+
+    def upgrade_legacy(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Rows written before `mode` existed (`engine` was ar|ddtree): today's engine, mode."""
+        if "mode" in frame.columns or "engine" not in frame.columns:
+            return frame
+        frame = frame.copy()
+        frame["mode"] = frame["engine"].map(legacy_mode)
+        frame["engine"] = self.engine
+        return frame
+
+    # -- requests ----------------------------------------------------------------------------
+
+    @cached_property
+    def _requests_file(self) -> pq.ParquetFile | None:
+        path = self.dir / REQUESTS_PARQUET
+        if not path.exists():
+            return None
+        try:
+            return pq.ParquetFile(path, read_dictionary=list(CATEGORICAL))
+        except (OSError, ValueError):  # ArrowInvalid is a ValueError
+            return None
+
+    @property
+    def has_requests(self) -> bool:
+        """True when requests.parquet exists (readable or not)."""
+        return (self.dir / REQUESTS_PARQUET).exists()
+
+    @cached_property
+    def request_names(self) -> list[str]:
+        """Column names of requests.parquet, from its footer ([] when absent)."""
+        found = self._requests_file
+        return list(found.schema_arrow.names) if found is not None else []
+
+    def requests(
+        self, columns: list[str], *, filters: Filters | None = None, categorical: bool = True
+    ) -> pd.DataFrame:
+        """Those of `columns` that the run's requests have (never the big columns unasked), of
+        the rows matching pyarrow `filters` (all rows when None). With `categorical`, repeated
+        strings come back as categoricals: a fraction of the memory and fast groupbys."""
+        if self._requests_file is None:
+            return pd.DataFrame(columns=columns)
+        names = self.request_names
+        present = [c for c in dict.fromkeys(columns) if c in names]
+        legacy = "mode" in columns and "mode" not in present and "engine" in names
+        if legacy and "engine" not in present:  # asked twice, it would be two columns
+            present.append("engine")
+        table = self._filtered(present, filters) if filters else self._whole(present)
+        decode = [] if categorical else [c for c in CATEGORICAL if c in present]
+        for name in decode:
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, name, _decoded(table.column(name)))
+        frame = table.to_pandas()
+        return self.upgrade_legacy(frame) if legacy else frame
+
+    def _whole(self, columns: list[str]) -> pa.Table:
+        """Whole columns, each read from the file once and kept."""
+        assert self._requests_file is not None
+        missing = [c for c in columns if c not in self._columns]
+        if missing:
+            read = self._requests_file.read(columns=missing)
+            self._columns.update(zip(read.column_names, read.columns, strict=True))
+        return pa.table({c: self._columns[c] for c in columns})
+
+    def _filtered(self, columns: list[str], filters: Filters) -> pa.Table:
+        """The rows matching `filters`, streamed in batches: only those rows are ever held."""
+        assert self._requests_file is not None
+        expression = pq.filters_to_expression(filters)
+        keys = [c for c, _op, _v in filters if c not in columns]
+        pieces = [
+            pa.Table.from_batches([batch]).filter(expression).drop_columns(keys)
+            for batch in self._requests_file.iter_batches(columns=[*columns, *keys])
+        ]
+        return pa.concat_tables(pieces) if pieces else self._requests_file.read(columns=columns)
+
+    def sample_list(self, column: str, per_point: int = 200, seed: int = 0) -> pd.DataFrame:
+        """The values of a list column (e.g. `itls`) of up to `per_point` requests per point,
+        picked at random: columns `point_id` and `value`.
+
+        Sampling rows (not values) keeps memory and time flat however many requests a run has.
+        """
+        empty = pd.DataFrame({"point_id": pd.Series([], dtype=str), "value": []})
+        if self._requests_file is None or not {column, "point_id"} <= set(self.request_names):
+            return empty
+        ids = _decoded(self._whole(["point_id"]).column("point_id"))
+        codes, uniques = pd.factorize(ids.to_numpy(zero_copy_only=False))
+        order = np.random.default_rng(seed).permutation(len(codes))
+        rank = pd.Series(codes[order]).groupby(codes[order]).cumcount().to_numpy()
+        rows = np.sort(order[rank < per_point])
+        picked = []
+        start = 0
+        # Streamed in batches: only the sampled rows' lists are ever held, not all of them.
+        for batch in self._requests_file.iter_batches(batch_size=131072, columns=[column]):
+            lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
+            if hi > lo:
+                picked.append(batch.column(0).take(rows[lo:hi] - start))
+            start += batch.num_rows
+        if not picked:
+            return empty
+        lists = pa.concat_arrays(picked)
+        lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+        values = lists.flatten().to_numpy(zero_copy_only=False)
+        return pd.DataFrame({"point_id": np.repeat(uniques[codes[rows]], lengths), "value": values})
+
+    # -- the views' health -------------------------------------------------------------------
+
+    def broken_views(self) -> list[str]:
+        """The derived views that are missing, unreadable or behind the records (a run that
+        died before rewriting them); none for a run without records."""
+        if not (self.dir / POINTS_LOG).is_file():
+            return []
+        broken = []
+        data = self._points_bytes
+        try:
+            rows = None if data is None else pq.read_metadata(pa.BufferReader(data)).num_rows
+        except (OSError, ValueError):
+            rows = None
+        if rows is None:
+            broken.append(POINTS_PARQUET)
+        if not _csv_readable(self.dir / POINTS_CSV):
+            broken.append(POINTS_CSV)
+        if self._requests_file is None:
+            broken.append(REQUESTS_PARQUET)
+        recorded = len({row.get("point_id") for row in self.point_lines})
+        if rows is not None and rows != recorded:
+            broken.append(f"{POINTS_PARQUET} (behind the records)")
+        return broken
+
+    def close(self) -> None:
+        """Close requests.parquet (also closed when the object is collected)."""
+        found = self.__dict__.pop("_requests_file", None)
+        if found is not None:
+            found.close()
 
 
-def _read_view(path: Path, read: Any) -> pd.DataFrame | None:
-    """A derived view, or None when it is absent or unreadable (truncated, empty): the
-    records it was written from are the truth, read instead (`repair.py` rewrites it)."""
-    if not path.exists():
-        return None
+def read_run(run_dir: Path) -> Run:
+    """The run directory as one `Run` (nothing but the manifest read yet)."""
+    return Run(run_dir)
+
+
+def _view(read: Any) -> pd.DataFrame | None:
+    """A derived view, or None when it is unreadable (truncated, empty): the records it was
+    written from are the truth, read instead (`repair.py` rewrites it)."""
     try:
-        frame = read(path)
+        frame = read()
     except (OSError, ValueError, pd.errors.EmptyDataError):  # ArrowInvalid is a ValueError
         return None
     return frame if isinstance(frame, pd.DataFrame) else None
 
 
-def run_engine(run_dir: Path) -> str:
-    """The engine a run drove, from its manifest's spec (`ddtree_runtime` when unknown)."""
-    manifest = read_manifest(run_dir)
-    runtime = (manifest.spec.get("runtime") or {}) if manifest else {}
-    return str(runtime.get("engine") or "ddtree_runtime")
+def _csv_readable(path: Path) -> bool:
+    try:
+        pd.read_csv(path, nrows=1)
+    except pd.errors.EmptyDataError:
+        return path.stat().st_size == 0 and not (path.parent / POINTS_LOG).stat().st_size
+    except (OSError, ValueError):
+        return False
+    return True
 
 
-def upgrade_legacy(frame: pd.DataFrame, run_dir: Path) -> pd.DataFrame:
-    """Rows written before `mode` existed (`engine` was ar|ddtree): today's engine and mode."""
-    if "mode" in frame.columns or "engine" not in frame.columns:
-        return frame
-    frame = frame.copy()
-    frame["mode"] = frame["engine"].map(legacy_mode)
-    frame["engine"] = run_engine(run_dir)
-    return frame
-
-
-def request_columns(run_dir: Path) -> list[str]:
-    """Column names of the run's requests.parquet without reading its data ([] when absent)."""
-    path = Path(run_dir) / REQUESTS_PARQUET
-    return list(pq.read_schema(path).names) if path.exists() else []
-
-
-def load_request_columns(
-    run_dir: Path,
-    columns: list[str],
-    *,
-    filters: list[tuple[str, str, Any]] | None = None,
-    categorical: bool = True,
-) -> pd.DataFrame:
-    """Those of `columns` that the run's requests have (never the big columns unasked), of the
-    rows matching pyarrow `filters` (all rows when None).
-
-    With `categorical`, repeated strings come back as categoricals: a fraction of the memory and
-    fast groupbys.
-    """
-    path = Path(run_dir) / REQUESTS_PARQUET
-    if not path.exists():
-        return pd.DataFrame(columns=columns)
-    present = [c for c in columns if c in request_columns(run_dir)]
-    names = ("host", "point_id", "prompt_id", "verdict") if categorical else ()
-    legacy = "mode" in columns and "mode" not in present and "engine" in request_columns(run_dir)
-    if legacy:
-        present.append("engine")
-    table = pq.read_table(
-        path,
-        columns=present,
-        filters=filters,
-        read_dictionary=[c for c in names if c in present],
-    )
-    frame = table.to_pandas()
-    return upgrade_legacy(frame, run_dir) if legacy else frame
-
-
-def sample_list_column(
-    run_dir: Path, column: str, per_point: int = 200, seed: int = 0
-) -> pd.DataFrame:
-    """The values of a list column (e.g. `itls`) of up to `per_point` requests per point, picked
-    at random: columns `point_id` and `value`.
-
-    Sampling rows (not values) keeps memory and time flat however many requests a run has.
-    """
-    path = Path(run_dir) / REQUESTS_PARQUET
-    empty = pd.DataFrame({"point_id": pd.Series([], dtype=str), "value": []})
-    if not {column, "point_id"} <= set(request_columns(run_dir)):
-        return empty
-    ids = pq.read_table(path, columns=["point_id"]).column("point_id")
-    codes, uniques = pd.factorize(ids.to_numpy(zero_copy_only=False))
-    order = np.random.default_rng(seed).permutation(len(codes))
-    rank = pd.Series(codes[order]).groupby(codes[order]).cumcount().to_numpy()
-    rows = np.sort(order[rank < per_point])
-    picked = []
-    start = 0
-    # Streamed in batches: only the sampled rows' lists are ever held, not all of them.
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=131072, columns=[column]):
-        lo, hi = np.searchsorted(rows, [start, start + batch.num_rows])
-        if hi > lo:
-            picked.append(batch.column(0).take(rows[lo:hi] - start))
-        start += batch.num_rows
-    if not picked:
-        return empty
-    lists = pa.concat_arrays(picked)
-    lengths = lists.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
-    values = lists.flatten().to_numpy(zero_copy_only=False)
-    return pd.DataFrame({"point_id": np.repeat(uniques[codes[rows]], lengths), "value": values})
+def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary-encoded column as its plain values (what a read without it gives)."""
+    if pa.types.is_dictionary(column.type):
+        return column.cast(column.type.value_type)
+    return column
 
 
 # --- finding runs ---------------------------------------------------------------------------------
@@ -190,17 +300,9 @@ def latest_run(results: Path, sweep: str | None = None) -> Path | None:
     return max(runs, key=lambda p: p.name) if runs else None
 
 
-def list_runs(results: Path) -> list[Manifest]:
-    """The manifests of every run under a results root, oldest first (unreadable ones skipped:
-    `unreadable_runs` lists them)."""
-    manifests = [read_manifest(p.parent) for p in Path(results).glob(f"*/*/{MANIFEST}")]
-    return sorted((m for m in manifests if m is not None), key=lambda m: m.run_id)
-
-
-def unreadable_runs(results: Path) -> list[Path]:
-    """Run directories under a results root whose manifest is empty, truncated or invalid."""
-    found = [p.parent for p in Path(results).glob(f"*/*/{MANIFEST}")]
-    return sorted(p for p in found if read_manifest(p) is None)
+def all_runs(results: Path) -> list[Run]:
+    """Every run under a results root (its manifest read, nothing else), by directory."""
+    return [Run(p.parent) for p in sorted(Path(results).glob(f"*/*/{MANIFEST}"))]
 
 
 def is_finished(run_dir: Path) -> bool:

@@ -297,6 +297,10 @@ def extra_config_columns(columns: Iterable[str]) -> list[str]:
     return [c for c in columns if c not in declared]
 
 
+#: The engine of a run whose spec names none (the spec's default before `runtime.engine`).
+DEFAULT_ENGINE = "ddtree_runtime"
+
+
 def legacy_mode(engine_column: Any) -> str:
     """The `mode` of a row written before the column existed, when `engine` said ar|ddtree."""
     return "ar" if str(engine_column) == "ar" else "speculative"
@@ -374,3 +378,8 @@ class Manifest(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     #: The run directory this run follows up (`sweeper diagnose`), when it is a follow-up.
     follows: str | None = None
+
+    @property
+    def engine(self) -> str:
+        """The engine the run drives (rows written before the `mode` column are upgraded)."""
+        return str((self.spec.get("runtime") or {}).get("engine") or DEFAULT_ENGINE)

@@ -6,7 +6,7 @@ reopening). A point's request rows are written before its point line; on load, r
 count only when their `(point_id, attempt)` matches a completed point line, so rows from an
 interrupted attempt are dropped and redone. `requests.parquet`, `points.parquet` and `points.csv`
 are derived views rewritten with temp + rename after each point and at the end. Reading a run
-after the fact (report, compare, ls) goes through `reader.py`.
+after the fact (report, compare, ls) goes through `reader.py`'s `Run`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,16 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.results.reader import MANIFEST, POINTS_LOG, REQUESTS_LOG, read_jsonl
+from sweeper.results.reader import (
+    DERIVED_VIEWS,
+    MANIFEST,
+    POINTS_CSV,
+    POINTS_LOG,
+    POINTS_PARQUET,
+    REQUESTS_LOG,
+    REQUESTS_PARQUET,
+    read_jsonl,
+)
 from sweeper.results.records import (
     Manifest,
     PointRecord,
@@ -41,10 +50,6 @@ def new_run_id() -> str:
     now = datetime.now(timezone.utc)
     stamp = now.strftime("%Y%m%dT%H%M%S") + f"{now.microsecond // 1000:03d}Z"
     return stamp + "-" + secrets.token_hex(3)
-
-
-#: The views rewritten from the append-only records (never the source of truth).
-DERIVED_VIEWS = ("points.parquet", "points.csv", "requests.parquet")
 
 
 def _umask() -> int:
@@ -251,7 +256,7 @@ class RunStore:
     @property
     def engine(self) -> str:
         """The engine this run drives (rows written before the `mode` column are upgraded)."""
-        return str((self.manifest.spec.get("runtime") or {}).get("engine") or "ddtree_runtime")
+        return self.manifest.engine
 
     def consolidate(self, points: dict[str, dict[str, Any]] | None = None) -> None:
         """Rewrite requests.parquet, points.parquet and points.csv from the append-only logs."""
@@ -259,11 +264,9 @@ class RunStore:
         requests = self.requests(points)
         points_df = pd.DataFrame(list(points.values()))
         requests_df = pd.DataFrame(requests)
-        atomic_write(self.dir / "points.parquet", lambda p: points_df.to_parquet(p, index=False))
-        atomic_write(self.dir / "points.csv", lambda p: points_df.to_csv(p, index=False))
-        atomic_write(
-            self.dir / "requests.parquet", lambda p: requests_df.to_parquet(p, index=False)
-        )
+        atomic_write(self.dir / POINTS_PARQUET, lambda p: points_df.to_parquet(p, index=False))
+        atomic_write(self.dir / POINTS_CSV, lambda p: points_df.to_csv(p, index=False))
+        atomic_write(self.dir / REQUESTS_PARQUET, lambda p: requests_df.to_parquet(p, index=False))
 
     def write_log(self, point_id: str, text: str) -> Path:
         path = self.logs_dir / f"{point_id}.log"

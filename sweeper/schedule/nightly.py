@@ -19,10 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.analysis.compare import compare_dirs
-from sweeper.report.assemble import load_run
+from sweeper.analysis.compare import compare_loaded
+from sweeper.report.assemble import build_view
 from sweeper.report.render import write_report
-from sweeper.results.reader import previous_finished, prune
+from sweeper.results.reader import previous_finished, prune, read_run
 from sweeper.schedule.lock import LockBusy, run_lock
 
 EXIT_REGRESSION = 1
@@ -96,13 +96,15 @@ def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: log
         print(f"sweeper nightly: the sweep produced no run directory (exit {code})")
         return code or 1
     previous = previous_finished(run_dir)
+    run = read_run(run_dir)  # read once: compared, then reported
     comparison = None
     if previous is not None:
-        comparison = compare_dirs(previous, run_dir, threshold)
+        comparison = compare_loaded(read_run(previous), run, threshold)
         log.info("compared with %s: %s", previous.name, comparison.summary)
     else:
         log.info("no previous finished run to compare with")
-    report = write_report(load_run(run_dir), run_dir / "report.html", comparison)
+    report = write_report(build_view(run), run_dir / "report.html", comparison)
+    run.close()
     log.info("report: %s", report)
     for gone in prune(run_dir.parent, keep, protect=run_dir):
         log.info("pruned %s", gone)

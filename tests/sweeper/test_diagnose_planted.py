@@ -21,6 +21,7 @@ import yaml
 from sweeper.analysis.diagnosis_text import sentence
 from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.results.reader import read_run
 from tests.sweeper.planted import plant_fault
 
 pytestmark = pytest.mark.slow
@@ -73,7 +74,7 @@ def test_a_planted_padding_fault_is_caught_and_put_on_the_padded_rounds(
     assert manifest["runtime_source_hash"] == planted != runtime_source_hash()
     assert {h["reported_source_hash"] for h in manifest["hosts"].values()} == {planted}
 
-    diagnosis = diagnose_run(run_dir)
+    diagnosis = diagnose_run(read_run(run_dir))
     assert diagnosis is not None
     print(sentence(diagnosis))
     rule = {c.key() for t in diagnosis.rule for c in (t.condition, *t.together)}

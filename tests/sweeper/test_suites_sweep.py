@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analysis.compare import compare_dirs
+from sweeper.analysis.compare import compare_loaded
 from sweeper.analysis.diagnosis_text import sentence
 from sweeper.analysis.run_diagnosis import diagnose_run, run_requests
 from sweeper.plan.followup import plan_followup
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
 from sweeper.report.render import render_html
+from sweeper.results.reader import read_run
 from sweeper.spec import load_spec
 from tests.sweeper.runner.test_runner import _run
 
@@ -51,7 +52,7 @@ def test_a_fault_in_later_turns_only_is_diagnosed_to_turn_2(tmp_path: Path, port
     verdicts = requests.groupby(["topk", "turn"], dropna=False).verdict.agg(set).to_dict()
     assert verdicts[(4.0, 2)] == {"diverged"} and verdicts[(4.0, 1)] == {"exact"}
     assert verdicts[(1.0, 2)] == {"exact"}
-    diagnosis = diagnose_run(store.dir)
+    diagnosis = diagnose_run(read_run(store.dir))
     assert diagnosis is not None
     print(sentence(diagnosis))
     rule = {c.key() for t in diagnosis.rule for c in (t.condition, *t.together)}
@@ -62,16 +63,18 @@ def test_a_fault_in_later_turns_only_is_diagnosed_to_turn_2(tmp_path: Path, port
     assert synthetic.asked_input_tokens.between(16, 64).all()
     assert synthetic.length_held.all() and (points.lengths_not_held == 0).all()
     # A follow-up keeps a failing turn 2 with the turn its history is answered from.
-    rows, _kinds = run_requests([store.dir])
+    rows, _kinds = run_requests([read_run(store.dir)])
     followup = plan_followup(load_spec(tmp_path / "t.yaml"), diagnosis, rows)
     assert followup.spec is not None
     kept = {p.id: p for p in followup.spec.workload.prompts}
     assert all(p.turn == 1 or set(p.answers_from) <= set(kept) for p in kept.values())
     assert any(p.turn == 2 for p in kept.values()) and not followup.spec.workload.datasets
     # The report's per-dataset table: one row per (config, dataset); compare matches per dataset.
-    html = render_html(load_run(store.dir))
+    html = render_html(build_view(read_run(store.dir)))
     section = html[html.index("<h2>Per dataset</h2>") : html.index("<h2>Figures</h2>")]
     assert section.count('<td class="l">mt-bench</td>') == 2  # two speculative configs
     assert "humaneval" in section and "synthetic" in section and "T=0" in section
-    labels = {row.label for row in compare_dirs(store.dir, store.dir, 0.05).rows}
+    labels = {
+        row.label for row in compare_loaded(read_run(store.dir), read_run(store.dir), 0.05).rows
+    }
     assert "b8 k4 bs4 T=0 c=2 [mt-bench]" in labels and len(labels) == 9

@@ -8,8 +8,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from sweeper.analysis.compare import compare_dirs, parse_threshold
+from sweeper.analysis.compare import compare_loaded, parse_threshold
 from sweeper.commands import compare, report
+from sweeper.results.reader import read_run
 from tests.sweeper.results_factory import RunShape, make_run
 
 SLOWED = (16, 1, 0.0, True)
@@ -27,7 +28,7 @@ def _pair(tmp_path: Path, **later: object) -> tuple[Path, Path]:
 
 def test_one_planted_regression_flags_exactly_that_point(tmp_path: Path) -> None:
     a, b = _pair(tmp_path, slow={SLOWED: 0.85})
-    comparison = compare_dirs(a, b, 0.05)
+    comparison = compare_loaded(read_run(a), read_run(b), 0.05)
     assert len(comparison.rows) == 18  # every point matched although point ids differ
     assert all(not r.flags[0].startswith(("new", "missing")) for r in comparison.rows if r.flags)
     assert [r.label for r in comparison.regressions] == ["b16 k1 bs8 cg T=0 c=1"]
@@ -37,7 +38,8 @@ def test_one_planted_regression_flags_exactly_that_point(tmp_path: Path) -> None
 
 
 def test_identical_runs_modulo_noise_flag_nothing(tmp_path: Path) -> None:
-    comparison = compare_dirs(*_pair(tmp_path), 0.05)
+    run_a, run_b = map(read_run, _pair(tmp_path))
+    comparison = compare_loaded(run_a, run_b, 0.05)
     assert not comparison.regressed
     assert [r.flags for r in comparison.rows if r.flags] == []
 
@@ -52,7 +54,7 @@ def test_a_change_within_the_spread_of_repeats_is_not_flagged(tmp_path: Path) ->
                 ("20261129T020000Z-bbbb", 2, {SLOWED: 0.9}),
             )
         ]
-        comparison = compare_dirs(runs[0], runs[1], 0.05)
+        comparison = compare_loaded(read_run(runs[0]), read_run(runs[1]), 0.05)
         return next(r for r in comparison.rows if r.label == "b16 k1 bs8 cg T=0 c=1")
 
     quiet, noisy = slowed_point(0.02), slowed_point(1.0)
@@ -66,7 +68,7 @@ def test_new_failure_and_newly_broken_determinism_are_regressions(tmp_path: Path
         fail={(8, 1, 0.0, False): "server exited"},
         diverge={(16, 4, 0.0, False): "garbled"},
     )
-    comparison = compare_dirs(a, b, 0.05)
+    comparison = compare_loaded(read_run(a), read_run(b), 0.05)
     flagged = {r.label: r.flags for r in comparison.regressions}
     assert flagged == {
         "b8 k1 bs8 T=0 c=1": ["new failure"],
@@ -82,7 +84,7 @@ def test_new_failure_and_newly_broken_determinism_are_regressions(tmp_path: Path
 def test_points_only_in_one_run_are_listed_not_regressions(tmp_path: Path) -> None:
     a = make_run(tmp_path, RunShape(run_id="20261128T020000Z-aaaa", budgets=(8,)))
     b = make_run(tmp_path, RunShape(run_id="20261129T020000Z-bbbb", budgets=(8, 16)))
-    comparison = compare_dirs(a, b, 0.05)
+    comparison = compare_loaded(read_run(a), read_run(b), 0.05)
     assert not comparison.regressed
     assert sum(r.flags == ["new point"] for r in comparison.rows) == 8
     # The report renders a comparison with points that have no counterpart.

@@ -3,7 +3,7 @@
 The run directories hold points whose requests mix exactly the verdicts on which the old orders
 disagreed: {nondeterministic, garbled} (the determinism module ranked nondeterministic worst, the
 report garbled) and {exact, n/a} (exact vs n/a). The records go through the product's own path:
-`measured_point` judges and summarises, `RunStore` writes, `load_run` and `compare_runs` read.
+`measured_point` judges and summarises, `RunStore` writes, `build_view` and `compare_runs` read.
 """
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from sweeper.analysis.compare import compare_dirs
+from sweeper.analysis.compare import compare_loaded
 from sweeper.analysis.verdicts import MATRIX_STATES
 from sweeper.measure.point import measured_point, point_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, RequestConfig, ServerConfig
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
+from sweeper.results.reader import read_run
 from sweeper.results.store import RunStore, utc_now
 from sweeper.spec import DeterminismSpec
 
@@ -131,7 +132,7 @@ def test_points_table_report_matrix_and_compare_name_the_same_worst_verdict(
     runs: tuple[Path, Path],
 ) -> None:
     clean, broken = runs
-    view = load_run(broken)
+    view = build_view(read_run(broken))
     table = dict(zip(view.points["point_id"], view.points["determinism"], strict=True))
     bad_id = Point("h", MIXED_BAD, RC).point_id
     ok_id = Point("h", MIXED_OK, RC).point_id
@@ -143,7 +144,7 @@ def test_points_table_report_matrix_and_compare_name_the_same_worst_verdict(
         row = view.verdict_matrix.loc[labels[point_id]]
         matrix_worst = max(row, key=MATRIX_STATES.index)
         assert matrix_worst == table[point_id], (point_id, dict(row))
-    comparison = compare_dirs(clean, broken, threshold=0.05)
+    comparison = compare_loaded(read_run(clean), read_run(broken), threshold=0.05)
     named = {r.key: r.b["determinism"] for r in comparison.rows}
     by_label = {r.label: r for r in comparison.rows}
     assert sorted(named.values()) == sorted(table.values())

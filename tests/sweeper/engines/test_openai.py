@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from sweeper.measure.readiness import wait_healthy
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
+from sweeper.results.reader import read_run
 from sweeper.services import Launch
 from sweeper.services.local_process import ProcessService
 from tests.sweeper.conftest import fake_argv, free_port
@@ -91,7 +92,7 @@ def test_a_known_server_gives_engine_ids_and_no_baseline_means_n_a(tmp_path: Pat
     # It reports a fingerprinted /server_info: ids were asked for and came from the engine.
     assert set(requests.token_ids_source) == {"engine"}
     assert requests.tau.notna().all()
-    view = load_run(run)
+    view = build_view(read_run(run))
     assert any("No AR baseline in this run" in note for note in view.missing)
 
 

@@ -1,5 +1,5 @@
 """Open-loop points through the product's record path: `measured_point` shapes goodput, latency
-speedups and the client's self-check, `RunStore` writes, `load_run` and the report read. A
+speedups and the client's self-check, `RunStore` writes, `build_view` and the report read. A
 client-bound point is flagged in the records and the report and never reported as the server's
 number: no speedup, never the best config, a knee scan stops at it."""
 
@@ -18,8 +18,9 @@ from sweeper.measure.pool import NOT_SENT
 from sweeper.measure.selfcheck import ClientCheck
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, RequestConfig, ServerConfig
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
 from sweeper.report.render import render_html
+from sweeper.results.reader import read_run
 from sweeper.results.records import PointRecord
 from sweeper.results.store import RunStore, utc_now
 from sweeper.spec import DeterminismSpec, SloSpec
@@ -143,7 +144,7 @@ def test_a_client_bound_point_gets_no_speedup_and_says_why(run: tuple[Path, dict
 
 def test_report_flags_client_bound_points_and_never_marks_them_best(run: tuple[Path, dict]) -> None:
     run_dir, _ = run
-    view = load_run(run_dir)
+    view = build_view(read_run(run_dir))
     best = view.points[view.points["best"]]
     # The client-bound config has the lowest E2E at each rate; the best is the other one.
     assert sorted(best["config"]) == ["b16 k4 bs8", "b16 k4 bs8"]

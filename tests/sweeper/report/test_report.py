@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
 from sweeper.report.render import render_html, write_report
+from sweeper.results.reader import read_run
 from tests.sweeper.results_factory import RunShape, make_run
 
 HOSTILE = "<script>alert('x')</script> then </pre> and &amp; and <b>bold</b>"
@@ -29,7 +30,7 @@ def planted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_model_output_with_markup_is_rendered_as_text(planted_run: Path) -> None:
-    html = render_html(load_run(planted_run))
+    html = render_html(build_view(read_run(planted_run)))
     assert "<script>" not in html  # neither ours nor the model's
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
     assert "then &lt;/pre&gt; and &amp;amp; and &lt;b&gt;bold&lt;/b&gt;" in html
@@ -37,7 +38,7 @@ def test_model_output_with_markup_is_rendered_as_text(planted_run: Path) -> None
 
 
 def test_divergences_show_reference_and_output_from_first_difference(planted_run: Path) -> None:
-    view = load_run(planted_run)
+    view = build_view(read_run(planted_run))
     # prompt 0 of two planted points, two repeats each
     assert view.divergences_total == 4
     verdicts = sorted(d.verdict for d in view.divergences)
@@ -50,14 +51,14 @@ def test_divergences_show_reference_and_output_from_first_difference(planted_run
 
 
 def test_failed_point_has_reason_and_log_tail(planted_run: Path) -> None:
-    view = load_run(planted_run)
+    view = build_view(read_run(planted_run))
     assert [f.reason for f in view.failures] == ["server exited before ready: CUDA OOM"]
     assert "RuntimeError: boom" in view.failures[0].log_tail
     assert view.failures[0].label == "b16 k4 bs8 cg T=0 c=1"
 
 
 def test_best_exact_config_per_temperature_is_marked(planted_run: Path) -> None:
-    points = load_run(planted_run).points
+    points = build_view(read_run(planted_run)).points
     best = points[points["best"]]
     assert sorted(best["temperature"]) == [0.0, 0.7]
     for _, row in best.iterrows():
@@ -68,7 +69,7 @@ def test_best_exact_config_per_temperature_is_marked(planted_run: Path) -> None:
 
 
 def test_report_is_self_contained_with_decodable_figures(planted_run: Path, tmp_path: Path) -> None:
-    out = write_report(load_run(planted_run), tmp_path / "r.html")
+    out = write_report(build_view(read_run(planted_run)), tmp_path / "r.html")
     html = out.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)
     uris = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
@@ -81,7 +82,7 @@ def test_report_is_self_contained_with_decodable_figures(planted_run: Path, tmp_
 
 def test_partial_run_without_points_or_requests_still_renders(tmp_path: Path) -> None:
     run = make_run(tmp_path, RunShape(status="running", write_points=False, write_requests=False))
-    html = render_html(load_run(run))
+    html = render_html(build_view(read_run(run)))
     assert "What is missing" in html
     assert "did not finish" in html and "No points.parquet" in html
     assert "No requests.parquet" in html
@@ -93,7 +94,7 @@ def test_run_with_half_its_points_says_how_many_are_missing(tmp_path: Path) -> N
 
     points = pd.read_parquet(run / "points.parquet")
     points.head(5).drop(columns=["tau"]).to_parquet(run / "points.parquet")
-    view = load_run(run)
+    view = build_view(read_run(run))
     assert any("Only 5 of 18 planned points" in note for note in view.missing)
     assert any("tau" in note for note in view.missing if "contract columns" in note)
     assert "interrupted" in render_html(view)
@@ -103,7 +104,7 @@ def test_run_without_manifest_renders_with_csv_points(tmp_path: Path) -> None:
     run = make_run(tmp_path)
     (run / "manifest.json").unlink()
     (run / "points.parquet").unlink()
-    view = load_run(run)
+    view = build_view(read_run(run))
     assert len(view.points) == 18
     assert any("manifest.json" in note for note in view.missing)
     assert "Speedup heatmap" in render_html(view)
@@ -111,7 +112,7 @@ def test_run_without_manifest_renders_with_csv_points(tmp_path: Path) -> None:
 
 def test_missing_run_dir_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no run directory"):
-        load_run(tmp_path / "nope")
+        build_view(read_run(tmp_path / "nope"))
     shutil.rmtree(tmp_path)
 
 
@@ -124,7 +125,7 @@ def test_killed_run_with_only_the_append_only_points_log_renders(tmp_path: Path)
     (run / "points.jsonl").write_text("\n".join(lines))
     for name in ("points.parquet", "points.csv"):
         (run / name).unlink()
-    view = load_run(run)
+    view = build_view(read_run(run))
     assert len(view.points) == 3
     assert any("Only 3 of 18 planned points" in note for note in view.missing)
 
@@ -163,7 +164,7 @@ def test_report_cli_options(tmp_path: Path) -> None:
 
 
 def test_the_diagnosis_section_sits_above_the_outputs(planted_run: Path) -> None:
-    html = render_html(load_run(planted_run))
+    html = render_html(build_view(read_run(planted_run)))
     assert html.index("<h2>Diagnosis</h2>") < html.index("<h2>Outputs that are not exact")
     # Two configs broke on one prompt each: too few to single out a factor, and it says so.
     assert "4 of " in html and " judged requests are violations (diverged 2, garbled 2)" in html
@@ -172,7 +173,7 @@ def test_the_diagnosis_section_sits_above_the_outputs(planted_run: Path) -> None
 def test_a_separable_run_shows_its_rule_and_the_plot(tmp_path: Path) -> None:
     broken = {(b, k, 0.0, True): "garbled" for b in (8, 16) for k in (1, 4)}
     run = make_run(tmp_path, RunShape(diverge=broken, n_prompts=1, repeats=4, temperatures=(0.0,)))
-    html = render_html(load_run(run))
+    html = render_html(build_view(read_run(run)))
     section = html[html.index("<h2>Diagnosis</h2>") : html.index("<h2>Outputs that are not exact")]
     assert "violations only where cuda_graph = on" in section
     assert 'alt="Violations against the implicated factors" src="data:image/png;base64,' in section
@@ -186,7 +187,7 @@ def test_a_drifting_ar_baseline_gets_its_table_and_its_speedups_a_drift_flag(
 
     import pandas as pd
 
-    view = load_run(make_run(tmp_path))
+    view = build_view(read_run(make_run(tmp_path)))
     assert "AR baseline drift" not in render_html(view)  # one measurement per baseline
     points = view.points
     ar = points[(points["mode"] == "ar") & (points["concurrency"] == 1)].head(1).copy()

@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from sweeper.report.assemble import load_run
+from sweeper.report.assemble import build_view
 from sweeper.report.render import write_report
+from sweeper.results.reader import read_run
 from tests.sweeper.conftest import free_port
 from tests.sweeper.results_factory import RunShape, make_run
 from tests.sweeper.sweep_fixtures import write_spec
@@ -91,7 +92,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         texts={0: "<script>console.error('injected')</script></pre>&amp;"},
     )
     run = make_run(root, shape)
-    return write_report(load_run(run), run / "report.html")
+    return write_report(build_view(read_run(run)), run / "report.html")
 
 
 def test_report_in_chromium_has_no_console_errors_and_visible_figures(

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from sweeper.results import store as store_module
-from sweeper.results.reader import POINTS_LOG, REQUESTS_LOG, latest_run, list_runs
+from sweeper.results.reader import POINTS_LOG, REQUESTS_LOG, all_runs, latest_run
 from sweeper.results.records import PointRecord, RequestRecord
 from sweeper.results.store import RunStore
 
@@ -104,7 +104,9 @@ def test_latest_and_list(tmp_path: Path) -> None:
     a = _store(tmp_path)
     b = _store(tmp_path)
     assert latest_run(tmp_path, "s") == max(a.dir, b.dir)
-    assert [m.run_id for m in list_runs(tmp_path)] == sorted([a.run_id, b.run_id])
+    assert sorted(r.manifest.run_id for r in all_runs(tmp_path) if r.manifest) == sorted(
+        [a.run_id, b.run_id]
+    )
     assert latest_run(tmp_path, "nope") is None
     with pytest.raises(FileNotFoundError, match="not a run directory"):
         RunStore.open(tmp_path)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.analysis.best import best_of
-from sweeper.results.reader import load_points
+from sweeper.results.reader import read_run
 from sweeper.search.driver import SEARCH_LOG, STUDY_FILE
 from sweeper.spec.search import ObjectiveSpec
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
@@ -67,7 +67,7 @@ def test_grid_shows_the_wrong_config_fastest_but_best_never_returns_it(
     done = _run("run", str(spec), "--results", str(tmp_path / "r"), "--plain")
     assert done.returncode == 4, done.stderr  # a determinism violation: the planted config
     run = _last_line(done.stdout)
-    points = load_points(run)
+    points = read_run(run).points
     assert points is not None
     spec_points = points[points["mode"] == "speculative"]
     fastest = spec_points.sort_values("output_tok_s").iloc[-1]
@@ -91,14 +91,14 @@ def test_tpe_keeps_its_budget_and_resume_continues_the_study(tmp_path: Path, por
     first = _run("run", str(spec), "--results", str(tmp_path / "r"), "--plain")
     assert first.returncode in (0, 4), first.stderr[-3000:]
     run = _last_line(first.stdout)
-    points = load_points(run)
+    points = read_run(run).points
     assert points is not None and points["server_config_id"].nunique() == 3  # AR + 2 trials
     # A larger budget on the same run: the study resumes from its journal, nothing is redone.
     search["budget"] = {"restarts": 6}
     spec = _spec(tmp_path, port, search, "tpe")
     again = _run("run", str(spec), "--resume", str(run), "--plain")
     assert again.returncode in (0, 4), again.stderr[-3000:] + again.stdout[-1000:]
-    points = load_points(run)
+    points = read_run(run).points
     assert points is not None
     assert points["server_config_id"].nunique() == 6
     assert not points["point_id"].duplicated().any()
@@ -122,7 +122,7 @@ def test_halving_restarts_the_best_on_fresh_rungs(tmp_path: Path, port: int) -> 
     done = _run("run", str(spec), "--results", str(tmp_path / "r"), "--plain")
     assert done.returncode == 4, done.stderr[-3000:]  # the planted config's violation
     run = _last_line(done.stdout)
-    points = load_points(run)
+    points = read_run(run).points
     assert points is not None and not points["point_id"].duplicated().any()
     rungs = points[points["mode"] == "speculative"].groupby("restart")["server_config_id"].nunique()
     assert list(rungs) == [8, 4, 2, 1]
