@@ -113,7 +113,12 @@ class _Conn(asyncio.Protocol):
         """Send `request` (head and body) and read its answer into `done`."""
         self._reset()
         self.done = done
-        assert self.transport is not None
+        if self.closed or self.transport is None or self.transport.is_closing():
+            # The peer closed before anything was asked (a tunnel whose node is lost accepts
+            # and closes at once): `connection_lost` has already run with nothing to fail, so
+            # fail now, or the request would wait out its read timeout for a dead connection.
+            self._fail(httpx.RemoteProtocolError("peer closed the connection before the request"))
+            return
         self.transport.write(request)
 
     def _head(self) -> None:

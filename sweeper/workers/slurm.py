@@ -38,6 +38,8 @@ from sweeper.workers.queue import MAX_RELOCATIONS, ConfigQueue
 
 #: Seconds between plain-progress lines of one unchanged queue wait.
 QUEUE_NOTE_S = 30.0
+#: Watchdog looks that may fail to say why an ended job ended before it is lost without words.
+END_REASON_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,9 @@ class Estimator:
 
 
 class _Watchdog:
-    """Marks an allocation lost as soon as squeue stops showing it RUNNING (its tunnels close)."""
+    """Marks an allocation lost as soon as squeue stops showing it RUNNING (its tunnels close),
+    with the scheduler's reason, or with squeue's state when that reason cannot be had after
+    `END_REASON_TRIES` looks."""
 
     def __init__(self, login: SlurmLogin, allocation: Allocation, interval_s: float) -> None:
         self._stop = threading.Event()
@@ -87,13 +91,24 @@ class _Watchdog:
         self._thread.start()
 
     def _watch(self, login: SlurmLogin, allocation: Allocation, interval_s: float) -> None:
+        unexplained = 0  # looks in a row that saw the job ended but got no reason for it
         while not self._stop.wait(interval_s) and not allocation.lost:
             try:
                 line = login.job(allocation.job)
-                if line is None or line.state != "RUNNING":
-                    allocation.lose(login.end_reason(allocation.job))
             except (HostError, OSError):
                 continue  # the login host is unreachable for now: that is not the node's loss
+            if line is not None and line.state == "RUNNING":
+                unexplained = 0
+                continue
+            try:
+                allocation.lose(login.end_reason(allocation.job))
+            except (HostError, OSError) as exc:
+                # squeue has said it ended: that is known; only its words are missing. Asking
+                # for them forever would leave the point in flight waiting on a dead node.
+                unexplained += 1
+                if unexplained >= END_REASON_TRIES:
+                    state = "is gone" if line is None else line.state
+                    allocation.lose(f"slurm job {allocation.job} {state} (no reason: {exc})")
 
     def close(self) -> None:
         self._stop.set()

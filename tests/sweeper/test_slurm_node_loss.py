@@ -68,12 +68,6 @@ def _measuring_on(log: Path, node: str) -> bool:
     return any(re.search(rf"^\S+: {re.escape(label)} t\S+-c\d+$", text, re.M) for label in labels)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug, found at the end of the session that added the capability probe and the "
-    "host-load probe: a node killed as a point starts can leave the sweep waiting past 400 s with "
-    "no 'lost' line (the worker never reports the loss; cause not yet found); 2 of 4 quiet runs",
-)
 def test_a_compute_host_killed_mid_sweep(own_cluster: SlurmCluster, tmp_path: Path) -> None:
     slurm = own_cluster
     # Through SSH tunnels via the login host: a dead node sends no RST, and the sweeper cuts its

@@ -4,6 +4,9 @@ scripts: framing cut at every byte, keep-alive, closes, stalls and bad answers."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -187,6 +190,34 @@ async def test_failures_raise_httpx_errors_and_drop_the_connection(serve) -> Non
         with pytest.raises(httpx.ConnectError):
             await post(client, f"http://127.0.0.1:{free_port()}")
         assert not any(client._idle.values())
+
+
+async def test_a_connection_closed_as_it_opens_fails_at_once() -> None:
+    """A tunnel whose node is lost (`SSHHost.open_tunnel`'s abort) accepts each connection in
+    its own thread and closes it at once: the close arrives before the request is written. That
+    request fails now, with the peer's close, instead of waiting out the read timeout (600 s in
+    a sweep, where the point hung with no 'lost' line)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def close_at_once() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                listener.accept()[0].close()
+
+    threading.Thread(target=close_at_once, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        async with StreamClient(timeout_s=5.0) as client:
+            for _ in range(3):
+                began = time.perf_counter()
+                with pytest.raises(httpx.RemoteProtocolError, match="closed"):
+                    await post(client, url)
+                assert time.perf_counter() - began < 2.0
+            assert not any(client._idle.values())
+    finally:
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
 
 
 async def test_a_cancelled_request_closes_its_connection(serve) -> None:
