@@ -33,6 +33,7 @@ from sweeper.hosts.ssh_target import (
     permanent_reason,
     unknown_key_message,
 )
+from sweeper.hosts.ssh_tunnel import forwarded_port
 
 # paramiko logs failures it also raises (e.g. a tunnel channel refused while the runtime is still
 # loading); without a handler Python would print them to stderr mid-progress.
@@ -315,73 +316,17 @@ class SSHHost:
         loopback by default; a cluster's compute node from its login host). Setting `abort`
         closes every forwarded connection at once: a client waiting on a machine that died
         (no RST ever comes) fails now instead of at its read timeout."""
-        return self._tunnel(remote_port, host, abort or threading.Event())
 
-    @contextmanager
-    def _tunnel(self, remote_port: int, host: str, abort: threading.Event) -> Iterator[int]:
-        """Listen on a free loopback port; each connection becomes a direct-tcpip channel."""
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(64)
-        stop = threading.Event()
+        def open_channel(target: tuple[str, int], peer: tuple[str, int]) -> paramiko.Channel:
+            # Bounded: a channel to a dead node would otherwise wait paramiko's hour.
+            transport = self._transport()
+            return transport.open_channel(
+                "direct-tcpip", target, peer, timeout=self.connect_timeout
+            )
 
-        def serve() -> None:
-            while not stop.is_set():
-                try:
-                    conn, peer = listener.accept()
-                except OSError:
-                    return
-                threading.Thread(
-                    target=self._forward,
-                    args=(conn, peer, (host, remote_port), (stop, abort)),
-                    daemon=True,
-                ).start()
-
-        acceptor = threading.Thread(target=serve, name=f"tunnel-{self.name}", daemon=True)
-        acceptor.start()
-        try:
-            yield int(listener.getsockname()[1])
-        finally:
-            stop.set()
-            # close() alone does not wake a thread blocked in accept(); shutdown() does.
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-            acceptor.join(timeout=2)
-
-    def _forward(
-        self,
-        conn: socket.socket,
-        peer: tuple[str, int],
-        target: tuple[str, int],
-        stops: tuple[threading.Event, threading.Event],
-    ) -> None:
-        if any(event.is_set() for event in stops):
-            conn.close()
-            return
-        try:
-            channel = self._transport().open_channel("direct-tcpip", target, peer)
-        except (OSError, EOFError, paramiko.SSHException, HostError):
-            conn.close()
-            return
-        try:
-            while not any(event.is_set() for event in stops):
-                readable, _, _ = select.select([conn, channel], [], [], 0.5)  # type: ignore[type-var]
-                if conn in readable:
-                    data = conn.recv(65536)
-                    if not data:
-                        break
-                    channel.sendall(data)
-                if channel in readable:
-                    data = channel.recv(65536)
-                    if not data:
-                        break
-                    conn.sendall(data)
-        except (OSError, EOFError, paramiko.SSHException):
-            pass
-        finally:
-            channel.close()
-            conn.close()
+        return forwarded_port(
+            open_channel, f"tunnel-{self.name}", (host, remote_port), abort or threading.Event()
+        )
 
 
 class _ConnectionLost(Exception):
