@@ -25,8 +25,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the planted copies come from tests/
 
-from sweeper.analysis.diagnosis_text import sentence, table  # noqa: E402
-from sweeper.analysis.run_diagnosis import diagnose_run  # noqa: E402
+from sweeper.diagnosis.runs import diagnose_run  # noqa: E402
+from sweeper.diagnosis.text import sentence, table  # noqa: E402
 from sweeper.results.reader import read_run  # noqa: E402
 from tests.sweeper.planted import plant_fault  # noqa: E402
 

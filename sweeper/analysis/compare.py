@@ -13,7 +13,7 @@ on several restarts (`repeats.restarts`) is one row, its means over restarts; wh
 overlap is "within noise", neither a regression nor an improvement.
 A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
 determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now);
-a newly broken config carries run B's diagnosis (`compare_loaded`).
+a newly broken config gets run B's diagnosis from `sweeper.diagnosis.compare` (a layer above).
 """
 
 from __future__ import annotations
@@ -30,11 +30,9 @@ from sweeper.analysis.datasets import (
     dataset_requests,
     has_datasets,
 )
-from sweeper.analysis.diagnosis_text import point_line
 from sweeper.analysis.labels import point_label_long
 from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
-from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
 from sweeper.results.reader import Run
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
@@ -60,7 +58,7 @@ class PointDelta:
     #: The point in run B (empty when it is only in A).
     point_id: str = ""
     #: For a config whose determinism newly broke: where run B's violations live and how this
-    #: point's requests stand (`diagnosis_text.point_line`).
+    #: point's requests stand (`sweeper.diagnosis.compare.with_diagnosis`).
     diagnosis: str = ""
     #: Changes beyond the threshold but inside both runs' restart intervals (not flags).
     within_noise: list[str] = field(default_factory=list)
@@ -195,13 +193,7 @@ def compare_loaded(run_a: Run, run_b: Run, threshold: float) -> Comparison:
     if all(has_datasets(requests) for _, requests in frames):
         frames = [(dataset_points(p, r), dataset_requests(r)) for p, r in frames]
     (points_a, requests_a), (points_b, requests_b) = frames
-    result = compare_runs(points_a, points_b, requests_a, requests_b, threshold, run_a.dir.name)
-    broken = [r for r in result.rows if r.is_regression and "determinism broken" in r.flag_text]
-    diagnosis = diagnose_run(run_b) if broken else None
-    if diagnosis is not None:
-        for row in broken:
-            row.diagnosis = point_line(diagnosis, row.point_id)
-    return result
+    return compare_runs(points_a, points_b, requests_a, requests_b, threshold, run_a.dir.name)
 
 
 def compare_runs(

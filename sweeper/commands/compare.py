@@ -12,6 +12,7 @@ from rich.table import Table
 from sweeper.analysis.compare import Comparison, compare_loaded, parse_threshold, sweep_differences
 from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.commands.repair import checked
+from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.exit_codes import EXIT_BAD_SPEC as EXIT_USAGE
 from sweeper.exit_codes import EXIT_REGRESSION
 from sweeper.report.formatting import pct
@@ -92,7 +93,7 @@ def command(
     refuse_other_sweeps(first, second, force)
     first, second = checked(first), checked(second)
     try:
-        comparison = compare_loaded(first, second, limit)
+        comparison = with_diagnosis(compare_loaded(first, second, limit), second)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None

@@ -2,9 +2,9 @@
 experiment that proves it.
 
 Prints the run's diagnosis (the rule its violations live in, every factor's standing), then
-plans the follow-up experiments that separate what its grid could not (`plan/followup.py`) on
-the run's own spec, engine, runtime and host, with their cost from the run's own load time and
-throughput. `--dry-run` stops there. Otherwise the follow-up runs as a new run whose manifest
+plans the follow-up experiments that separate what its grid could not (`diagnosis/followup.py`)
+on the run's own spec, engine, runtime and host, with their cost from the run's own load time
+and throughput. `--dry-run` stops there. Otherwise the follow-up runs as a new run whose manifest
 `follows` the first, and the command ends with the evidence table and a verdict sentence over
 both runs. Exit codes as `sweeper run` (0, 3, 4, 130), 2 for bad usage or a runtime whose code
 changed since the run (a follow-up must run the same code). The follow-up's run directory is the
@@ -24,16 +24,16 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.diagnosis import diagnose
-from sweeper.analysis.diagnosis_text import TABLE_COLUMNS, sentence, table
-from sweeper.analysis.evidence import EVIDENCE_COLUMNS, evidence
-from sweeper.analysis.run_diagnosis import diagnose_run, run_requests
 from sweeper.commands.plan import render
 from sweeper.commands.repair import checked
 from sweeper.commands.run import create_store, execute, planned_source_hash
 from sweeper.commands.validate import EXIT_BAD_SPEC
+from sweeper.diagnosis.evidence import EVIDENCE_COLUMNS, evidence
+from sweeper.diagnosis.followup import FollowUp, plan_followup
+from sweeper.diagnosis.rule import diagnose
+from sweeper.diagnosis.runs import diagnose_run, run_requests
+from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
-from sweeper.plan.followup import FollowUp, plan_followup
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run
 from sweeper.results.records import Manifest
 from sweeper.spec import Spec

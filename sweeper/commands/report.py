@@ -9,6 +9,7 @@ import typer
 from sweeper.analysis.compare import Comparison, compare_loaded
 from sweeper.commands.compare import EXIT_USAGE, FORCE_HELP, refuse_other_sweeps, threshold_option
 from sweeper.commands.repair import checked
+from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.report.assemble import build_view
 from sweeper.results.reader import (
     MANIFEST,
@@ -59,7 +60,7 @@ def _comparison(
         raise _fail(f"no run directory at {against}")
     earlier = read_run(against)
     refuse_other_sweeps(earlier, run, force)
-    return compare_loaded(checked(earlier), run, threshold)
+    return with_diagnosis(compare_loaded(checked(earlier), run, threshold), run)
 
 
 def command(

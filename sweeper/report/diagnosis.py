@@ -1,8 +1,8 @@
 """The report's "Diagnosis" section: the rule the violations live in, the factor table, and a
 plot of violations against the implicated factors (`diagnosis.html.j2`).
 
-The diagnosis reads its own request columns of the run (`analysis.run_diagnosis`: the verdicts
-and every factor the record models mark), so the rest of the report's view model is untouched.
+The diagnosis reads its own request columns of the run (`diagnosis.runs`: the verdicts and
+every factor the record models mark), so the rest of the report's view model is untouched.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 
-from sweeper.analysis.diagnosis import Diagnosis, Finding
-from sweeper.analysis.diagnosis_text import TABLE_COLUMNS, sentence, table
-from sweeper.analysis.run_diagnosis import diagnose_run
 from sweeper.analysis.verdicts import COLOURS
+from sweeper.diagnosis.rule import Diagnosis, Finding
+from sweeper.diagnosis.runs import diagnose_run
+from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
 from sweeper.report.figures import Chart, to_data_uri
 from sweeper.results.reader import Run
 

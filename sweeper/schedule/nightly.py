@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.analysis.compare import compare_loaded
+from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.report.assemble import build_view
 from sweeper.report.render import write_report
 from sweeper.results.reader import previous_finished, prune, read_run
@@ -99,7 +100,7 @@ def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: log
     run = read_run(run_dir)  # read once: compared, then reported
     comparison = None
     if previous is not None:
-        comparison = compare_loaded(read_run(previous), run, threshold)
+        comparison = with_diagnosis(compare_loaded(read_run(previous), run, threshold), run)
         log.info("compared with %s: %s", previous.name, comparison.summary)
     else:
         log.info("no previous finished run to compare with")

@@ -18,7 +18,6 @@ KNOWN = {
     "engines.vllm imports sweeper.services",
     "measure.point imports sweeper.analysis",
     "plan.build imports sweeper.engines",
-    "plan.followup imports sweeper.analysis",
     "spec.model imports sweeper.engines",
     "spec.runtime imports sweeper.engines",
 }

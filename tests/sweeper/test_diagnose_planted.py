@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper.analysis.diagnosis_text import sentence
-from sweeper.analysis.run_diagnosis import diagnose_run
+from sweeper.diagnosis.runs import diagnose_run
+from sweeper.diagnosis.text import sentence
 from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.results.reader import read_run
 from tests.sweeper.planted import plant_fault

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sweeper.analysis.compare import compare_loaded
-from sweeper.analysis.diagnosis_text import sentence
-from sweeper.analysis.run_diagnosis import diagnose_run, run_requests
-from sweeper.plan.followup import plan_followup
+from sweeper.diagnosis.followup import plan_followup
+from sweeper.diagnosis.runs import diagnose_run, run_requests
+from sweeper.diagnosis.text import sentence
 from sweeper.report.assemble import build_view
 from sweeper.report.render import render_html
 from sweeper.results.reader import read_run

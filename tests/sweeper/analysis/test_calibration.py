@@ -8,8 +8,8 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.calibration import Control, ar_control, near_tie_rates
-from sweeper.analysis.diagnosis import diagnose
-from sweeper.analysis.run_diagnosis import calibrated
+from sweeper.diagnosis.rule import diagnose
+from sweeper.diagnosis.runs import calibrated
 from sweeper.results.records import factor_kinds
 
 

@@ -1,12 +1,12 @@
 """What the diagnosis reasons over: judged requests, their factors, and conditions on factors.
 
 A *judged* request is one whose verdict says something: a violation (`VIOLATIONS`: diverged,
-nondeterministic, garbled) is *broken*; exact and near-tie are *clean* (a near-tie is numerics,
-not a bug), unless its config's near-tie rate exceeds the AR-vs-AR control's (`near_tie_excess`,
-`calibration.py`): then it is broken too. An AR request at temperature 0 is the reference the
-others are judged against, so it counts as clean (its repeats agreeing is all that can be
-checked; if they disagree it is `nondeterministic`, a violation); any other `n/a` (failed,
-unseeded, no baseline) says nothing and is left out.
+nondeterministic, garbled) is *broken*; exact and near-tie are *clean* (a
+near-tie is numerics, not a bug), unless its config's near-tie rate exceeds the AR-vs-AR
+control's (`near_tie_excess`, `analysis/calibration.py`): then it is broken too. An AR request at
+temperature 0 is the reference the others are judged against, so it counts as clean (its repeats
+agreeing is all that can be checked; if they disagree it is `nondeterministic`, a violation); any
+other `n/a` (failed, unseeded, no baseline) says nothing and is left out.
 
 A *factor* is a column the record models mark as one (`factor_kinds`): a `level` (config
 values, the prompt), an `exposure` count (the path ran when > 0) or an `extent` (a largest size,

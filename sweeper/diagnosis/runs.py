@@ -1,5 +1,5 @@
 """The diagnosis of a run: its verdicts and factors read from the run as the one reader read it
-(`sweeper.results.reader.Run`), then the pure attribution (`diagnosis.py`). Used by the report,
+(`sweeper.results.reader.Run`), then the pure attribution (`rule.py`). Used by the report,
 `compare`, nightly and `diagnose`."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from collections.abc import Sequence
 import pandas as pd
 
 from sweeper.analysis.calibration import ar_control, near_tie_rates
-from sweeper.analysis.diagnosis import Diagnosis, diagnose
 from sweeper.analysis.labels import point_label
+from sweeper.diagnosis.rule import Diagnosis, diagnose
 from sweeper.results.reader import Run
 from sweeper.results.records import factor_kinds
 
 #: Columns a request's outcome and identity are read from, besides its factors.
 OUTCOME_COLUMNS = ["verdict", "error", "mode", "temperature", "host", "point_id", "repeat"]
-#: Read besides, for the near-tie calibration (`calibration.py`): what AR-vs-AR compares.
+#: Read besides, for the near-tie calibration (`analysis/calibration.py`): what AR-vs-AR compares.
 _CONTROL_COLUMNS = ["sha256", "restart", "prompt_id", "max_tokens", "concurrency", "rate"]
 
 

@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.analysis.diagnosis import Diagnosis
 from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.diagnosis.rule import Diagnosis
 from sweeper.results.rows import is_missing, rows_of
 from sweeper.spec import SERVER_KEYS, Spec
 

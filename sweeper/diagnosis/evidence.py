@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.analysis.factors import Condition, normal, outcome
-from sweeper.plan.followup import Arm, Experiment
+from sweeper.diagnosis.factors import Condition, normal, outcome
+from sweeper.diagnosis.followup import Arm, Experiment
 from sweeper.results.rows import rows_of
 
 EVIDENCE_COLUMNS = (

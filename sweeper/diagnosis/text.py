@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sweeper.analysis.diagnosis import Diagnosis, Finding
+    from sweeper.diagnosis.rule import Diagnosis, Finding
 
 #: Table columns, in order.
 TABLE_COLUMNS = ("factor", "status", "broken/judged per value", "within the rule", "why")

@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from sweeper.analysis.diagnosis import Diagnosis, diagnose
-from sweeper.analysis.diagnosis_text import sentence, table
+from sweeper.diagnosis.rule import Diagnosis, diagnose
+from sweeper.diagnosis.text import sentence, table
 from sweeper.results.records import RequestRecord
 
 PROMPTS = ("p0", "p1", "p2", "p3")
