@@ -31,6 +31,8 @@ SEVERITY: tuple[Verdict, ...] = (
 OK_VERDICTS: frozenset[str] = frozenset({"exact", "near-tie", "n/a"})
 #: Verdicts that make `sweeper run` exit 4 and `compare` call determinism broken.
 VIOLATIONS: frozenset[str] = frozenset(SEVERITY) - OK_VERDICTS
+#: Verdicts that prove a request right (the diagnosis's clean requests): `n/a` proves nothing.
+CLEAN_VERDICTS: frozenset[str] = OK_VERDICTS - {"n/a"}
 #: Verdicts whose outputs need no side-by-side view.
 QUIET_VERDICTS: tuple[Verdict, ...] = ("exact", "n/a")
 #: Matrix cells that are no verdict: no record for the cell / the whole point failed.

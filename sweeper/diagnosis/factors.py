@@ -1,7 +1,7 @@
 """What the diagnosis reasons over: judged requests, their factors, and conditions on factors.
 
 A *judged* request is one whose verdict says something: a violation (`VIOLATIONS`: diverged,
-nondeterministic, garbled) is *broken*; exact and near-tie are *clean* (a
+nondeterministic, garbled) is *broken*; exact and near-tie (`CLEAN_VERDICTS`) are *clean* (a
 near-tie is numerics, not a bug), unless its config's near-tie rate exceeds the AR-vs-AR
 control's (`near_tie_excess`, `analysis/calibration.py`): then it is broken too. An AR request at
 temperature 0 is the reference the others are judged against, so it counts as clean (its repeats
@@ -24,10 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS
 from sweeper.results.rows import is_failed, is_missing, rows_of
-
-CLEAN_VERDICTS = frozenset({"exact", "near-tie"})
 
 
 @dataclass(frozen=True)

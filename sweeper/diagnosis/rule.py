@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.diagnosis.association import fisher_exact
 from sweeper.diagnosis.factors import Condition, Population, conditions, count, levels, population
 from sweeper.diagnosis.factors import show as show_value
@@ -139,8 +140,7 @@ def diagnose(records: Any, kinds: Mapping[str, str] | None = None) -> Diagnosis:
         region &= cond.mask
     terms = tuple(_term(cond, candidates, pop) for cond in rule_conditions)
     verdicts = Counter(str(r.get("verdict")) for r in pop.rows)
-    broken_verdicts = {v: n for v, n in sorted(verdicts.items()) if v not in ("exact", "near-tie")}
-    broken_verdicts.pop("n/a", None)
+    broken_verdicts = {v: n for v, n in sorted(verdicts.items()) if v not in OK_VERDICTS}
     return Diagnosis(
         judged=count(pop.everyone),
         broken=count(pop.broken),
