@@ -1,5 +1,7 @@
-"""From one point's request rows to its point columns and per-request verdicts: the runner's one
-call into the pure functions of `sweeper.analysis.metrics` and `sweeper.analysis.determinism`."""
+"""From one point's request rows to its judged columns and per-request verdicts: the runner's one
+call into the pure functions of `sweeper.analysis.metrics`, `sweeper.analysis.determinism` and
+`sweeper.analysis.goodput`. Measuring hands the rows on (`sweeper.measure.point.request_rows`);
+the runner judges them here and gives the result back to `measured_point` for the records."""
 
 from __future__ import annotations
 
@@ -7,22 +9,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweeper.analysis.determinism import judge_point
+from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.metrics import point_metrics, speedup
-from sweeper.spec import DeterminismSpec
+from sweeper.plan import Point
+from sweeper.spec import DeterminismSpec, SloSpec
 
 
 def summarize(
+    point: Point,
     rows: Sequence[Mapping[str, Any]],
     wall_s: float,
     *,
-    temperature: float,
-    seed: int | None,
-    is_baseline: bool,
+    policy: DeterminismSpec,
     baseline_rows: Sequence[Mapping[str, Any]] | None,
     baseline_point: Mapping[str, Any] | None,
-    policy: DeterminismSpec,
+    slo: SloSpec | None = None,
+    speed_baseline_point: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[tuple[str, int | None]]]:
-    """Point columns (metrics, speedup, determinism) and, per row in order, (verdict, index)."""
+    """Point columns (metrics, speedups, determinism, goodput against `slo`) and, per row in
+    order, (verdict, divergence index). `speed_baseline_point` is the production AR's
+    (`runtime.speed_baseline`), when the spec names one."""
+    rc = point.request_config
     columns = point_metrics(list(rows), wall_s).as_columns()
     columns["speedup"] = speedup(
         columns["output_tok_s"], (baseline_point or {}).get("output_tok_s")
@@ -30,12 +37,19 @@ def summarize(
     judged = judge_point(
         list(rows),
         list(baseline_rows) if baseline_rows is not None else None,
-        temperature=temperature,
-        seed=seed,
+        temperature=rc.temperature,
+        seed=rc.seed,
         policy=policy,
-        is_baseline=is_baseline,
+        # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
+        is_baseline=point.server_config.mode == "ar" and baseline_rows is None,
     )
     columns["determinism"] = judged.status
+    columns.update(goodput_columns(rows, slo, wall_s))
+    columns.update(latency_speedups(columns, baseline_point))
+    if speed_baseline_point is not None:
+        columns["speed_speedup"] = speedup(
+            columns.get("output_tok_s"), speed_baseline_point.get("output_tok_s")
+        )
     by_key = {(v.prompt_id, v.repeat): v for v in judged.requests}
     per_row: list[tuple[str, int | None]] = []
     for row in rows:

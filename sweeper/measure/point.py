@@ -1,9 +1,12 @@
-"""Turning one point's measurement into records: the request rows with their verdicts and the
-point row with its metrics, speedup, determinism and exposure; or the row of a point that failed.
+"""Turning one point's measurement into records: the request rows (`request_rows`), then, with
+the numbers and verdicts analysis judged from them (`sweeper.analysis.summary`), the request
+records and the point row with its acceptance, exposure, self-check and host load; or the row of
+a point that failed.
 
-Pure record building: the runner sends the requests and fetches the logs, this module shapes
-what they gave. A measured and a failed point take their identifying columns from the same
-`point_columns`, so the two never differ in what identifies them.
+Pure record building: the runner sends the requests, fetches the logs and has the rows judged;
+this module shapes what they gave and judges nothing. A measured and a failed point take their
+identifying columns from the same `point_columns`, so the two never differ in what identifies
+them.
 """
 
 from __future__ import annotations
@@ -13,9 +16,6 @@ from typing import Any, Literal
 
 import httpx
 
-from sweeper.analysis.goodput import goodput_columns, latency_speedups
-from sweeper.analysis.metrics import speedup
-from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.stream import SOURCE_ORDER
@@ -26,7 +26,6 @@ from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
 from sweeper.results.records import PointRecord, RequestConfigColumns, RequestRecord
 from sweeper.results.rows import is_missing
-from sweeper.spec import DeterminismSpec, SloSpec
 
 #: Characters of a service log kept in a point row (the whole log is in logs/<point>.log).
 LOG_TAIL_CHARS = 4000
@@ -56,35 +55,10 @@ def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[
     }
 
 
-def measured_point(
-    point: Point,
-    result: WorkloadResult,
-    *,
-    key: Mapping[str, Any],
-    policy: DeterminismSpec,
-    baseline_rows: Sequence[Mapping[str, Any]] | None,
-    baseline_point: Mapping[str, Any] | None,
-    fingerprint: str | None,
-    started_at: str,
-    finished_at: str,
-    log_path: str,
-    log_text: str,
-    acceptance: Mapping[str, float] | None = None,
-    slo: SloSpec | None = None,
-    capabilities: Capabilities | None = None,
-    speed_baseline_point: Mapping[str, Any] | None = None,
-    host_load: Mapping[str, Any] | None = None,
-) -> tuple[PointRecord, list[RequestRecord]]:
-    """The point row and its request rows from what the workload measured; `acceptance` holds
-    the engine's counter deltas over the measured requests when it counts per server.
-
-    Requests cut off by an open loop's duration (never sent, or still in flight after the
-    grace) are SLO misses, not failures: the point fails only for requests that ended in an
-    error. A client-bound point (or one compared with a client-bound baseline) gets no speedup:
-    its numbers describe the client. `host_load` (`sweeper.measure.hostload`) flags a busy host,
-    and `baseline_busy` a baseline measured on one: their speedups are kept but not trusted.
-    """
-    rows = [
+def request_rows(result: WorkloadResult, key: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The point's request rows as measured, in order: what identifies the point (`key`), the
+    prompt, repeat and seed, the client's record and its asked lengths; no verdict yet."""
+    return [
         {
             **key,
             "prompt_id": spec.prompt_id,
@@ -95,20 +69,40 @@ def measured_point(
         }
         for spec, rec in result.records
     ]
+
+
+def measured_point(
+    point: Point,
+    result: WorkloadResult,
+    rows: list[dict[str, Any]],
+    *,
+    summary: Mapping[str, Any],
+    verdicts: Sequence[tuple[str, int | None]],
+    key: Mapping[str, Any],
+    baseline_point: Mapping[str, Any] | None,
+    fingerprint: str | None,
+    started_at: str,
+    finished_at: str,
+    log_path: str,
+    log_text: str,
+    acceptance: Mapping[str, float] | None = None,
+    capabilities: Capabilities | None = None,
+    host_load: Mapping[str, Any] | None = None,
+) -> tuple[PointRecord, list[RequestRecord]]:
+    """The point row and its request records from `rows` (`request_rows`) and what analysis
+    judged of them: `summary`, the point's judged columns, and `verdicts`, (verdict, divergence
+    index) per row in order (`sweeper.analysis.summary.summarize`). `acceptance` holds the
+    engine's counter deltas over the measured requests when it counts per server.
+
+    Requests cut off by an open loop's duration (never sent, or still in flight after the
+    grace) are SLO misses, not failures: the point fails only for requests that ended in an
+    error. A client-bound point (or one compared with a client-bound baseline) gets no speedup:
+    its numbers describe the client. `host_load` (`sweeper.measure.hostload`) flags a busy host,
+    and `baseline_busy` a baseline measured on one: their speedups are kept but not trusted.
+    """
     errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
-    rc = point.request_config
-    numbers, per_row = summarize(
-        rows,
-        result.wall_s,
-        temperature=rc.temperature,
-        seed=rc.seed,
-        # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
-        is_baseline=point.server_config.mode == "ar" and baseline_rows is None,
-        baseline_rows=baseline_rows,
-        baseline_point=baseline_point,
-        policy=policy,
-    )
-    for row, (verdict, index) in zip(rows, per_row, strict=True):
+    numbers = dict(summary)
+    for row, (verdict, index) in zip(rows, verdicts, strict=True):
         row["verdict"], row["divergence_index"] = verdict, index
     if errors:
         numbers["determinism"] = "n/a"  # a failed point has no verdict, only its reason
@@ -118,12 +112,6 @@ def measured_point(
         numbers["margin_source"] = capabilities.margins
         numbers["acceptance_source"] = numbers["acceptance_source"] or capabilities.acceptance
     numbers["n_unfinished"] = sum(not r.get("finished", True) for r in rows)
-    numbers.update(goodput_columns(rows, slo, result.wall_s))
-    numbers.update(latency_speedups(numbers, baseline_point))
-    if speed_baseline_point is not None:  # the production AR (`runtime.speed_baseline`)
-        numbers["speed_speedup"] = speedup(
-            numbers.get("output_tok_s"), speed_baseline_point.get("output_tok_s")
-        )
     numbers.update(check_columns(result.check, result.processes))
     numbers.update(point_lengths(result.records))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.drive import drive_point, records_tokens
@@ -32,6 +33,7 @@ from sweeper.measure.point import (
     failed_point,
     measured_point,
     point_columns,
+    request_rows,
 )
 from sweeper.measure.readiness import (
     ReadinessError,
@@ -317,31 +319,38 @@ class Runner:
         acceptance = counters.delta()
         log_text, state.log_cursor = backend.service.logs(state.log_cursor)
         log_path = self.store.write_log(point.point_id, log_text)
+        # Read as the measurement ends: judging below would count as another process's load.
+        finished_at, host_load = utc_now(), probe.columns()
+        key = point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine.name)
+        rows = request_rows(result, key)
+        earlier, base = self.earlier, point.baseline_point_id or ""
+        baseline_point = done.get(base) if earlier is None else earlier.point_for(point)
+        summary, verdicts = summarize(
+            point,
+            rows,
+            result.wall_s,
+            policy=self.spec.determinism,
+            baseline_rows=baseline_rows.get(base) if earlier is None else earlier.rows_for(point),
+            baseline_point=baseline_point,
+            slo=self.spec.slo,
+            speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
+        )
         record, requests = measured_point(
             point,
             result,
-            key=point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine.name),
-            policy=self.spec.determinism,
-            baseline_rows=(
-                baseline_rows.get(point.baseline_point_id or "")
-                if self.earlier is None
-                else self.earlier.rows_for(point)
-            ),
-            baseline_point=(
-                done.get(point.baseline_point_id or "")
-                if self.earlier is None
-                else self.earlier.point_for(point)
-            ),
+            rows,
+            summary=summary,
+            verdicts=verdicts,
+            key=key,
+            baseline_point=baseline_point,
             fingerprint=state.identity.fingerprint if state.identity else None,
             started_at=started_at,
-            finished_at=utc_now(),
+            finished_at=finished_at,
             log_path=str(log_path.relative_to(self.store.dir)),
             log_text=log_text,
             acceptance=acceptance,
-            slo=self.spec.slo,
             capabilities=engine.capabilities,
-            speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
-            host_load=probe.columns(),
+            host_load=host_load,
         )
         self._commit(record, requests)
         if sc.mode == "ar":

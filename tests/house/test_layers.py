@@ -16,7 +16,6 @@ KNOWN = {
     "engines.openai imports sweeper.services",
     "engines.sglang imports sweeper.services",
     "engines.vllm imports sweeper.services",
-    "measure.point imports sweeper.analysis",
     "plan.build imports sweeper.engines",
     "spec.model imports sweeper.engines",
     "spec.runtime imports sweeper.engines",

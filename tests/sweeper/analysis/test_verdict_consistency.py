@@ -3,7 +3,8 @@
 The run directories hold points whose requests mix exactly the verdicts on which the old orders
 disagreed: {nondeterministic, garbled} (the determinism module ranked nondeterministic worst, the
 report garbled) and {exact, n/a} (exact vs n/a). The records go through the product's own path:
-`measured_point` judges and summarises, `RunStore` writes, `build_view` and `compare_runs` read.
+`summarize` judges, `measured_point` shapes the records, `RunStore` writes, `build_view` and
+`compare_runs` read.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 
 from sweeper.analysis.compare import compare_loaded
+from sweeper.analysis.summary import summarize
 from sweeper.analysis.verdicts import MATRIX_STATES
-from sweeper.measure.point import measured_point, point_columns
+from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, RequestConfig, ServerConfig
 from sweeper.report.assemble import build_view
@@ -107,12 +109,24 @@ def _measure(
     reference: list[dict[str, Any]] | None,
     baseline_point: dict[str, Any] | None = None,
 ) -> Any:
-    return measured_point(
+    result = _result(records)
+    key = point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime")
+    rows = request_rows(result, key)
+    summary, verdicts = summarize(
         point,
-        _result(records),
-        key=point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime"),
+        rows,
+        result.wall_s,
         policy=DeterminismSpec(),
         baseline_rows=reference,
+        baseline_point=baseline_point,
+    )
+    return measured_point(
+        point,
+        result,
+        rows,
+        summary=summary,
+        verdicts=verdicts,
+        key=key,
         baseline_point=baseline_point,
         fingerprint=None,
         started_at=utc_now(),

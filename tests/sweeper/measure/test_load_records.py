@@ -1,7 +1,7 @@
-"""Open-loop points through the product's record path: `measured_point` shapes goodput, latency
-speedups and the client's self-check, `RunStore` writes, `build_view` and the report read. A
-client-bound point is flagged in the records and the report and never reported as the server's
-number: no speedup, never the best config, a knee scan stops at it."""
+"""Open-loop points through the product's record path: `summarize` judges goodput and latency
+speedups, `measured_point` adds the client's self-check, `RunStore` writes, `build_view` and the
+report read. A client-bound point is flagged in the records and the report and never reported as
+the server's number: no speedup, never the best config, a knee scan stops at it."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from sweeper.analysis.summary import summarize
 from sweeper.engines.base import RequestSpec
 from sweeper.measure.load_process import UNFINISHED
-from sweeper.measure.point import measured_point, point_columns
+from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.pool import NOT_SENT
 from sweeper.measure.selfcheck import ClientCheck
 from sweeper.measure.workload import WorkloadResult
@@ -81,19 +82,30 @@ def result(records: list[dict[str, Any]], bound: bool = False) -> WorkloadResult
 def measure(
     store: RunStore, point: Point, res: WorkloadResult, baseline: PointRecord | None
 ) -> PointRecord:
+    key = point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime")
+    measured, base = request_rows(res, key), baseline.model_dump() if baseline else None
+    summary, verdicts = summarize(
+        point,
+        measured,
+        res.wall_s,
+        policy=DeterminismSpec(),
+        baseline_rows=None,
+        baseline_point=base,
+        slo=SLO,
+    )
     record, rows = measured_point(
         point,
         res,
-        key=point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime"),
-        policy=DeterminismSpec(),
-        baseline_rows=None,
-        baseline_point=baseline.model_dump() if baseline else None,
+        measured,
+        summary=summary,
+        verdicts=verdicts,
+        key=key,
+        baseline_point=base,
         fingerprint=None,
         started_at=utc_now(),
         finished_at=utc_now(),
         log_path="",
         log_text="",
-        slo=SLO,
     )
     store.commit_point(record, rows)
     return record
