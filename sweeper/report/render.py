@@ -23,6 +23,7 @@ from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.labels import load_label
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
+from sweeper.report.badges import badges
 from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
@@ -218,6 +219,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
         .get_template("template.html.j2")
         .render(
             view=view,
+            badges=badges(),
             counts=counts,
             provenance=_provenance(view.manifest),
             hosts=hosts,
