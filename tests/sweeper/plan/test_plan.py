@@ -17,7 +17,7 @@ from sweeper.plan import (
 )
 from sweeper.spec import load_spec, parse_spec
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WORKLOAD = "workload:\n  prompts: [{id: a, text: hi}, {id: b, text: ho}]\n"
 
 

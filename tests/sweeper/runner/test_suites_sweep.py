@@ -4,7 +4,7 @@ config; a fault that shows only with history is diagnosed to turn 2; asked lengt
 
 The fake stands in for the runtime where the runtime cannot misbehave on demand
 (`FAKE_WRONG_LATER_TURNS`); the real runtime's token counts are checked in
-`tests/sweeper/test_suites_runtime.py`."""
+`tests/sweeper/measure/test_suites_runtime.py`."""
 
 from __future__ import annotations
 
