@@ -28,10 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from sweeper.engines.launch import Launch  # noqa: E402
 from sweeper.hosts.ssh import SSHHost  # noqa: E402
 from sweeper.hosts.ssh_target import SSHTarget  # noqa: E402
 from sweeper.measure.readiness import wait_healthy  # noqa: E402
-from sweeper.services import Launch  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
 from tests import testhosts  # noqa: E402
 

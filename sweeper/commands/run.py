@@ -24,7 +24,7 @@ from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
-from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.engines.ddtree_runtime import runtime_package_dir, runtime_source_hash
 from sweeper.engines.registry import engine_for
 from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
 from sweeper.plan import Plan, estimate_seconds
@@ -69,7 +69,7 @@ def planned_source_hash(plan: Plan) -> str:
     """The source hash of the runtime this plan runs: the spec's own package, else the
     installed one (what the manifest names and every server must report)."""
     package = plan.spec.runtime.package
-    return runtime_source_hash(Path(package) / "ddtree_runtime" if package else None)
+    return runtime_source_hash(runtime_package_dir(package) if package else None)
 
 
 def create_store(

@@ -6,8 +6,9 @@ body is written (`request`), and how token ids, top-2 margins and acceptance are
 stream (`reader`, `acceptance_counters`). Which of its paths a running build actually gives is
 negotiated after the proof (`negotiate`, see `capabilities.py`); `bind` then gives the engine
 that writes requests for the paths chosen (never logprobs to a speculative server). One module
-per engine, found by name through `registry.py`; nothing outside `sweeper/engines/` branches on
-an engine's name.
+per engine: its class registers against the engine's catalog record (`register`, in the
+spirit of GuideLLM's `@Backend.register`), and `registry.py` finds it by name; nothing outside
+`sweeper/engines/` branches on an engine's name.
 
 The proof that the process on the port is the one launched (pid, cmdline, environment, sockets)
 needs no engine and lives in `sweeper.services.identity`; an engine adds what it reports itself.
@@ -15,16 +16,19 @@ needs no engine and lives in `sweeper.services.identity`; an engine adds what it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import httpx
 
+from sweeper.catalog.records import RECORDS, EngineRecord
+
 if TYPE_CHECKING:
+    from sweeper.engines.launch import Launch
     from sweeper.engines.stream import ChunkReader
     from sweeper.plan import ServerConfig
-    from sweeper.services import Launch
+    from sweeper.spec import RuntimeSpec
 
 
 class EngineError(RuntimeError):
@@ -131,10 +135,16 @@ class HostRequirements:
 class Engine(Protocol):
     """A server the sweeper measures; see the module docstring."""
 
-    #: The spec's `runtime.engine` value.
-    name: str
-    #: False for an endpoint that is already running: the sweeper starts and stops nothing.
-    launched: bool
+    @property
+    def name(self) -> str:
+        """The spec's `runtime.engine` value."""
+        ...
+
+    @property
+    def launched(self) -> bool:
+        """False for an endpoint that is already running: the sweeper starts and stops nothing."""
+        ...
+
     #: Polled until it answers 200; the engine's docstring says what that 200 means.
     health_path: str
 
@@ -194,3 +204,39 @@ class Engine(Protocol):
     def requirements(self) -> HostRequirements:
         """What a host needs for this engine."""
         ...
+
+
+class Registered:
+    """Base of the engine classes: the catalog record a class drives (set by `register`) gives
+    its name and whether it is launched."""
+
+    record: ClassVar[EngineRecord]
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def launched(self) -> bool:
+        return self.record.launched
+
+
+#: Engine name -> the class driving it, made with the runtime section and the manifest's runtime
+#: source hash; each class adds itself (`register`), and `registry.py` imports them all.
+ENGINES: dict[str, Callable[[RuntimeSpec, str | None], Engine]] = {}
+
+_Class = TypeVar("_Class", bound=type[Registered])
+
+
+def register(name: str) -> Callable[[_Class], _Class]:
+    """Class decorator: the class drives the catalog's engine `name` (one class per record)."""
+    record = RECORDS[name]
+
+    def add(cls: _Class) -> _Class:
+        if name in ENGINES:
+            raise ValueError(f"engine {name!r} is registered twice")
+        cls.record = record
+        ENGINES[name] = cls  # type: ignore[assignment]
+        return cls
+
+    return add

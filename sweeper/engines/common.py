@@ -16,16 +16,14 @@ from typing import Any
 
 import httpx
 
-from sweeper.engines.base import EngineError, RequestSpec
+from sweeper.catalog.mapping import flag_argv, render
+from sweeper.catalog.records import SETTINGS, ServerCommand
+from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated
-from sweeper.engines.mapping import flag_argv, render
+from sweeper.engines.launch import Launch
 from sweeper.plan import ServerConfig
 from sweeper.plan.model import SPEED_BASELINE
-from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
-
-#: Runtime settings a grid flag of the same name overrides, in the order they are rendered.
-SETTINGS = ("device", "dtype", "max_batch", "max_model_len")
 
 
 @dataclass(frozen=True)
@@ -180,18 +178,10 @@ def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list
     return wrong
 
 
-class ModuleServer(Negotiated):
-    """A third-party server started as `python -m MODULE --MODEL_FLAG model ... --host --port`
-    (SGLang, vLLM): the command from the mapping, the CUDA-graph-off flags and the settings
-    under the engine's own names. It takes no launch id, so the /proc proof alone ties the
-    instance to the launch (the id only names the launch in logs and the systemd unit)."""
-
-    module: str
-    model_flag: str
-    cuda_graph_off: tuple[str, ...]
-    setting_flags: Mapping[str, str | None]
-    renames: Mapping[str, str] = {}
-    launched = True
+class LaunchedServer(Registered, Negotiated):
+    """An engine whose server the sweeper starts as its record's `ServerCommand` says:
+    `PYTHON <entry> <command()'s flags> --host H --port P`, then the launch id where the server
+    takes one. A fresh launch id names every start (in logs and the systemd unit)."""
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
         self.runtime = runtime
@@ -199,18 +189,15 @@ class ModuleServer(Negotiated):
         assert mapping is not None
         self.mapping = mapping
 
+    @property
+    def server(self) -> ServerCommand:
+        """How the record says this engine's server is started."""
+        assert self.record.command is not None
+        return self.record.command
+
     def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
-        """The server's flags (without --host/--port) and the mapped environment."""
-        parts = split_config(server_config, self.runtime)
-        argv = [self.model_flag, self.runtime.model]
-        env: dict[str, str] = {}
-        if server_config.mode == "speculative":
-            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
-            argv += speculative
-        if parts.cuda_graph is False:
-            argv += self.cuda_graph_off
-        argv += settings_argv(parts, self.setting_flags, renames=self.renames)
-        return argv + extra_args_of(server_config, self.runtime), env
+        """The server's flags (without --host/--port/launch id) and the mapped environment."""
+        raise NotImplementedError
 
     def launch(
         self,
@@ -222,13 +209,34 @@ class ModuleServer(Negotiated):
         secrets: Mapping[str, str],
     ) -> Launch:
         flags, env = self.command(server_config)
-        port = self.runtime.port
-        argv = [python, "-m", self.module, *flags, "--host", listen_host, "--port", str(port)]
+        port, launch_id, server = self.runtime.port, token_hex(8), self.server
+        argv = [python, *server.entry, *flags, "--host", listen_host, "--port", str(port)]
+        if server.launch_id_flag is not None:
+            argv += [server.launch_id_flag, launch_id]
         return Launch(
             argv=tuple(argv),
             port=port,
-            launch_id=token_hex(8),
+            launch_id=launch_id,
             env={**self.runtime.env, **env},
             secret_env=dict(secrets),
             workdir=workdir,
         )
+
+
+class ModuleServer(LaunchedServer):
+    """A third-party server (SGLang, vLLM): the model flag, the mapping's speculative flags,
+    the CUDA-graph-off flags and the settings under the engine's own names, all from its record.
+    It takes no launch id, so the /proc proof alone ties the instance to the launch."""
+
+    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
+        parts = split_config(server_config, self.runtime)
+        server = self.server
+        argv = [server.model_flag, self.runtime.model]
+        env: dict[str, str] = {}
+        if server_config.mode == "speculative":
+            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
+            argv += speculative
+        if parts.cuda_graph is not None:
+            argv += server.cuda_graph_off if parts.cuda_graph is False else server.cuda_graph_on
+        argv += settings_argv(parts, server.setting_flags, renames=server.renames)
+        return argv + extra_args_of(server_config, self.runtime), env

@@ -14,21 +14,21 @@ import importlib.util
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from secrets import token_hex
 from typing import Any
 
 import httpx
 
+from sweeper.catalog.mapping import render
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
     HostRequirements,
     HttpRequest,
     RequestSpec,
+    register,
 )
-from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.common import (
-    SETTINGS,
+    LaunchedServer,
     api_path,
     extra_args_of,
     get_json,
@@ -37,13 +37,10 @@ from sweeper.engines.common import (
     settings_argv,
     split_config,
 )
-from sweeper.engines.mapping import render
+from sweeper.engines.launch import Launch
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
-from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
-
-_SETTING_FLAGS = {k: "--" + k.replace("_", "-") for k in SETTINGS}
 
 
 def fingerprint_of(inputs: Mapping[str, Any]) -> str:
@@ -52,14 +49,27 @@ def fingerprint_of(inputs: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def runtime_package_dir(package: str | Path | None = None) -> Path:
+    """The `ddtree_runtime` package directory: the one inside `package` (a spec's
+    `runtime.package`, a patched copy), else the installed one, located without importing it
+    (the controller never imports `ddtree_runtime`). The one place either is looked up: the
+    manifest's source hash, the bundle deployed to hosts and the run command all ask here."""
+    if package is not None:
+        return Path(package) / "ddtree_runtime"
+    found = importlib.util.find_spec("ddtree_runtime")
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError("the ddtree_runtime package is not installed next to sweeper")
+    return Path(next(iter(found.submodule_search_locations)))
+
+
 def runtime_source_hash(package_dir: Path | None = None) -> str:
-    """sha256 over the runtime package's .py files (sorted relative path + NUL + bytes + NUL),
-    located without importing it: the controller never imports `ddtree_runtime`."""
+    """sha256 over the runtime package's .py files (sorted relative path + NUL + bytes + NUL)
+    of `package_dir`, else of the installed package; "" when none is installed."""
     if package_dir is None:
-        found = importlib.util.find_spec("ddtree_runtime")
-        if found is None or not found.submodule_search_locations:
+        try:
+            package_dir = runtime_package_dir()
+        except FileNotFoundError:
             return ""
-        package_dir = Path(next(iter(found.submodule_search_locations)))
     digest = hashlib.sha256()
     files = sorted(p for p in package_dir.rglob("*.py") if "__pycache__" not in p.parts)
     for path in files:
@@ -76,58 +86,37 @@ class DDTreeReader(ChunkReader):
             self.acceptance = dict(chunk["ddtree"])
 
 
-class DDTreeRuntime(Negotiated):
+@register("ddtree_runtime")
+class DDTreeRuntime(LaunchedServer):
     """See the module docstring."""
 
-    name = "ddtree_runtime"
-    launched = True
     health_path = "/health"
     #: Output-length fields it takes (the bundled runtime takes both, under vLLM's names).
     length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None) -> None:
-        self.runtime = runtime
-        mapping = runtime.engine_mapping()
-        assert mapping is not None
-        self.mapping = mapping
+        super().__init__(runtime)
         #: The manifest's runtime source hash; the server must report the same.
         self.source_hash = source_hash
 
     def flags(self, server_config: ServerConfig) -> list[str]:
         """`python -m ddtree_runtime serve` flags, without --host/--port/--launch-id."""
         parts = split_config(server_config, self.runtime)
-        argv = ["--model", self.runtime.model, "--draft", self.runtime.draft]
+        server = self.server
+        argv = [server.model_flag, self.runtime.model, "--draft", self.runtime.draft]
         if server_config.mode == "ar":
             argv += ["--speculative", "none"]
         else:
             speculative, _env = render(self.mapping, parts.speculative, None)
             argv += speculative
         if parts.cuda_graph is not None:
-            argv.append("--cuda-graph" if parts.cuda_graph else "--disable-cuda-graph")
-        argv += settings_argv(parts, _SETTING_FLAGS)
+            argv += server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off
+        argv += settings_argv(parts, server.setting_flags)
         return argv + extra_args_of(server_config, self.runtime)
 
-    def launch(
-        self,
-        server_config: ServerConfig,
-        *,
-        python: str,
-        listen_host: str,
-        workdir: str | None,
-        secrets: Mapping[str, str],
-    ) -> Launch:
-        launch_id = token_hex(8)
-        port = self.runtime.port
-        argv = [python, "-m", "ddtree_runtime", "serve", *self.flags(server_config)]
-        argv += ["--host", listen_host, "--port", str(port), "--launch-id", launch_id]
-        return Launch(
-            argv=tuple(argv),
-            port=port,
-            launch_id=launch_id,
-            env=dict(self.runtime.env),
-            secret_env=dict(secrets),
-            workdir=workdir,
-        )
+    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
+        # The mapping's environment is not passed: the runtime reads none.
+        return self.flags(server_config), {}
 
     def expected(self, server_config: ServerConfig) -> dict[str, Any]:
         """What /server_info must report for this server config (its fingerprinted config, else

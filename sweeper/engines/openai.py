@@ -29,14 +29,16 @@ from sweeper.engines.base import (
     EngineProof,
     HostRequirements,
     HttpRequest,
+    Registered,
     RequestSpec,
+    register,
 )
 from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.common import api_path, openai_body
+from sweeper.engines.launch import Launch
 from sweeper.engines.sglang import SGLangReader
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
-from sweeper.services import Launch
 from sweeper.spec import RuntimeSpec
 
 #: What an endpoint the sweeper did not start can never prove.
@@ -102,12 +104,11 @@ def _logprob_ids(logprobs: Mapping[str, Any], chat: bool) -> list[int]:
     return ids
 
 
-class OpenAIEndpoint(Negotiated):
+@register("openai")
+class OpenAIEndpoint(Registered, Negotiated):
     """See the module docstring."""
 
-    name = "openai"
     recovers_ids = True
-    launched = False
     health_path = "/v1/models"
     #: Output-length fields it takes: none assumed of an endpoint nobody here wrote (what it
     #: returns is checked against the asked length instead).

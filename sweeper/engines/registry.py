@@ -1,23 +1,17 @@
-"""Engines by name: the one place that maps `runtime.engine` to the module that drives it."""
+"""Engines by name: `engine_for` gives the engine driving a spec's `runtime.engine`.
+
+Each engine class registers itself against its catalog record next to the class
+(`sweeper.engines.base.register`); importing the engine modules here is what registers them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from sweeper.engines.base import Engine
-from sweeper.engines.ddtree_runtime import DDTreeRuntime
-from sweeper.engines.openai import OpenAIEndpoint
-from sweeper.engines.sglang import SGLang
-from sweeper.engines.vllm import VLLM
+# The engine modules are imported for their registration (`@register`), not for a name.
+from sweeper.engines import ddtree_runtime, openai, sglang, vllm  # noqa: F401
+from sweeper.engines.base import ENGINES, Engine
 from sweeper.spec import RuntimeSpec
 
-#: Engine name -> constructor taking the runtime section and the manifest's runtime source hash.
-ENGINES: dict[str, Callable[[RuntimeSpec, str | None], Engine]] = {
-    "ddtree_runtime": DDTreeRuntime,
-    "sglang": SGLang,
-    "vllm": VLLM,
-    "openai": OpenAIEndpoint,
-}
+__all__ = ["ENGINES", "engine_for"]
 
 
 def engine_for(runtime: RuntimeSpec, source_hash: str | None = None) -> Engine:

@@ -31,6 +31,7 @@ from sweeper.engines.base import (
     HostRequirements,
     HttpRequest,
     RequestSpec,
+    register,
 )
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.common import (
@@ -39,24 +40,12 @@ from sweeper.engines.common import (
     mismatches,
     openai_body,
 )
+from sweeper.engines.launch import Launch
 from sweeper.engines.sglang_negotiate import negotiate_sglang, tokenize
 from sweeper.engines.sglang_stream import GENERATE_PATH, SGLangReader, generate_body
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
-from sweeper.services import Launch
 
-#: SGLang's flags for the runtime settings (None: SGLang has no such setting).
-SETTING_FLAGS: dict[str, str | None] = {
-    "device": "--device",
-    "dtype": "--dtype",
-    "max_batch": "--max-running-requests",
-    "max_model_len": "--context-length",
-}
-#: Grid flags named as the bundled runtime names them, in SGLang's words.
-RENAMES = {"max_batch": "max_running_requests", "max_model_len": "context_length"}
-#: CUDA graphs off, per phase: these spellings parse in 0.5.23 and in PR #29907's build (the
-#: single --disable-cuda-graph is deprecated in the one and absent from the other's CLI).
-CUDA_GRAPH_OFF = ["--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"]
 #: SGLang's /metrics counters (`--enable-metrics`): tau = generation tokens / verify calls, as
 #: SGLang's own per-request `spec_accept_length` counts it.
 GENERATION_TOKENS = "sglang:generation_tokens_total"
@@ -106,18 +95,13 @@ def _typed(text: str) -> Any:
         return text
 
 
+@register("sglang")
 class SGLang(ModuleServer):
-    """See the module docstring."""
+    """See the module docstring (its command line: the catalog's record)."""
 
-    name = "sglang"
     health_path = "/health"
     #: Output-length fields it takes (SGLang's OpenAI server takes both as extra sampling fields).
     length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
-    module = "sglang.launch_server"
-    model_flag = "--model-path"
-    cuda_graph_off = tuple(CUDA_GRAPH_OFF)
-    setting_flags = SETTING_FLAGS
-    renames = RENAMES
 
     #: Prompt text (or messages) -> token ids from /tokenize, shared by every server config and
     #: host of the run (the AR baseline, which starts first, tokenizes), so all get the same.

@@ -24,12 +24,14 @@ from typing import Any
 
 import httpx
 
+from sweeper.catalog.presets import VLLM_SPEC_FLAG
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
     HostRequirements,
     HttpRequest,
     RequestSpec,
+    register,
 )
 from sweeper.engines.common import (
     ModuleServer,
@@ -37,20 +39,10 @@ from sweeper.engines.common import (
     mismatches,
     openai_body,
 )
-from sweeper.engines.presets import VLLM_SPEC_FLAG
+from sweeper.engines.launch import Launch
 from sweeper.engines.stream import ChunkReader
 from sweeper.plan import ServerConfig
-from sweeper.services import Launch
 
-SETTING_FLAGS: dict[str, str | None] = {
-    "device": None,  # vLLM picks its platform from the installed build
-    "dtype": "--dtype",
-    "max_batch": "--max-num-seqs",
-    "max_model_len": "--max-model-len",
-}
-RENAMES = {"max_batch": "max_num_seqs"}
-#: No CUDA graphs (nor torch.compile): vLLM's eager mode.
-CUDA_GRAPH_OFF = ["--enforce-eager"]
 #: The /metrics counters of speculative decoding -> our names.
 COUNTERS = {
     "vllm:spec_decode_num_drafts_total": "drafts",
@@ -82,18 +74,13 @@ def read_counters(text: str) -> dict[str, float] | None:
     return found or None
 
 
+@register("vllm")
 class VLLM(ModuleServer):
-    """See the module docstring."""
+    """See the module docstring (its command line: the catalog's record)."""
 
-    name = "vllm"
     health_path = "/health"
     #: Output-length fields it takes (vLLM's OpenAI server takes both as extra sampling fields).
     length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
-    module = "vllm.entrypoints.openai.api_server"
-    model_flag = "--model"
-    cuda_graph_off = tuple(CUDA_GRAPH_OFF)
-    setting_flags = SETTING_FLAGS
-    renames = RENAMES
 
     def speculative_config(self, server_config: ServerConfig) -> dict[str, Any] | None:
         """The --speculative-config this server config passes, or None (AR)."""

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweeper.engines.effective import effective, why
-from sweeper.engines.kinds import LAUNCHED
+from sweeper.catalog.effective import effective, why
+from sweeper.catalog.records import RECORDS
 from sweeper.plan.checks import guard_size, review, same_request
 from sweeper.plan.model import SPEED_BASELINE, HostPlan, Plan, RequestConfig, ServerConfig, Step
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
@@ -104,7 +104,7 @@ def _one_per_behaviour(
 ) -> list[tuple[ServerConfig, dict[str, RequestConfig]]]:
     """Speculative configs the engine's rules make one behaviour (`effective`) run once: the
     first label measures, covering the others' request configs, with a note per label."""
-    mapping = spec.runtime.engine_mapping() if LAUNCHED[spec.runtime.engine] else None
+    mapping = spec.runtime.engine_mapping() if RECORDS[spec.runtime.engine].launched else None
     rules = mapping.effective if mapping is not None else None
     if rules is None:
         return configs
@@ -162,7 +162,7 @@ class _Shape:
     @classmethod
     def of(cls, spec: Spec) -> _Shape:
         runtime = spec.runtime
-        if not LAUNCHED[runtime.engine]:  # a running endpoint: nothing to set, maybe a baseline
+        if not RECORDS[runtime.engine].launched:  # an endpoint: nothing to set, maybe a baseline
             return cls((), False, runtime.baseline_url is not None)
         mapping = runtime.engine_mapping()
         return cls(tuple(mapping.params) if mapping else (), True, True)

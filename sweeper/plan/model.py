@@ -64,7 +64,7 @@ class ServerConfig:
     speculative_keys: tuple[str, ...] = field(default=(), compare=False)
     restart: int = 0  # which restart of this server (`repeats.restarts`, halving): 0 first
     #: Labels of other configs the engine's rules make this same behaviour (measured once,
-    #: reported under each: `sweeper.engines.effective`).
+    #: reported under each: `sweeper.catalog.effective`).
     covers: tuple[str, ...] = field(default=(), compare=False)
 
     def __hash__(self) -> int:

@@ -1,9 +1,10 @@
 """How the runtime is kept running on a host: the `Service` interface.
 
-A service starts one server config as an `Instance`, reports its state, hands out its log lines
-since a cursor, and stops it. `ProcessService` (a managed local process) lives in `process.py`;
-`SystemdService` (a systemd unit on a remote host) in `systemd.py`; `SlurmStepService` (a job
-step in a Slurm allocation) in `slurm.py`.
+A service starts one server config (an engine's `Launch`, `sweeper.engines.launch`) as an
+`Instance`, reports its state, hands out its log lines since a cursor, and stops it.
+`ProcessService` (a managed local process) lives in `process.py`; `SystemdService` (a systemd
+unit on a remote host) in `systemd.py`; `SlurmStepService` (a job step in a Slurm allocation) in
+`slurm.py`.
 """
 
 from __future__ import annotations
@@ -12,30 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from sweeper.engines.launch import Launch
+
 
 class ServiceError(RuntimeError):
     """The service could not be started or stopped; the message says why (with a log tail)."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    """Everything needed to start one server config of the runtime.
-
-    `argv` is the full command (python, -m, ddtree_runtime, serve, flags...). `secret_env` values
-    never reach logs or results: a systemd service puts them in a 0600 EnvironmentFile.
-    `launch_id` is passed as `--launch-id` and echoed by /server_info, so readiness can prove that
-    the instance answering is the one just started.
-    """
-
-    argv: tuple[str, ...]
-    port: int
-    launch_id: str
-    env: Mapping[str, str] = field(default_factory=dict)
-    secret_env: Mapping[str, str] = field(default_factory=dict)
-    workdir: str | None = None
-    #: An endpoint that is already running (engine openai): the sweeper starts nothing and
-    #: reaches it here.
-    url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,20 @@ sources give equal bytes and the sha256 of the tar is the release name. `deploy(
 SFTP to `<remote root>/releases/<hash>/` only when that directory is absent: the tar is unpacked
 into a temporary directory beside it and renamed into place, so a release directory is complete
 or absent, never half-written. The host's Python then runs it with PYTHONPATH=<release dir>.
-The controller never imports `ddtree_runtime`: the package is located with importlib's finder.
+The controller never imports `ddtree_runtime`: the package is located with importlib's finder
+(`runtime_package_dir`, the engine's).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import tarfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeper.engines.ddtree_runtime import runtime_package_dir
 from sweeper.hosts import Host
 
 #: Files of the package that go into the bundle (source and data, never caches).
@@ -46,17 +47,6 @@ class Release:
     path: str
     bundle_hash: str
     uploaded: bool
-
-
-def runtime_package_dir(package: str | None = None) -> Path:
-    """The `ddtree_runtime` package directory: the one inside `package` (a spec's
-    `runtime.package`, a patched copy), else the installed one, found without importing it."""
-    if package is not None:
-        return Path(package) / "ddtree_runtime"
-    found = importlib.util.find_spec("ddtree_runtime")
-    if found is None or not found.submodule_search_locations:
-        raise FileNotFoundError("the ddtree_runtime package is not installed next to sweeper")
-    return Path(next(iter(found.submodule_search_locations)))
 
 
 def pack_runtime(package_dir: Path | None = None, pyproject: Path | None = None) -> Bundle:

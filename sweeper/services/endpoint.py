@@ -4,7 +4,8 @@ readiness's question."""
 
 from __future__ import annotations
 
-from sweeper.services import Instance, Launch, ServiceState
+from sweeper.engines.launch import Launch
+from sweeper.services import Instance, ServiceState
 
 
 class EndpointService:

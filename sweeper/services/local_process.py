@@ -18,8 +18,9 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from sweeper.engines.launch import Launch
 from sweeper.poll import WaitTimeout, wait_until
-from sweeper.services import Instance, Launch, ServiceError, ServiceState
+from sweeper.services import Instance, ServiceError, ServiceState
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:

@@ -24,6 +24,7 @@ import shlex
 import threading
 from collections.abc import Mapping
 
+from sweeper.engines.launch import Launch
 from sweeper.hosts import HostError
 from sweeper.hosts.slurm import Allocation, NodeHost, SlurmLogin
 from sweeper.hosts.slurm_commands import (
@@ -37,7 +38,7 @@ from sweeper.hosts.slurm_commands import (
     stop_step_argv,
 )
 from sweeper.poll import WaitTimeout, wait_until
-from sweeper.services import Instance, Launch, ServiceError, ServiceState
+from sweeper.services import Instance, ServiceError, ServiceState
 
 #: Lines of srun's own log quoted in a reason.
 SRUN_LOG_LINES = 3

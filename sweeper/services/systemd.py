@@ -15,9 +15,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from sweeper.engines.launch import Launch
 from sweeper.hosts import Host, HostError
 from sweeper.poll import WaitTimeout, wait_until
-from sweeper.services import Instance, Launch, ServiceError, ServiceState
+from sweeper.services import Instance, ServiceError, ServiceState
 from sweeper.services.unit import UnitOptions, environment_file_text, render_unit
 
 SHOW_PROPERTIES = (

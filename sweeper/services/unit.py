@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sweeper.services import Launch
+from sweeper.engines.launch import Launch
 
 #: Env names systemd and the runtime accept (the spec enforces the same shape).
 _ENV_NAME_FIRST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, field_validator, model_validator
 
-from sweeper.engines.effective import effective, why
-from sweeper.engines.kinds import LAUNCHED
+from sweeper.catalog.effective import effective, why
+from sweeper.catalog.records import RECORDS
 from sweeper.spec.base import Int, Number, Slug, StrictModel
 from sweeper.spec.errors import problem, problems
 from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
@@ -90,7 +90,7 @@ class Spec(StrictModel):
             if k in self.grid.model_fields_set or k in self.grid.extra_flags()
         ]
         engine = self.runtime.engine
-        if not LAUNCHED[engine]:
+        if not RECORDS[engine].launched:
             for index, host in enumerate(self.hosts):
                 if host.kind != "local":
                     message = f"engine {engine!r} measures from this machine: hosts must be [local]"
@@ -140,7 +140,7 @@ class Spec(StrictModel):
     def _one_label_per_behaviour(self) -> Spec:
         """With `same_behaviour: refuse`, two grid labels the engine's rules make one server
         are refused at the grid key that tells them apart, with the rule."""
-        if self.same_behaviour != "refuse" or not LAUNCHED[self.runtime.engine]:
+        if self.same_behaviour != "refuse" or not RECORDS[self.runtime.engine].launched:
             return self
         mapping = self.runtime.engine_mapping()
         rules = mapping.effective if mapping is not None else None

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from sweeper.engines.kinds import LAUNCHED, RUNS_BUNDLED_RUNTIME
-from sweeper.engines.mapping import EngineMapping
-from sweeper.engines.presets import DEFAULT_PRESET, PRESETS, presets_of
+from sweeper.catalog.mapping import EngineMapping
+from sweeper.catalog.records import PRESETS, RECORDS, presets_of
 from sweeper.spec.base import EnvName, HttpURL, Int, NonEmptyStr, Number, Port, StrictModel
 from sweeper.spec.errors import problem
 
@@ -30,15 +29,19 @@ def secret_source(reference: str) -> str:
     return match.group("braced") or match.group("plain")
 
 
-#: The engines a spec can drive (`sweeper.engines.registry` has one module per name).
-EngineName = Literal["ddtree_runtime", "sglang", "vllm", "openai"]
+#: The engines a spec can drive: the catalog's records, in their order (pydantic's message for
+#: another name lists them). A type checker sees plain text: the names are data.
+if TYPE_CHECKING:
+    EngineName = str
+else:
+    EngineName = Literal[tuple(RECORDS)]
 
 
 class RuntimeSpec(StrictModel):
     """How the server is started: engine, model, and what every server config shares."""
 
     engine: EngineName = "ddtree_runtime"
-    #: A built-in parameter mapping (`sweeper.engines.presets`); each engine has a default or
+    #: A built-in parameter mapping (`sweeper.catalog.presets`); each engine has a default or
     #: needs one named.
     preset: NonEmptyStr | None = None
     #: A spec's own mapping for a fork (instead of a preset): where each grid key goes.
@@ -95,7 +98,8 @@ class RuntimeSpec(StrictModel):
     def _check_mapping(self) -> None:
         if self.preset is not None and self.mapping is not None:
             raise problem("give a preset or a mapping, not both", at=("mapping",))
-        if not LAUNCHED[self.engine]:
+        record = RECORDS[self.engine]
+        if not record.launched:
             for key in ("preset", "mapping"):
                 if getattr(self, key) is not None:
                     message = f"engine {self.engine!r} starts no server, so it takes no {key}"
@@ -107,12 +111,13 @@ class RuntimeSpec(StrictModel):
                 known = ", ".join(presets_of(self.engine)) or "none"
                 message = f"unknown preset {self.preset!r} for engine {self.engine!r} ({known})"
                 raise problem(message, at=("preset",))
-        elif self.mapping is None and DEFAULT_PRESET[self.engine] is None:
+        elif self.mapping is None and record.default_preset is None:
             known = ", ".join(presets_of(self.engine))
             raise problem(f"engine {self.engine!r} needs a preset ({known}) or a mapping")
 
     def _check_endpoint(self) -> None:
-        endpoint = not LAUNCHED[self.engine]
+        record = RECORDS[self.engine]
+        endpoint = not record.launched
         if endpoint and self.base_url is None:
             message = f"engine {self.engine!r} needs base_url (the running endpoint to measure)"
             raise problem(message)
@@ -122,7 +127,7 @@ class RuntimeSpec(StrictModel):
                 raise problem(message, at=(key,))
         if self.baseline_url is not None and self.baseline_run is not None:
             raise problem("give baseline_url or baseline_run, not both", at=("baseline_run",))
-        if self.package is not None and not RUNS_BUNDLED_RUNTIME[self.engine]:
+        if self.package is not None and not record.runs_bundled_runtime:
             message = f"package is the bundled runtime's; engine {self.engine!r} runs its own code"
             raise problem(message, at=("package",))
 
@@ -130,7 +135,7 @@ class RuntimeSpec(StrictModel):
         """The parameter mapping in force: the spec's own, its preset, or the engine's default."""
         if self.mapping is not None:
             return self.mapping
-        name = self.preset or DEFAULT_PRESET[self.engine]
+        name = self.preset or RECORDS[self.engine].default_preset
         return PRESETS[name][1] if name else None
 
 

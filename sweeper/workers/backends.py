@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sweeper.engines.ddtree_runtime import runtime_package_dir
 from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
 from sweeper.services import Service
@@ -27,7 +28,6 @@ from sweeper.services.bundle import (
     deploy,
     pack_runtime,
     release_dir,
-    runtime_package_dir,
 )
 from sweeper.services.endpoint import EndpointService
 from sweeper.services.local_process import ProcessService

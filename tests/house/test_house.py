@@ -105,7 +105,7 @@ def engine_name_branches(root: Path) -> list[str]:
     """`x == "vllm"`-style comparisons with an engine's name outside sweeper/engines/."""
     import ast
 
-    from sweeper.engines.kinds import LAUNCHED
+    from sweeper.catalog.records import RECORDS
 
     found = []
     for name, path in module_names(root, ("sweeper",)).items():
@@ -115,7 +115,7 @@ def engine_name_branches(root: Path) -> list[str]:
             if isinstance(node, ast.Compare):
                 sides = [node.left, *node.comparators]
                 names = {s.value for s in sides if isinstance(s, ast.Constant)}
-                if names & set(LAUNCHED):
+                if names & set(RECORDS):
                     found.append(f"{path.relative_to(root)}:{node.lineno}")
     return found
 
@@ -132,18 +132,21 @@ def test_a_planted_engine_branch_is_found(tmp_path: Path) -> None:
     assert engine_name_branches(_plant(tmp_path, planted)) == ["sweeper/runner.py:2"]
 
 
-def test_the_engine_lists_agree() -> None:
+def test_every_engine_is_one_record_and_one_class() -> None:
+    """The catalog's records are the engines: the names a spec may give, and one registered
+    class per record, launched as its record says."""
     from typing import get_args
 
-    from sweeper.engines.kinds import LAUNCHED
-    from sweeper.engines.presets import DEFAULT_PRESET
+    from sweeper.catalog.records import RECORDS
     from sweeper.engines.registry import ENGINES
     from sweeper.spec.runtime import EngineName, RuntimeSpec
 
-    assert set(get_args(EngineName)) == set(LAUNCHED) == set(ENGINES) == set(DEFAULT_PRESET)
-    for name, launched in LAUNCHED.items():
+    assert get_args(EngineName) == tuple(RECORDS)
+    assert set(ENGINES) == set(RECORDS)
+    for name, record in RECORDS.items():
         runtime = RuntimeSpec.model_validate({"engine": name, **MINIMAL_RUNTIME.get(name, {})})
-        assert ENGINES[name](runtime, None).launched == launched, name
+        engine = ENGINES[name](runtime, None)
+        assert (engine.name, engine.launched) == (name, record.launched)
 
 
 MINIMAL_RUNTIME = {"sglang": {"preset": "sglang-dflash"}, "openai": {"base_url": "http://x:1"}}

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from ddtree_runtime.export import export_model
-from sweeper.engines.presets import PRESETS
+from sweeper.catalog.records import PRESETS
 from sweeper.engines.vllm import VLLM, read_counters
 from sweeper.plan import build_plan
 from sweeper.spec import load_spec

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from sweeper.engines.base import RequestSpec
+from sweeper.engines.launch import Launch
 from sweeper.engines.registry import engine_for
 from sweeper.measure.client import token_sha256
 from sweeper.measure.readiness import wait_healthy
 from sweeper.measure.workload import expand_requests, run_requests
-from sweeper.services import Launch
 from sweeper.services.local_process import ProcessService
 from sweeper.spec import PromptSpec, RuntimeSpec
 from tests.sweeper.conftest import fake_argv, free_port

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.services import Launch, ServiceError
+from sweeper.engines.launch import Launch
+from sweeper.services import ServiceError
 from sweeper.services.local_process import ProcessService, port_in_use, wait_port_free
 from tests.sweeper.conftest import fake_argv
 

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.engines.launch import Launch
 from sweeper.hosts.ssh import SSHHost
 from sweeper.hosts.ssh_target import SSHTarget
 from sweeper.measure.readiness import ReadinessError, wait_healthy
-from sweeper.services import Launch, ServiceError
+from sweeper.services import ServiceError
 from sweeper.services.systemd import SystemdService, parse_show
 from tests.testhosts import TestHost
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.services import Launch
+from sweeper.engines.launch import Launch
 from sweeper.services.unit import (
     UnitOptions,
     environment_file_text,

@@ -60,7 +60,7 @@ class ParamTarget(_Data):
 
 class EffectiveRules(_Data):
     """An engine's own rules for what a speculative config really runs, as data (evaluated by
-    `sweeper.engines.effective`): two labels whose effective configs are equal are one server
+    `sweeper.catalog.effective`): two labels whose effective configs are equal are one server
     behaviour, measured once."""
 
     #: Where the rules were read (repository, commit, file and function).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sweeper.engines.mapping import EffectiveRules
+from sweeper.catalog.mapping import EffectiveRules
 
 
 def effective(rules: EffectiveRules | None, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.engines.effective import effective
-from sweeper.engines.presets import PRESETS
+from sweeper.catalog.effective import effective
+from sweeper.catalog.records import PRESETS
 from sweeper.plan import build_plan
 from sweeper.spec import load_spec, parse_spec
 
