@@ -16,7 +16,8 @@ Top to bottom, the same picture as the README's "Layers":
     hosts                                   where commands run and files go
     engines                                 adapters: argv, readiness, proof, request, stream
     plan                                    grid -> server configs and request configs
-    spec, catalog                           the YAML schema; engines as plain data
+    spec                                    the YAML schema (validated against the catalog)
+    catalog                                 engines as plain data (one record each)
     results, poll, progress                 record models, store, the one loader; waits; progress
 """
 
@@ -39,7 +40,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hosts",),
     ("engines",),
     ("plan",),
-    ("spec", "catalog"),
+    ("spec",),
+    ("catalog",),
     ("results", "poll", "progress"),
 )
 RANK = {room: depth for depth, line in enumerate(LAYERS) for room in line}
