@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import signal
 import sys
@@ -139,39 +140,17 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - e.g. a CUDA device on a machine without one
         fail(f"cannot load model {args.model!r} on {device}: {type(error).__name__}: {error}")
     try:
-        config = ServeConfig(
-            model=args.model,
-            served_model_name=args.served_model_name or args.model,
-            draft=args.draft,
-            speculative=args.speculative,
-            budget=args.budget,
-            topk=args.topk,
-            block_size=args.block_size,
-            cuda_graph=args.cuda_graph,
-            dtype=str(loaded.dtype).removeprefix("torch."),
-            device=device,
-            host=args.host,
-            port=args.port,
-            max_batch=args.max_batch,
-            max_model_len=args.max_model_len,
-            seed=args.seed,
-            launch_id=args.launch_id,
-        )
+        # Every flag is the config's field of the same name; what was resolved above replaces
+        # what was asked (the loaded model's dtype, the device for `auto`).
+        flags = {name: getattr(args, name) for name in ServeConfig.model_fields}
+        flags["served_model_name"] = args.served_model_name or args.model
+        flags["dtype"] = str(loaded.dtype).removeprefix("torch.")
+        flags["device"] = device
+        config = ServeConfig(**flags)
         drafter = make_drafter(args.draft, loaded)
-        engine = Engine(
-            loaded,
-            drafter,
-            EngineConfig(
-                speculative=config.speculative,
-                budget=config.budget,
-                topk=config.topk,
-                block_size=config.block_size,
-                max_batch=config.max_batch,
-                max_model_len=config.max_model_len,
-                cuda_graph=config.cuda_graph,
-                seed=config.seed,
-            ),
-        )
+        # The engine's settings are the config's fields of the same names.
+        settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(EngineConfig)}
+        engine = Engine(loaded, drafter, EngineConfig(**settings))
     except (ValueError, ValidationError) as error:
         fail(str(error).splitlines()[0])
     except Exception as error:  # noqa: BLE001 - a drafter that cannot load, say
