@@ -10,6 +10,8 @@ or declares `runtime.mapping` for its own fork.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sweeper.catalog.mapping import EffectiveRules, EngineMapping, JsonValue, ParamTarget
 
 #: vLLM's speculative-config flag.
@@ -87,13 +89,15 @@ def _vllm(
     """A vLLM method: every one takes its budget as `num_speculative_tokens` in the
     speculative config (and, with a draft model, the draft as its `model`); `topk` and
     `block_size` say why the method has no use for those grid keys."""
+    given: dict[str, Any] = {"speculative_env": env} if env else {}
+    if draft:
+        given["draft"] = _vllm_json("model")
     return EngineMapping(
         description=description,
         speculative_json={VLLM_SPEC_FLAG: {"method": method, **(fixed or {})}},
-        speculative_env=env or {},
         params={"budget": _vllm_json("num_speculative_tokens")},
-        draft=_vllm_json("model") if draft else None,
         unused={"topk": topk, "block_size": block_size},
+        **given,
     )
 
 
