@@ -237,6 +237,6 @@ class ModuleServer(LaunchedServer):
             speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
             argv += speculative
         if parts.cuda_graph is not None:
-            argv += server.cuda_graph_off if parts.cuda_graph is False else server.cuda_graph_on
+            argv += server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off
         argv += settings_argv(parts, server.setting_flags, renames=server.renames)
         return argv + extra_args_of(server_config, self.runtime), env
