@@ -185,7 +185,7 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: point's own), `baseline` (a speculative point is never sent logprobs: its AR
     #: baseline's), `none` (the AR server refused logprobs: near ties cannot be told).
     margin_source: str | None = None
-    #: Labels the engine's rules make this same behaviour (`sweeper.engines.effective`): the
+    #: Labels the engine's rules make this same behaviour (`sweeper.catalog.effective`): the
     #: config was measured once, and these numbers stand for each of them.
     covers_labels: list[str] = Field(default_factory=list)
     accepted_tokens: float | None = None
