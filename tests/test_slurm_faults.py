@@ -2,8 +2,8 @@
 step's server exits, and what a sweeper can read of it without slurmdbd (scontrol's record, the
 jobcomp log, srun's log and exit status). An allocation running out of time is not provoked
 here (whole-minute limits enforced every ~30 s: 60-90 s of CI): the sweeper replaces an
-allocation before a config it cannot fit (tests/sweeper/runner/test_slurm_sweep.py), and one that ends
-anyway is a lost allocation like a dead node's.
+allocation before a config it cannot fit (tests/sweeper/runner/test_slurm_sweep.py), and one that
+ends anyway is a lost allocation like a dead node's.
 
 Root + the Slurm packages only. The node-death test boots its own cluster, with slurmdbd (it
 kills one host and compares what scontrol, srun and sacct then say).
