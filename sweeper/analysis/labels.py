@@ -10,18 +10,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from sweeper.results.rows import is_missing
-
-_SPECULATIVE = (("budget", "b"), ("topk", "k"), ("block_size", "bs"))
+from sweeper.results.rows import is_missing, tree_label_parts
 
 
 def point_label(row: Mapping[str, Any]) -> str:
     """The server config of a point row, short."""
-    if str(row.get("mode", "")) == "ar":
-        parts = ["AR"]
-    else:
-        named = [(p, _value(row, k)) for k, p in _SPECULATIVE if not is_missing(row.get(k))]
-        parts = [f"{prefix}{int(value)}" for prefix, value in named] or ["spec"]
+    is_ar = str(row.get("mode", "")) == "ar"
+    parts = ["AR"] if is_ar else (tree_label_parts(row) or ["spec"])
     graph = row.get("cuda_graph")
     if not is_missing(graph) and bool(graph):
         parts.append("cg")

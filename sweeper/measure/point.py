@@ -24,7 +24,12 @@ from sweeper.measure.lengths import point_lengths, request_columns
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point, ServerConfig
-from sweeper.results.records import PointRecord, RequestConfigColumns, RequestRecord
+from sweeper.results.records import (
+    SPECULATIVE_KEYS,
+    PointRecord,
+    RequestConfigColumns,
+    RequestRecord,
+)
 from sweeper.results.rows import is_missing
 
 #: Characters of a service log kept in a point row (the whole log is in logs/<point>.log).
@@ -36,7 +41,7 @@ def server_columns(sc: ServerConfig, engine: str) -> dict[str, Any]:
     and any extra flag."""
     cols: dict[str, Any] = {"server_config_id": sc.id, "restart": sc.restart}
     cols.update({"engine": engine, "mode": sc.mode})
-    cols.update({k: None for k in ("budget", "topk", "block_size")})
+    cols.update({k: None for k in SPECULATIVE_KEYS})
     cols.update(dict(sc.params))
     return cols
 

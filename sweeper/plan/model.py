@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, NamedTuple
 
+from sweeper.results.rows import tree_label_parts
 from sweeper.spec import SERVER_KEYS, HostSpec, Spec, WorkloadSpec
 
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
@@ -46,8 +47,6 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9.]+")
 Mode = Literal["ar", "speculative"]
 #: The param of the AR config started as the speed baseline (`runtime.speed_baseline`).
 SPEED_BASELINE = "speed_baseline"
-#: How the named speculative keys read in a label.
-_LABEL_PREFIX = {"budget": "b", "topk": "k", "block_size": "bs"}
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ class ServerConfig:
     @property
     def extra_params(self) -> dict[str, Any]:
         """Parameters beyond the named server keys and the tree keys (extra runtime flags)."""
-        skip = (*SERVER_KEYS, *_LABEL_PREFIX, SPEED_BASELINE)
+        skip = (*SERVER_KEYS, SPEED_BASELINE)
         return {k: v for k, v in self.params.items() if k not in skip}
 
     @property
@@ -96,10 +95,7 @@ class ServerConfig:
         if self.mode == "ar":
             parts = ["ar", "speed"] if self.params.get(SPEED_BASELINE) else ["ar"]
         else:
-            parts = [
-                f"{p}{_fmt(self.params[k])}" for k, p in _LABEL_PREFIX.items() if k in self.params
-            ]
-            parts = parts or ["spec"]
+            parts = tree_label_parts(self.params) or ["spec"]
         if "cuda_graph" in self.params:
             parts.append(f"cg{_fmt(self.params['cuda_graph'])}")
         extra = self.extra_params

@@ -29,6 +29,15 @@ class ServerConfigColumns(BaseModel):
     cuda_graph: bool | None = None
 
 
+#: The named server keys, from the columns above: each distinct combination is a restart.
+SERVER_KEYS = tuple(k for k in ServerConfigColumns.model_fields if k not in ("engine", "mode"))
+#: The named server keys that only speculative decoding has (the tree's shape; an engine's
+#: mapping says which of them it uses), and how each reads in a label: `b16-k4-bs8`.
+LABEL_PREFIXES = {"budget": "b", "topk": "k", "block_size": "bs"}
+SPECULATIVE_KEYS = tuple(k for k in SERVER_KEYS if k in LABEL_PREFIXES)
+assert set(LABEL_PREFIXES) == set(SPECULATIVE_KEYS), "a label prefix names no server column"
+
+
 class RequestConfigColumns(BaseModel):
     """The columns that say what each request of a point asked for, and the load it came in:
     a closed loop's `concurrency`, or an open loop's `rate` (req/s, inf: all at once) with its

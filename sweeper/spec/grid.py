@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from sweeper.results.records import SERVER_KEYS
 from sweeper.spec.base import INT64_MAX, INT64_MIN, Int, Number
 from sweeper.spec.errors import problem, suggest
 from sweeper.spec.open_loop import LoadSpec
@@ -30,11 +31,8 @@ from sweeper.spec.workload import WorkloadSpec
 REQUEST_KEYS = ("temperature", "top_p")
 #: The workload's load keys a rule may name: a point has one of them, never both.
 LOAD_KEYS = ("concurrency", "rate")
-#: Keys of the grid that the runtime is started with; each distinct combination is a restart.
-SERVER_KEYS = ("budget", "topk", "block_size", "cuda_graph")
-#: The named server keys that only speculative decoding has (an engine's mapping says which
-#: of them it uses).
-SPECULATIVE_GRID_KEYS = ("budget", "topk", "block_size")
+# The grid's server keys (SERVER_KEYS, each distinct combination a restart) and those only
+# speculative decoding has (SPECULATIVE_KEYS) are the record columns' own lists.
 #: Flags decided by the sweeper itself for each launch; a grid cannot set them.
 RESERVED_FLAGS = ("host", "port", "launch_id", "speculative")
 _FLAG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")

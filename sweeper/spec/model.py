@@ -10,9 +10,10 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 
 from sweeper.catalog.effective import effective, why
 from sweeper.catalog.records import RECORDS
+from sweeper.results.records import SERVER_KEYS, SPECULATIVE_KEYS
 from sweeper.spec.base import Int, Number, Slug, StrictModel
 from sweeper.spec.errors import problem, problems
-from sweeper.spec.grid import SERVER_KEYS, SPECULATIVE_GRID_KEYS, GridSpec
+from sweeper.spec.grid import GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
 from sweeper.spec.runtime import RuntimeSpec
 from sweeper.spec.search import SearchSpec
@@ -107,7 +108,7 @@ class Spec(StrictModel):
         name = self.runtime.preset or ("the spec's mapping" if self.runtime.mapping else "")
         name = name or f"engine {self.runtime.engine!r}"
         found: list[tuple[str, tuple[str | int, ...]]] = []
-        for key in SPECULATIVE_GRID_KEYS:
+        for key in SPECULATIVE_KEYS:
             if key in written and key not in mapping.params:
                 reason = mapping.unused.get(key, "its mapping does not use it")
                 message = f"{key} is not used by {name}: {reason}; remove it from the grid"
@@ -146,7 +147,7 @@ class Spec(StrictModel):
         rules = mapping.effective if mapping is not None else None
         if rules is None:
             return self
-        keys = [k for k in mapping.params if k in SPECULATIVE_GRID_KEYS]  # type: ignore[union-attr]
+        keys = [k for k in mapping.params if k in SPECULATIVE_KEYS]  # type: ignore[union-attr]
         seen: dict[str, dict[str, Any]] = {}
         for values in itertools.product(*(self.grid.values(k) for k in keys)):
             params = dict(zip(keys, values, strict=True))
