@@ -122,7 +122,11 @@ def test_checks_fail_on_a_blank_page_and_a_page_with_errors(tmp_path: Path) -> N
 )
 def test_report_of_a_real_local_run_in_chromium(tmp_path: Path) -> None:
     """`sweeper run` serving the tiny-random model for real, `sweeper report`, then Chromium."""
-    spec = write_spec(tmp_path, free_port(), fake_env=None, topk=(4,), max_tokens=8)
+    # A real runtime imports torch and loads its model before /health: seconds when quiet, over
+    # 30 s on a loaded 2-core machine (seen), as in test_e2e_local.
+    spec = write_spec(
+        tmp_path, free_port(), fake_env=None, topk=(4,), max_tokens=8, ready_timeout_s=240
+    )
     results = tmp_path / "results"
     cli = [sys.executable, "-m", "sweeper.cli"]
     run = subprocess.run(
