@@ -115,3 +115,13 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
                 if len(component) > 1 or node in edges.get(node, ()):
                     found.append(sorted(component))
     return found
+
+
+def plant_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write a planted source tree (relative path -> text) under `root`, for a house check to
+    read as it reads the real one."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.house.imports import cycles, import_graph, module_names
+from tests.house.imports import cycles, import_graph, module_names, plant_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sweeper", "ddtree_runtime")
@@ -49,14 +49,6 @@ def test_no_source_file_over_the_limit() -> None:
     assert long == {}
 
 
-def _plant(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
 PLANTED = {
     "sweeper/__init__.py": "",
     "sweeper/a.py": "def f():\n    from sweeper.b import g  # lazy\n    return g\n",
@@ -73,7 +65,7 @@ PLANTED = {
 
 
 def test_planted_cycles_are_found(tmp_path: Path) -> None:
-    graph = import_graph(_plant(tmp_path, PLANTED), PACKAGES)
+    graph = import_graph(plant_tree(tmp_path, PLANTED), PACKAGES)
     found = cycles(graph.edges)
     # A lazy import one way and a TYPE_CHECKING import back.
     assert ["sweeper.a", "sweeper.b"] in found
@@ -83,7 +75,7 @@ def test_planted_cycles_are_found(tmp_path: Path) -> None:
 
 
 def test_planted_forbidden_imports_are_found(tmp_path: Path) -> None:
-    assert forbidden_imports(_plant(tmp_path, PLANTED)) == [
+    assert forbidden_imports(plant_tree(tmp_path, PLANTED)) == [
         "ddtree_runtime.engine imports sweeper",
         "sweeper.b imports torch",
     ]
@@ -129,7 +121,7 @@ def test_a_planted_engine_branch_is_found(tmp_path: Path) -> None:
         "sweeper/__init__.py": "",
         "sweeper/runner.py": "def f(e):\n    return e == 'vllm'\n",
     }
-    assert engine_name_branches(_plant(tmp_path, planted)) == ["sweeper/runner.py:2"]
+    assert engine_name_branches(plant_tree(tmp_path, planted)) == ["sweeper/runner.py:2"]
 
 
 def test_every_engine_is_one_record_and_one_class() -> None:

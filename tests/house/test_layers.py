@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.house.imports import plant_tree
 from tests.house.layers import layer_violations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -13,16 +14,8 @@ def test_every_import_points_down_the_layers() -> None:
     assert layer_violations(ROOT) == []
 
 
-def _plant(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
 def test_a_planted_upward_import_fails_with_its_edge(tmp_path: Path) -> None:
-    root = _plant(
+    root = plant_tree(
         tmp_path,
         {
             "sweeper/__init__.py": "",
@@ -50,7 +43,7 @@ def test_a_planted_upward_import_fails_with_its_edge(tmp_path: Path) -> None:
 
 
 def test_imports_down_the_layers_pass(tmp_path: Path) -> None:
-    root = _plant(
+    root = plant_tree(
         tmp_path,
         {
             "sweeper/__init__.py": "",
