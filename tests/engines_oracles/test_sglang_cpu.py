@@ -52,10 +52,19 @@ def spec_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model = REPO / data["runtime"]["model"]
     if not (model / "model.safetensors").exists():
         export_model("smollm2-135m", model)  # what `make sglang-model` does
-    data["runtime"]["port"] = free_port()
+    data["runtime"]["port"] = _sglang_port()
     path = tmp_path_factory.mktemp("spec") / "sglang-cpu.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def _sglang_port() -> int:
+    """A free port SGLang 0.5.15 takes: it refuses to start on one above 55535, whose derived
+    gRPC port (port + 10000, server_args._handle_deprecated_args) would pass 65535. A free
+    port from the kernel's ephemeral range (32768-60999) failed CI that way."""
+    while (port := free_port()) > 65535 - 10000:
+        pass
+    return port
 
 
 @pytest.mark.slow
