@@ -2,8 +2,9 @@
 seen as other processes' CPU (and the point is busy), the same burn inside the sweep's own tree
 is not; a short measurement shaped like a point (a server in its own session with a child,
 forked client workers that exit before the second reading) is quiet on its own and busy with
-two busy-loop processes beside it (the quiet half skips where this machine is busy without it; the
-workers' own CPU is checked exactly either way); GPU readings parsed from nvidia-smi's CSV."""
+two busy-loop processes beside it (on a machine busy without it, only that none of the
+sweep's own CPU is the others'; the workers' own CPU is checked exactly either way); GPU
+readings parsed from nvidia-smi's CSV."""
 
 from __future__ import annotations
 
@@ -158,13 +159,12 @@ def test_a_quiet_point_is_not_busy_though_the_sweep_itself_burns_cpu() -> None:
         if ambient < BUSY_CORES / 4:
             break
         ambient = min(ambient, _ambient(host, 1.0))
-    if ambient >= BUSY_CORES / 2:
-        pytest.skip(f"this machine is busy without the test ({ambient:.2f} cores of others)")
     columns = _point(host)
     # The server, its child and both exited workers burnt well over a core between the
-    # readings; none of it is the others'.
-    assert columns["host_busy"] is False, columns
-    assert columns["host_other_cpu"] < ambient + 0.3
+    # readings; none of it is the others'. Checked on any machine, busy or not.
+    assert columns["host_other_cpu"] < ambient + 0.3, (columns, ambient)
+    if ambient < BUSY_CORES / 2:  # a quiet machine (CI's): then the point is not busy either
+        assert columns["host_busy"] is False, columns
 
 
 def test_two_busy_loops_beside_a_point_make_it_busy() -> None:
