@@ -11,29 +11,23 @@ import pytest
 from sweeper.analysis.best import rank
 from sweeper.analysis.drift import DRIFT_LIMIT, baseline_drift, drift_line, mark_drift
 from sweeper.spec.search import ObjectiveSpec
+from tests.sweeper.analysis.test_best import _row as best_row
 
 
 def _row(budget: int | None, tok_s: float, restart: int, conc: int = 1, **extra: Any) -> dict:
-    return {
-        "point_id": f"local-b{budget or 0}-rs{restart}-c{conc}",
-        "host": "local",
-        "mode": "ar" if budget is None else "speculative",
-        "budget": budget,
-        "topk": None if budget is None else 2,
-        "block_size": None if budget is None else 4,
-        "cuda_graph": False,
-        "temperature": 0.0,
-        "max_tokens": 16,
-        "concurrency": conc,
-        "status": "ok",
-        "determinism": "n/a" if budget is None else "exact",
-        "output_tok_s": tok_s,
-        "speedup": None if budget is None else 1.5,
-        "restart": restart,
+    """test_best's point row, as one restart of a run measured in rounds."""
+    return best_row(
+        budget,
+        tok_s,
+        conc,
+        point_id=f"local-b{budget or 0}-rs{restart}-c{conc}",
+        host="local",
+        speedup=None if budget is None else 1.5,
+        restart=restart,
         # rounds: the AR of a round is measured first, then that round's configs
-        "started_at": f"2026-12-01T10:{restart}{0 if budget is None else 5}:00Z",
+        started_at=f"2026-12-01T10:{restart}{0 if budget is None else 5}:00Z",
         **extra,
-    }
+    )
 
 
 def _run(ar_c1: list[float], ar_c2: list[float]) -> list[dict[str, Any]]:
