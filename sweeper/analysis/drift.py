@@ -9,7 +9,8 @@ against that baseline are `baseline_drifted`: the report flags them and `best` w
 speedup objective, as it does one measured on a busy host. The limit is 10%: below the 5-50%
 a tuned speculative config is after (SGLang's AutoSpec), above the few percent two restarts of
 a quiet server differ by; a denominator that moved more than that cannot tell them apart.
-With one measurement per baseline (one restart) there is no drift to see, and none is reported.
+`repeats.baseline_every` adds measurements between configs (drift checks, never denominators).
+With one measurement per baseline there is no drift to see, and none is reported.
 """
 
 from __future__ import annotations

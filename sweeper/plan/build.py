@@ -9,7 +9,9 @@ has nodes), any topk but 1 with budget 0, and budget 0 itself when the AR baseli
 (budget 0 *is* autoregressive decoding). With `baseline: true` every group of speculative configs
 that share their non-speculative flags (cuda_graph, extra flags) gets an AR server config with the
 same flags, so a speedup compares speculation alone; AR configs run first on each host.
-`repeats.restarts: K` repeats that order K times (restart 1..K-1 carry `-rs<k>` in their ids).
+`repeats.restarts: K` repeats that order K times (restart 1..K-1 carry `-rs<k>` in their ids);
+`repeats.baseline_every: N` measures the round's AR configs again after every N speculative
+restarts and at the end (restarts K, K+1, ...: drift checks, no speculative config divides by them).
 """
 
 from __future__ import annotations
@@ -90,9 +92,18 @@ def build_plan(spec: Spec) -> Plan:
             )
 
     host_plans = [
-        HostPlan(hp.host, _restarted(hp.steps, spec.repeats.restarts))
+        HostPlan(hp.host, _restarted(hp.steps, spec.repeats.restarts, spec.repeats.baseline_every))
         for hp in _assign_hosts(spec, ar_configs, spec_configs, notes)
     ]
+    checks = sum(
+        s.server_config.restart >= spec.repeats.restarts for h in host_plans for s in h.steps
+    )
+    if checks:
+        notes.append(
+            f"baseline checks: the AR baseline measured again after every "
+            f"{spec.repeats.baseline_every} speculative restart(s) and at the end ({checks} more "
+            "restart(s)); they show its drift, speedups still divide by each round's own baseline"
+        )
     plan = Plan(spec, tuple(host_plans), tuple(notes))
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 
@@ -329,12 +340,32 @@ def _levels_by_host(plans: list[HostPlan]) -> list[tuple[str, Any, set[str]]]:
     ]
 
 
-def _restarted(steps: tuple[Step, ...], restarts: int) -> tuple[Step, ...]:
+def _restarted(
+    steps: tuple[Step, ...], restarts: int, baseline_every: int | None = None
+) -> tuple[Step, ...]:
     """`repeats.restarts` rounds of every step, round by round: each round starts with the AR
     baseline again, so a drifting machine shows in the baseline and every speculative restart
-    compares with the baseline measured just before it."""
-    return tuple(
-        Step(step.server_config.again(k) if k else step.server_config, step.request_configs)
-        for k in range(restarts)
-        for step in steps
-    )
+    compares with the baseline measured just before it. With `baseline_every` the round's AR
+    steps also run again after every that many speculative steps and after the run's last one
+    (never just before the next round's own AR steps), as restarts `restarts`, `restarts` + 1...:
+    a drift check between configs even with one restart."""
+    out: list[Step] = []
+    checks = 0
+    for k in range(restarts):
+        round_steps = [
+            Step(step.server_config.again(k) if k else step.server_config, step.request_configs)
+            for step in steps
+        ]
+        ar = [s for s in round_steps if s.server_config.mode == "ar"]
+        speculative = [s for s in round_steps if s.server_config.mode != "ar"]
+        out += ar
+        for n, step in enumerate(speculative, 1):
+            out.append(step)
+            last = n == len(speculative)
+            due = baseline_every is not None and (n % baseline_every == 0 or last)
+            if ar and due and not (last and k + 1 < restarts):
+                out += [
+                    Step(s.server_config.again(restarts + checks), s.request_configs) for s in ar
+                ]
+                checks += 1
+    return tuple(out)

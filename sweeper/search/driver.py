@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeper.analysis.drift import baseline_drift, mark_drift
 from sweeper.analysis.objective import Score, score
 from sweeper.plan import HostPlan, Plan, Step
 from sweeper.results.store import atomic_write
@@ -62,7 +63,7 @@ class SearchOrder:
                 rows = self._rows(space, candidate, done)
                 recorded = self._point_rows(space, candidate, done)
                 if rows and all(r is not None for r in recorded):
-                    remember(candidate, self._score(rows))
+                    remember(candidate, self._score(rows, done))
         while True:
             step = strategy.ask()
             if step is None:
@@ -83,10 +84,32 @@ class SearchOrder:
                 yield Work(run, pending)
             if self.stopped_by:
                 break
-            result = self._score(self._rows(space, step, done))
+            result = self._score(self._rows(space, step, done), done)
             strategy.tell(step, result)
             self._note(step, result, spent_before + self.clock() - started)
+            for check in self._checks_due(space, done):
+                why = self._over_budget(done, spent_before + self.clock() - started)
+                if why:
+                    self.stopped_by = why
+                    break
+                yield check
+            if self.stopped_by:
+                break
         self._save(spent_before + self.clock() - started)
+
+    def _checks_due(self, space: Space, done: Mapping[str, Mapping[str, Any]]) -> Iterator[Work]:
+        """The AR drift checks due after the configs measured so far (`repeats.baseline_every`):
+        one after every N measured configs, as in a grid. A search never knows its last trial
+        in advance, so its run ends on the last check due rather than on a closing one."""
+        every = self.plan.spec.repeats.baseline_every
+        if every is None:
+            return
+        measured = sum(any(p.point_id in done for p in space.points(c)) for c in space.candidates)
+        for group in space.check_rounds()[: measured // every]:
+            for check in group:
+                pending = [p for p in space.points(check) if p.point_id not in done]
+                if pending:
+                    yield Work(check, pending)
 
     def _point_rows(
         self, space: Space, step: Step, done: Mapping[str, Mapping[str, Any]]
@@ -107,10 +130,13 @@ class SearchOrder:
             rows += [r for r in found if r is not None]
         return rows
 
-    def _score(self, rows: list[Mapping[str, Any]]) -> Score:
+    def _score(self, rows: list[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]]) -> Score:
+        """The trial's score as `best` would give it now: its speedups against an AR baseline
+        that drifted so far (every AR measurement recorded, checks included) are withheld."""
         if not rows:
             return Score("failed", "not measured")
-        return score(rows, self.search.objective, self.search.constraints)
+        marked = mark_drift(rows, baseline_drift(done.values()))
+        return score(marked, self.search.objective, self.search.constraints)
 
     def _over_budget(self, done: Mapping[str, Mapping[str, Any]], spent_s: float) -> str:
         budget = self.search.budget

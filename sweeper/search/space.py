@@ -17,20 +17,33 @@ def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 @dataclass(frozen=True)
 class Space:
-    """One host's candidates (speculative configs, first restart) and its AR baselines."""
+    """One host's candidates (speculative configs, first restart), its AR baselines (one per
+    round) and its AR drift checks (`repeats.baseline_every`), each in plan order."""
 
     host: HostPlan
     candidates: tuple[Step, ...]
     baselines: tuple[Step, ...]
+    checks: tuple[Step, ...] = ()
 
     @classmethod
     def of(cls, host: HostPlan) -> Space:
         steps = host.steps
-        candidates = tuple(
-            s for s in steps if s.server_config.mode != "ar" and s.server_config.restart == 0
-        )
-        baselines = tuple(s for s in steps if s.server_config.mode == "ar")
-        return cls(host, candidates, baselines)
+        speculative = [s for s in steps if s.server_config.mode != "ar"]
+        candidates = tuple(s for s in speculative if s.server_config.restart == 0)
+        # The plan numbers its checks after its rounds: restarts K, K+1, ... (`_restarted`).
+        rounds = 1 + max((s.server_config.restart for s in speculative), default=0)
+        ar = [s for s in steps if s.server_config.mode == "ar"]
+        baselines = tuple(s for s in ar if s.server_config.restart < rounds)
+        checks = tuple(s for s in ar if s.server_config.restart >= rounds)
+        return cls(host, candidates, baselines, checks)
+
+    def check_rounds(self) -> list[list[Step]]:
+        """The drift checks grouped as the plan runs them: one group per check (every AR
+        baseline measured again under one restart number), in order."""
+        groups: dict[int, list[Step]] = {}
+        for step in self.checks:
+            groups.setdefault(step.server_config.restart, []).append(step)
+        return [groups[k] for k in sorted(groups)]
 
     def axes(self) -> dict[str, list[Any]]:
         """Each param with the values the candidates take, in plan order (constant ones too)."""

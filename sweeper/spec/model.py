@@ -39,6 +39,10 @@ class RepeatsSpec(StrictModel):
     mean and a confidence interval over restarts instead of one draw."""
 
     restarts: Annotated[Int, Field(ge=1, le=20)] = 1
+    #: Measure the AR baseline again after every N speculative restarts and at the end of the
+    #: run: a drift check (`sweeper.analysis.drift`), never a denominator. Speedups keep
+    #: dividing by their round's own baseline; one that drifted past the limit is flagged.
+    baseline_every: Annotated[Int, Field(ge=1)] | None = None
 
 
 # --- the spec -----------------------------------------------------------------------------------

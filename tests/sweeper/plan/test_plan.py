@@ -230,3 +230,33 @@ def test_request_ids_are_exact_and_a_collision_is_an_error(monkeypatch: pytest.M
     monkeypatch.setattr("sweeper.plan.model._fmt", lambda v: format(v, "g"))
     with pytest.raises(PlanError, match="0.1234561.*0.1234562"):
         build_plan(spec)
+
+
+def test_baseline_every_measures_the_ar_again_between_configs_as_a_drift_check() -> None:
+    grid = "grid: {budget: [2, 4, 8], topk: [1], cuda_graph: [false, true]}\n"
+    one = plan_of(grid + "repeats: {restarts: 1, baseline_every: 2}\n")
+    # After every 2 speculative restarts and after the last: both AR baselines each time.
+    assert labels(one) == [
+        "ar-cg0", "ar-cg1",
+        "b2-k1-bs8-cg0", "b2-k1-bs8-cg1", "ar-cg0-rs1", "ar-cg1-rs1",
+        "b4-k1-bs8-cg0", "b4-k1-bs8-cg1", "ar-cg0-rs2", "ar-cg1-rs2",
+        "b8-k1-bs8-cg0", "b8-k1-bs8-cg1", "ar-cg0-rs3", "ar-cg1-rs3",
+    ]  # fmt: skip
+    assert "baseline checks: the AR baseline measured again after every 2 speculative" in (
+        " ".join(one.notes)
+    )
+    # A check is never a denominator: every speculative point keeps its round's baseline.
+    points = {p.point_id: p for p in one.points()}
+    assert points["local-b8-k1-bs8-cg0-t0-c1"].baseline_point_id == "local-ar-cg0-t0-c1"
+    assert points["local-ar-cg0-rs3-t0-c1"].baseline_point_id is None
+    # With rounds, no check lands just before the next round's own baseline; the run still
+    # ends on one.
+    two = plan_of(grid + "repeats: {restarts: 2, baseline_every: 4}\n")
+    assert labels(two)[5:12] == [
+        "b4-k1-bs8-cg1", "ar-cg0-rs2", "ar-cg1-rs2", "b8-k1-bs8-cg0", "b8-k1-bs8-cg1",
+        "ar-cg0-rs1", "ar-cg1-rs1",
+    ]  # fmt: skip
+    end = ["b8-k1-bs8-cg0-rs1", "b8-k1-bs8-cg1-rs1", "ar-cg0-rs4", "ar-cg1-rs4"]
+    assert labels(two)[-4:] == end
+    assert two.restarts == 2 * (2 + 6) + 3 * 2  # two rounds; checks mid-round twice, at the end
+    assert plan_of(grid).restarts == 2 + 6  # no checks unless asked

@@ -105,3 +105,29 @@ def test_halving_rungs_measure_eta_times_longer(tmp_path: Path) -> None:
     for point_id, length in lengths.items():
         by_rung.setdefault(done[point_id]["restart"], set()).add(length)
     assert by_rung == {0: {1}, 1: {2}, 2: {4}, 3: {8}}  # eta^rung times the workload's requests
+
+
+def test_baseline_checks_between_trials_and_a_drifted_speedup_is_withheld(tmp_path: Path) -> None:
+    spec = SPEC.format(search="{strategy: grid, objective: {column: speedup}}")
+    plan = build_plan(parse_spec(spec + "repeats: {baseline_every: 2}\n"))
+    order = SearchOrder(plan, tmp_path, Clock())
+    done: dict[str, Any] = {}
+    started = []
+    for work in order(plan.hosts[0], done):
+        started.append(work.step.server_config.label)
+        for point in work.points:
+            row = _measure(point)
+            if point.server_config.mode == "ar":  # the machine slows down by half at check 2
+                row["output_tok_s"] = 5.0 if point.server_config.restart >= 2 else 10.0
+            else:
+                row["speedup"] = row["output_tok_s"] / 10.0
+            done[point.point_id] = row
+    assert started == [
+        "ar-cg0", "b2-k1-bs4-cg0", "b2-k2-bs4-cg0", "ar-cg0-rs1",
+        "b4-k1-bs4-cg0", "b4-k2-bs4-cg0", "ar-cg0-rs2",
+        "b8-k1-bs4-cg0", "b8-k2-bs4-cg0", "ar-cg0-rs3",
+    ]  # fmt: skip
+    trials = {t["label"]: t for t in json.loads((tmp_path / SEARCH_LOG).read_text())["trials"]}
+    assert trials["b4-k2-bs4-cg0"]["state"] == "ok"  # scored before the drift was seen
+    assert trials["b8-k1-bs4-cg0"]["state"] == "failed"
+    assert "drifted" in trials["b8-k1-bs4-cg0"]["reason"]
