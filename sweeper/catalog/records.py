@@ -44,6 +44,16 @@ class ServerCommand:
 
 
 @dataclass(frozen=True)
+class PortLimit:
+    """The highest `--port` some of an engine's builds start on, why, and the server env var
+    that lifts the limit when set."""
+
+    highest: int
+    why: str
+    unless_env: str
+
+
+@dataclass(frozen=True)
 class EngineRecord:
     """One engine, by the name a spec gives as `runtime.engine`."""
 
@@ -56,6 +66,9 @@ class EngineRecord:
     presets: Mapping[str, EngineMapping] = field(default_factory=dict)
     #: The preset used when the spec names none (None: the spec must choose).
     default_preset: str | None = None
+    #: A port some of its builds refuse (the plan notes it; which build a host runs is only
+    #: known once it answers).
+    port_limit: PortLimit | None = None
 
     @property
     def launched(self) -> bool:
@@ -97,6 +110,14 @@ RECORDS: dict[str, EngineRecord] = {
                 cuda_graph_off=("--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"),
             ),
             presets=SGLANG_PRESETS,
+            # 0.5.15's ServerArgs: grpc_port = port + 10000, refused above 65535, even in
+            # HTTP mode; 0.5.23 derives its ports below the HTTP port instead when they overflow.
+            port_limit=PortLimit(
+                55535,
+                "SGLang 0.5.15 (and builds of its age) derives a gRPC port, port + 10000, and "
+                "refuses to start when that passes 65535",
+                "SGLANG_GRPC_PORT",
+            ),
         ),
         EngineRecord(
             name="vllm",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from sweeper.catalog.records import RECORDS
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
 
 if TYPE_CHECKING:
@@ -80,6 +81,13 @@ def review(plan: Plan, speculative_left: int) -> list[str]:
     if used and not any(k in spec.grid.model_fields_set for k in used):
         values = ", ".join(f"{k} {spec.grid.values(k)}" for k in used)
         notes.append(f"the grid names no speculative key, so it runs the defaults: {values}")
+    limit = RECORDS[spec.runtime.engine].port_limit
+    env = {**spec.runtime.env, **spec.runtime.secrets}
+    if limit and spec.runtime.port > limit.highest and limit.unless_env not in env:
+        notes.append(
+            f"runtime.port {spec.runtime.port} is above {limit.highest}: {limit.why}; pick a "
+            f"lower port or set {limit.unless_env} in runtime.env"
+        )
     if speculative_left == 0 and used:
         notes.append(
             "no speculative point is left (exclude rules or redundancy removed them all): "

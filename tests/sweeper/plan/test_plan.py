@@ -260,3 +260,12 @@ def test_baseline_every_measures_the_ar_again_between_configs_as_a_drift_check()
     assert labels(two)[-4:] == end
     assert two.restarts == 2 * (2 + 6) + 3 * 2  # two rounds; checks mid-round twice, at the end
     assert plan_of(grid).restarts == 2 + 6  # no checks unless asked
+
+
+def test_a_port_sglang_0_5_15_refuses_is_noted() -> None:
+    body = "runtime: {{engine: sglang, preset: sglang-ddtree, model: m, port: {port}{env}}}\n"
+    high = plan_of(body.format(port=60361, env=""))
+    assert any(n.startswith("runtime.port 60361 is above 55535: SGLang 0.5.15") for n in high.notes)
+    chosen = plan_of(body.format(port=60361, env=", env: {SGLANG_GRPC_PORT: '50051'}"))
+    assert not any("runtime.port" in n for n in chosen.notes)
+    assert not any("runtime.port" in n for n in plan_of(body.format(port=55535, env="")).notes)
