@@ -93,6 +93,10 @@ def test_separate_regimes() -> None:
     assert separate_regimes([10.0, 10.2, 14.9, 15.0])
     assert not separate_regimes([10.0, 11.0, 12.0, 13.0])
     assert not separate_regimes([10.0, 15.0])  # two restarts cannot tell noise from regimes
+    # One restart apart is an outlier unless far apart: measured here, quiet, 3 restarts each.
+    assert not separate_regimes([11.4, 13.16, 12.86])
+    assert not separate_regimes([13.79, 14.3, 16.84])
+    assert separate_regimes([10.0, 10.2, 14.0])
     one = Interval.of([3.0])
     assert (one.low, one.high, one.cv) == (None, None, None)
     assert not one.overlaps(Interval.of([3.0, 3.1]))

@@ -64,11 +64,29 @@ def test_only_points_against_the_drifted_baseline_are_marked() -> None:
     assert all(r["baseline_drift"] == pytest.approx(0.15) for r in marked if "baseline_drift" in r)
 
 
-def test_best_withholds_speedups_against_a_drifted_baseline_not_throughput() -> None:
-    rows = _run([10.0, 8.5, 9.0], [20.0, 20.4, 19.8])
+def test_best_withholds_a_lone_speedup_against_a_drifted_baseline_not_throughput() -> None:
+    # One restart, its baseline checked twice more after the configs (`baseline_every`).
+    rows = [r for r in _run([10.0, 8.5, 9.0], [20.0, 20.4, 19.8]) if r["restart"] == 0]
+    rows += [r for r in _run([10.0, 8.5, 9.0], [20.0, 20.4, 19.8]) if r["budget"] is None]
     c1, c2 = rank(rows, ObjectiveSpec(column="speedup"))
     assert c1.ranked == () and {e.score.state for e in c1.excluded} == {"failed"}
     assert all("drifted" in e.score.reason for e in c1.excluded)
     assert len(c2.ranked) == 2  # its baseline held still
     c1, _ = rank(rows, ObjectiveSpec(column="output_tok_s"))
     assert [e.label for e in c1.ranked] == ["b16 k2 bs4", "b8 k2 bs4"]  # rows grouped as before
+
+
+def test_paired_restarts_carry_the_drift_in_their_interval() -> None:
+    rows = _run([10.0, 8.5, 9.0], [20.0, 20.4, 19.8])
+    for row in rows:  # each restart's speedup divides by its own round's baseline
+        if row["budget"] is not None:
+            ar = 10.0 if row["restart"] == 0 else 8.5 if row["restart"] == 1 else 9.0
+            row["speedup"] = row["output_tok_s"] / (ar if row["concurrency"] == 1 else 20.0)
+    c1, _ = rank(rows, ObjectiveSpec(column="speedup"))
+    assert {e.label for e in c1.ranked} == {"b8 k2 bs4", "b16 k2 bs4"}
+    assert all(e.score.interval and e.score.interval.n == 3 for e in c1.ranked)
+    assert all(
+        r.get("baseline_drifted")
+        for r in mark_drift(rows)
+        if r["point_id"].endswith("c1") and r["budget"] is not None
+    )  # still marked in the report
