@@ -116,3 +116,27 @@ def near_tie_rates(
         )
         for label, (n, ties) in counts.items()
     }
+
+
+def calibration_text(control: Control | None, rates: Mapping[str, NearTieRate]) -> str:
+    """One sentence on the near-ties against the control ("" when no config has near-ties)."""
+    tied = [r for r in rates.values() if r.near_ties]
+    if not tied:
+        return ""
+    if control is None:
+        return (
+            f"Near-ties in {len(tied)} config(s), uncalibrated: the AR baseline ran at one batch "
+            "shape, so there is no AR-vs-AR control to say what numerics alone flip here."
+        )
+    head = (
+        f"Near-ties against the AR-vs-AR control ({control.flips} of {control.pairs} pairs "
+        f"flipped, 95% upper bound {control.upper:.1%})"
+    )
+    flagged = [r for r in tied if r.flagged]
+    if not flagged:
+        return f"{head}: no config above it, so its near-ties stay numerics."
+    named = ", ".join(
+        f"{r.label} {r.near_ties} of {r.requests} ({r.rate:.0%})"
+        for r in sorted(flagged, key=lambda r: -r.rate)
+    )
+    return f"{head}: above it, so their near-ties count as violations: {named}."

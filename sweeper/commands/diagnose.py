@@ -30,8 +30,7 @@ from sweeper.commands.run import create_store, execute, planned_source_hash
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.diagnosis.evidence import EVIDENCE_COLUMNS, evidence
 from sweeper.diagnosis.followup import FollowUp, plan_followup
-from sweeper.diagnosis.rule import diagnose
-from sweeper.diagnosis.runs import diagnose_run, run_requests
+from sweeper.diagnosis.runs import diagnose_requests, diagnose_run, run_requests
 from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run
@@ -115,7 +114,7 @@ def command(
     run = checked(run)
     console = Console(width=None if sys.stdout.isatty() else 160)
     requests, kinds = run_requests([run])
-    found = diagnose(requests, kinds)
+    found = diagnose_requests(requests, kinds)
     console.print(f"diagnosis of {run_dir}:", markup=False, style="bold")
     console.print(sentence(found), markup=False)
     _table(console, "factors (broken/judged)", TABLE_COLUMNS, table(found))

@@ -116,6 +116,8 @@ class Diagnosis:
     #: Judged requests whose verdict is near-tie (clean: numerics, not a bug).
     near_ties: int = 0
     population: Population | None = field(default=None, repr=False, compare=False)
+    #: The near-ties against the AR-vs-AR control, in words (`runs.diagnose_requests`).
+    calibration: str = ""
 
     @property
     def implicated(self) -> list[str]:

@@ -5,10 +5,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pandas as pd
 
-from sweeper.analysis.calibration import ar_control, near_tie_rates
+from sweeper.analysis.calibration import ar_control, calibration_text, near_tie_rates
 from sweeper.analysis.labels import point_label
 from sweeper.diagnosis.rule import Diagnosis, diagnose
 from sweeper.results.reader import Run
@@ -51,9 +52,17 @@ def calibrated(requests: pd.DataFrame) -> pd.DataFrame:
     return requests.assign(near_tie_excess=excess)
 
 
+def diagnose_requests(requests: pd.DataFrame, kinds: dict[str, str]) -> Diagnosis:
+    """The attribution of `run_requests`' frame, with its near-tie calibration in words."""
+    rows = requests.to_dict("records")
+    control = ar_control(rows)
+    text = calibration_text(control, near_tie_rates(rows, control))
+    return replace(diagnose(requests, kinds), calibration=text)
+
+
 def diagnose_run(*runs: Run) -> Diagnosis | None:
     """The diagnosis over the runs' requests together (None when none has request records)."""
     requests, kinds = run_requests(runs)
     if requests.empty:
         return None
-    return diagnose(requests, kinds)
+    return diagnose_requests(requests, kinds)

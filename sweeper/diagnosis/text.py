@@ -24,10 +24,11 @@ def sentence(d: Diagnosis) -> str:
     """One paragraph: what broke, the rule it lives in, and every factor's standing."""
     if d.judged == 0:
         return "No judged requests: nothing to diagnose."
+    calibration = f" {d.calibration}" if d.calibration else ""
     if d.broken == 0:
         return (
             f"No violations among {d.judged} judged requests ({d.near_ties} near-ties: "
-            "numerics, not violations): nothing to explain, no factor implicated."
+            f"numerics, not violations): nothing to explain, no factor implicated.{calibration}"
         )
     head = f"{d.broken} of {d.judged} judged requests are violations ({_verdicts(d)})"
     if d.rule:
@@ -68,7 +69,7 @@ def sentence(d: Diagnosis) -> str:
             continue
         related = sorted({r for f in found for r in f.related})
         text += f" {label.format(', '.join(related) or 'the rule')}: {_names(found)}."
-    return text
+    return text + calibration
 
 
 def table(d: Diagnosis) -> list[dict[str, str]]:

@@ -9,7 +9,8 @@ import pandas as pd
 
 from sweeper.analysis.calibration import Control, ar_control, near_tie_rates
 from sweeper.diagnosis.rule import diagnose
-from sweeper.diagnosis.runs import calibrated
+from sweeper.diagnosis.runs import calibrated, diagnose_requests
+from sweeper.diagnosis.text import sentence
 from sweeper.results.records import factor_kinds
 
 
@@ -70,3 +71,22 @@ def test_natural_flips_in_the_control_leave_near_ties_clean() -> None:
     single = [r for r in rows if r["concurrency"] == 1]
     assert ar_control(single) is None  # one batch shape: nothing to calibrate against
     assert not near_tie_rates(single, None)["b8 k4 bs4"].flagged
+
+
+def test_the_diagnosis_says_what_the_control_flagged() -> None:
+    kinds = factor_kinds(list(pd.DataFrame(_run(False)).columns))
+    flagged = sentence(diagnose_requests(calibrated(pd.DataFrame(_run(False))), kinds))
+    assert flagged.endswith(
+        "Near-ties against the AR-vs-AR control (0 of 10 pairs flipped, 95% upper bound 27.8%): "
+        "above it, so their near-ties count as violations: b8 k4 bs4 12 of 20 (60%)."
+    )
+    natural = sentence(diagnose_requests(calibrated(pd.DataFrame(_run(True))), kinds))
+    assert natural.startswith("No violations among 60 judged requests (12 near-ties")
+    assert natural.endswith(
+        "(5 of 10 pairs flipped, 95% upper bound 76.3%): no config above it, "
+        "so its near-ties stay numerics."
+    )
+    single = pd.DataFrame([r for r in _run(False) if r["concurrency"] == 1])
+    assert "uncalibrated: the AR baseline ran at one batch shape" in sentence(
+        diagnose_requests(calibrated(single), kinds)
+    )
