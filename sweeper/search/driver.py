@@ -131,8 +131,9 @@ class SearchOrder:
         return rows
 
     def _score(self, rows: list[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]]) -> Score:
-        """The trial's score as `best` would give it now: its speedups against an AR baseline
-        that drifted so far (every AR measurement recorded, checks included) are withheld."""
+        """The trial's score as `best` would give it now: the drift of every AR measurement
+        recorded so far (checks included) marks its rows, so a lone speedup against a baseline
+        that moved is withheld here too."""
         if not rows:
             return Score("failed", "not measured")
         marked = mark_drift(rows, baseline_drift(done.values()))
