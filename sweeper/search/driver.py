@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeper.analysis.drift import baseline_drift, mark_drift
+from sweeper.analysis.drift import Drift, baseline_drift, mark_drift
 from sweeper.analysis.objective import Score, score
 from sweeper.plan import HostPlan, Plan, Step
 from sweeper.results.store import atomic_write
@@ -59,11 +59,12 @@ class SearchOrder:
         )
         remember = getattr(strategy, "remember", None)
         if remember is not None:
+            drifts = baseline_drift(done.values())
             for candidate in space.candidates:
                 rows = self._rows(space, candidate, done)
                 recorded = self._point_rows(space, candidate, done)
                 if rows and all(r is not None for r in recorded):
-                    remember(candidate, self._score(rows, done))
+                    remember(candidate, self._score(rows, drifts))
         while True:
             step = strategy.ask()
             if step is None:
@@ -84,7 +85,7 @@ class SearchOrder:
                 yield Work(run, pending)
             if self.stopped_by:
                 break
-            result = self._score(self._rows(space, step, done), done)
+            result = self._score(self._rows(space, step, done), baseline_drift(done.values()))
             strategy.tell(step, result)
             self._note(step, result, spent_before + self.clock() - started)
             for check in self._checks_due(space, done):
@@ -104,7 +105,8 @@ class SearchOrder:
         every = self.plan.spec.repeats.baseline_every
         if every is None:
             return
-        measured = sum(any(p.point_id in done for p in space.points(c)) for c in space.candidates)
+        started = {str(r.get("server_config_id")) for r in done.values()}
+        measured = sum(c.server_config.id in started for c in space.candidates)
         for group in space.check_rounds()[: measured // every]:
             for check in group:
                 pending = [p for p in space.points(check) if p.point_id not in done]
@@ -130,13 +132,13 @@ class SearchOrder:
             rows += [r for r in found if r is not None]
         return rows
 
-    def _score(self, rows: list[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]]) -> Score:
+    def _score(self, rows: list[Mapping[str, Any]], drifts: list[Drift]) -> Score:
         """The trial's score as `best` would give it now: the drift of every AR measurement
-        recorded so far (checks included) marks its rows, so a lone speedup against a baseline
-        that moved is withheld here too."""
+        recorded so far (`drifts`, checks included) marks its rows, so a lone speedup against a
+        baseline that moved is withheld here too."""
         if not rows:
             return Score("failed", "not measured")
-        marked = mark_drift(rows, baseline_drift(done.values()))
+        marked = mark_drift(rows, drifts)
         return score(marked, self.search.objective, self.search.constraints)
 
     def _over_budget(self, done: Mapping[str, Mapping[str, Any]], spent_s: float) -> str:
