@@ -35,12 +35,14 @@ from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
-from ddtree_runtime.algo.sampling import uniform
+from ddtree_runtime.algo.sampling import processed_probs, sample_margins, uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import (
     RowSampling,
     Verdict,
+    hot_draft_choices,
     target_choices,
+    untruncated_draft_choices,
     unverified_choices,
     walk,
 )
@@ -82,6 +84,23 @@ class _Request:
     topk: int
     stats: RequestStats = field(default_factory=RequestStats)
     hidden: torch.Tensor | None = None  # target features of tokens[0:len-1] (feature drafters)
+
+
+def emitted_sample_margins(
+    params: SamplingParams, seed: int, rows: torch.Tensor, tokens: list[int], prefix: int
+) -> list[float]:
+    """Sample margins of a sampled request's tokens emitted in one round, under the request's own
+    distribution: emitted token j comes from the depth-j node of the accepted path (`rows` are its
+    logits), which predicts position prefix + 1 + j, so it gets the u AR uses there (as in
+    ``Engine._row_sampling``). An AR round emits one token, at depth 0."""
+    probs = processed_probs(rows, params.temperature, params.top_k, params.top_p)
+    u = [uniform(seed, prefix + 1 + j) for j in range(len(tokens))]
+    margins = sample_margins(
+        probs,
+        torch.tensor(u, dtype=torch.float64, device=rows.device),
+        torch.tensor(tokens, dtype=torch.long, device=rows.device),
+    )
+    return [float(m) for m in margins.tolist()]
 
 
 class Engine:
@@ -266,6 +285,10 @@ class Engine:
         choices = target_choices(logits, tree, rows)
         if f"unverified_b{self.budget}" in mask_module._FAULTS:  # planted fault, tests only
             choices = unverified_choices(tree, choices)
+        if "hot_drafts" in mask_module._FAULTS:  # planted fault, tests only
+            choices = hot_draft_choices(logits, tree, rows, choices)
+        if "untruncated_drafts" in mask_module._FAULTS:  # planted fault, tests only
+            choices = untruncated_draft_choices(logits, tree, rows, choices)
         return walk(tree, choices)
 
     def _commit(self, verdict: Verdict, prefix: torch.Tensor) -> None:
@@ -323,6 +346,7 @@ class Engine:
 
     def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
         tokens, nodes = verdict.emitted(i)
+        prefix = len(r.tokens) - 1  # cached tokens before this round's root
         before = len(r.emitter.token_ids)
         finished = False
         for t in tokens:
@@ -334,7 +358,12 @@ class Engine:
         r.stats.emitted_tokens += len(new)
         logprobs = None
         if r.params.logprobs is not None:
-            logprobs = token_logprobs(logits[i, nodes[: len(new)]], new, r.params.logprobs)
+            rows = logits[i, nodes[: len(new)]]
+            logprobs = token_logprobs(rows, new, r.params.logprobs)
+            if r.params.temperature > 0:
+                margins = emitted_sample_margins(r.params, r.seed, rows, new, prefix)
+                for entry, margin in zip(logprobs, margins, strict=True):
+                    entry.sample_margin = margin
         return TokenEvent(
             r.rid, new, r.emitter.delta(), logprobs, finished, r.emitter.finish_reason
         )

@@ -103,6 +103,9 @@ class TokenLogprob:
     token_id: int
     logprob: float
     top: list[tuple[int, float]]
+    #: Sampled requests only: how far the token's uniform lies inside its CDF interval under the
+    #: request's temperature / top-k / top-p (``algo.sampling.sample_margins``); None when greedy.
+    sample_margin: float | None = None
 
 
 @dataclass

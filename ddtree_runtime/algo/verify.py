@@ -84,3 +84,49 @@ def unverified_choices(tree: TreeBatch, choices: torch.Tensor) -> torch.Tensor:
                 seen.add(parent)  # nodes follow their parents, so the first seen is first child
                 out[row, parent] = tokens[row][node]
     return out
+
+
+HOT_DRAFT_SCALE = 1.6  # "hot_drafts": temperature factor on drafted positions
+
+
+def redrawn_drafted_choices(
+    logits: torch.Tensor,
+    tree: TreeBatch,
+    rows: list[RowSampling],
+    choices: torch.Tensor,
+    temperature_scale: float = 1.0,
+    truncate: bool = True,
+) -> torch.Tensor:
+    """The planted sampling faults' common part (tests only): sampled rows' choices at real nodes
+    of depth >= 1 are redrawn with the same uniforms from another distribution (temperature x
+    `temperature_scale`; without top-k / top-p unless `truncate`). The root (depth 0), greedy rows
+    and AR rounds (no depth >= 1 nodes) keep the target's choice, so only sampling on drafted
+    positions breaks, reproducibly per seed."""
+    out = choices.clone()
+    for i, row in enumerate(rows):
+        drafted = tree.real[i] & (tree.depths[i] >= 1)
+        if row.temperature <= 0 or not bool(drafted.any()):
+            continue
+        assert row.uniforms is not None
+        u_by_depth = torch.tensor(row.uniforms, dtype=torch.float64, device=logits.device)
+        u = u_by_depth[tree.depths[i].clamp(max=len(row.uniforms) - 1)]
+        top_k, top_p = (row.top_k, row.top_p) if truncate else (0, 1.0)
+        redrawn = choose(logits[i], row.temperature * temperature_scale, top_k, top_p, u)
+        out[i] = torch.where(drafted, redrawn, out[i])
+    return out
+
+
+def hot_draft_choices(
+    logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
+) -> torch.Tensor:
+    """Planted fault (tests only, ``hot_drafts`` in ``mask._FAULTS``): drafted positions are
+    sampled at temperature x ``HOT_DRAFT_SCALE`` (same uniforms, top-k, top-p)."""
+    return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=HOT_DRAFT_SCALE)
+
+
+def untruncated_draft_choices(
+    logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
+) -> torch.Tensor:
+    """Planted fault (tests only, ``untruncated_drafts`` in ``mask._FAULTS``): drafted positions
+    are sampled ignoring top-k and top-p (same uniforms and temperature)."""
+    return redrawn_drafted_choices(logits, tree, rows, choices, truncate=False)

@@ -1,7 +1,9 @@
 """OpenAI response bodies from engine TokenEvents: completions, chat, their stream chunks, logprobs.
 
 Two logprob shapes: the legacy completions one (`tokens`, `token_logprobs`, `top_logprobs`,
-`text_offset`) and the chat one (`content: [{token, logprob, bytes, top_logprobs}]`).
+`text_offset`) and the chat one (`content: [{token, logprob, bytes, top_logprobs}]`). Sampled
+requests add each token's `TokenLogprob.sample_margin`: chat `content[i].sample_margin`, completions
+a parallel `sample_margins` list; greedy ones add neither, so their shapes stay OpenAI's.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def legacy_logprobs(
 ) -> dict[str, Any]:
     """Completions logprobs for some tokens; `offset` is the text length before them."""
     tokens, token_logprobs, tops, offsets = [], [], [], []
+    margins = [entry.sample_margin for entry in entries]
     for entry in entries:
         text = token_text(entry.token_id)
         tokens.append(text)
@@ -56,12 +59,15 @@ def legacy_logprobs(
         tops.append(top_dict(entry.top[:top_n], token_text))
         offsets.append(offset)
         offset += len(text)
-    return {
+    out: dict[str, Any] = {
         "tokens": tokens,
         "token_logprobs": token_logprobs,
         "top_logprobs": tops,
         "text_offset": offsets,
     }
+    if any(m is not None for m in margins):
+        out["sample_margins"] = margins
+    return out
 
 
 def chat_logprobs(entries: list[Any], token_text: TokenText, top_n: int) -> dict[str, Any]:
@@ -73,6 +79,8 @@ def chat_logprobs(entries: list[Any], token_text: TokenText, top_n: int) -> dict
     for entry in entries:
         item = one(entry.token_id, entry.logprob)
         item["top_logprobs"] = [one(tid, lp) for tid, lp in entry.top[:top_n]]
+        if entry.sample_margin is not None:  # sampled requests only (TokenLogprob)
+            item["sample_margin"] = entry.sample_margin
         content.append(item)
     return {"content": content}
 

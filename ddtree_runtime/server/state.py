@@ -17,6 +17,15 @@ from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_i
 from ddtree_runtime.server.engine_loop import EngineLoop
 from ddtree_runtime.stats import TOTALLED, RequestStats
 
+#: How this runtime samples (``algo.sampling``), so a controller knows it may compare sampled output
+#: with AR's at the same seed token for token. Describes the code, not a flag: not fingerprinted.
+SAMPLING: dict[str, Any] = {
+    "coupled": True,
+    "uniform": "splitmix64(seed, absolute position) -> [0, 1), 53 bits",
+    "inverse_cdf": "token-id order, after temperature, top-k, top-p",
+    "sample_margins": "logprobs: chat content[i].sample_margin, completions sample_margins",
+}
+
 
 def request_stats_dict(stats: RequestStats) -> dict[str, Any]:
     """An engine RequestStats as the `ddtree` extension field (its fields, in their order)."""
@@ -92,5 +101,6 @@ class RuntimeState:
             },
             "device": self.config.device,
             "engine": dict(getattr(self.engine, "info", {}) or {}),
+            "sampling": dict(SAMPLING),
             "stats": self.stats.as_dict(self.loop.in_flight(), self.loop.steps),
         }

@@ -175,6 +175,35 @@ def test_chat_completion_and_stream_with_logprobs(server: LocalServer) -> None:
     assert [e["logprob"] for e in streamed] == pytest.approx([e["logprob"] for e in content])
 
 
+def test_sampled_logprobs_carry_sample_margins_and_server_info_says_coupled(
+    server: LocalServer,
+) -> None:
+    sampling = httpx.get(f"{server.url}/server_info").json()["sampling"]
+    assert sampling["coupled"] is True
+    assert set(sampling) == {"coupled", "uniform", "inverse_cdf", "sample_margins"}
+    sampled = {"temperature": 0.9, "seed": 7, "max_tokens": 8}
+    legacy = completion(server, **sampled, logprobs=1)["choices"][0]["logprobs"]
+    assert len(legacy["sample_margins"]) == len(legacy["tokens"]) > 0
+    assert all(0.0 <= m <= 1.0 for m in legacy["sample_margins"])
+    assert "sample_margins" not in completion(server, logprobs=1)["choices"][0]["logprobs"]
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Say something."}],
+        **sampled,
+        "logprobs": True,
+        "top_logprobs": 1,
+    }
+    response = post(server, "/v1/chat/completions", body)
+    assert response.status_code == 200, response.text
+    content = response.json()["choices"][0]["logprobs"]["content"]
+    assert content and all(0.0 <= item["sample_margin"] <= 1.0 for item in content)
+    assert all("sample_margin" not in top for item in content for top in item["top_logprobs"])
+    greedy = post(server, "/v1/chat/completions", {**body, "temperature": 0})
+    assert all(
+        "sample_margin" not in item for item in greedy.json()["choices"][0]["logprobs"]["content"]
+    )
+
+
 def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:
     text = completion(server, max_tokens=24)["choices"][0]["text"]
     # A stop string that first occurs inside the output (not at its very start).
