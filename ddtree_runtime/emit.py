@@ -2,7 +2,8 @@
 
 DDTree may accept several tokens in one round; pushing them through ``Emitter.push`` one at a time
 makes generation end exactly where autoregressive decoding would. Text deltas hold back a suffix
-that could still become a stop string, and an incomplete UTF-8 sequence.
+that could still become a stop string, and an incomplete UTF-8 sequence. Emitted tokens' logprobs
+(`token_logprobs`) and, when sampled, their sample margins (`emitted_sample_margins`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 import torch
 
-from ddtree_runtime.params import TokenLogprob
+from ddtree_runtime.algo.sampling import processed_probs, sample_margins, uniform
+from ddtree_runtime.params import SamplingParams, TokenLogprob
 
 
 @dataclass
@@ -87,3 +89,20 @@ def token_logprobs(logits: torch.Tensor, tokens: list[int], top_n: int) -> list[
         )
         out.append(TokenLogprob(t, float(lsm[j, t]), alts))
     return out
+
+
+def emitted_sample_margins(
+    params: SamplingParams, seed: int, rows: torch.Tensor, tokens: list[int], prefix: int
+) -> list[float]:
+    """Sample margins of a sampled request's tokens emitted in one round, under the request's own
+    distribution: emitted token j comes from the depth-j node of the accepted path (`rows` are its
+    logits), which predicts position prefix + 1 + j, so it gets the u AR uses there (as in
+    ``Engine._row_sampling``). An AR round emits one token, at depth 0."""
+    probs = processed_probs(rows, params.temperature, params.top_k, params.top_p)
+    u = [uniform(seed, prefix + 1 + j) for j in range(len(tokens))]
+    margins = sample_margins(
+        probs,
+        torch.tensor(u, dtype=torch.float64, device=rows.device),
+        torch.tensor(tokens, dtype=torch.long, device=rows.device),
+    )
+    return [float(m) for m in margins.tolist()]

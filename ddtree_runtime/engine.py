@@ -35,7 +35,7 @@ from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
-from ddtree_runtime.algo.sampling import processed_probs, sample_margins, uniform
+from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import (
     RowSampling,
@@ -47,7 +47,7 @@ from ddtree_runtime.algo.verify import (
     walk,
 )
 from ddtree_runtime.drafters import Drafter
-from ddtree_runtime.emit import Emitter, token_logprobs
+from ddtree_runtime.emit import Emitter, emitted_sample_margins, token_logprobs
 from ddtree_runtime.forward import VerifyForward
 from ddtree_runtime.models import LoadedModel
 from ddtree_runtime.params import (
@@ -84,23 +84,6 @@ class _Request:
     topk: int
     stats: RequestStats = field(default_factory=RequestStats)
     hidden: torch.Tensor | None = None  # target features of tokens[0:len-1] (feature drafters)
-
-
-def emitted_sample_margins(
-    params: SamplingParams, seed: int, rows: torch.Tensor, tokens: list[int], prefix: int
-) -> list[float]:
-    """Sample margins of a sampled request's tokens emitted in one round, under the request's own
-    distribution: emitted token j comes from the depth-j node of the accepted path (`rows` are its
-    logits), which predicts position prefix + 1 + j, so it gets the u AR uses there (as in
-    ``Engine._row_sampling``). An AR round emits one token, at depth 0."""
-    probs = processed_probs(rows, params.temperature, params.top_k, params.top_p)
-    u = [uniform(seed, prefix + 1 + j) for j in range(len(tokens))]
-    margins = sample_margins(
-        probs,
-        torch.tensor(u, dtype=torch.float64, device=rows.device),
-        torch.tensor(tokens, dtype=torch.long, device=rows.device),
-    )
-    return [float(m) for m in margins.tolist()]
 
 
 class Engine:

@@ -6,7 +6,10 @@ same AR server at another batch shape (its other request configs: concurrency or
 itself at its first one, request by request (same prompt, repeat, restart). Its flip rate is
 what numerics alone do here; a speculative config whose near-tie rate exceeds the control's
 (above its 95% upper bound, so a small control does not flag noise) is `flagged`, and its
-near-ties count as broken in the diagnosis.
+near-ties count as broken: in the diagnosis, and in every judge of a run (`calibrated_points`:
+the exit code, `best`, the search's constraint, the report, `compare`). Sampled near-ties (a
+coupled divergence at a tiny sample margin) are not calibrated: the control compares greedy
+outputs.
 
 Pure: request rows in (token ids by `sha256`), rates out.
 """
@@ -18,7 +21,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from sweeper.analysis.labels import point_label
+from sweeper.results.reader import Run
+from sweeper.results.records import SPECULATIVE_KEYS
 from sweeper.results.rows import is_missing
 
 #: The request-config columns that make another batch shape of the same request.
@@ -140,3 +147,65 @@ def calibration_text(control: Control | None, rates: Mapping[str, NearTieRate]) 
         for r in sorted(flagged, key=lambda r: -r.rate)
     )
     return f"{head}: above it, so their near-ties count as violations: {named}."
+
+
+#: The request columns the calibration reads (the control's pairs, the configs' labels).
+CALIBRATION_COLUMNS = (
+    "mode",
+    "temperature",
+    "verdict",
+    "error",
+    "host",
+    "prompt_id",
+    "repeat",
+    "max_tokens",
+    "restart",
+    "sha256",
+    *_SHAPE,
+    *SPECULATIVE_KEYS,
+    "cuda_graph",
+)
+
+
+def excess_labels(requests: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The configs (labels) whose near-ties exceed the AR-vs-AR control's upper bound."""
+    rows = list(requests)
+    return {label for label, rate in near_tie_rates(rows, ar_control(rows)).items() if rate.flagged}
+
+
+def calibrated_points(
+    points: Iterable[Mapping[str, Any]], requests: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The point rows as every judge reads them: a speculative point whose determinism is
+    `near-tie` in a config above the control (`excess_labels`) reads `diverged`, with
+    `near_tie_excess` True, so the run's exit code, `best`, the search's constraint, the
+    report and `compare` count its near-ties as violations, as `diagnose` does."""
+    flagged = excess_labels(requests)
+    out = []
+    for point in points:
+        row = dict(point)
+        excess = (
+            bool(flagged)
+            and row.get("determinism") == "near-tie"
+            and str(row.get("mode")) != "ar"
+            and point_label(row) in flagged
+        )
+        if excess:
+            row["determinism"] = "diverged"
+        row["near_tie_excess"] = excess
+        out.append(row)
+    return out
+
+
+def calibrated_frame(points: pd.DataFrame, run: Run) -> pd.DataFrame:
+    """A run's points frame with the calibration applied (`calibrated_points`)."""
+    if points.empty or "determinism" not in points:
+        return points
+    requests = run.requests(list(CALIBRATION_COLUMNS), categorical=False)
+    if requests.empty:
+        return points.assign(near_tie_excess=False)
+    rows = calibrated_points(points.to_dict("records"), requests.to_dict("records"))
+    out = points.copy()
+    out["determinism"] = [r["determinism"] for r in rows]
+    out["near_tie_excess"] = [r["near_tie_excess"] for r in rows]
+    return out

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.datasets import (
     DATASET_REQUEST_COLUMNS,
     dataset_points,
@@ -33,7 +34,7 @@ from sweeper.analysis.datasets import (
 from sweeper.analysis.labels import point_label_long
 from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
-from sweeper.analysis.verdicts import OK_VERDICTS, VIOLATIONS
+from sweeper.analysis.verdicts import CLEAN_VERDICTS, OK_VERDICTS, VIOLATIONS
 from sweeper.results.reader import Run
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
@@ -184,6 +185,8 @@ def compare_loaded(run_a: Run, run_b: Run, threshold: float) -> Comparison:
     frames = []
     for run in (run_a, run_b):
         points = run.points
+        # Judged as every judge reads a run: near-ties above the AR-vs-AR control are violations.
+        points = calibrated_frame(points, run) if points is not None else None
         frames.append(
             (
                 points if points is not None else pd.DataFrame(columns=["point_id"]),
@@ -295,6 +298,10 @@ def _delta(
         out.is_regression = True
     elif a["determinism"] in VIOLATIONS and b["determinism"] in OK_VERDICTS:
         out.flags.append("determinism fixed")
+    if a["determinism"] in CLEAN_VERDICTS and b["determinism"] == "unproven":
+        # A nightly that can no longer prove a config right must say so, not pass quietly.
+        out.flags.append("no longer proven (unproven)")
+        out.is_regression = True
     return out
 
 

@@ -42,7 +42,7 @@ DATASET_REQUEST_COLUMNS = [
     "accepted_hist",
 ]
 #: What a dataset point is matched on besides its point's config (compare, the AR reference).
-LOAD_KEYS = ("host", "temperature", "concurrency", "rate", "max_tokens", "top_p")
+LOAD_KEYS = ("host", "temperature", "concurrency", "rate", "max_tokens", "top_p", "top_k")
 
 
 def has_datasets(requests: pd.DataFrame | None) -> bool:

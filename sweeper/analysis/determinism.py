@@ -15,11 +15,26 @@ says whether it is numerics or a bug:
 - `n/a`: nothing to compare (the baseline itself, a failed request, no baseline, unseeded
   sampling).
 
-At temperature > 0 with a seed, only the repeats are compared (identical: `exact`); outputs are
-never compared with the baseline, whose sampling path differs. A point's status is its worst
-request verdict in `sweeper.analysis.verdicts`' one order.
+At temperature > 0 the point's sampled check (`determinism.sampled`, resolved per server by what
+it advertises) decides:
+
+- `coupled` (a server whose uniform is a function of seed and position: the bundled runtime):
+  the output is compared with the AR baseline's at the same seed, token for token, as at
+  temperature 0. A divergence is a sampled `near-tie` when the baseline's sample margin there
+  (how far its uniform lay from the edge of the chosen token's CDF interval, in probability
+  mass: `sample_margins`) is below the policy's `sampled_near_tie_margin`: a CDF moved that
+  little by numerics changes the sample;
+- `distribution` (rejection sampling: SGLang, vLLM): every request carries its point's
+  two-sample test verdict (`sweeper.analysis.distribution`, judged from the point's samples by
+  the caller): `distribution-ok`, `shifted`, or `unproven` with why;
+- `repeats` (asked for by name): only the repeats are compared (identical: `exact`), which says
+  nothing about the distribution sampled from.
+
+A point's status is its worst request verdict in `sweeper.analysis.verdicts`' one order, except
+that a speculative point none of whose requests was compared with anything is `unproven`: no
+verdict without a proof.
 Records are mappings (or a DataFrame) with the request columns of the README: prompt_id, repeat,
-token_ids, text, top2_margins, error.
+token_ids, text, top2_margins, sample_margins, error.
 """
 
 from __future__ import annotations
@@ -30,9 +45,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.analysis.garble import garble_score
-from sweeper.analysis.verdicts import Verdict, worst
+from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS, Verdict, worst
 from sweeper.results.rows import is_failed, is_missing, rows_of
 from sweeper.spec import DeterminismSpec
+from sweeper.spec.model import SampledCheck
+
+
+@dataclass(frozen=True)
+class SampledVerdict:
+    """A point's two-sample test outcome, given to every one of its requests."""
+
+    verdict: Verdict
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -46,7 +70,8 @@ class RequestVerdict:
     divergence_index: int | None = None
     #: What the output was compared with: "baseline", "repeat <n>" or "".
     compared_with: str = ""
-    #: The baseline's top-1 minus top-2 logprob at the divergence, when known.
+    #: The baseline's margin at the divergence, when known: its top-1 minus top-2 logprob
+    #: (greedy), or its sample margin in probability mass (coupled sampling).
     margin: float | None = None
     #: Character offset of the first differing character of the two texts.
     char_offset: int | None = None
@@ -85,34 +110,57 @@ def judge_point(
     seed: int | None = None,
     policy: DeterminismSpec | None = None,
     is_baseline: bool = False,
+    sampled_check: SampledCheck = "repeats",
+    sampled_verdict: SampledVerdict | None = None,
 ) -> PointVerdict:
-    """Verdicts for one point's requests against its AR baseline point's requests."""
+    """Verdicts for one point's requests against its AR baseline point's requests;
+    `sampled_check` as the module docstring says. `sampled_verdict`: the point-level verdict
+    every sampled request carries: its distribution test's, or why no check could be made
+    (a server that does not advertise the coupling the plan expected)."""
     policy = policy or DeterminismSpec()
     by_prompt = _by_prompt(rows_of(records))
     references = {
         prompt: rows[0] for prompt, rows in _by_prompt(rows_of(baseline_records)).items() if rows
     }
+    how = _How(temperature > 0, sampled_check, seed, policy, sampled_verdict)
     verdicts: list[RequestVerdict] = []
     for prompt_id, rows in by_prompt.items():
-        split = _repeat_disagreement(rows)
+        split = None if how.by_point_verdict else _repeat_disagreement(rows)
         for row in rows:
-            verdicts.append(
-                _judge_request(
-                    row,
-                    split,
-                    None if is_baseline else references.get(prompt_id),
-                    temperature=temperature,
-                    seed=seed,
-                    policy=policy,
-                )
-            )
+            reference = None if is_baseline else references.get(prompt_id)
+            verdicts.append(_judge_request(row, split, reference, how))
     verdicts.sort(key=lambda v: (v.prompt_id, v.repeat))
     if any(_approximate(r) for r in [*rows_of(records), *references.values()]):
         verdicts = [
             replace(v, detail=f"on approximate token ids (re-tokenized text): {v.detail}")
             for v in verdicts
         ]
-    return PointVerdict(worst(v.verdict for v in verdicts), tuple(verdicts))
+    status = worst(v.verdict for v in verdicts)
+    judged = CLEAN_VERDICTS | VIOLATIONS
+    if not is_baseline and verdicts and not any(v.verdict in judged for v in verdicts):
+        status = "unproven"  # no verdict without a proof: nothing was compared with anything
+    return PointVerdict(status, tuple(verdicts))
+
+
+@dataclass(frozen=True)
+class _How:
+    """How a point's requests are judged (see the module docstring)."""
+
+    sampled: bool
+    check: SampledCheck
+    seed: int | None
+    policy: DeterminismSpec
+    point_verdict: SampledVerdict | None
+
+    @property
+    def by_point_verdict(self) -> bool:
+        """Every request carries the point's verdict (see `judge_point`)."""
+        return self.sampled and (self.check == "distribution" or self.point_verdict is not None)
+
+    @property
+    def token_for_token(self) -> bool:
+        """Compared with the baseline's ids: greedy, or sampling coupled to the same seed."""
+        return not self.sampled or self.check == "coupled"
 
 
 def _approximate(row: Mapping[str, Any]) -> bool:
@@ -124,24 +172,28 @@ def _judge_request(
     row: Mapping[str, Any],
     split: tuple[int, Mapping[str, Any], Mapping[str, Any]] | None,
     reference: Mapping[str, Any] | None,
-    *,
-    temperature: float,
-    seed: int | None,
-    policy: DeterminismSpec,
+    how: _How,
 ) -> RequestVerdict:
     prompt_id, repeat = str(row["prompt_id"]), int(row["repeat"])
     base: dict[str, Any] = {"prompt_id": prompt_id, "repeat": repeat}
+    policy = how.policy
     if is_failed(row):
         return RequestVerdict(**base, verdict="n/a", detail="request failed")
     if _ids(row) is None:
         return RequestVerdict(**base, verdict="n/a", detail="no token ids recorded")
-    sampled = temperature > 0
-    if sampled and seed is None:
+    if how.by_point_verdict:
+        if how.point_verdict is None:
+            return RequestVerdict(**base, verdict="n/a", detail="no samples were judged")
+        judged = how.point_verdict
+        return RequestVerdict(
+            **base, verdict=judged.verdict, compared_with="distribution", detail=judged.detail
+        )
+    if how.sampled and how.seed is None:
         return RequestVerdict(**base, verdict="n/a", detail="unseeded sampling: nothing to compare")
     if split is not None:
         split_index, first, other = split
         counterpart = first if row is other else other
-        if not sampled and reference is not None and _ids(reference) == _ids(row):
+        if how.token_for_token and reference is not None and _ids(reference) == _ids(row):
             # The repeat that gave the baseline's output is not where the fault acted: the
             # point stays nondeterministic through the other repeats, and a diagnosis counts
             # only the outputs that were wrong (a correct repeat run alone, unpadded, was once
@@ -162,29 +214,39 @@ def _judge_request(
             compared_with=f"repeat {counterpart['repeat']}",
             detail=f"repeats disagree at token {split_index}",
         )
-    if sampled:
-        return RequestVerdict(**base, verdict="exact", detail=f"repeats identical (seed {seed})")
+    if not how.token_for_token:
+        detail = f"repeats identical (seed {how.seed}); not compared with the AR baseline"
+        return RequestVerdict(**base, verdict="exact", detail=detail)
     if reference is None or _ids(reference) is None:
         return RequestVerdict(**base, verdict="n/a", detail="no baseline output to compare")
     ids, ref_ids = _ids(row) or [], _ids(reference) or []
     index = first_divergence(ids, ref_ids)
+    seeded = f" at seed {how.seed}" if how.sampled else ""
     if index is None:
         return RequestVerdict(
-            **base, verdict="exact", compared_with="baseline", detail="identical to baseline"
+            **base,
+            verdict="exact",
+            compared_with="baseline",
+            detail=f"identical to baseline{seeded}",
         )
     text, ref_text = str(row.get("text") or ""), str(reference.get("text") or "")
     garble, ref_garble = garble_score(text), garble_score(ref_text)
-    margin = _margin_at(reference, index)
+    if how.sampled:
+        margin = _margin_at(reference, index, "sample_margins")
+        limit, kind = policy.sampled_near_tie_margin, "sample margin"
+    else:
+        margin = _margin_at(reference, index, "top2_margins")
+        limit, kind = policy.near_tie_margin, "margin"
     if garble - ref_garble > policy.garble_margin and garble >= policy.garble_min_score:
         verdict: Verdict = "garbled"
         detail = f"garble score {garble:.2f} vs baseline {ref_garble:.2f}"
-    elif margin is not None and margin < policy.near_tie_margin:
+    elif margin is not None and margin < limit:
         verdict = "near-tie"
-        detail = f"baseline margin {margin:.4f} < {policy.near_tie_margin} at token {index}"
+        detail = f"baseline {kind} {margin:.4g} < {limit} at token {index}{seeded}"
     else:
         verdict = "diverged"
-        shown = "unknown" if margin is None else f"{margin:.4f}"
-        detail = f"differs from baseline at token {index} (baseline margin {shown})"
+        shown = "unknown" if margin is None else f"{margin:.4g}"
+        detail = f"differs from baseline{seeded} at token {index} (baseline {kind} {shown})"
     return _differs(
         base,
         verdict,
@@ -248,8 +310,8 @@ def _repeat_disagreement(
     return None
 
 
-def _margin_at(reference: Mapping[str, Any], index: int) -> float | None:
-    margins = reference.get("top2_margins")
+def _margin_at(reference: Mapping[str, Any], index: int, column: str) -> float | None:
+    margins = reference.get(column)
     if margins is None or index >= len(margins):
         return None
     value = margins[index]

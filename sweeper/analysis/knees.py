@@ -22,7 +22,15 @@ from sweeper.analysis.labels import load_label, point_label
 from sweeper.results.rows import is_missing
 
 #: What a series shares besides its server config: the request config but the rate.
-SETTING = ("temperature", "top_p", "max_tokens", "arrival", "burstiness", "max_concurrency")
+SETTING = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "arrival",
+    "burstiness",
+    "max_concurrency",
+)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ Pure: point rows in, a `Score` out. The one definition the search (which config 
 `sweeper best` (which config won) share, so they can never disagree on what "best" means.
 Exactness is the hard constraint: a config with a determinism violation at any of its points is
 `infeasible`, whatever its speed, at every load (it is the same server); it keeps its value so a
-report can show how fast the wrong answer was. A config whose numbers describe the client
-(`client_bound`) or that failed has no value.
+report can show how fast the wrong answer was. A config none of whose outputs at some point was
+compared with anything is `unproven` (never feasible: no verdict without a proof), also with its
+value. Rows are read as `calibration.calibrated_points` gives them (near-ties above the AR-vs-AR
+control are violations). A config whose numbers describe the client (`client_bound`) or that
+failed has no value.
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.analysis.verdicts import UNJUDGED, VIOLATIONS
 from sweeper.plan import RequestConfig
 from sweeper.results.records import RequestConfigColumns
 from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
-State = Literal["ok", "infeasible", "failed"]
+State = Literal["ok", "infeasible", "unproven", "failed"]
 #: Ratios of two measurements: not trusted when either was taken on a busy host.
 SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
 #: Two-sided 95% Student t quantiles by degrees of freedom (1..10); beyond, the normal's.
@@ -46,6 +49,7 @@ def request_config_id(row: Mapping[str, Any]) -> str:
         _int(values["concurrency"]),
         None if values["top_p"] is None else float(values["top_p"]),
         **open_loop,
+        top_k=_int(values.get("top_k")),
     ).id
 
 
@@ -154,12 +158,29 @@ def score(
         return Score("infeasible", reason, interval, samples, regimes, busy)
     if problem:
         return Score("failed", problem, None, samples, busy=busy)
+    unproven = [r for r in rows if _unproven(r)]
+    if unproven:
+        first = unproven[0]
+        why = first.get("unproven_reason")
+        why = "nothing was compared with anything" if is_missing(why) or not why else str(why)
+        reason = f"unproven at {request_config_id(first)}: {why}"
+        return Score("unproven", reason, interval, samples, regimes, busy)
     if constraints is not None and constraints.slo:
         missed = [request_config_id(r) for r in selected if r.get("meets_slo") is not True]
         if missed:
             reason = "misses the SLO at " + ", ".join(sorted(set(missed)))
             return Score("infeasible", reason, interval, samples, regimes, busy)
     return Score("ok", "", interval, samples, regimes, busy)
+
+
+def _unproven(row: Mapping[str, Any]) -> bool:
+    """A speculative point measured but never compared with anything (older runs called it
+    `n/a`): no proof it is right."""
+    return (
+        str(row.get("mode")) != "ar"
+        and row.get("status") == "ok"
+        and row.get("determinism") in UNJUDGED
+    )
 
 
 def separate_regimes(

@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sweeper.analysis.determinism import judge_point
+from sweeper.analysis.determinism import SampledVerdict, judge_point
 from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.metrics import point_metrics, speedup
+from sweeper.analysis.verdicts import UNJUDGED
 from sweeper.plan import Point
 from sweeper.spec import DeterminismSpec, SloSpec
+from sweeper.spec.model import SampledCheck
 
 
 def summarize(
@@ -25,10 +27,13 @@ def summarize(
     baseline_point: Mapping[str, Any] | None,
     slo: SloSpec | None = None,
     speed_baseline_point: Mapping[str, Any] | None = None,
+    sampled_check: SampledCheck = "repeats",
+    sampled_verdict: SampledVerdict | None = None,
 ) -> tuple[dict[str, Any], list[tuple[str, int | None]]]:
     """Point columns (metrics, speedups, determinism, goodput against `slo`) and, per row in
     order, (verdict, divergence index). `speed_baseline_point` is the production AR's
-    (`runtime.speed_baseline`), when the spec names one."""
+    (`runtime.speed_baseline`), when the spec names one; `sampled_check` and
+    `sampled_verdict` judge a sampled point (`sweeper.analysis.determinism.judge_point`)."""
     rc = point.request_config
     columns = point_metrics(list(rows), wall_s).as_columns()
     columns["speedup"] = speedup(
@@ -42,8 +47,14 @@ def summarize(
         policy=policy,
         # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
         is_baseline=point.server_config.mode == "ar" and baseline_rows is None,
+        sampled_check=sampled_check,
+        sampled_verdict=sampled_verdict,
     )
     columns["determinism"] = judged.status
+    columns["sampled_check"] = sampled_check if rc.temperature > 0 else None
+    if judged.status == "unproven":
+        why = next((v.detail for v in judged.requests if v.verdict in UNJUDGED), "")
+        columns["unproven_reason"] = why or "nothing was compared with anything"
     columns.update(goodput_columns(rows, slo, wall_s))
     columns.update(latency_speedups(columns, baseline_point))
     if speed_baseline_point is not None:

@@ -4,10 +4,15 @@ The one place these are defined: the determinism judge, the runner's exit code, 
 table's worst verdict, the report's matrix and `compare` all derive from here, so a point's
 `determinism` column and the report can never name different worst verdicts for the same point.
 
-The order answers "how much attention does this need": `exact` (proven identical) < `near-tie`
-(a difference explained by numerics) < `n/a` (not proven either way: a point is only called exact
-when every request was) < `diverged` (deterministic wrong output) < `nondeterministic` (temperature
-0 is not even self-consistent) < `garbled` (visibly corrupt text, the worst a user can see).
+The order answers "how much attention does this need": `exact` (proven identical, token for
+token, greedy or coupled sampling at the same seed) < `near-tie` (a difference explained by
+numerics) < `distribution-ok` (sampled outputs that a two-sample test with stated power could
+not tell from the AR baseline's: proven in distribution, not token for token) < `n/a` (a request
+nothing was compared with: the baseline itself, a failed request) < `unproven` (a config none of
+whose outputs were compared with anything: no baseline, unseeded, a test too weak to detect a
+useful shift; never feasible, never a violation) < `shifted` (sampled outputs whose distribution
+differs from AR's) < `diverged` (deterministic wrong output) < `nondeterministic` (temperature 0
+is not even self-consistent) < `garbled` (visibly corrupt text, the worst a user can see).
 """
 
 from __future__ import annotations
@@ -17,24 +22,42 @@ from typing import Literal
 
 import pandas as pd
 
-Verdict = Literal["exact", "near-tie", "n/a", "diverged", "nondeterministic", "garbled"]
+Verdict = Literal[
+    "exact",
+    "near-tie",
+    "distribution-ok",
+    "n/a",
+    "unproven",
+    "shifted",
+    "diverged",
+    "nondeterministic",
+    "garbled",
+]
 #: Least to most severe.
 SEVERITY: tuple[Verdict, ...] = (
     "exact",
     "near-tie",
+    "distribution-ok",
     "n/a",
+    "unproven",
+    "shifted",
     "diverged",
     "nondeterministic",
     "garbled",
 )
-#: Verdicts a config may have and still count as correct: near-tie is numerics, not a bug.
-OK_VERDICTS: frozenset[str] = frozenset({"exact", "near-tie", "n/a"})
-#: Verdicts that make `sweeper run` exit 4 and `compare` call determinism broken.
-VIOLATIONS: frozenset[str] = frozenset(SEVERITY) - OK_VERDICTS
-#: Verdicts that prove a request right (the diagnosis's clean requests): `n/a` proves nothing.
-CLEAN_VERDICTS: frozenset[str] = OK_VERDICTS - {"n/a"}
+#: Verdicts that prove a request or a config right (feasible; the diagnosis's clean requests):
+#: near-tie is numerics, not a bug; distribution-ok is a test's pass at a stated power.
+CLEAN_VERDICTS: frozenset[str] = frozenset({"exact", "near-tie", "distribution-ok"})
+#: Verdicts that make `sweeper run` exit 4, `compare` call determinism broken and a config
+#: infeasible.
+VIOLATIONS: frozenset[str] = frozenset({"shifted", "diverged", "nondeterministic", "garbled"})
+#: Verdicts that prove nothing either way: never feasible, never a violation.
+UNJUDGED: frozenset[str] = frozenset({"n/a", "unproven"})
+#: Verdicts with no violation found, proven or not.
+OK_VERDICTS: frozenset[str] = frozenset(SEVERITY) - VIOLATIONS
+assert set(SEVERITY) == CLEAN_VERDICTS | VIOLATIONS | UNJUDGED, "a verdict in no set"
 #: Verdicts whose outputs need no side-by-side view.
-QUIET_VERDICTS: tuple[Verdict, ...] = ("exact", "n/a")
+QUIET_VERDICTS: tuple[Verdict, ...] = ("exact", "distribution-ok", "n/a", "unproven")
 #: Matrix cells that are no verdict: no record for the cell / the whole point failed.
 MISSING, FAILED = "missing", "failed"
 #: What a report matrix cell can show, least to most severe.
@@ -43,7 +66,10 @@ COLOURS: dict[str, str] = {
     "missing": "#eeeeee",
     "exact": "#2e7d32",
     "near-tie": "#9ccc65",
+    "distribution-ok": "#26a69a",
     "n/a": "#cfd8dc",
+    "unproven": "#8d6e63",
+    "shifted": "#f4511e",
     "diverged": "#e53935",
     "nondeterministic": "#ffb300",
     "garbled": "#6a1b9a",

@@ -69,6 +69,11 @@ class EngineRecord:
     #: A port some of its builds refuse (the plan notes it; which build a host runs is only
     #: known once it answers).
     port_limit: PortLimit | None = None
+    #: Its servers are expected to advertise coupled sampling (`/server_info` `sampling.coupled`:
+    #: the uniform is a function of seed and position, so a speculative server's sampled
+    #: outputs equal AR's at the same seed): what `determinism.sampled: auto` plans for. Each
+    #: server's own advertisement decides at run time.
+    coupled_sampling: bool = False
 
     @property
     def launched(self) -> bool:
@@ -92,6 +97,7 @@ RECORDS: dict[str, EngineRecord] = {
             runs_bundled_runtime=True,
             presets=DDTREE_RUNTIME_PRESETS,
             default_preset="ddtree",
+            coupled_sampling=True,
         ),
         EngineRecord(
             name="sglang",

@@ -1,6 +1,8 @@
 """`sweeper best RUN`: the winning speculative config per load level (request config), with its
-spread over restarts and the runner-up; never a config with a determinism violation. No winner
-is named when the first two are inside each other's noise (their intervals overlap).
+spread over restarts and the runner-up; never a config with a determinism violation (near-ties
+above the AR-vs-AR control included) and never one that is unproven (a point of it compared
+with nothing: no baseline, unseeded, a distribution test too weak), whose reason is listed. No
+winner is named when the first two are inside each other's noise (their intervals overlap).
 
 The objective defaults to the run's `search.objective`, else output_tok_s maximized;
 `--objective COLUMN[:min|:max]` and `--at REQUEST_CONFIG` override it. Exit 0 with a winner
@@ -15,6 +17,7 @@ import typer
 from pydantic import ValidationError
 
 from sweeper.analysis.best import Entry, Ranking, rank
+from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.objective import Interval, Score
 from sweeper.commands.validate import EXIT_BAD_SPEC
@@ -50,12 +53,16 @@ def command(
         except ValidationError as exc:
             typer.echo(f"error: --objective {objective}: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(EXIT_BAD_SPEC) from None
+    points = calibrated_frame(points, loaded)  # near-ties above the control are violations
     try:
         rankings = rank(points.to_dict("records"), chosen, constraints, at or None)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None
-    typer.echo(f"{chosen.goal} {chosen.column}; exactness required ({run})")
+    typer.echo(
+        f"{chosen.goal} {chosen.column}; only configs proven right at every point can win "
+        f"(exact, near-tie or distribution-ok: {run})"
+    )
     drift = drift_line(baseline_drift(points.to_dict("records")))
     if drift:
         typer.echo(drift)

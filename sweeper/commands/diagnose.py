@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from sweeper.analysis.sampled import proof_line, proofs
 from sweeper.commands.plan import render
 from sweeper.commands.repair import checked
 from sweeper.commands.run import create_store, execute, planned_source_hash
@@ -33,8 +34,8 @@ from sweeper.diagnosis.followup import FollowUp, plan_followup
 from sweeper.diagnosis.runs import diagnose_requests, diagnose_run, run_requests
 from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
+from sweeper.results.manifest import Manifest
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run
-from sweeper.results.records import Manifest
 from sweeper.spec import Spec
 
 
@@ -118,6 +119,12 @@ def command(
     console.print(f"diagnosis of {run_dir}:", markup=False, style="bold")
     console.print(sentence(found), markup=False)
     _table(console, "factors (broken/judged)", TABLE_COLUMNS, table(found))
+    points = run.points
+    checked_samples = proofs(points.to_dict("records")) if points is not None else []
+    if checked_samples:
+        console.print("sampled points (temperature > 0), how each was proven:", markup=False)
+        for proof in checked_samples:
+            console.print(f"  {proof_line(proof)}", markup=False, soft_wrap=True)
     try:
         followup = plan_followup(spec, found, requests, point)
     except ValueError as exc:

@@ -12,9 +12,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from sweeper.analysis.power import planned_statement
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
+from sweeper.plan.sampling import sampled_check
 from sweeper.search import preview
 
 T = TypeVar("T")
@@ -40,6 +42,9 @@ def command(
         data = plan.to_dict()
         data["estimated_seconds"] = round(seconds, 1)
         data["search"] = preview(plan)
+        power = sampled_power(plan)
+        if power:
+            data["sampled_power"] = power
         data["commands"] = [
             {"host": c.host, "label": c.label, "argv": list(c.argv), "env": c.env}
             for c in command_lines(plan)
@@ -47,6 +52,18 @@ def command(
         typer.echo(json.dumps(data, indent=2))
         return
     render(plan, seconds, Console(), limit=None if show_all else SHOWN, spec=spec)
+
+
+def sampled_power(plan: Plan) -> str:
+    """The distribution test's power at the plan's sizes ("" when no point draws samples)."""
+    drawing = [p for p in plan.points() if p.samples]
+    if not drawing or sampled_check(plan.spec) != "distribution":
+        return ""
+    policy = plan.spec.determinism
+    tokens = max(policy.sample_length(p.request_config.max_tokens) for p in drawing)
+    prompts = len(plan.spec.workload.prompts)
+    line, _ = planned_statement(prompts, tokens, policy.samples, policy.alpha, policy.max_shift)
+    return line
 
 
 def _cut(items: list[T], limit: int | None) -> tuple[list[T], int]:
@@ -109,6 +126,9 @@ def render(
         )
     for said in preview(plan):
         console.print(said, markup=False, soft_wrap=True)
+    power = sampled_power(plan)
+    if power:
+        console.print(power, markup=False, soft_wrap=True)
     workload = plan.spec.workload
     per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
     load = workload.load

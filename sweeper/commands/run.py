@@ -1,7 +1,9 @@
 """`sweeper run SPEC`: run a whole sweep into `results/<sweep>/<run id>/`, or resume one.
 
-Exit codes (`sweeper.exit_codes`): 0 every point ok and exact or near-tie; 2 bad spec or usage;
-3 some point failed; 4 a determinism violation (diverged, garbled, nondeterministic); 5 the
+Exit codes (`sweeper.exit_codes`): 0 every point ok and no violation (the last lines say how
+many are unproven); 2 bad spec or usage; 3 some point failed; 4 a determinism violation
+(shifted, diverged, nondeterministic, garbled; near-ties above the AR-vs-AR control count as
+diverged); 5 the
 results cannot be written (disk full...: the run is marked failed and resumes); 75 another run
 of the spec holds its results directory; 130 interrupted (resumable).
 The run directory is always the last line printed (stdout).
@@ -21,6 +23,7 @@ from rich.console import Console
 
 from sweeper import __version__
 from sweeper.analysis.drift import baseline_drift, drift_line
+from sweeper.analysis.proof import unproven_lines
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
@@ -197,7 +200,7 @@ def execute(plan: Plan, store: RunStore, plain: bool) -> int:
         signal.signal(signal.SIGTERM, previous)
         for backend in backends.values():
             backend.host.close()
-    points = store.points()
+    points = runner.judged or runner.judged_points(store.points())
     statuses = Counter(p["status"] for p in points.values())
     verdicts = Counter(p["determinism"] for p in points.values() if p["status"] == "ok")
     console.print(
@@ -210,6 +213,6 @@ def execute(plan: Plan, store: RunStore, plain: bool) -> int:
         soft_wrap=True,
     )
     drift = drift_line(baseline_drift(points.values()))  # "" unless a baseline was re-measured
-    if drift:
-        console.print(drift, markup=False, highlight=False, soft_wrap=True)
+    for line in [*([drift] if drift else []), *unproven_lines(points.values())]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     return code

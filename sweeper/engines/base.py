@@ -47,6 +47,10 @@ class RequestSpec:
     repeat: int = 0
     chat: bool = False
     top_p: float | None = None
+    top_k: int | None = None
+    #: Ask for the server's per-token sample margins (logprobs at temperature > 0, only where
+    #: sampling is coupled and margins are allowed: the AR baseline of a coupled point).
+    sample_margins: bool = False
     #: Chat messages ({"role", "content"}); when absent, `prompt` is one user message.
     messages: tuple[dict[str, str], ...] | None = None
     #: The prompt as token ids (completions): an exact input length, no tokenizer in between.
@@ -109,6 +113,10 @@ class Capabilities:
     evidence: tuple[str, ...] = ()
     #: Engine-specific facts the chosen paths need (SGLang: how /generate streams ids).
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: How it samples: `coupled` (it advertises, in `/server_info` `sampling.coupled`, that its
+    #: uniform is a function of seed and position, so sampled speculative output equals AR's at
+    #: the same seed) or `independent` (nothing advertised: rejection sampling is assumed).
+    sampling: str = "independent"
 
     @property
     def ids_source(self) -> str:
@@ -121,6 +129,7 @@ class Capabilities:
             "margins": self.margins,
             "evidence": list(self.evidence),
             "details": dict(self.details),
+            "sampling": self.sampling,
         }
 
 

@@ -22,7 +22,7 @@ from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.launch import Launch
 from sweeper.plan import ServerConfig
-from sweeper.plan.model import SPEED_BASELINE
+from sweeper.plan.configs import SPEED_BASELINE
 from sweeper.spec import RuntimeSpec
 
 
@@ -104,18 +104,22 @@ def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -
         body["seed"] = spec.seed
     if spec.top_p is not None:
         body["top_p"] = spec.top_p
+    if spec.top_k is not None:
+        body["top_k"] = spec.top_k  # not OpenAI's, but vLLM's, SGLang's and the runtime's
+    # Greedy: the top-2 margins that tell a near tie; coupled sampling: the sample margins.
+    margins = margins and (spec.temperature == 0 or spec.sample_margins)
     if spec.chat:
         body["messages"] = (
             list(spec.messages) if spec.messages else [{"role": "user", "content": spec.prompt}]
         )
-        if spec.temperature == 0 and margins:
+        if margins:
             body["logprobs"] = True
             body["top_logprobs"] = 2
     else:
         body["prompt"] = (
             list(spec.prompt_token_ids) if spec.prompt_token_ids is not None else spec.prompt
         )
-        if spec.temperature == 0 and margins:
+        if margins:
             body["logprobs"] = 2
     if spec.ignore_eos:
         body["ignore_eos"] = True

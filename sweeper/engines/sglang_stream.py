@@ -41,6 +41,8 @@ def generate_body(spec: RequestSpec, prompt: list[int] | str, *, margins: bool) 
     sampling: dict[str, Any] = {"max_new_tokens": spec.max_tokens, "temperature": spec.temperature}
     if spec.top_p is not None:
         sampling["top_p"] = spec.top_p
+    if spec.top_k is not None:
+        sampling["top_k"] = spec.top_k
     if spec.ignore_eos:
         sampling["ignore_eos"] = True
     if spec.min_tokens:

@@ -43,6 +43,17 @@ def margins_of(choice: Mapping[str, Any], chat: bool) -> list[float]:
     return out
 
 
+def sample_margins_of(choice: Mapping[str, Any], chat: bool) -> list[float]:
+    """A coupled server's sample margin for each token of a choice's delta (NaN where it gave
+    none): chat `logprobs.content[i].sample_margin`, completions `logprobs.sample_margins`."""
+    logprobs = choice.get("logprobs") or {}
+    if chat:
+        values = [entry.get("sample_margin") for entry in logprobs.get("content") or []]
+    else:
+        values = list(logprobs.get("sample_margins") or [])
+    return [math.nan if v is None else float(v) for v in values]
+
+
 class ChunkReader:
     """Collects one response's stream; `feed` each parsed chunk, then read `fields()`."""
 
@@ -53,6 +64,7 @@ class ChunkReader:
         self.token_ids: list[int] = []
         self.texts: list[str] = []
         self.margins: list[float] = []
+        self.sample_margins: list[float] = []
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] = {}
         self.acceptance: dict[str, Any] = {}
@@ -77,6 +89,7 @@ class ChunkReader:
                 carried = carried or not self.saw_ids
             if choice.get("logprobs"):
                 self.margins += margins_of(choice, self.chat)
+                self.sample_margins += sample_margins_of(choice, self.chat)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
         return carried
 
@@ -107,6 +120,10 @@ class ChunkReader:
             "token_ids": list(map(int, self.token_ids)),
             "text": self.text,
             "top2_margins": list(self.margins),
+            # Only a coupled server gives them: none at all is no column value, not NaNs.
+            "sample_margins": (
+                list(self.sample_margins) if any(m == m for m in self.sample_margins) else []
+            ),
             "finish_reason": self.finish_reason,
             "tau": self.acceptance.get("tau"),
             "verify_rounds": self.acceptance.get("verify_rounds"),

@@ -44,9 +44,10 @@ def point_prompts(
     *,
     length_control: Sequence[str] = (),
     inputs: Mapping[str, Mapping[str, Any]] | None = None,
+    sample_margins: bool = False,
 ) -> list[RequestSpec]:
     """One request per prompt (repeat 0) with the point's request config, the run's resolved
-    inputs and the length fields the engine takes."""
+    inputs and the length fields the engine takes (`sample_margins`: see `expand_requests`)."""
     return expand_requests(
         workload.prompts,
         repeats=1,
@@ -57,6 +58,8 @@ def point_prompts(
         chat=workload.api == "chat",
         length_control=length_control,
         inputs=inputs,
+        top_k=rc.top_k,
+        sample_margins=sample_margins,
     )
 
 
@@ -109,6 +112,7 @@ def drive_point(
     model: str | None = None,
     after_warmup: Callable[[], object] | None = None,
     inputs: Inputs | None = None,
+    sample_margins: bool = False,
 ) -> WorkloadResult:
     """Warm up, then run the point's load (see the module doc); one record per offered request,
     in schedule order. `inputs` resolves what the prompts need from the server first (synthetic
@@ -116,11 +120,16 @@ def drive_point(
     rc = point.request_config
     length_control = getattr(engine, "length_control", ())
     try:
-        resolved = inputs.resolve(base_url, model) if inputs is not None else None
+        ar = point.server_config.mode == "ar"
+        resolved = (
+            inputs.resolve(base_url, model, engine=engine, ar=ar) if inputs is not None else None
+        )
     except InputsError as exc:
         prompts = point_prompts(rc, workload)
         return _client_failed(prompts, point_load(rc, workload, point.length), str(exc))
-    prompts = point_prompts(rc, workload, length_control=length_control, inputs=resolved)
+    prompts = point_prompts(
+        rc, workload, length_control=length_control, inputs=resolved, sample_margins=sample_margins
+    )
     asyncio.run(_warm_up(base_url, prompts[:warmup], engine, model))
     if after_warmup is not None:
         after_warmup()

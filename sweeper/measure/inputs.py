@@ -8,9 +8,11 @@ Two kinds of prompt cannot be written before a server answers:
   as ids on the completions API, the server counts exactly N (its usage says so: the request's
   `prompt_tokens` column);
 - a later turn of a conversation (`answers_from`) holds the greedy answers to the turns before
-  it. They are asked once, of the first server the run measures (the AR baseline, which runs
-  first on every host), turn by turn, and every point of every config then sends the same
-  messages, so a turn-2 divergence is the config's, never its history's.
+  it. They are asked once, of the AR baseline (which runs first on every host), turn by turn,
+  through the engine bound to what that server negotiated, and every point of every config
+  then sends the same messages, so a turn-2 divergence is the config's, never its history's.
+  They are never asked of a speculative server: one that refuses logprobs (SGLang's DDTREE
+  builds) would fail them, and its answers would be the config under test's.
 
 The result is `inputs.json` in the run directory (written atomically): a resumed run, and the
 other hosts of the run, read it instead of asking again; with `runtime.baseline_run` the earlier
@@ -72,9 +74,23 @@ class Inputs:
     def needed(self) -> bool:
         return any(p.tokens or p.answers_from for p in self.workload.prompts)
 
-    def resolve(self, base_url: str, model: str | None) -> Mapping[str, Mapping[str, Any]]:
+    @property
+    def histories(self) -> bool:
+        """Some prompt is a later turn, whose history an AR server must answer."""
+        return any(p.answers_from for p in self.workload.prompts)
+
+    def resolve(
+        self,
+        base_url: str,
+        model: str | None,
+        *,
+        engine: Engine | None = None,
+        ar: bool = True,
+    ) -> Mapping[str, Mapping[str, Any]]:
         """prompt id -> {"token_ids": [...]} or {"messages": [...]}; InputsError when the
-        server cannot give what is missing."""
+        server cannot give what is missing. `engine`: the run's engine bound to this server
+        (the run's own when None); `ar`: whether it is an AR server (histories are asked of
+        nothing else)."""
         if not self.needed:
             return {}
         with self._lock:
@@ -84,7 +100,13 @@ class Inputs:
                     _read(Path(self.earlier, INPUTS_FILE)) if self.earlier else None
                 )
                 if found is None or not self._complete(found):
-                    found = asyncio.run(self._build(base_url, model))
+                    if self.histories and not ar:
+                        raise InputsError(
+                            "later turns' histories are the AR baseline's answers, and no AR "
+                            "server has answered them yet (they are never asked of a "
+                            "speculative server)"
+                        )
+                    found = asyncio.run(self._build(base_url, model, engine or self.engine))
                     text = json.dumps(found)
                     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
                 self._resolved = found
@@ -95,7 +117,7 @@ class Inputs:
         wanted = [p.id for p in self.workload.prompts if p.tokens or p.answers_from]
         return all(pid in prompts for pid in wanted)
 
-    async def _build(self, base_url: str, model: str | None) -> dict[str, Any]:
+    async def _build(self, base_url: str, model: str | None, engine: Engine) -> dict[str, Any]:
         async with StreamClient() as stream:
             client = stream.control  # tokenizing; answers are streamed by the measuring client
             prompts = await self._synthetic(client, base_url, model)
@@ -105,7 +127,7 @@ class Inputs:
                 if prompt.answers_from:
                     prompts[prompt.id] = {"messages": filled(prompt, answers)}
                 if prompt.id in needed:
-                    answer = await self._answer(stream, base_url, model, prompt, prompts)
+                    answer = await self._answer(stream, base_url, model, prompt, prompts, engine)
                     answers[prompt.id] = answer
         return {"prompts": prompts, "answers": answers, "asked_of": base_url}
 
@@ -138,6 +160,7 @@ class Inputs:
         model: str | None,
         prompt: PromptSpec,
         resolved: Mapping[str, Mapping[str, Any]],
+        engine: Engine,
     ) -> str:
         """The greedy answer to one turn, with its own history filled."""
         (spec,) = expand_requests(
@@ -150,7 +173,7 @@ class Inputs:
             inputs=resolved,
         )
         record = await stream_request(
-            client, base_url, replace(spec, repeat=-1), self.engine, model=model
+            client, base_url, replace(spec, repeat=-1), engine, model=model
         )
         if record.get("error"):
             message = f"the history of a later turn: answering {prompt.id} failed: "

@@ -17,7 +17,9 @@ and the identity carries the choice and its evidence to the manifest.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 
@@ -187,4 +189,24 @@ def negotiate(
             caps = engine.negotiate(client, base_url, server_config, probe, identity.model)
         except EngineError as exc:
             raise ReadinessError(str(exc)) from None
+        sampling, said = advertised_sampling(client, base_url, identity.proof.info)
+    caps = replace(caps, sampling=sampling, evidence=(*caps.evidence, said))
     return replace(identity, capabilities=caps)
+
+
+def advertised_sampling(
+    client: httpx.Client, base_url: str, info: Mapping[str, Any]
+) -> tuple[str, str]:
+    """`coupled` when the server says so in /server_info (`sampling.coupled: true`; read from
+    its proof when the engine fetched it, else asked once), else `independent`; and the
+    evidence in words. A server that says nothing is never assumed coupled."""
+    if "sampling" not in info:
+        try:
+            found = client.get(f"{base_url}/server_info", timeout=10.0).json()
+        except (httpx.HTTPError, ValueError):
+            found = None
+        info = found if isinstance(found, Mapping) else {}
+    block = info.get("sampling")
+    if isinstance(block, Mapping) and block.get("coupled") is True:
+        return "coupled", "sampling: coupled (/server_info sampling.coupled)"
+    return "independent", "sampling: independent (no coupled sampling advertised)"

@@ -44,15 +44,23 @@ def expand_requests(
     chat: bool = False,
     length_control: Sequence[str] = (),
     inputs: Mapping[str, Mapping[str, Any]] | None = None,
+    top_k: int | None = None,
+    sample_margins: bool = False,
 ) -> list[RequestSpec]:
     """Every prompt x repeat as a RequestSpec, prompt-major order (the order records keep).
 
     `inputs` holds what the run resolved for a prompt (`sweeper.measure.inputs`): the token ids
     of a synthetic prompt, the messages of a later turn with its history filled. A prompt's own
     `max_tokens` overrides the point's; a held one is sent with the `length_control` fields the
-    engine takes."""
+    engine takes. `sample_margins` asks a coupled AR server for its sample margins."""
     return [
-        _request(p, r, max_tokens, temperature, seed, top_p, chat, length_control, inputs or {})
+        replace(
+            _request(
+                p, r, max_tokens, temperature, seed, top_p, chat, length_control, inputs or {}
+            ),
+            top_k=top_k,
+            sample_margins=sample_margins and temperature > 0,
+        )
         for p in prompts
         for r in range(repeats)
     ]

@@ -26,7 +26,9 @@ from typing import Any
 from sweeper.catalog.effective import effective, why
 from sweeper.catalog.records import RECORDS
 from sweeper.plan.checks import guard_size, review, same_request
-from sweeper.plan.model import SPEED_BASELINE, HostPlan, Plan, RequestConfig, ServerConfig, Step
+from sweeper.plan.configs import SPEED_BASELINE, RequestConfig, ServerConfig
+from sweeper.plan.model import HostPlan, Plan, Step
+from sweeper.plan.sampling import sampled_check, sampling_notes
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
 
@@ -91,8 +93,13 @@ def build_plan(spec: Spec) -> Plan:
                 "speculative configs' own flags (speedup)"
             )
 
+    draws = sampled_check(spec) == "distribution"
     host_plans = [
-        HostPlan(hp.host, _restarted(hp.steps, spec.repeats.restarts, spec.repeats.baseline_every))
+        HostPlan(
+            hp.host,
+            _restarted(hp.steps, spec.repeats.restarts, spec.repeats.baseline_every),
+            draws,
+        )
         for hp in _assign_hosts(spec, ar_configs, spec_configs, notes)
     ]
     checks = sum(
@@ -105,6 +112,10 @@ def build_plan(spec: Spec) -> Plan:
             "restart(s)); they show its drift, speedups still divide by each round's own baseline"
         )
     plan = Plan(spec, tuple(host_plans), tuple(notes))
+    points = list(plan.points())
+    sampled = sum(p.request_config.temperature > 0 and p.server_config.mode != "ar" for p in points)
+    drawing = sum(bool(p.samples) for p in points)
+    notes += sampling_notes(spec, sampled, drawing, plan.n_samples)
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 
 
@@ -216,6 +227,8 @@ def _duplicate_reason(combo: Mapping[str, Any]) -> str:
         return "block_size has no meaning with budget 0 (autoregressive)"
     if combo["temperature"] == 0 and combo.get("top_p") is not None:
         return "top_p has no effect at temperature 0 (greedy)"
+    if combo["temperature"] == 0 and combo.get("top_k") is not None:
+        return "top_k has no effect at temperature 0 (greedy)"
     return "listed twice by include rules"
 
 
@@ -223,6 +236,7 @@ def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
     temperature = float(combo["temperature"])
     # Greedy decoding ignores top_p, so points differing only in top_p at temperature 0 are one.
     top_p = combo.get("top_p") if temperature > 0 else None
+    top_k = combo.get("top_k") if temperature > 0 else None
     load = spec.workload.load
     if combo.get("rate") is None or load is None:
         open_loop: dict[str, Any] = {}
@@ -240,6 +254,7 @@ def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
         top_p,
         spec.workload.seed,
         **open_loop,
+        top_k=top_k,
     )
 
 

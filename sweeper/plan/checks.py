@@ -16,7 +16,8 @@ from sweeper.catalog.records import RECORDS
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
 
 if TYPE_CHECKING:
-    from sweeper.plan.model import Plan, RequestConfig
+    from sweeper.plan.configs import RequestConfig
+    from sweeper.plan.model import Plan
 
 #: Most grid combinations one spec may expand to. Every point is at least one server request
 #: and a restart is seconds to minutes, so a larger grid is a typo or a job for several specs;
@@ -73,6 +74,14 @@ def review(plan: Plan, speculative_left: int) -> list[str]:
     if plan.n_points == 0:
         rules = " (check the exclude rules)" if spec.grid.exclude else ""
         raise PlanError("grid", f"the spec selects no points{rules}: nothing would be measured")
+    later = [p.id for p in spec.workload.prompts if p.answers_from]
+    if later and not spec.baseline and not spec.runtime.baseline_run:
+        raise PlanError(
+            "baseline",
+            f"later turns ({', '.join(later[:3])}{', ...' if len(later) > 3 else ''}) hold the AR "
+            "baseline's answers to the turns before them, and this sweep has no AR baseline: "
+            "keep baseline: true or name runtime.baseline_run",
+        )
     notes = []
     mapping = spec.runtime.engine_mapping()
     used = [k for k in (mapping.params if mapping else ()) if k in SERVER_KEYS]

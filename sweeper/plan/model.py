@@ -1,250 +1,56 @@
-"""The plan's data: server configs (restarts), request configs (no restart), points and hosts.
-
-Everything here is plain, frozen data with stable ids (resume relies on them): a `ServerConfig`
-is one way of starting the engine, a `RequestConfig` what each request of a point asks for, a
-`Point` one (host, server config, request config), a `HostPlan` the ordered restarts of one host.
-`build.py` expands a spec's grid into a `Plan`.
+"""The plan's data: per host the ordered restarts (`Step`: a server config and the request
+configs measured against it), the points they make, which of them draw samples, and the plan's
+totals and rough time estimate. The configs and points themselves are `configs.py`; `build.py`
+expands a spec's grid into a `Plan`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, NamedTuple
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
 
-from sweeper.results.rows import tree_label_parts
-from sweeper.spec import SERVER_KEYS, HostSpec, Spec, WorkloadSpec
+from sweeper.plan.configs import (
+    SPEED_BASELINE,
+    Point,
+    RequestConfig,
+    ServerConfig,
+    point_id,
+    short_hash,
+)
+from sweeper.plan.sampling import BASELINE_ROLES, SPECULATIVE_ROLES
+from sweeper.spec import HostSpec, Spec, WorkloadSpec
 
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
 DEFAULT_LOAD_S = 10.0
 DEFAULT_TOK_S = 12.0
 
 
-def _short_hash(data: Any, length: int = 10) -> str:
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:length]
-
-
-def _fmt(value: Any) -> str:
-    """Compact, readable rendering of a parameter value for ids: 0.0 -> 0, True -> 1."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, float):
-        # "g" keeps 6 digits, so 0.1234561 and 0.1234562 would share an id (and one point
-        # would silently replace the other); the shortest exact form when "g" loses digits.
-        short = format(value, "g")
-        return short if float(short) == value else repr(value)
-    return str(value)
-
-
-_ID_SAFE = re.compile(r"[^A-Za-z0-9.]+")
-
-
-Mode = Literal["ar", "speculative"]
-#: The param of the AR config started as the speed baseline (`runtime.speed_baseline`).
-SPEED_BASELINE = "speed_baseline"
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """One way of starting the engine; each distinct one is a restart."""
-
-    id: str
-    mode: Mode
-    #: Grid parameters: the speculative keys of the engine's mapping (speculative configs
-    #: only), cuda_graph, extra runtime flags.
-    params: Mapping[str, Any]
-    #: Which of `params` only speculative decoding has (not part of the identity: the mapping
-    #: decides it, and the same params under the same mapping mean the same server).
-    speculative_keys: tuple[str, ...] = field(default=(), compare=False)
-    restart: int = 0  # which restart of this server (`repeats.restarts`, halving): 0 first
-    #: Labels of other configs the engine's rules make this same behaviour (measured once,
-    #: reported under each: `sweeper.catalog.effective`).
-    covers: tuple[str, ...] = field(default=(), compare=False)
-
-    def __hash__(self) -> int:
-        return hash(self.id)
-
-    @classmethod
-    def make(
-        cls, mode: Mode, params: Mapping[str, Any], speculative_keys: tuple[str, ...] = ()
-    ) -> ServerConfig:
-        """A server config whose id is a short hash of its mode and params (stable across runs)."""
-        params = dict(params)
-        return cls(_short_hash({"mode": mode, "params": params}), mode, params, speculative_keys)
-
-    def again(self, restart: int) -> ServerConfig:
-        """The same server started anew as restart `restart` (its id's hash names it; 0's not)."""
-        data: dict[str, Any] = {"mode": self.mode, "params": dict(self.params), "restart": restart}
-        data = data if restart else {k: v for k, v in data.items() if k != "restart"}
-        return replace(self, id=_short_hash(data), restart=restart)
-
-    @property
-    def extra_params(self) -> dict[str, Any]:
-        """Parameters beyond the named server keys and the tree keys (extra runtime flags)."""
-        skip = (*SERVER_KEYS, SPEED_BASELINE)
-        return {k: v for k, v in self.params.items() if k not in skip}
-
-    @property
-    def label(self) -> str:
-        """Readable id part: `b16-k4-bs8-cg1`, `ar-cg1`; extra flags appended with a hash."""
-        if self.mode == "ar":
-            parts = ["ar", "speed"] if self.params.get(SPEED_BASELINE) else ["ar"]
+def with_samples(points: list[Point]) -> list[Point]:
+    """The points with the samples they draw: at temperature > 0 every speculative point, and
+    every AR point some speculative point is compared with; the first point of a server config
+    and sampling key draws, the others at other loads share its samples (`samples_from`)."""
+    wanted = {
+        (p.server_config.baseline_key, p.request_config.sampling_key)
+        for p in points
+        if p.server_config.mode != "ar" and p.request_config.temperature > 0
+    }
+    first: dict[tuple[str, tuple[Any, ...]], str] = {}
+    out = []
+    for point in points:
+        sc, rc = point.server_config, point.request_config
+        ar = sc.mode == "ar"
+        if rc.temperature <= 0 or (ar and (sc.baseline_key, rc.sampling_key) not in wanted):
+            out.append(point)
+            continue
+        key = (sc.id, rc.sampling_key)
+        if key in first:
+            out.append(replace(point, samples_from=first[key]))
         else:
-            parts = tree_label_parts(self.params) or ["spec"]
-        if "cuda_graph" in self.params:
-            parts.append(f"cg{_fmt(self.params['cuda_graph'])}")
-        extra = self.extra_params
-        if extra:
-            # Readable but lossy (values are sanitised), so a hash of the exact values follows.
-            parts += [_ID_SAFE.sub("", f"{k}{_fmt(v)}") for k, v in extra.items()]
-            parts.append(_short_hash(extra, 6))
-        if self.restart:
-            parts.append(f"rs{self.restart}")
-        return "-".join(parts)
-
-    @property
-    def flags(self) -> dict[str, Any]:
-        """The params that are not speculative: an AR baseline with these measures the same
-        server without speculation."""
-        return {k: v for k, v in self.params.items() if k not in self.speculative_keys}
-
-    @property
-    def baseline_key(self) -> str:
-        """Hash of the non-speculative params and restart: configs with equal keys share one."""
-        return _short_hash({**self.flags, "restart": self.restart} if self.restart else self.flags)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "mode": self.mode, "params": dict(self.params)}
-        out = {**out, "restart": self.restart} if self.restart else out
-        return {**out, "covers": list(self.covers)} if self.covers else out
-
-
-@dataclass(frozen=True)
-class RequestConfig:
-    """What each request of a point asks for, and the load it comes in; changing it never
-    restarts the runtime. A point is closed-loop (`concurrency`) or open-loop (`rate`, with
-    its arrival process and `max_concurrency`), never both."""
-
-    id: str
-    temperature: float
-    max_tokens: int
-    concurrency: int | None
-    top_p: float | None = None
-    seed: int | None = None
-    rate: float | None = None
-    arrival: str | None = None
-    #: The gamma shape (gamma arrivals only).
-    burstiness: float | None = None
-    max_concurrency: int | None = None
-
-    def __post_init__(self) -> None:
-        if (self.concurrency is None) == (self.rate is None):
-            raise ValueError("a point is closed-loop (concurrency) or open-loop (rate), not both")
-
-    @classmethod
-    def make(
-        cls,
-        temperature: float,
-        max_tokens: int,
-        concurrency: int | None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        *,
-        rate: float | None = None,
-        arrival: str = "poisson",
-        burstiness: float = 1.0,
-        max_concurrency: int | None = None,
-    ) -> RequestConfig:
-        """Readable, stable ids: `t0-c1` (closed loop); `t0-r2`, `t0-rinf`, `t0-r2-constant`,
-        `t0-r2-gamma0.5`, `t0-r2-m8` (open loop: rate, arrival unless Poisson, max in flight)."""
-        parts = [f"t{_fmt(float(temperature))}"]
-        if top_p is not None:
-            parts.append(f"p{_fmt(float(top_p))}")
-        if rate is None:
-            parts.append(f"c{concurrency}")
-            return cls("-".join(parts), float(temperature), max_tokens, concurrency, top_p, seed)
-        parts.append(f"r{_fmt(float(rate))}")
-        if arrival != "poisson":
-            parts.append(arrival + (_fmt(float(burstiness)) if arrival == "gamma" else ""))
-        if max_concurrency is not None:
-            parts.append(f"m{max_concurrency}")
-        return cls(
-            "-".join(parts),
-            float(temperature),
-            max_tokens,
-            None,
-            top_p,
-            seed,
-            rate=float(rate),
-            arrival=arrival,
-            burstiness=float(burstiness) if arrival == "gamma" else None,
-            max_concurrency=max_concurrency,
-        )
-
-    @property
-    def open_loop(self) -> bool:
-        return self.rate is not None
-
-    @property
-    def comparison_key(self) -> tuple[Any, ...]:
-        """What must be equal for two points to be compared (speedup, determinism)."""
-        return (
-            self.temperature,
-            self.max_tokens,
-            self.concurrency,
-            self.top_p,
-            self.rate,
-            self.arrival,
-            self.burstiness,
-            self.max_concurrency,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON: an infinite rate is "inf", as in the spec (JSON has none)."""
-        out = {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
-        if self.rate is not None and math.isinf(self.rate):
-            out["rate"] = "inf"
-        return out
-
-
-@dataclass(frozen=True)
-class Point:
-    """One measurement: a request config against a server config on a host."""
-
-    host: str
-    server_config: ServerConfig
-    request_config: RequestConfig
-    #: The AR point this one is compared with (same host, flags, request config); None for AR.
-    baseline_point_id: str | None = None
-    #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
-    speed_baseline_point_id: str | None = None
-    #: Its requests (or open-loop duration) are the workload's times this: a halving rung's > 1.
-    length: int = 1
-
-    @property
-    def point_id(self) -> str:
-        """Stable and readable, e.g. `local-b16-k4-bs8-cg1-t0-c1`; resume relies on it."""
-        return point_id(self.host, self.server_config, self.request_config)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "point_id": self.point_id,
-            "host": self.host,
-            "server_config": self.server_config.to_dict(),
-            "request_config": self.request_config.to_dict(),
-            "baseline_point_id": self.baseline_point_id,
-            "speed_baseline_point_id": self.speed_baseline_point_id,
-        } | ({"length": self.length} if self.length != 1 else {})
-
-
-def point_id(host: str, server_config: ServerConfig, request_config: RequestConfig) -> str:
-    """`<host>-<server config label>-<request config id>`."""
-    return f"{host}-{server_config.label}-{request_config.id}"
+            first[key] = point.point_id
+            out.append(replace(point, samples=BASELINE_ROLES if ar else SPECULATIVE_ROLES))
+    return out
 
 
 class Step(NamedTuple):
@@ -260,12 +66,18 @@ class HostPlan:
 
     host: HostSpec
     steps: tuple[Step, ...]
+    #: Its sampled points draw seeded samples (`determinism.sampled: distribution`).
+    draws_samples: bool = False
 
     @property
     def name(self) -> str:
         return self.host.name
 
     def points(self) -> Iterator[Point]:
+        found = self._points()
+        yield from with_samples(list(found)) if self.draws_samples else found
+
+    def _points(self) -> Iterator[Point]:
         baselines = {
             (step.server_config.baseline_key, rc.comparison_key): point_id(
                 self.name, step.server_config, rc
@@ -281,7 +93,7 @@ class HostPlan:
                 if sc.mode != "ar":
                     baseline = baselines.get((sc.baseline_key, rc.comparison_key))
                     restart = {"restart": sc.restart} if sc.restart else {}
-                    speed_key = _short_hash({**sc.flags, SPEED_BASELINE: True, **restart})
+                    speed_key = short_hash({**sc.flags, SPEED_BASELINE: True, **restart})
                     speed = baselines.get((speed_key, rc.comparison_key))
                 yield Point(self.name, sc, rc, baseline, speed)
 
@@ -319,6 +131,11 @@ class Plan:
         )
 
     @property
+    def n_samples(self) -> int:
+        """Seeded samples its distribution tests draw (never timed; `sweeper.plan.sampling`)."""
+        return sum(samples_count(p, self.spec) for p in self.points())
+
+    @property
     def estimated_seconds(self) -> float:
         """A rough estimate with the default figures; see `estimate_seconds`."""
         return estimate_seconds(self)
@@ -329,6 +146,7 @@ class Plan:
             "restarts": self.restarts,
             "n_points": self.n_points,
             "n_requests": self.n_requests,
+            **({"n_samples": n} if (n := self.n_samples) else {}),
             "estimated_seconds": round(self.estimated_seconds, 1),
             "notes": list(self.notes),
             "hosts": [
@@ -361,14 +179,29 @@ def point_requests_count(rc: RequestConfig, workload: WorkloadSpec) -> int:
     return max(1, round(rc.rate * load.duration_s))
 
 
+def samples_count(point: Point, spec: Spec) -> int:
+    """The seeded samples one point draws: per role, `determinism.samples` per prompt."""
+    return len(point.samples) * len(spec.workload.prompts) * spec.determinism.samples
+
+
+def samples_seconds(point: Point, spec: Spec, *, tok_s: float = DEFAULT_TOK_S) -> float:
+    """Drawing one point's samples: rounds of `sample_concurrency` samples, each of
+    `sample_length` tokens (batching assumed free, as `step_seconds` assumes)."""
+    policy = spec.determinism
+    n = samples_count(point, spec)
+    rounds = math.ceil(n / policy.sample_concurrency) if n else 0
+    return rounds * policy.sample_length(point.request_config.max_tokens) / tok_s
+
+
 def estimate_seconds(
     plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
 ) -> float:
     """An estimate, not a promise: hosts run in parallel, so the slowest host's sum of
-    `step_seconds` over its restarts."""
+    `step_seconds` over its restarts, plus its samples' (`samples_seconds`)."""
     return max(
         (
             sum(step_seconds(plan.spec, step, load_s=load_s, tok_s=tok_s) for step in host.steps)
+            + sum(samples_seconds(p, plan.spec, tok_s=tok_s) for p in host.points())
             for host in plan.hosts
         ),
         default=0.0,

@@ -14,9 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.analysis.labels import point_label, point_label_long
-from sweeper.analysis.verdicts import OK_VERDICTS, worst_by_group
+from sweeper.analysis.verdicts import CLEAN_VERDICTS, worst_by_group
 from sweeper.report.outputs import Divergence, load_divergences
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord
@@ -73,7 +74,8 @@ class RunView:
 
 
 def mark_best(points: pd.DataFrame) -> pd.Series:
-    """True on the best exact (or near-tie) ok point per host, temperature and load: the highest
+    """True on the best proven ok point (exact, near-tie, distribution-ok; the AR baseline, the
+    reference, too) per host, temperature and load: the highest
     output tok/s of a closed loop; at an open loop's rate, where throughput is the offered rate,
     the lowest median E2E among the points meeting the SLO. A client-bound point measured the
     client, so it is never the best."""
@@ -83,7 +85,7 @@ def mark_best(points: pd.DataFrame) -> pd.Series:
     column = lambda name, default: points.get(name, pd.Series(default, index=points.index))  # noqa: E731
     eligible = (
         (column("status", "ok") == "ok")
-        & column("determinism", "n/a").isin(OK_VERDICTS)
+        & (column("determinism", "n/a").isin(CLEAN_VERDICTS) | (column("mode", "") == "ar"))
         & ~column("client_bound", False).fillna(False).astype(bool)
         & column("meets_slo", True).fillna(True).astype(bool)
     )
@@ -98,6 +100,19 @@ def mark_best(points: pd.DataFrame) -> pd.Series:
         winners = grouped.idxmin() if is_open else grouped.idxmax()
         best[winners.to_numpy()] = True
     return best
+
+
+def _calibrated_requests(requests: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+    """The near-ties of points above the AR-vs-AR control read `diverged` in the matrix too."""
+    if "near_tie_excess" not in points or requests.empty or "verdict" not in requests:
+        return requests
+    excess = set(points.loc[points["near_tie_excess"].fillna(False).astype(bool), "point_id"])
+    if not excess:
+        return requests
+    hit = requests["point_id"].astype(str).isin(excess) & (requests["verdict"] == "near-tie")
+    out = requests.copy()
+    out["verdict"] = out["verdict"].astype(str).where(~hit, "diverged")
+    return out
 
 
 def build_verdict_matrix(points: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
@@ -137,8 +152,8 @@ def _missing_notes(
     no_ar = points is not None and "mode" in points and not (points["mode"] == "ar").any()
     if no_ar and not runtime.get("baseline_run"):
         notes.append(
-            "No AR baseline in this run: outputs were compared with nothing, so temperature-0 "
-            "verdicts are n/a (an endpoint run takes runtime.baseline_url or baseline_run)."
+            "No AR baseline in this run: outputs were compared with nothing, so its speculative "
+            "points are unproven (an endpoint run takes runtime.baseline_url or baseline_run)."
         )
     if not run.has_requests:
         notes.append(f"No {REQUESTS_PARQUET}: latency distributions and outputs are unavailable.")
@@ -202,11 +217,13 @@ def build_view(run: Run, max_divergences: int = 200) -> RunView:
     loaded = run.manifest
     manifest = loaded.model_dump(mode="json", exclude_none=True) if loaded else None
     raw_points = run.points
+    if raw_points is not None:  # near-ties above the AR-vs-AR control read as violations
+        raw_points = calibrated_frame(raw_points, run)
     missing = _missing_notes(manifest, raw_points, run)
     points = _normalise(
         raw_points if raw_points is not None else pd.DataFrame(columns=["point_id"])
     )
-    requests = run.requests(REQUEST_SCALARS)
+    requests = _calibrated_requests(run.requests(REQUEST_SCALARS), points)
     rows = points["config_long"]
     if points["host"].nunique() > 1:  # the same config on two hosts is two rows
         rows = points["host"].astype(str) + " " + rows

@@ -21,6 +21,7 @@ from sweeper.analysis.drift import DRIFT_LIMIT, Drift, baseline_drift, mark_drif
 from sweeper.analysis.goodput import Knee
 from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.labels import load_label
+from sweeper.analysis.sampled import proofs
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView
 from sweeper.report.badges import badges
@@ -95,6 +96,7 @@ def _summary(view: RunView, drifted: dict[str, float]) -> list[tuple[str, list[d
                 "itl_p50": ms(r.get("itl_p50")),
                 "itl_p99": ms(r.get("itl_p99")),
                 "determinism": r["determinism"],
+                "why": _why(r),
                 "best": bool(r["best"]),
             }
             for r in hp.to_dict("records")
@@ -102,6 +104,37 @@ def _summary(view: RunView, drifted: dict[str, float]) -> list[tuple[str, list[d
             for unit in [r["mode"] == "ar" and not bound]
         ]
         out.append((str(host), rows))
+    return out
+
+
+def _why(row: dict[str, Any]) -> str:
+    """What a point's determinism badge says on hover: why unproven, or a calibrated near-tie."""
+    if _true(row.get("near_tie_excess")):
+        return "near-ties above the AR-vs-AR control's rate: counted as diverged"
+    reason = row.get("unproven_reason")
+    return str(reason) if isinstance(reason, str) else ""
+
+
+def _sampled(view: RunView) -> list[dict[str, Any]]:
+    """How each speculative point at temperature > 0 was proven: its check, verdict and, for a
+    distribution test, p-value, samples, power and the AR-vs-AR control."""
+    configs = dict(zip(view.points["point_id"], view.points["config_long"], strict=True))
+    out = []
+    for proof in proofs(view.points.to_dict("records")):
+        shift = proof["distribution_shift"]
+        out.append(
+            {
+                "host": proof["host"],
+                "config": configs.get(proof["point_id"], proof["point_id"]),
+                "check": proof["check"],
+                "determinism": proof["determinism"],
+                "p": fmt(proof["distribution_p"], 4),
+                "n": fmt(proof["distribution_n"], 0),
+                "shift": "\u2014" if shift is None else f"{shift:.1%}",
+                "control": fmt(proof["distribution_control_p"], 4),
+                "why": proof["why"],
+            }
+        )
     return out
 
 
@@ -205,6 +238,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
         "ok": int((pts["status"] == "ok").sum()),
         "failed": int((pts["status"] == "failed").sum()),
         "non_exact": int((~pts["determinism"].isin(OK_VERDICTS)).sum()),
+        "unproven": int(((pts["determinism"] == "unproven") & (pts["status"] == "ok")).sum()),
         "client_bound": int(sum(_true(v) for v in pts["client_bound"])),
         "busy": int(sum(_true(v) for v in pts["host_busy"])),
     }
@@ -235,9 +269,17 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             comparison=comparison,
             diagnosis=load_diagnosis(view.run, view.manifest.get("follows")),
             datasets=dataset_section(view.run, view.points),
+            sampled=_sampled(view),
+            alpha=_alpha(spec),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )
+
+
+def _alpha(spec: Any) -> str:
+    determinism = (spec or {}).get("determinism") if isinstance(spec, dict) else None
+    value = (determinism or {}).get("alpha") if isinstance(determinism, dict) else None
+    return f"{value:g}" if isinstance(value, (int, float)) else "0.01"
 
 
 def write_report(view: RunView, out: Path, comparison: Comparison | None = None) -> Path:

@@ -1,9 +1,9 @@
 """The AR points of an earlier run as this run's baseline (`runtime.baseline_run`): for an
 endpoint the sweeper does not start and that has no baseline endpoint beside it.
 
-A point's baseline is the earlier run's ok AR point with the same temperature and max_tokens,
-preferring the same load (concurrency, or rate and arrival); its request rows are what
-determinism compares against.
+A point's baseline is the earlier run's ok AR point with the same temperature, top-p, top-k and
+max_tokens, preferring the same load (concurrency, or rate and arrival); its request rows are
+what determinism compares against, and its samples what a distribution test compares with.
 """
 
 from __future__ import annotations
@@ -17,7 +17,16 @@ from sweeper.results.reader import is_run_dir, read_run
 from sweeper.results.records import RequestRecord
 
 #: The request columns a verdict reads.
-JUDGED = ["point_id", "prompt_id", "repeat", "token_ids", "text", "top2_margins", "error"]
+JUDGED = [
+    "point_id",
+    "prompt_id",
+    "repeat",
+    "token_ids",
+    "text",
+    "top2_margins",
+    "sample_margins",
+    "error",
+]
 
 
 class _Load(Protocol):
@@ -34,6 +43,10 @@ class _Load(Protocol):
     def rate(self) -> float | None: ...
     @property
     def arrival(self) -> str | None: ...
+    @property
+    def top_p(self) -> float | None: ...
+    @property
+    def top_k(self) -> int | None: ...
 
 
 class _Planned(Protocol):
@@ -60,6 +73,7 @@ class EarlierBaseline:
         self.requests = run.requests(
             columns, filters=[("point_id", "in", wanted)] if wanted else None
         )
+        self.samples = [row for row in run.samples if row.get("mode") == "ar"]
         run.close()
         self.run_dir = Path(run_dir)
 
@@ -70,6 +84,10 @@ class EarlierBaseline:
             (self.points["temperature"] == rc.temperature)
             & (self.points["max_tokens"] == rc.max_tokens)
         ]
+        for column in ("top_p", "top_k"):  # the same distribution: sampled outputs compare
+            wanted = getattr(rc, column)
+            values = same[column] if column in same else pd.Series(None, index=same.index)
+            same = same[values.isna() if wanted is None else values == wanted]
         if same.empty:
             return None
         exact = same
@@ -87,3 +105,12 @@ class EarlierBaseline:
             return None
         rows = self.requests[self.requests["point_id"] == found["point_id"]]
         return list(rows.to_dict("records"))
+
+    def samples_for(self, point: _Planned) -> list[dict[str, Any]]:
+        """That point's samples (drawn by it, or by the sibling it shared them with)."""
+        found = self.point_for(point)
+        if found is None:
+            return []
+        source = found.get("samples_point_id")
+        source = found["point_id"] if source is None or source != source else source
+        return [row for row in self.samples if row.get("point_id") == source]

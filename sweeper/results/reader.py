@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sweeper.results.records import DEFAULT_ENGINE, Manifest, legacy_mode
+from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -32,6 +32,7 @@ POINTS_LOG = "points.jsonl"
 POINTS_PARQUET = "points.parquet"
 POINTS_CSV = "points.csv"
 REQUESTS_PARQUET = "requests.parquet"
+SAMPLES_LOG = "samples.jsonl"
 #: The views rewritten from the append-only records (never the source of truth).
 DERIVED_VIEWS = (POINTS_PARQUET, POINTS_CSV, REQUESTS_PARQUET)
 #: Request columns read as categoricals: repeated strings, a fraction of the memory.
@@ -119,6 +120,17 @@ class Run:
         frame["mode"] = frame["engine"].map(legacy_mode)
         frame["engine"] = self.engine
         return frame
+
+    @cached_property
+    def samples(self) -> list[dict[str, Any]]:
+        """samples.jsonl's rows of completed points, from the attempt that completed (the
+        seeded samples of distribution tests; [] for a run that drew none)."""
+        keep = {(row.get("point_id"), row.get("attempt")) for row in self.point_lines}
+        return [
+            row
+            for row in read_jsonl(self.dir / SAMPLES_LOG)
+            if (row.get("point_id"), row.get("attempt")) in keep
+        ]
 
     # -- requests ----------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""Pydantic schemas for what a run writes: one request record, one point record, the manifest.
+"""Pydantic schemas for the rows a run writes: one request record, one sample record (a
+distribution test's seeded sample), one point record (the manifest is `manifest.py`).
 
 Column names are a contract (README, "Results on disk"): users query them and the report reads
 them. Records allow extra fields so any further server flag of the grid becomes its own column.
@@ -53,6 +54,7 @@ class RequestConfigColumns(BaseModel):
     arrival: str | None = None
     burstiness: float | None = None
     max_concurrency: int | None = None
+    top_k: int | None = None
 
 
 class PointKey(BaseModel):
@@ -149,6 +151,9 @@ class RequestRecord(ExposureColumns, _PointColumns):
     #: Where `token_ids` came from: `engine`, `logprobs`, or `approximate` (re-tokenized text).
     token_ids_source: str = "engine"
     top2_margins: list[float] = Field(default_factory=list)
+    #: A coupled server's sample margins (AR baseline at temperature > 0): per token, the
+    #: probability mass between its uniform and the chosen token's CDF edge.
+    sample_margins: list[float] = Field(default_factory=list)
     verdict: str | None = None
     divergence_index: int | None = None
     # The load client's timeline, in seconds from the point's t0 (one monotonic clock for every
@@ -166,6 +171,32 @@ class RequestRecord(ExposureColumns, _PointColumns):
     late_s: float | None = None
     #: False when it was never sent or still in flight at the end of duration + grace.
     finished: bool = True
+
+
+#: The roles of a point's samples (`determinism.sampled: distribution`): a speculative config's
+#: (`test`), its AR baseline's that the test compares with (`ar`), and the baseline's second
+#: set, the AR-vs-AR control (`control`).
+SampleRole = Literal["test", "ar", "control"]
+
+
+class SampleRecord(PointKey):
+    """One seeded sample drawn for a two-sample test (`samples.jsonl`): not a measured request
+    (never timed, never in throughput), evidence of the distribution a server samples from."""
+
+    mode: str
+    temperature: float
+    top_p: float | None = None
+    top_k: int | None = None
+    max_tokens: int
+    role: SampleRole
+    prompt_id: str
+    #: Which sample of its role and prompt (0..N-1), and the seed it was drawn with.
+    index: int
+    seed: int
+    token_ids: list[int] = Field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+    error: str | None = None
 
 
 class PointRecord(ExposureColumns, _PointColumns):
@@ -194,6 +225,22 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: point's own), `baseline` (a speculative point is never sent logprobs: its AR
     #: baseline's), `none` (the AR server refused logprobs: near ties cannot be told).
     margin_source: str | None = None
+    #: How its sampled outputs were proven (temperature > 0): `coupled` (token for token
+    #: against AR at the same seed), `distribution` (a two-sample test on seeded samples),
+    #: `repeats` (only its repeats compared); None at temperature 0.
+    sampled_check: str | None = None
+    #: Why the point is `unproven` ("" otherwise): what was not checked and why.
+    unproven_reason: str = ""
+    #: The two-sample test (`distribution`): its p-value, its name, samples a side per prompt,
+    #: where its samples were drawn (this point, or a sibling at another load), the smallest
+    #: shift (total variation per token) it detects with 80% power on this run's baseline
+    #: samples, and the AR-vs-AR control's p-value (on an AR point: its own control).
+    distribution_p: float | None = None
+    distribution_test: str | None = None
+    distribution_n: int | None = None
+    samples_point_id: str | None = None
+    distribution_shift: float | None = None
+    distribution_control_p: float | None = None
     #: Labels the engine's rules make this same behaviour (`sweeper.catalog.effective`): the
     #: config was measured once, and these numbers stand for each of them.
     covers_labels: list[str] = Field(default_factory=list)
@@ -304,91 +351,3 @@ def extra_config_columns(columns: Iterable[str]) -> list[str]:
     flags."""
     declared = {*PointRecord.model_fields, *RequestRecord.model_fields}
     return [c for c in columns if c not in declared]
-
-
-#: The engine of a run whose spec names none (the spec's default before `runtime.engine`).
-DEFAULT_ENGINE = "ddtree_runtime"
-
-
-def legacy_mode(engine_column: Any) -> str:
-    """The `mode` of a row written before the column existed, when `engine` said ar|ddtree."""
-    return "ar" if str(engine_column) == "ar" else "speculative"
-
-
-def upgrade_legacy_row(row: dict[str, Any], engine: str) -> dict[str, Any]:
-    """A row written before `mode` existed, in today's columns (`engine` names the engine)."""
-    if "mode" in row:
-        return row
-    return {**row, "engine": engine, "mode": legacy_mode(row.get("engine"))}
-
-
-RunStatus = Literal["running", "complete", "failed", "interrupted"]
-
-
-class HostFacts(BaseModel):
-    """What the run learned about one host and the runtime it served."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str
-    address: str = ""
-    runtime_version: str | None = None
-    reported_source_hash: str | None = None
-    model: dict[str, Any] = Field(default_factory=dict)
-    device: str | None = None
-    #: The engine that served there (`runtime.engine`).
-    engine: str | None = None
-    #: Content hash of the runtime bundle deployed there (SSH hosts; None when run in place).
-    bundle_sha256: str | None = None
-    #: The machine the sweeper itself ran on.
-    controller: str | None = None
-    #: uname, cpus, mem_total as the host reports them.
-    system: dict[str, str] = Field(default_factory=dict)
-
-
-class IdentityRecord(BaseModel):
-    """How a server config's instance was proven to be the one requested, and what was not."""
-
-    model_config = ConfigDict(extra="allow")
-
-    fingerprint: str | None = None
-    pid: int | None = None
-    proven: list[str] = Field(default_factory=list)
-    unproven: list[str] = Field(default_factory=list)
-    #: What the server gives and the paths chosen, with the probes' evidence
-    #: (`sweeper.engines.capabilities.Capabilities.to_dict`); None before negotiation.
-    capabilities: dict[str, Any] | None = None
-
-
-class Manifest(BaseModel):
-    """`manifest.json`: what was run, with which code, where, when, and how far it got."""
-
-    sweep: str
-    run_id: str
-    sweeper_version: str
-    spec_path: str | None = None
-    spec: dict[str, Any]
-    runtime_source_hash: str
-    hosts: dict[str, HostFacts] = Field(default_factory=dict)
-    #: "<host>/<server config label>" -> how its (latest) instance was proven.
-    identities: dict[str, IdentityRecord] = Field(default_factory=dict)
-    created_at: str
-    started_at: str | None = None
-    finished_at: str | None = None
-    resumed_at: list[str] = Field(default_factory=list)
-    status: RunStatus = "running"
-    exit_code: int | None = None
-    #: Why a failed run stopped (a host's error, the disk full...), None otherwise.
-    error: str | None = None
-    points_total: int = 0
-    points_done: int = 0
-    points_ok: int = 0
-    points_failed: int = 0
-    timings: dict[str, float] = Field(default_factory=dict)
-    #: The run directory this run follows up (`sweeper diagnose`), when it is a follow-up.
-    follows: str | None = None
-
-    @property
-    def engine(self) -> str:
-        """The engine the run drives (rows written before the `mode` column are upgraded)."""
-        return str((self.spec.get("runtime") or {}).get("engine") or DEFAULT_ENGINE)

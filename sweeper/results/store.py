@@ -1,8 +1,9 @@
 """Run directories: `results/<sweep>/<run id>/`, the manifest, append-only records, resume.
 
-Records go to `requests.jsonl` and `points.jsonl`, one JSON line each, written with a single
+Records go to `samples.jsonl` (a point's seeded samples for its distribution test, when it
+drew any), `requests.jsonl` and `points.jsonl`, one JSON line each, written with a single
 `write` on an O_APPEND file and fsync'd, so a SIGKILL loses at most a torn last line (cut off on
-reopening). A point's request rows are written before its point line; on load, request rows
+reopening). A point's sample and request rows are written before its point line; on load, they
 count only when their `(point_id, attempt)` matches a completed point line, so rows from an
 interrupted attempt are dropped and redone. `requests.parquet`, `points.parquet` and `points.csv`
 are derived views rewritten with temp + rename after each point and at the end. Reading a run
@@ -22,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.results.manifest import Manifest, RunStatus, upgrade_legacy_row
 from sweeper.results.reader import (
     DERIVED_VIEWS,
     MANIFEST,
@@ -30,15 +32,10 @@ from sweeper.results.reader import (
     POINTS_PARQUET,
     REQUESTS_LOG,
     REQUESTS_PARQUET,
+    SAMPLES_LOG,
     read_jsonl,
 )
-from sweeper.results.records import (
-    Manifest,
-    PointRecord,
-    RequestRecord,
-    RunStatus,
-    upgrade_legacy_row,
-)
+from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
 
 
 def utc_now() -> str:
@@ -154,7 +151,7 @@ class RunStore:
         if not path.exists():
             raise FileNotFoundError(f"{run_dir} is not a run directory (no {MANIFEST})")
         manifest = Manifest.model_validate_json(path.read_text())
-        for name in (REQUESTS_LOG, POINTS_LOG):
+        for name in (SAMPLES_LOG, REQUESTS_LOG, POINTS_LOG):
             _trim_torn_tail(run_dir / name)
         (run_dir / "logs").mkdir(exist_ok=True)
         return cls(run_dir, manifest)
@@ -215,14 +212,27 @@ class RunStore:
 
     # -- records -----------------------------------------------------------------------------
 
-    def append_point(self, point: PointRecord, requests: list[RequestRecord]) -> None:
-        """Requests first, then the point line that makes them count (see module docstring)."""
+    def append_point(
+        self,
+        point: PointRecord,
+        requests: list[RequestRecord],
+        samples: list[SampleRecord] | None = None,
+    ) -> None:
+        """Samples and requests first, then the point line that makes them count (see the
+        module docstring)."""
+        if samples:
+            _append_lines(self.dir / SAMPLES_LOG, (s.model_dump() for s in samples))
         _append_lines(self.dir / REQUESTS_LOG, (r.model_dump() for r in requests))
         _append_lines(self.dir / POINTS_LOG, [point.model_dump()])
 
-    def commit_point(self, point: PointRecord, requests: list[RequestRecord]) -> None:
+    def commit_point(
+        self,
+        point: PointRecord,
+        requests: list[RequestRecord],
+        samples: list[SampleRecord] | None = None,
+    ) -> None:
         """Record a finished point: append it, refresh the derived files and the manifest."""
-        self.append_point(point, requests)
+        self.append_point(point, requests, samples)
         points = self.points()
         self.count_points(points)
         self.save_manifest()
@@ -250,6 +260,16 @@ class RunStore:
         return [
             upgrade_legacy_row(r, self.engine)
             for r in read_jsonl(self.dir / REQUESTS_LOG)
+            if (r.get("point_id"), r.get("attempt")) in keep
+        ]
+
+    def samples(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Sample rows of completed points only, from the attempt that completed."""
+        points = self.points() if points is None else points
+        keep = {(pid, p["attempt"]) for pid, p in points.items()}
+        return [
+            r
+            for r in read_jsonl(self.dir / SAMPLES_LOG)
             if (r.get("point_id"), r.get("attempt")) in keep
         ]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sweeper.analysis.calibration import calibrated_points
 from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
@@ -45,8 +46,10 @@ from sweeper.measure.readiness import (
 from sweeper.plan import HostPlan, Plan, Point, ServerConfig
 from sweeper.progress import SweepProgress
 from sweeper.results.baseline import EarlierBaseline
-from sweeper.results.records import PointRecord, RequestRecord, RunStatus
+from sweeper.results.manifest import RunStatus
+from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
 from sweeper.results.store import RunStore, utc_now
+from sweeper.runner.sampled import Known, SampledProof
 from sweeper.runner.serving import Serving as _Step
 from sweeper.runner.serving import StartFailed, host_facts, host_lost, identity_record, placed
 from sweeper.runner.serving import base_url as serving_url
@@ -83,12 +86,15 @@ class Runner:
     order: Callable[[HostPlan, dict[str, dict[str, Any]]], Iterable[Work]] | None = None
     #: What the prompts need from a served model (synthetic ids, later turns' histories).
     inputs: Inputs | None = None
+    #: The recorded points as judged at the end (`judged_points`), for the run's last lines.
+    judged: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         earlier = self.spec.runtime.baseline_run
         if earlier and self.earlier is None:
             self.earlier = EarlierBaseline(Path(earlier))
         self.inputs = Inputs(self.spec.workload, self.store.dir, self.engine, earlier)
+        self.sampled = SampledProof(self.spec, self.progress, self.inputs, self.earlier)
 
     # -- whole run ---------------------------------------------------------------------------
 
@@ -113,7 +119,8 @@ class Runner:
             self._stop_all(final=True)
         points = self.store.points()
         status: RunStatus = "complete"
-        code = exit_code_for(points)
+        self.judged = self.judged_points(points)
+        code = exit_code_for(self.judged)
         if self.stop_event.is_set():
             status, code = "interrupted", EXIT_INTERRUPTED
         elif self._errors:  # the sweeper's own I/O error (disk full...) is not a point's
@@ -123,6 +130,12 @@ class Runner:
         if self._io_error is not None:
             raise self._io_error
         return code
+
+    def judged_points(self, points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The recorded points as every judge reads them: the near-tie calibration applied
+        (`sweeper.analysis.calibration.calibrated_points`)."""
+        rows = calibrated_points(points.values(), self.store.requests(points))
+        return {row["point_id"]: row for row in rows}
 
     def _stop_all(self, final: bool = False) -> None:
         for name, backend in self.backends.items():
@@ -157,11 +170,15 @@ class Runner:
         for row in self.store.requests(done):
             if row["host"] == host_plan.name and row["mode"] == "ar":
                 baseline_rows.setdefault(row["point_id"], []).append(row)
+        known = Known(done, baseline_rows, {p.point_id: p for p in all_points})
+        for row in self.store.samples(done):
+            if row["host"] == host_plan.name:
+                known.samples.setdefault(row["point_id"], []).append(row)
 
         def run_step(
             on: Backend, item: Work, previous: Identity | None, gate: Callable[[], bool] | None
         ) -> StepOutcome:
-            return self._run_step(on, host_plan.name, item, previous, done, baseline_rows, gate)
+            return self._run_step(on, host_plan.name, item, previous, known, gate)
 
         hooks = WorkerHooks[Backend](
             run_step=run_step,
@@ -184,8 +201,7 @@ class Runner:
         host: str,
         item: Work,
         previous: Identity | None,
-        done: dict[str, dict[str, Any]],
-        baseline_rows: dict[str, list[dict[str, Any]]],
+        known: Known,
         gate: Callable[[], bool] | None = None,
     ) -> StepOutcome:
         """One server config: start and prove it, then measure its points in order. Points the
@@ -217,10 +233,10 @@ class Runner:
                         code = f"runtime exited (code {exited.exit_code}) during the sweep"
                         self._fail(backend, pending[n:], exited.reason or code, state.log_cursor)
                         break
-                    record = self._measure(backend, point, state, done, baseline_rows)
+                    record = self._measure(backend, point, state, known)
                     if record is None:  # stopped mid-point: discarded, redone on resume
                         return StepOutcome(state.identity, stopped=True)
-                    done[point.point_id] = record
+                    known.done[point.point_id] = record
             finally:
                 for point in pending:
                     self._serving.pop(point.point_id, None)
@@ -287,18 +303,15 @@ class Runner:
             timings[key] = timings.get(key, 0.0) + value
 
     def _measure(
-        self,
-        backend: Backend,
-        point: Point,
-        state: _Step,
-        done: dict[str, dict[str, Any]],
-        baseline_rows: dict[str, list[dict[str, Any]]],
+        self, backend: Backend, point: Point, state: _Step, known: Known
     ) -> dict[str, Any] | None:
         host, sc = point.host, point.server_config
+        done = known.done
         t0 = time.monotonic()
         started_at = utc_now()
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload, engine = self.spec.workload, state.engine or self.engine
+        check, unavailable = self.sampled.check(point, engine)
         counters = Counters(engine, state.base_url)
         probe = HostProbe(backend.host, state.instance.pid if state.instance else None)
         result = drive_point(
@@ -311,6 +324,7 @@ class Runner:
             model=state.model,
             after_warmup=lambda: [f() for f in (counters.start, probe.start)],
             inputs=self.inputs,
+            sample_margins=check == "coupled" and sc.mode == "ar",
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -323,18 +337,28 @@ class Runner:
         finished_at, host_load = utc_now(), probe.columns()
         key = point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine.name)
         rows = request_rows(result, key)
+        drawn = self.sampled.draw(point, state.base_url, state.model, engine, key)
+        if self.stop_event.is_set():
+            return None
+        known.samples[point.point_id] = drawn
         earlier, base = self.earlier, point.baseline_point_id or ""
         baseline_point = done.get(base) if earlier is None else earlier.point_for(point)
+        verdict, sampled_columns = self.sampled.judge(point, baseline_point, known)
         summary, verdicts = summarize(
             point,
             rows,
             result.wall_s,
             policy=self.spec.determinism,
-            baseline_rows=baseline_rows.get(base) if earlier is None else earlier.rows_for(point),
+            baseline_rows=(
+                known.baseline_rows.get(base) if earlier is None else earlier.rows_for(point)
+            ),
             baseline_point=baseline_point,
             slo=self.spec.slo,
             speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
+            sampled_check=check,
+            sampled_verdict=unavailable or verdict,
         )
+        summary = {**summary, **sampled_columns}
         record, requests = measured_point(
             point,
             result,
@@ -352,9 +376,9 @@ class Runner:
             capabilities=engine.capabilities,
             host_load=host_load,
         )
-        self._commit(record, requests)
+        self._commit(record, requests, [SampleRecord(**row) for row in drawn])
         if sc.mode == "ar":
-            baseline_rows[point.point_id] = [r.model_dump() for r in requests]
+            known.baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
         detail = f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"
         detail = detail if record.status == "ok" else record.reason
@@ -384,9 +408,14 @@ class Runner:
             self._commit(row, [])
             self.progress.point_done(point.host, point.point_id, "failed", reason)
 
-    def _commit(self, point: PointRecord, requests: list[RequestRecord]) -> None:
+    def _commit(
+        self,
+        point: PointRecord,
+        requests: list[RequestRecord],
+        samples: list[SampleRecord] | None = None,
+    ) -> None:
         serving = self._serving.pop(point.point_id, None)
         if serving is not None:
             point = placed(point, *serving)
         with self._lock:
-            self.store.commit_point(point, requests)
+            self.store.commit_point(point, requests, samples)

@@ -14,7 +14,8 @@ from typing import Any
 
 from sweeper.engines.base import Engine
 from sweeper.hosts.facts import system_facts
-from sweeper.results.records import HostFacts, IdentityRecord, PointRecord
+from sweeper.results.manifest import HostFacts, IdentityRecord
+from sweeper.results.records import PointRecord
 from sweeper.services import Instance
 from sweeper.services.identity import Identity
 from sweeper.workers.backends import Backend

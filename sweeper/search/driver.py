@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from sweeper.analysis.calibration import calibrated_points
 from sweeper.analysis.drift import Drift, baseline_drift, mark_drift
 from sweeper.analysis.objective import Score, score
 from sweeper.plan import HostPlan, Plan, Step
+from sweeper.results.reader import REQUESTS_LOG, read_jsonl
 from sweeper.results.store import atomic_write
 from sweeper.search.space import Space, params_key
 from sweeper.search.strategies import make_strategy
@@ -64,7 +66,7 @@ class SearchOrder:
                 rows = self._rows(space, candidate, done)
                 recorded = self._point_rows(space, candidate, done)
                 if rows and all(r is not None for r in recorded):
-                    remember(candidate, self._score(rows, drifts))
+                    remember(candidate, self._score(self._calibrated(rows, done), drifts))
         while True:
             step = strategy.ask()
             if step is None:
@@ -85,7 +87,8 @@ class SearchOrder:
                 yield Work(run, pending)
             if self.stopped_by:
                 break
-            result = self._score(self._rows(space, step, done), baseline_drift(done.values()))
+            judged = self._calibrated(self._rows(space, step, done), done)
+            result = self._score(judged, baseline_drift(done.values()))
             strategy.tell(step, result)
             self._note(step, result, spent_before + self.clock() - started)
             for check in self._checks_due(space, done):
@@ -132,7 +135,22 @@ class SearchOrder:
             rows += [r for r in found if r is not None]
         return rows
 
-    def _score(self, rows: list[Mapping[str, Any]], drifts: list[Drift]) -> Score:
+    def _calibrated(
+        self, rows: list[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]]
+    ) -> Sequence[Mapping[str, Any]]:
+        """The trial's rows as `best` judges them: near-ties above the AR-vs-AR control (over
+        every request recorded so far) count as violations (`calibrated_points`)."""
+        if not any(r.get("determinism") == "near-tie" for r in rows):
+            return rows  # nothing the calibration could change: skip reading the requests
+        keep = {(pid, p.get("attempt")) for pid, p in done.items()}
+        requests = [
+            r
+            for r in read_jsonl(self.run_dir / REQUESTS_LOG)
+            if (r.get("point_id"), r.get("attempt")) in keep
+        ]
+        return list(calibrated_points(rows, requests))
+
+    def _score(self, rows: Sequence[Mapping[str, Any]], drifts: list[Drift]) -> Score:
         """The trial's score as `best` would give it now: the drift of every AR measurement
         recorded so far (`drifts`, checks included) marks its rows, so a lone speedup against a
         baseline that moved is withheld here too."""

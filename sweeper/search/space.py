@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.plan import HostPlan, Point, Step
+from sweeper.plan.model import with_samples
 
 
 def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -82,7 +83,8 @@ class Space:
             for p in points
             if p.server_config.restart == 0 and params_key(p.server_config.params) == key
         }
-        return [
+        rungs = [
             Point(self.host.name, step.server_config, rc, baseline.get(rc.id), length=length)
             for rc in step.request_configs
         ]
+        return with_samples(rungs) if self.host.draws_samples else rungs

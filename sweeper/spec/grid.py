@@ -28,7 +28,7 @@ from sweeper.spec.open_loop import LoadSpec
 from sweeper.spec.workload import WorkloadSpec
 
 #: Keys of the grid that change what a request asks for; never a restart.
-REQUEST_KEYS = ("temperature", "top_p")
+REQUEST_KEYS = ("temperature", "top_p", "top_k")
 #: The workload's load keys a rule may name: a point has one of them, never both.
 LOAD_KEYS = ("concurrency", "rate")
 # The grid's server keys (SERVER_KEYS, each distinct combination a restart) and those only
@@ -79,6 +79,8 @@ class GridSpec(BaseModel):
         default_factory=lambda: [0.0], min_length=1
     )
     top_p: list[Annotated[Number, Field(gt=0, le=1)]] | None = Field(default=None, min_length=1)
+    #: Sample from the k most likely tokens only (unset: the engine's default, no cut-off).
+    top_k: list[Annotated[Int, Field(ge=1)]] | None = Field(default=None, min_length=1)
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     include: list[dict[str, Any]] = Field(default_factory=list)
 

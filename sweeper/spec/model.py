@@ -20,6 +20,9 @@ from sweeper.spec.search import SearchSpec
 from sweeper.spec.slo import SloSpec
 from sweeper.spec.workload import WorkloadSpec
 
+#: How a point at temperature > 0 is proven, once `auto` is resolved (`sweeper.plan.sampling`).
+SampledCheck = Literal["coupled", "distribution", "repeats"]
+
 
 class DeterminismSpec(StrictModel):
     """When a difference from the AR baseline is numerics and when it is a bug."""
@@ -32,6 +35,34 @@ class DeterminismSpec(StrictModel):
     garble_min_score: Annotated[Number, Field(ge=0, le=1)] = 0.2
     #: Characters of text shown either side of a divergence.
     excerpt_chars: Annotated[Int, Field(ge=1)] = 40
+    #: How a point at temperature > 0 is proven (`sweeper.analysis.determinism`): `coupled`
+    #: (token for token against AR at the same seed; needs a server that advertises coupled
+    #: sampling), `distribution` (a two-sample test on `samples` seeded samples per prompt
+    #: from it and from its AR baseline), `repeats` (only its repeats agree: proves nothing
+    #: about the distribution; must be asked for by name). `auto`: coupled where the engine
+    #: offers it (the catalog's expectation, checked against what each server advertises),
+    #: else distribution.
+    sampled: Literal["auto"] | SampledCheck = "auto"
+    #: A coupled divergence where the baseline's sample margin (probability mass between its
+    #: uniform and the chosen token's CDF edge) is below this is a sampled near tie.
+    sampled_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.001
+    #: Seeded samples per prompt drawn from each speculative config (and twice as many from
+    #: its AR baseline: the test's and the AR-vs-AR control's) for `distribution`.
+    samples: Annotated[Int, Field(ge=4, le=2000)] = 48
+    #: Output tokens of each sample (default: the workload's max_tokens, at most 64: the test's
+    #: power comes from the first positions, where samples still share a prefix).
+    sample_tokens: Annotated[Int, Field(ge=1, le=4096)] | None = None
+    #: Samples in flight at once while drawing them.
+    sample_concurrency: Annotated[Int, Field(ge=1, le=1024)] = 8
+    #: The distribution test's false-alarm rate per config (its p-value at or below: `shifted`).
+    alpha: Annotated[Number, Field(gt=0, le=0.2)] = 0.01
+    #: A pass proves something only if the test detects this shift (total variation per token)
+    #: with 80% power on the run's own baseline samples; a weaker test's pass is `unproven`.
+    max_shift: Annotated[Number, Field(gt=0, le=1)] = 0.15
+
+    def sample_length(self, max_tokens: int) -> int:
+        """Output tokens of each sample at a point asking `max_tokens`."""
+        return self.sample_tokens if self.sample_tokens is not None else min(max_tokens, 64)
 
 
 class RepeatsSpec(StrictModel):

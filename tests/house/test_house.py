@@ -13,7 +13,9 @@ from tests.house.imports import cycles, import_graph, module_names, plant_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("sweeper", "ddtree_runtime")
-MAX_LINES = 400
+#: A guard against monsters, not a place to cut code (as ../shared's house check has it): at 400
+#: five files sat just under it and code was being cut by line count, not by concept.
+MAX_LINES = 600
 #: What each package must never import (directly, lazily or for type checking).
 FORBIDDEN = {
     "sweeper": {"torch", "transformers", "ddtree_runtime"},

@@ -20,6 +20,13 @@ on demand. It takes the same argv shape as `python -m ddtree_runtime serve` (any
   do not;
 - FAKE_WRONG_LATER_TURNS=1: like FAKE_WRONG_TOKENS, only for chat requests whose messages hold
   an assistant message (a later turn of a conversation: a fault that needs history to show);
+- FAKE_SAMPLING=1: at temperature > 0 with a seed, tokens are a pure function of (prompt,
+  position, seed) drawn evenly from 8 ids (a server that samples; coupled: the same seed gives
+  the same tokens on every config), and logprobs carry a sample margin of 0.3 per token;
+- FAKE_HOT_SAMPLING=1 (a misbehaviour, with FAKE_SAMPLING): draw from 12 ids instead (a
+  server whose sampled distribution is shifted, greedy untouched);
+- FAKE_UNCOUPLED=1: /server_info advertises no coupled sampling (a server that samples by
+  rejection, or says nothing);
 - FAKE_PLAIN=1: a plain OpenAI-compatible server knowing none of the extensions: no
   /server_info, no /tokenize, no `token_ids` in chunks, no `ddtree` acceptance (a server nobody
   here wrote);
@@ -177,6 +184,8 @@ class FakeRuntime:
             "device": "cpu",
             "stats": {},
         }
+        if os.environ.get("FAKE_UNCOUPLED") != "1":
+            self.info["sampling"] = {"coupled": True}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -239,6 +248,9 @@ class FakeRuntime:
         prompt = ",".join(map(str, prompt)) if isinstance(prompt, list) else prompt
         n = int(req.get("max_tokens", 16))
         ids = token_ids(prompt, n)
+        sampled = sampling_fakes(req)
+        if sampled is not None:
+            ids = sampled_ids(prompt, n, int(req["seed"]), sampled)
         later_turn = any(m.get("role") == "assistant" for m in messages)
         wrong_later = later_turn and os.environ.get("FAKE_WRONG_LATER_TURNS") == "1"
         if os.environ.get("FAKE_WRONG_TOKENS") == "1" or wrong_later:
@@ -262,11 +274,13 @@ class FakeRuntime:
             choice: dict[str, Any] = {"index": 0, "finish_reason": None}
             if not self.plain:
                 choice["token_ids"] = [tok]
-            lp = {
+            lp: dict[str, Any] = {
                 "token": text,
                 "logprob": -0.1,
                 "top_logprobs": [{"token": text, "logprob": -0.1}, {"token": "x", "logprob": -2.5}],
             }
+            if sampled is not None:
+                lp["sample_margin"] = 0.3
             if chat:
                 choice["delta"] = {"content": text}
                 choice["logprobs"] = {"content": [lp]}
@@ -277,6 +291,8 @@ class FakeRuntime:
                     "token_logprobs": [-0.1],
                     "top_logprobs": [{text: -0.1, "x": -2.5}],
                 }
+                if sampled is not None:
+                    choice["logprobs"]["sample_margins"] = [0.3]
             if i == n - 1:
                 choice["finish_reason"] = "length"
             await _chunk(send, {"id": "c", "object": "text_completion", "choices": [choice]})
@@ -321,8 +337,29 @@ async def _json(send: Any, status: int, obj: dict) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def sampling_fakes(req: dict) -> int | None:
+    """How many ids a sampled request draws from (FAKE_SAMPLING; 12 when FAKE_HOT_SAMPLING),
+    or None: greedy, unseeded, or sampling not faked."""
+    if os.environ.get("FAKE_SAMPLING") != "1" or req.get("seed") is None:
+        return None
+    if float(req.get("temperature") or 0) <= 0:
+        return None
+    return 12 if os.environ.get("FAKE_HOT_SAMPLING") == "1" else 8
+
+
+def sampled_ids(prompt: str, n: int, seed: int, width: int) -> list[int]:
+    """n ids, each a pure function of (prompt, position, seed), evenly over `width` ids."""
+    out = []
+    for i in range(n):
+        digest = hashlib.sha256(f"{prompt}|{i}|{seed}".encode()).digest()
+        out.append(3 + int.from_bytes(digest[:4], "big") % width)
+    return out
+
+
 #: Settings, not misbehaviours: kept when FAKE_WHEN does not match.
 KEPT_WHEN_WELL = (
+    "FAKE_SAMPLING",
+    "FAKE_UNCOUPLED",
     "FAKE_START_DELAY",
     "FAKE_TOKEN_DELAY",
     "FAKE_DELAYS",

@@ -1,5 +1,6 @@
 """Determinism verdicts on crafted outputs: exact, near-tie, diverged, garbled, nondeterministic,
-seeded sampling, and the point status as the worst request verdict."""
+sampling (coupled, distribution, repeats), unproven, and the point status as the worst request
+verdict."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from sweeper.analysis.determinism import PointVerdict, first_divergence, judge_point
+from sweeper.analysis.determinism import (
+    PointVerdict,
+    SampledVerdict,
+    first_divergence,
+    judge_point,
+)
 from sweeper.analysis.garble import garble_components, garble_score
 from sweeper.analysis.verdicts import worst
 from sweeper.spec import DeterminismSpec
@@ -151,9 +157,12 @@ def test_baseline_itself_is_n_a_unless_its_repeats_disagree() -> None:
     assert judge_point(broken, None, temperature=0.0, is_baseline=True).status == "nondeterministic"
 
 
-def test_nothing_to_compare_is_n_a() -> None:
+def test_nothing_to_compare_is_unproven() -> None:
+    # No verdict without a proof: a speculative point compared with nothing is unproven (a
+    # request of it is n/a), never the clean `n/a` a baseline point is.
     result = judge_point([rec("poem", 0, POEM_IDS, POEM)], None, temperature=0.0)
-    assert result.status == "n/a"
+    assert result.status == "unproven"
+    assert result.requests[0].verdict == "n/a"
     assert result.requests[0].detail == "no baseline output to compare"
 
 
@@ -165,7 +174,7 @@ def test_failed_requests_are_not_judged() -> None:
     assert result.status == "n/a"
 
 
-def test_seeded_sampling_needs_identical_repeats_only() -> None:
+def test_repeats_check_compares_only_the_repeats() -> None:
     sampled = [50, 51, 52]  # differs from the greedy baseline: that is fine when sampling
     same = [rec("poem", 0, sampled, "a"), rec("poem", 1, sampled, "a")]
     result = judge(same, temperature=0.7, seed=1234)
@@ -178,9 +187,76 @@ def test_seeded_sampling_needs_identical_repeats_only() -> None:
     assert result.requests[1].char_offset == 2
 
 
-def test_unseeded_sampling_is_n_a() -> None:
+def test_unseeded_sampling_is_unproven() -> None:
     differ = [rec("poem", 0, [1, 2], "ab"), rec("poem", 1, [1, 3], "ac")]
-    assert judge(differ, temperature=0.7, seed=None).status == "n/a"
+    for check in ("repeats", "coupled"):
+        result = judge(differ, temperature=0.7, seed=None, sampled_check=check)
+        assert result.status == "unproven"
+        assert result.requests[0].detail == "unseeded sampling: nothing to compare"
+
+
+def sampled_baseline(margins: list[float]) -> list[dict[str, object]]:
+    return [rec("poem", r, POEM_IDS, POEM, sample_margins=margins) for r in (0, 1)]
+
+
+def test_coupled_sampling_is_compared_with_ar_at_the_same_seed() -> None:
+    base = sampled_baseline([0.3] * 10)
+    same = [rec("poem", 0, POEM_IDS, POEM), rec("poem", 1, POEM_IDS, POEM)]
+    result = judge_point(same, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "exact"
+    assert result.requests[0].compared_with == "baseline"
+    assert "seed 3" in result.requests[0].detail
+    # Repeats that agree with each other but not with AR: what the repeats check called exact.
+    wrong = [rec("poem", r, POEM_IDS[:4] + [99] * 6, POEM[:20] + "x") for r in (0, 1)]
+    result = judge_point(wrong, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "diverged"
+    assert result.requests[0].divergence_index == 4
+    assert "sample margin 0.3" in result.requests[0].detail
+    assert judge_point(wrong, base, temperature=0.7, seed=3).status == "exact"  # repeats
+
+
+def test_a_coupled_divergence_at_a_tiny_sample_margin_is_a_sampled_near_tie() -> None:
+    margins = [0.3] * 10
+    margins[4] = 0.0004  # the AR uniform lay 0.0004 from a CDF edge at token 4
+    base = sampled_baseline(margins)
+    wrong = [rec("poem", r, POEM_IDS[:4] + [99] * 6, POEM[:20] + "x") for r in (0, 1)]
+    result = judge_point(wrong, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "near-tie"
+    assert result.requests[0].margin == pytest.approx(0.0004)
+    assert "sample margin 0.0004 < 0.001" in result.requests[0].detail
+    policy = DeterminismSpec(sampled_near_tie_margin=0.0001)
+    tight = judge_point(
+        wrong, base, temperature=0.7, seed=3, sampled_check="coupled", policy=policy
+    )
+    assert tight.status == "diverged"
+    # A coupled server's repeats must agree, as at temperature 0.
+    split = [rec("poem", 0, POEM_IDS, POEM), rec("poem", 1, POEM_IDS[:9] + [1], POEM)]
+    result = judge_point(split, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "nondeterministic"
+
+
+def test_distribution_checked_points_carry_their_tests_verdict() -> None:
+    outputs = [rec("poem", 0, [1, 2], "ab"), rec("poem", 1, [1, 3], "ac")]
+    for verdict in ("distribution-ok", "shifted", "unproven"):
+        given = SampledVerdict(verdict, f"because {verdict}")
+        result = judge_point(
+            outputs, None, temperature=0.7, seed=1, sampled_check="distribution",
+            sampled_verdict=given,
+        )  # fmt: skip
+        assert result.status == verdict  # repeats differ, and that proves nothing here
+        assert {v.detail for v in result.requests} == {f"because {verdict}"}
+    # No test made: unproven, never exact.
+    result = judge_point(outputs, None, temperature=0.7, seed=1, sampled_check="distribution")
+    assert result.status == "unproven"
+    # A server that does not advertise the coupling the plan expected: its point verdict.
+    why = SampledVerdict("unproven", "no coupling advertised")
+    result = judge_point(
+        outputs, baseline(), temperature=0.7, seed=1, sampled_check="coupled", sampled_verdict=why
+    )
+    assert result.status == "unproven"
+    # Greedy points never take a sampled verdict.
+    greedy = judge_point(baseline(), baseline(), temperature=0.0, sampled_verdict=why)
+    assert greedy.status == "exact"
 
 
 def test_records_from_a_dataframe() -> None:

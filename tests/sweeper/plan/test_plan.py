@@ -38,7 +38,11 @@ def test_local_sweep_arithmetic() -> None:
     assert plan.n_requests == 240  # x 4 prompts x 2 repeats
     assert labels(plan)[:2] == ["ar-cg1", "ar-cg0"]
     assert all(label.startswith("b") for label in labels(plan)[2:])
-    assert plan.notes == ()
+    # The only note: how the 8 sampled speculative points are proven (no samples to draw).
+    (note,) = plan.notes
+    assert note.startswith("8 sampled speculative point(s) (temperature > 0): coupled")
+    assert "seed 1234" in note
+    assert plan.n_samples == 0
 
 
 def test_request_parameters_never_restart() -> None:
@@ -227,7 +231,7 @@ def test_request_ids_are_exact_and_a_collision_is_an_error(monkeypatch: pytest.M
     ids = {p.request_config.id for p in build_plan(spec).points()}
     assert ids == {"t0.1234561-c1", "t0.1234562-c1"}
     # The safety net under the ids: were they lossy again, both values are named.
-    monkeypatch.setattr("sweeper.plan.model._fmt", lambda v: format(v, "g"))
+    monkeypatch.setattr("sweeper.plan.configs._fmt", lambda v: format(v, "g"))
     with pytest.raises(PlanError, match="0.1234561.*0.1234562"):
         build_plan(spec)
 

@@ -1,0 +1,111 @@
+"""Drawing a point's seeded samples for its two-sample test (`determinism.sampled:
+distribution`), after its measured requests, from the same server.
+
+Per prompt, N samples per role, each with its own seed (`distribution.sample_seeds`: disjoint
+per role, so the speculative config's samples, the baseline's and the baseline's control set
+share none), the point's temperature, top-p and top-k, and `determinism.sample_length` output
+tokens, `determinism.sample_concurrency` in flight. Samples are never timed: they are evidence
+of the distribution a server samples from, recorded in `samples.jsonl`, not measured load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from sweeper.engines.base import Engine, RequestSpec
+from sweeper.measure.drive import point_prompts
+from sweeper.measure.workload import run_requests_sync
+from sweeper.plan import Point
+from sweeper.plan.sampling import sample_seeds
+from sweeper.spec import DeterminismSpec, WorkloadSpec
+
+
+def sample_specs(
+    point: Point,
+    workload: WorkloadSpec,
+    policy: DeterminismSpec,
+    roles: Sequence[str],
+    *,
+    length_control: Sequence[str] = (),
+    inputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[tuple[str, int, RequestSpec]]:
+    """(role, sample index, request) for every sample the point draws, prompt-major."""
+    rc = point.request_config
+    tokens = policy.sample_length(rc.max_tokens)
+    prompts = point_prompts(rc, workload, length_control=length_control, inputs=inputs)
+    out = []
+    for role in roles:
+        seeds = sample_seeds(workload.seed, role, policy.samples)
+        for prompt in prompts:
+            for index, seed in enumerate(seeds):
+                held = prompt.hold_tokens is not None
+                spec = replace(
+                    prompt,
+                    seed=seed,
+                    max_tokens=tokens,
+                    repeat=index,
+                    min_tokens=tokens if held and prompt.min_tokens else None,
+                    hold_tokens=tokens if held else None,
+                    sample_margins=False,
+                )
+                out.append((role, index, spec))
+    return out
+
+
+def draw_samples(
+    base_url: str,
+    point: Point,
+    workload: WorkloadSpec,
+    policy: DeterminismSpec,
+    roles: Sequence[str],
+    engine: Engine,
+    key: Mapping[str, Any],
+    *,
+    model: str | None = None,
+    inputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The sample rows (`SampleRecord` fields) of the point's `roles`; a failed sample is a
+    row with its error (the test leaves it out)."""
+    specs = sample_specs(
+        point,
+        workload,
+        policy,
+        roles,
+        length_control=getattr(engine, "length_control", ()),
+        inputs=inputs,
+    )
+    if not specs:
+        return []
+    result = run_requests_sync(
+        base_url,
+        [spec for _, _, spec in specs],
+        engine=engine,
+        concurrency=policy.sample_concurrency,
+        model=model,
+    )
+    rc = point.request_config
+    rows = []
+    for (role, index, spec), (_, record) in zip(specs, result.records, strict=True):
+        rows.append(
+            {
+                **{k: key[k] for k in ("run_id", "host", "point_id", "attempt")},
+                "server_config_id": key["server_config_id"],
+                "restart": key.get("restart", 0),
+                "mode": key["mode"],
+                "temperature": rc.temperature,
+                "top_p": rc.top_p,
+                "top_k": rc.top_k,
+                "max_tokens": spec.max_tokens,
+                "role": role,
+                "prompt_id": spec.prompt_id,
+                "index": index,
+                "seed": spec.seed,
+                "token_ids": list(record.get("token_ids") or []),
+                "text": str(record.get("text") or ""),
+                "finish_reason": record.get("finish_reason"),
+                "error": record.get("error") or None,
+            }
+        )
+    return rows

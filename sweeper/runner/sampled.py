@@ -1,0 +1,127 @@
+"""How the runner proves a point's sampled outputs (temperature > 0), and what a host thread
+knows of its recorded points (`Known`).
+
+The plan resolved the check (`sweeper.plan.sampling`); here it meets the server: a `coupled`
+check needs the server to advertise coupled sampling (else the point is `unproven`, with what
+to set), and its AR baseline is asked for sample margins; a `distribution` check draws the
+point's seeded samples after its measured requests (`sweeper.measure.samples`) and has them
+judged (`sweeper.analysis.sampled`): a speculative point's test against its baseline's samples,
+an AR point's AR-vs-AR control and power.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.analysis import sampled as sampled_analysis
+from sweeper.analysis.determinism import SampledVerdict
+from sweeper.engines.base import Engine
+from sweeper.measure.inputs import Inputs, InputsError
+from sweeper.measure.samples import draw_samples
+from sweeper.plan import Point
+from sweeper.plan.sampling import sampled_check
+from sweeper.progress import SweepProgress
+from sweeper.results.baseline import EarlierBaseline
+from sweeper.spec import Spec
+from sweeper.spec.model import SampledCheck
+
+
+@dataclass
+class Known:
+    """What one host thread knows of its recorded points: their rows, the AR points' request
+    rows, every point's samples, and the plan's points by id."""
+
+    done: dict[str, dict[str, Any]]
+    baseline_rows: dict[str, list[dict[str, Any]]]
+    points: dict[str, Point]
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def samples_of(self, point_id: str | None) -> list[dict[str, Any]]:
+        return list(self.samples.get(point_id or "", []))
+
+    def sample_source(self, point_id: str | None) -> str | None:
+        """The point whose samples `point_id` uses (itself, or the sibling that drew them)."""
+        point = self.points.get(point_id or "")
+        return point.samples_from or point.point_id if point is not None else point_id
+
+
+@dataclass
+class SampledProof:
+    """The runner's side of proving sampled points (see the module docstring)."""
+
+    spec: Spec
+    progress: SweepProgress
+    inputs: Inputs | None = None
+    earlier: EarlierBaseline | None = None
+
+    def check(self, point: Point, engine: Engine) -> tuple[SampledCheck, SampledVerdict | None]:
+        """How this point's sampled outputs are proven, and, when the plan expected coupling
+        this server does not advertise, the `unproven` verdict its sampled requests carry."""
+        check = sampled_check(self.spec)
+        caps = engine.capabilities
+        if check != "coupled" or point.request_config.temperature <= 0 or caps is None:
+            return check, None
+        if caps.sampling == "coupled":
+            return check, None
+        why = (
+            "the plan expected coupled sampling, but this server does not advertise it "
+            "(/server_info sampling.coupled): nothing to compare token for token; set "
+            "determinism.sampled: distribution"
+        )
+        return check, SampledVerdict("unproven", why)
+
+    def draw(
+        self,
+        point: Point,
+        base_url: str,
+        model: str | None,
+        engine: Engine,
+        key: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """The point's seeded samples for its distribution test (none unless it draws them)."""
+        if not point.samples:
+            return []
+        self.progress.status(point.host, f"{point.server_config.label} samples")
+        ar = point.server_config.mode == "ar"
+        try:
+            inputs = (
+                self.inputs.resolve(base_url, model, engine=engine, ar=ar) if self.inputs else None
+            )
+        except InputsError:
+            inputs = None  # the measured requests failed with the reason already
+        return draw_samples(
+            base_url,
+            point,
+            self.spec.workload,
+            self.spec.determinism,
+            point.samples,
+            engine,
+            key,
+            model=model,
+            inputs=inputs,
+        )
+
+    def judge(
+        self, point: Point, baseline_point: dict[str, Any] | None, known: Known
+    ) -> tuple[SampledVerdict | None, dict[str, Any]]:
+        """A distribution-tested point's verdict and columns: a speculative point's test
+        against its baseline's samples; an AR point's control and power."""
+        if point.request_config.temperature <= 0 or sampled_check(self.spec) != "distribution":
+            return None, {}
+        policy = self.spec.determinism
+        own = known.samples_of(point.samples_from or point.point_id)
+        columns: dict[str, Any] = {}
+        if point.samples_from:
+            columns["samples_point_id"] = point.samples_from
+        if point.server_config.mode == "ar":
+            sibling = known.done.get(point.samples_from or "")
+            if sibling is not None:
+                return None, {**columns, **{c: sibling.get(c) for c in sampled_analysis.COLUMNS}}
+            return None, sampled_analysis.control_columns(own, policy) if own else columns
+        if self.earlier is not None:
+            theirs = self.earlier.samples_for(point)
+        else:
+            theirs = known.samples_of(known.sample_source(point.baseline_point_id))
+        verdict, judged = sampled_analysis.judge(own, theirs, baseline_point, policy)
+        return verdict, {**columns, **judged}
