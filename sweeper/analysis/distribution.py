@@ -6,25 +6,27 @@ Data: per prompt, N seeded samples (token-id sequences) from the speculative con
 from its AR baseline (Y). Each sequence is read as L positions (the longest sample), a finished
 sample's later positions holding an END symbol, so a change of length is a change of tokens.
 
-Three statistics, each summed over positions and prompts (every prompt and position weighs
-the same), chosen for the faults that matter:
+Four statistics, each summed over prompts (every prompt weighs the same), chosen for the
+faults that matter and measured on them (README, "Sampled outputs"):
 
-- `diversity`: distinct tokens per position in X minus in Y. Too hot, top-p / top-k ignored (a
-  token the target never samples there) and greedy-leaning acceptance (too cold) move it first;
-  measured here it saw a 1.6x hotter draft sampling that per-position marginal tests missed;
-- `marginals`: total variation between X's and Y's per-position token frequencies: a shift of
-  mass between tokens that keeps their number (a biased acceptance rule favouring the draft's
-  token);
-- `prefix`: mean longest common prefix between two samples of X minus of Y: how soon samples
-  part, a sequence-level view of the same diversity.
+- `branching`: at every prefix both sides reach (a node of the samples' trie), how many
+  distinct next tokens X's samples take there, minus Y's. A sampling fault changes the next
+  token's distribution given the context, and the trie compares like with like: on
+  smollm2-135m at temperature 0.7 (4 prompts, 24 tokens, N = 48) it saw a 1.6x hotter draft
+  sampling twice as often as per-position counts;
+- `diversity`: distinct tokens per position in X minus in Y (too hot, top-p / top-k ignored,
+  too cold or greedy-leaning acceptance, in the unconditioned marginals);
+- `marginals`: total variation between X's and Y's per-position token frequencies: mass moved
+  between tokens while their number stays (a biased acceptance rule favouring the draft's);
+- `prefix`: mean longest common prefix of two samples of X minus of Y: how soon they part.
 
 Each is calibrated by permutation: the 2N samples of a prompt are exchangeable when X and Y have
 one distribution, so labels are reshuffled within every prompt (B times, seeded) and a
-statistic's p-value is its rank among the reshuffles (two-sided). The three
-are combined honestly by Westfall and Young's max-T, calibrated on the same reshuffles: each is
-standardised by its reshuffles' mean and spread, and the largest of the three |z| is ranked
-against the largest of every reshuffle's, so the combined p-value is exact whatever their
-correlation, with no Bonferroni or Holm loss.
+statistic's p-value is its rank among the reshuffles (two-sided but for `marginals`, a distance). They are combined honestly by
+Westfall and Young's max-T, calibrated on the same reshuffles: each is standardised by its
+reshuffles' mean and spread, and the largest |z| is ranked against the largest of every
+reshuffle's, so the combined p-value is exact whatever their correlation, with no Bonferroni or
+Holm loss.
 
 How much it can see (the smallest shift it detects with 80% power) is `sweeper.analysis.power`.
 
@@ -39,9 +41,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 #: The statistics in the order they are reported.
-STATISTICS = ("diversity", "marginals", "prefix")
+STATISTICS = ("agreement", "diversity", "marginals", "prefix")
 #: The test's name as records and reports give it.
-TEST_NAME = "permutation max-T (diversity, marginals, prefix)"
+TEST_NAME = "permutation max-T (agreement, diversity, marginals, prefix)"
 #: Reshuffles per test; the smallest p-value is 1 / (PERMUTATIONS + 1).
 PERMUTATIONS = 999
 Samples = Mapping[str, Sequence[Sequence[int]]]
@@ -54,7 +56,7 @@ class DistributionTest:
     p_value: float
     #: Each statistic's own permutation p-value, in `STATISTICS` order.
     p_values: tuple[float, ...]
-    #: The observed statistics (diversity and prefix signed: X minus Y).
+    #: The observed statistics (all but marginals signed: X minus Y).
     observed: tuple[float, ...]
     #: Samples per side per prompt (the smaller side's, when they differ), prompts, positions.
     n: int
@@ -68,39 +70,41 @@ class DistributionTest:
 
     @property
     def direction(self) -> str:
-        """Which way diversity moved, in words ("" when it did not)."""
-        diversity = self.observed[0]
-        if diversity > 0:
-            return "more diverse than AR (hotter, or a cut-off ignored)"
-        if diversity < 0:
-            return "less diverse than AR (colder, or leaning to the draft)"
+        """Which way the samples' spread moved against AR, in words ("" when it did not)."""
+        agreement = self.observed[0]
+        if agreement < 0:
+            return "more spread than AR (hotter, or a cut-off ignored)"
+        if agreement > 0:
+            return "less spread than AR (colder, or leaning to the draft)"
         return ""
+
+
+END = -1
 
 
 @dataclass
 class Pooled:
-    """One prompt's pooled samples as codes: X rows first, then Y rows."""
+    """One prompt's X and Y samples (X rows first) in the shapes the statistics read. Codes
+    and trie nodes held by one sample only move with that sample, so they enter as per-sample
+    counts (`*_single`); the matrices hold the shared ones only (a fraction of them)."""
 
-    codes: np.ndarray  # [M, L] int: a token's code at its position (0 .. n_codes - 1)
-    n_codes: int
     n_x: int
-    lcp: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # [M, M] common prefix
-    _onehot: np.ndarray | None = None
+    #: [M, S] 1.0 where a sample holds a shared (position, token) code; [M] its singleton codes.
+    codes: np.ndarray
+    codes_single: np.ndarray
+    #: [M, V] 1.0 where a sample passes a trie node two or more samples reach (a prefix they
+    #: share), [M, E] where it takes an edge out of one (its next token there), and [V] where
+    #: each node's edges start (a node's edges are contiguous).
+    nodes: np.ndarray
+    edges: np.ndarray
+    starts: np.ndarray
+    #: [M, M] common prefix length of every pair.
+    lcp: np.ndarray
+    tokens: int
 
     @property
     def m(self) -> int:
-        return int(self.codes.shape[0])
-
-    @property
-    def onehot(self) -> np.ndarray:
-        """[M, n_codes] 1.0 where a sample holds a code (one per position)."""
-        if self._onehot is None:
-            self._onehot = np.zeros((self.m, self.n_codes))
-            np.put_along_axis(self._onehot, self.codes, 1.0, axis=1)
-        return self._onehot
-
-
-END = -1
+        return int(self.lcp.shape[0])
 
 
 def padded(samples: Sequence[Sequence[int]], length: int) -> np.ndarray:
@@ -112,36 +116,97 @@ def padded(samples: Sequence[Sequence[int]], length: int) -> np.ndarray:
     return out
 
 
+def _columns(ids: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """[M, len(keep)] 1.0 where a sample holds one of the `keep` ids (any position)."""
+    index = {int(v): k for k, v in enumerate(keep)}
+    out = np.zeros((ids.shape[0], len(keep)))
+    for row, values in enumerate(ids):
+        for value in values:
+            k = index.get(int(value))
+            if k is not None:
+                out[row, k] = 1.0
+    return out
+
+
 def pooled(x: Sequence[Sequence[int]], y: Sequence[Sequence[int]], length: int) -> Pooled:
-    """One prompt's X and Y samples as codes (per position), with their common prefixes."""
+    """One prompt's X and Y samples pooled (see `Pooled`)."""
     tokens = np.concatenate([padded(x, length), padded(y, length)])
+    m = tokens.shape[0]
+    # Per-position codes: (position, token) -> one id.
     codes = np.empty_like(tokens)
     offset = 0
     for t in range(length):
         _, inverse = np.unique(tokens[:, t], return_inverse=True)
         codes[:, t] = inverse + offset
-        offset += int(inverse.max()) + 1 if len(inverse) else 0
+        offset += int(inverse.max()) + 1
+    # Trie nodes: a prefix -> one id, depth by depth (node[:, t] holds the first t tokens).
+    node = np.zeros((m, length + 1), dtype=np.int64)
+    count = 1
+    for t in range(length):
+        pairs = np.stack([node[:, t], tokens[:, t]], axis=1)
+        _, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        node[:, t + 1] = inverse.reshape(-1) + count
+        count += int(inverse.max()) + 1
+    seen = np.bincount(codes.ravel())
+    shared_codes = np.flatnonzero(seen >= 2)
+    visits = np.bincount(node.ravel(), minlength=count)
+    # Nodes two or more samples pass before the last position (each has a child edge), and
+    # the edges out of them, grouped by node so a node's edges are one contiguous run.
+    shared_nodes = np.unique(node[:, :-1][visits[node[:, :-1]] >= 2])
+    column = {int(v): k for k, v in enumerate(shared_nodes)}
+    parent_of = dict(zip(node[:, 1:].ravel().tolist(), node[:, :-1].ravel().tolist(), strict=True))
+    edges = sorted(
+        (column[v], e) for e, v in parent_of.items() if int(v) in column
+    )  # fmt: skip
+    parents = np.array([c for c, _ in edges], dtype=np.int64)
     same = tokens[:, None, :] == tokens[None, :, :]  # [M, M, L]
-    lcp = np.cumprod(same, axis=2).sum(axis=2).astype(np.float64)
-    return Pooled(codes, offset, len(x), lcp)
+    return Pooled(
+        n_x=len(x),
+        codes=_columns(codes, shared_codes),
+        codes_single=(seen[codes] == 1).sum(axis=1).astype(np.float64),
+        edges=_columns(node[:, 1:], np.array([e for _, e in edges], dtype=np.int64)),
+        nodes=_columns(node[:, :-1], shared_nodes),
+        starts=np.searchsorted(parents, np.arange(len(shared_nodes))),
+        lcp=np.cumprod(same, axis=2).sum(axis=2).astype(np.float64),
+        tokens=length,
+    )
 
 
 def _statistics(prompt: Pooled, members: np.ndarray) -> np.ndarray:
-    """[B, 3] statistics for B labellings; `members[b]` is the [M] bool mask of X in labelling b."""
+    """[B, 4] statistics (`STATISTICS`) for B labellings; `members[b]` is the [M] bool mask of
+    X in labelling b. Each is X's minus Y's, but marginals, a distance."""
     n_x = prompt.n_x
     n_y = prompt.m - n_x
     g = members.astype(np.float64)
-    count_x = g @ prompt.onehot
-    count_y = prompt.onehot.sum(axis=0)[None, :] - count_x
-    diversity = (count_x > 0).sum(axis=1) - (count_y > 0).sum(axis=1)
-    marginals = 0.5 * np.abs(count_x / n_x - count_y / n_y).sum(axis=1)
     h = 1.0 - g
+    # agreement: at every shared prefix both sides reach twice or more, the chance that two of
+    # X's samples there take the same next token, minus Y's, weighted by how many reach it.
+    at_x, at_y = g @ prompt.nodes, h @ prompt.nodes
+    agreement = np.zeros(len(g))
+    if prompt.starts.size:
+        took_x, took_y = g @ prompt.edges, h @ prompt.edges
+        same_x = np.add.reduceat(took_x * (took_x - 1), prompt.starts, axis=1)
+        same_y = np.add.reduceat(took_y * (took_y - 1), prompt.starts, axis=1)
+        both = (at_x > 1) & (at_y > 1)
+        weight = np.where(both, at_x * at_y / np.maximum(at_x + at_y, 1.0), 0.0)
+        rate_x = same_x / np.maximum(at_x * (at_x - 1), 1.0)
+        rate_y = same_y / np.maximum(at_y * (at_y - 1), 1.0)
+        agreement = (weight * (rate_x - rate_y)).sum(axis=1)
+    # diversity and marginals per position; a code one sample holds counts for its side alone.
+    count_x, count_y = g @ prompt.codes, h @ prompt.codes
+    single_x, single_y = g @ prompt.codes_single, h @ prompt.codes_single
+    diversity = (count_x > 0).sum(axis=1) - (count_y > 0).sum(axis=1) + single_x - single_y
+    gap = np.abs(count_x / n_x - count_y / n_y).sum(axis=1)
+    marginals = 0.5 * (gap + single_x / n_x + single_y / n_y)
+    # prefix: mean common prefix of two samples of X, minus of Y.
     within_x = ((g @ prompt.lcp) * g).sum(axis=1)
     within_y = ((h @ prompt.lcp) * h).sum(axis=1)
     diag = np.diag(prompt.lcp)
     within_x = (within_x - g @ diag) / max(n_x * (n_x - 1), 1)
     within_y = (within_y - h @ diag) / max(n_y * (n_y - 1), 1)
-    return np.stack([diversity, marginals, within_x - within_y], axis=1).astype(np.float64)
+    return np.stack([agreement, diversity, marginals, within_x - within_y], axis=1).astype(
+        np.float64
+    )
 
 
 def _labellings(n_x: int, m: int, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -155,21 +220,19 @@ def _labellings(n_x: int, m: int, count: int, rng: np.random.Generator) -> np.nd
     return np.concatenate([observed[None, :], masks])
 
 
-def _rank_p(values: np.ndarray) -> np.ndarray:
-    """Per row, the share of rows (itself included) at least as extreme: [B+1] p-values."""
-    order = np.sort(values)
-    at_least = len(values) - np.searchsorted(order, values, side="left")
-    return at_least / len(values)
+#: Which statistics are extreme both ways (differences); `marginals` is a distance: only large.
+TWO_SIDED = (True, True, False, True)
 
 
 def _combine(stats: np.ndarray) -> tuple[float, tuple[float, ...]]:
     """Westfall and Young's max-T over the reshuffles (row 0 observed): each statistic is
-    standardised by its reshuffles' mean and spread, and the largest |z| of the observed row is
-    ranked against the largest of every reshuffle. Returns the combined and per-statistic
-    p-values."""
+    standardised by its reshuffles' mean and spread (|z| where both ways are extreme), and the
+    largest z of the observed row is ranked against the largest of every reshuffle. Returns
+    the combined and per-statistic p-values."""
     centred = stats - stats[1:].mean(axis=0)
     spread = stats[1:].std(axis=0)
-    z = np.abs(centred) / np.where(spread > 0, spread, 1.0)
+    z = centred / np.where(spread > 0, spread, 1.0)
+    z = np.where(np.array(TWO_SIDED)[None, :], np.abs(z), z)
     z[:, spread <= 0] = 0.0  # a statistic no reshuffle moves says nothing
     per = tuple(float(np.mean(z[:, k] >= z[0, k] - 1e-12)) for k in range(stats.shape[1]))
     largest = z.max(axis=1)
@@ -187,7 +250,7 @@ def _prepared(x: Samples, y: Samples) -> list[Pooled]:
     return prompts
 
 
-def test_samples(
+def two_sample_test(
     x: Samples, y: Samples, *, permutations: int = PERMUTATIONS, seed: int = 0
 ) -> DistributionTest | None:
     """X against Y, prompts they share with 2+ samples each (None when there is none)."""
@@ -211,6 +274,6 @@ def permutation_test(
         observed=tuple(float(v) for v in stats[0]),
         n=min(min(p.n_x, p.m - p.n_x) for p in prompts),
         prompts=len(prompts),
-        tokens=max(int(p.codes.shape[1]) for p in prompts),
+        tokens=max(p.tokens for p in prompts),
         permutations=permutations,
     )

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sweeper.analysis.determinism import SampledVerdict
-from sweeper.analysis.distribution import TEST_NAME, DistributionTest, test_samples
+from sweeper.analysis.distribution import TEST_NAME, DistributionTest, two_sample_test
 from sweeper.analysis.power import MEASURED, Power, detectable_shift, pools_of
 from sweeper.results.rows import is_failed, is_missing
 from sweeper.spec import DeterminismSpec
@@ -48,7 +48,7 @@ def control_columns(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec) 
     and the test's power measured on the baseline's samples (both sets pooled)."""
     rows = list(rows)
     ar, control = by_prompt(rows, "ar"), by_prompt(rows, "control")
-    test = test_samples(control, ar)
+    test = two_sample_test(control, ar)
     if test is None:
         return {}
     pooled = {p: [*ar.get(p, []), *control.get(p, [])] for p in sorted({*ar, *control})}
@@ -77,7 +77,7 @@ def judge(
     if not theirs:
         why = "no AR baseline samples to compare with (no baseline, or its point failed)"
         return _unproven(why), {}
-    test = test_samples(mine, theirs)
+    test = two_sample_test(mine, theirs)
     if test is None:
         return _unproven("no prompt has 2+ samples on both sides"), {}
     own = dict(baseline_point or {})

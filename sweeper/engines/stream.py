@@ -50,7 +50,8 @@ def sample_margins_of(choice: Mapping[str, Any], chat: bool) -> list[float]:
     if chat:
         values = [entry.get("sample_margin") for entry in logprobs.get("content") or []]
     else:
-        values = list(logprobs.get("sample_margins") or [])
+        tokens = len(logprobs.get("tokens") or [])
+        values = list(logprobs.get("sample_margins") or [None] * tokens)
     return [math.nan if v is None else float(v) for v in values]
 
 

@@ -202,7 +202,8 @@ def advertised_sampling(
     evidence in words. A server that says nothing is never assumed coupled."""
     if "sampling" not in info:
         try:
-            found = client.get(f"{base_url}/server_info", timeout=10.0).json()
+            resp = client.get(f"{base_url}/server_info", timeout=10.0)
+            found = resp.json() if resp.status_code == 200 else None
         except (httpx.HTTPError, ValueError):
             found = None
         info = found if isinstance(found, Mapping) else {}

@@ -114,7 +114,7 @@ def build_plan(spec: Spec) -> Plan:
     plan = Plan(spec, tuple(host_plans), tuple(notes))
     points = list(plan.points())
     sampled = sum(p.request_config.temperature > 0 and p.server_config.mode != "ar" for p in points)
-    drawing = sum(bool(p.samples) for p in points)
+    drawing = sum(bool(p.samples) and p.server_config.mode != "ar" for p in points)
     notes += sampling_notes(spec, sampled, drawing, plan.n_samples)
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 

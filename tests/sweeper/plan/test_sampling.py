@@ -1,0 +1,367 @@
+"""Sampled points in the plan: `determinism.sampled: auto` resolved per engine, seeded sample
+sets disjoint per role, which points draw samples and which share them, what the samples cost
+(counts and time), the plan's notes on how sampled points are proven, a `top_k` grid, a later
+turn without an AR baseline refused, and `sweeper plan --json`'s sampled power line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from sweeper.catalog.records import RECORDS
+from sweeper.cli import app
+from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
+from sweeper.plan.configs import Point, RequestConfig, ServerConfig
+from sweeper.plan.model import samples_count, with_samples
+from sweeper.plan.sampling import sample_seeds, sampled_check
+from sweeper.spec import Spec, parse_spec
+
+VLLM = "runtime: {engine: vllm, preset: vllm-ngram, model: m}\n"
+RUNTIMES = {
+    "ddtree_runtime": "",
+    "vllm": VLLM,
+    "sglang": "runtime: {engine: sglang, preset: sglang-ddtree, model: m}\n",
+    "openai": "runtime: {engine: openai, base_url: 'http://127.0.0.1:9'}\n",
+}
+PROMPTS = "  prompts: [{id: a, text: hi}, {id: b, text: ho}]\n"
+#: Two prompts at two loads, seeded, short answers (samples of 24 tokens).
+WORKLOAD = "workload:\n" + PROMPTS + "  concurrency: [1, 4]\n  seed: 7\n  max_tokens: 24\n"
+SAMPLED_GRID = "grid: {budget: [2], temperature: [0, 0.7]}\n"
+
+
+def spec_of(body: str, workload: str = WORKLOAD) -> Spec:
+    return parse_spec("name: t\n" + body + workload)
+
+
+def plan_of(body: str, workload: str = WORKLOAD) -> Plan:
+    return build_plan(spec_of(body, workload))
+
+
+def distribution_plan(samples: int = 8) -> Plan:
+    return plan_of(VLLM + SAMPLED_GRID + f"determinism: {{samples: {samples}}}\n")
+
+
+def draws(plan: Plan) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    return {p.point_id: (p.samples, p.samples_from) for p in plan.points()}
+
+
+# --- the check, per engine and as asked ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", sorted(RUNTIMES))
+def test_auto_resolves_by_the_engines_catalog_record(engine: str) -> None:
+    spec = spec_of(RUNTIMES[engine])
+    assert spec.runtime.engine == engine
+    expected = "coupled" if engine == "ddtree_runtime" else "distribution"
+    assert sampled_check(spec) == expected
+    assert RECORDS[engine].coupled_sampling is (engine == "ddtree_runtime")
+
+
+@pytest.mark.parametrize("asked", ["coupled", "distribution", "repeats"])
+@pytest.mark.parametrize("engine", ["ddtree_runtime", "vllm"])
+def test_a_named_check_is_kept_whatever_the_engine(engine: str, asked: str) -> None:
+    spec = spec_of(RUNTIMES[engine] + f"determinism: {{sampled: {asked}}}\n")
+    assert sampled_check(spec) == asked
+
+
+# --- seeds ---------------------------------------------------------------------------------------
+
+
+def test_sample_seeds_are_distinct_stable_and_disjoint_between_roles() -> None:
+    roles = ("test", "ar", "control")
+    for base in (None, 0, 7, 2**40):
+        sets = {role: sample_seeds(base, role, 500) for role in roles}
+        for role, seeds in sets.items():
+            assert len(set(seeds)) == 500, role
+            assert seeds == sample_seeds(base, role, 500)  # stable
+            assert all(0 <= s < 2**31 - 1 for s in seeds)
+        assert not set(sets["test"]) & set(sets["ar"])
+        assert not set(sets["test"]) & set(sets["control"])
+        assert not set(sets["ar"]) & set(sets["control"])
+    # A larger draw extends a smaller one, and another base gives other seeds.
+    assert sample_seeds(7, "ar", 10)[:4] == sample_seeds(7, "ar", 4)
+    assert sample_seeds(7, "test", 4) != sample_seeds(8, "test", 4)
+
+
+# --- which points draw ---------------------------------------------------------------------------
+
+
+def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
+    plan = distribution_plan()
+    assert all(host.draws_samples for host in plan.hosts)
+    assert draws(plan) == {
+        # Greedy points draw nothing.
+        "local-ar-cg0-t0-c1": ((), None),
+        "local-ar-cg0-t0-c4": ((), None),
+        "local-b2-cg0-t0-c1": ((), None),
+        "local-b2-cg0-t0-c4": ((), None),
+        # The first sampled point of each server config draws; the other load shares it.
+        "local-ar-cg0-t0.7-c1": (("ar", "control"), None),
+        "local-ar-cg0-t0.7-c4": ((), "local-ar-cg0-t0.7-c1"),
+        "local-b2-cg0-t0.7-c1": (("test",), None),
+        "local-b2-cg0-t0.7-c4": ((), "local-b2-cg0-t0.7-c1"),
+    }
+    # The plan's JSON carries them.
+    points = {p["point_id"]: p for p in plan.to_dict()["hosts"][0]["points"]}
+    assert points["local-ar-cg0-t0.7-c1"]["samples"] == ["ar", "control"]
+    assert points["local-b2-cg0-t0.7-c4"]["samples_from"] == "local-b2-cg0-t0.7-c1"
+    assert "samples" not in points["local-ar-cg0-t0-c1"]
+
+
+@pytest.mark.parametrize("check", ["coupled", "repeats"])
+def test_no_point_draws_unless_the_check_is_distribution(check: str) -> None:
+    plan = plan_of(VLLM + SAMPLED_GRID + f"determinism: {{sampled: {check}}}\n")
+    assert not any(host.draws_samples for host in plan.hosts)
+    assert all(v == ((), None) for v in draws(plan).values())
+    assert plan.n_samples == 0
+    assert "n_samples" not in plan.to_dict()
+
+
+def test_the_coupled_runtime_draws_none() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], temperature: [0, 0.7]}\n")
+    assert sampled_check(plan.spec) == "coupled"
+    assert all(v == ((), None) for v in draws(plan).values())
+    assert plan.n_samples == 0
+
+
+def _point(sc: ServerConfig, rc: RequestConfig) -> Point:
+    return Point("h", sc, rc)
+
+
+def test_an_ar_point_draws_only_where_a_speculative_point_samples_alike() -> None:
+    ar = ServerConfig.make("ar", {"cuda_graph": False})
+    ar_graph = ServerConfig.make("ar", {"cuda_graph": True})
+    spec = ServerConfig.make("speculative", {"budget": 2, "cuda_graph": False}, ("budget",))
+    sampled = RequestConfig.make(0.7, 24, 1)
+    nucleus = RequestConfig.make(0.7, 24, 1, top_p=0.9)
+    greedy = RequestConfig.make(0.0, 24, 1)
+    points = [
+        _point(ar, sampled),  # compared with `spec` at `sampled`: draws
+        _point(ar, nucleus),  # no speculative point samples with top_p 0.9: nothing to compare
+        _point(ar, greedy),
+        _point(ar_graph, sampled),  # other flags: no speculative point of its own
+        _point(spec, sampled),
+        _point(spec, greedy),
+    ]
+    out = with_samples(points)
+    assert [(p.samples, p.samples_from) for p in out] == [
+        (("ar", "control"), None),
+        ((), None),
+        ((), None),
+        ((), None),
+        (("test",), None),
+        ((), None),
+    ]
+    # Pure: the input points are left as they were.
+    assert all(p.samples == () for p in points)
+
+
+def test_a_point_at_another_load_but_other_sampling_draws_its_own() -> None:
+    spec = ServerConfig.make("speculative", {"budget": 2}, ("budget",))
+    c1, c4 = RequestConfig.make(0.7, 24, 1), RequestConfig.make(0.7, 24, 4)
+    hotter = RequestConfig.make(1.0, 24, 4)
+    cut = RequestConfig.make(0.7, 24, 4, top_k=40)
+    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)])
+    first = out[0].point_id
+    assert [(p.samples, p.samples_from) for p in out] == [
+        (("test",), None),
+        ((), first),
+        (("test",), None),
+        (("test",), None),
+    ]
+
+
+# --- what the samples cost -----------------------------------------------------------------------
+
+
+def test_n_samples_is_roles_times_prompts_times_samples() -> None:
+    plan = distribution_plan(samples=8)
+    roles = sum(len(p.samples) for p in plan.points())
+    assert roles == 3  # ar + control, test
+    assert plan.n_samples == roles * 2 * 8 == 48
+    assert sum(samples_count(p, plan.spec) for p in plan.points()) == plan.n_samples
+    assert plan.to_dict()["n_samples"] == 48
+
+
+def test_estimate_seconds_grows_with_the_samples() -> None:
+    small, large = distribution_plan(samples=8), distribution_plan(samples=64)
+    assert estimate_seconds(large) > estimate_seconds(small)
+    # Without samples the same grid costs only its requests; the samples add rounds of
+    # sample_concurrency (8) samples, each of min(max_tokens, 64) = 24 tokens at 12 tok/s:
+    # AR 2 roles x 2 prompts x 8 = 32 samples (4 rounds), test 16 (2 rounds).
+    none = plan_of(VLLM + SAMPLED_GRID + "determinism: {sampled: repeats, samples: 8}\n")
+    assert estimate_seconds(small) - estimate_seconds(none) == pytest.approx(6 * 24 / 12)
+    assert small.estimated_seconds == estimate_seconds(small)
+    # More in flight: fewer rounds.
+    wide = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8, sample_concurrency: 32}\n")
+    assert estimate_seconds(wide) - estimate_seconds(none) == pytest.approx(2 * 24 / 12)
+
+
+# --- the plan's notes ----------------------------------------------------------------------------
+
+
+def sampled_notes(plan: Plan) -> list[str]:
+    return [n for n in plan.notes if "sampled speculative point" in n]
+
+
+def test_coupled_note_names_the_seed() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], temperature: [0, 0.7]}\n")
+    (note,) = sampled_notes(plan)
+    assert note.startswith("2 sampled speculative point(s) (temperature > 0): coupled")
+    assert "token for token" in note and "seed 7" in note
+    assert "unproven" not in note
+
+
+def test_coupled_without_a_seed_says_unproven() -> None:
+    unseeded = "workload:\n" + PROMPTS
+    plan = plan_of("grid: {budget: [8], topk: [1], temperature: [0.7]}\n", unseeded)
+    (note,) = sampled_notes(plan)
+    assert note.startswith("1 sampled speculative point(s) (temperature > 0): coupled")
+    assert "workload.seed is unset" in note and "unproven" in note
+
+
+def test_distribution_note_counts_the_samples() -> None:
+    plan = distribution_plan(samples=8)
+    (note,) = sampled_notes(plan)
+    assert note.startswith("2 sampled speculative point(s) (temperature > 0): distribution")
+    assert "8 seeded samples per prompt" in note
+    assert f"{plan.n_samples} samples of up to 24 tokens in all" in note
+    assert "8 in flight" in note
+
+
+def test_repeats_note_says_the_distribution_is_not_checked() -> None:
+    plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {sampled: repeats}\n")
+    (note,) = sampled_notes(plan)
+    assert "determinism.sampled: repeats" in note
+    assert "not checked" in note
+
+
+def test_no_baseline_note_says_unproven() -> None:
+    plan = plan_of(VLLM + "baseline: false\n" + SAMPLED_GRID)
+    assert plan.hosts[0].steps[0].server_config.mode == "speculative"
+    notes = sampled_notes(plan)
+    assert any("no AR baseline" in n and "unproven" in n for n in notes)
+    # Only the speculative points draw, and only their own role.
+    assert {p.samples for p in plan.points()} <= {(), ("test",)}
+    assert plan.n_samples == 1 * 2 * 48  # 1 role x 2 prompts x 48 samples (the default)
+
+
+def test_greedy_plans_have_no_sampling_note() -> None:
+    plan = plan_of(VLLM + "grid: {budget: [2], temperature: [0]}\n")
+    assert sampled_notes(plan) == []
+    assert plan.n_samples == 0
+
+
+# --- top_k ---------------------------------------------------------------------------------------
+
+
+def test_a_top_k_grid_names_its_request_configs_and_drops_at_temperature_zero() -> None:
+    plan = plan_of(VLLM + "grid: {budget: [2], temperature: [0, 0.7], top_k: [20, 40]}\n")
+    configs = {rc.id: rc for step in plan.hosts[0].steps for rc in step.request_configs}
+    assert set(configs) == {
+        "t0-c1",
+        "t0-c4",
+        "t0.7-tk20-c1",
+        "t0.7-tk20-c4",
+        "t0.7-tk40-c1",
+        "t0.7-tk40-c4",
+    }
+    assert configs["t0.7-tk40-c1"].top_k == 40
+    assert configs["t0-c1"].top_k is None
+    assert configs["t0.7-tk40-c1"].to_dict()["top_k"] == 40
+    assert "top_k" not in configs["t0-c1"].to_dict()
+    # The grid's b2 at two loads (the AR baseline takes its request configs): two greedy
+    # points repeat others.
+    assert "dropped 2 points: top_k has no effect at temperature 0 (greedy)" in plan.notes
+    # Each top_k samples differently: each draws its own.
+    drawing = {p.point_id for p in plan.points() if p.samples}
+    assert drawing == {
+        "local-ar-cg0-t0.7-tk20-c1",
+        "local-ar-cg0-t0.7-tk40-c1",
+        "local-b2-cg0-t0.7-tk20-c1",
+        "local-b2-cg0-t0.7-tk40-c1",
+    }
+
+
+def test_top_k_follows_top_p_in_the_id() -> None:
+    rc = RequestConfig.make(0.7, 32, 1, top_p=0.9, top_k=40)
+    assert rc.id == "t0.7-p0.9-tk40-c1"
+    open_loop = RequestConfig.make(0.7, 32, None, rate=2.0, top_k=5)
+    assert open_loop.id == "t0.7-tk5-r2"
+    assert rc.sampling_key != RequestConfig.make(0.7, 32, 1, top_p=0.9).sampling_key
+    assert rc.sampling_key == RequestConfig.make(0.7, 32, 8, top_p=0.9, top_k=40).sampling_key
+
+
+# --- later turns need an AR baseline -------------------------------------------------------------
+
+TURNS = (
+    "workload:\n"
+    "  prompts:\n"
+    "    - {id: one, text: hi}\n"
+    "    - id: two\n"
+    "      messages:\n"
+    "        - {role: user, content: hi}\n"
+    "        - {role: assistant, content: ''}\n"
+    "        - {role: user, content: go on}\n"
+    "      answers_from: [one]\n"
+)
+
+
+def test_later_turns_without_an_ar_baseline_are_refused() -> None:
+    with pytest.raises(PlanError, match="baseline") as caught:
+        plan_of("baseline: false\ngrid: {budget: [8], topk: [1]}\n", TURNS)
+    assert caught.value.field == "baseline"
+    assert "two" in str(caught.value)
+
+
+def test_later_turns_with_a_baseline_or_a_baseline_run_plan() -> None:
+    assert plan_of("grid: {budget: [8], topk: [1]}\n", TURNS).n_points == 2
+    earlier = "runtime: {baseline_run: runs/earlier}\nbaseline: false\n"
+    assert plan_of(earlier + "grid: {budget: [8], topk: [1]}\n", TURNS).n_points == 1
+
+
+# --- sweeper plan --json -------------------------------------------------------------------------
+
+
+def _plan_json(tmp_path: Path, body: str) -> dict:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\n" + body + WORKLOAD)
+    result = CliRunner().invoke(app, ["plan", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    data: dict = json.loads(result.stdout)
+    return data
+
+
+def test_plan_json_states_the_sampled_power(tmp_path: Path) -> None:
+    data = _plan_json(tmp_path, VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    assert data["n_samples"] == 48
+    assert data["sampled_power"].startswith("distribution test:")
+    assert "alpha 0.01 per config" in data["sampled_power"]
+    # 8 samples per prompt cannot see a 15% shift: the line says passes would be unproven.
+    assert "raise determinism.samples" in data["sampled_power"]
+    # The time of the samples is in the estimate.
+    assert (
+        data["estimated_seconds"]
+        > _plan_json(
+            tmp_path, VLLM + SAMPLED_GRID + "determinism: {sampled: repeats, samples: 8}\n"
+        )["estimated_seconds"]
+    )
+
+
+def test_plan_json_has_no_sampled_power_without_samples(tmp_path: Path) -> None:
+    data = _plan_json(tmp_path, "grid: {budget: [8], topk: [1], temperature: [0, 0.7]}\n")
+    assert "sampled_power" not in data
+    assert "n_samples" not in data
+
+
+def test_plan_table_prints_the_sampled_power(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("name: s\n" + VLLM + SAMPLED_GRID + WORKLOAD)
+    result = CliRunner().invoke(app, ["plan", str(path)])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "distribution test:" in out
+    assert "note: 2 sampled speculative point(s) (temperature > 0): distribution" in out
