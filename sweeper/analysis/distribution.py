@@ -36,7 +36,7 @@ Pure: token ids in, numbers out (numpy only).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -93,10 +93,11 @@ class Pooled:
     codes: np.ndarray
     codes_single: np.ndarray
     #: [M, V] 1.0 where a sample passes a trie node two or more samples reach (a prefix they
-    #: share), [M, E] where it takes an edge out of one (its next token there), and [V] where
-    #: each node's edges start (a node's edges are contiguous).
+    #: share); [M, E] where it takes an edge two or more take (a next token they share there),
+    #: edges grouped by node: group k's edges start at `starts[k]` and leave node `groups[k]`.
     nodes: np.ndarray
     edges: np.ndarray
+    groups: np.ndarray
     starts: np.ndarray
     #: [M, M] common prefix length of every pair.
     lcp: np.ndarray
@@ -117,14 +118,14 @@ def padded(samples: Sequence[Sequence[int]], length: int) -> np.ndarray:
 
 
 def _columns(ids: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """[M, len(keep)] 1.0 where a sample holds one of the `keep` ids (any position)."""
-    index = {int(v): k for k, v in enumerate(keep)}
+    """[M, len(keep)] 1.0 where a sample holds one of the `keep` ids (sorted; any position)."""
     out = np.zeros((ids.shape[0], len(keep)))
-    for row, values in enumerate(ids):
-        for value in values:
-            k = index.get(int(value))
-            if k is not None:
-                out[row, k] = 1.0
+    if not len(keep):
+        return out
+    at = np.searchsorted(keep, ids).clip(max=len(keep) - 1)
+    held = keep[at] == ids
+    rows = np.broadcast_to(np.arange(ids.shape[0])[:, None], ids.shape)
+    out[rows[held], at[held]] = 1.0
     return out
 
 
@@ -150,24 +151,26 @@ def pooled(x: Sequence[Sequence[int]], y: Sequence[Sequence[int]], length: int) 
     seen = np.bincount(codes.ravel())
     shared_codes = np.flatnonzero(seen >= 2)
     visits = np.bincount(node.ravel(), minlength=count)
-    # Nodes two or more samples pass before the last position (each has a child edge), and
-    # the edges out of them, grouped by node so a node's edges are one contiguous run.
+    parent = np.zeros(count, dtype=np.int64)
+    parent[node[:, 1:]] = node[:, :-1]
+    # Nodes two or more samples pass before the last position, and the next tokens two or more
+    # take out of them (one taken once never makes a pair), grouped by node.
     shared_nodes = np.unique(node[:, :-1][visits[node[:, :-1]] >= 2])
-    column = {int(v): k for k, v in enumerate(shared_nodes)}
-    parent_of = dict(zip(node[:, 1:].ravel().tolist(), node[:, :-1].ravel().tolist(), strict=True))
-    edges = sorted(
-        (column[v], e) for e, v in parent_of.items() if int(v) in column
-    )  # fmt: skip
-    parents = np.array([c for c, _ in edges], dtype=np.int64)
-    same = tokens[:, None, :] == tokens[None, :, :]  # [M, M, L]
+    children = np.unique(node[:, 1:][visits[node[:, 1:]] >= 2])
+    under = np.searchsorted(shared_nodes, parent[children])
+    order = np.argsort(under, kind="stable")
+    groups, starts = np.unique(under[order], return_index=True)
+    # The common prefix of two samples: the depths whose trie node they share.
+    lcp = np.count_nonzero(node[:, None, 1:] == node[None, :, 1:], axis=2).astype(np.float64)
     return Pooled(
         n_x=len(x),
         codes=_columns(codes, shared_codes),
         codes_single=(seen[codes] == 1).sum(axis=1).astype(np.float64),
-        edges=_columns(node[:, 1:], np.array([e for _, e in edges], dtype=np.int64)),
         nodes=_columns(node[:, :-1], shared_nodes),
-        starts=np.searchsorted(parents, np.arange(len(shared_nodes))),
-        lcp=np.cumprod(same, axis=2).sum(axis=2).astype(np.float64),
+        edges=_columns(node[:, 1:], children)[:, order],
+        groups=groups,
+        starts=starts,
+        lcp=lcp,
         tokens=length,
     )
 
@@ -185,8 +188,9 @@ def _statistics(prompt: Pooled, members: np.ndarray) -> np.ndarray:
     agreement = np.zeros(len(g))
     if prompt.starts.size:
         took_x, took_y = g @ prompt.edges, h @ prompt.edges
-        same_x = np.add.reduceat(took_x * (took_x - 1), prompt.starts, axis=1)
-        same_y = np.add.reduceat(took_y * (took_y - 1), prompt.starts, axis=1)
+        same_x, same_y = np.zeros_like(at_x), np.zeros_like(at_y)
+        same_x[:, prompt.groups] = np.add.reduceat(took_x * (took_x - 1), prompt.starts, axis=1)
+        same_y[:, prompt.groups] = np.add.reduceat(took_y * (took_y - 1), prompt.starts, axis=1)
         both = (at_x > 1) & (at_y > 1)
         weight = np.where(both, at_x * at_y / np.maximum(at_x + at_y, 1.0), 0.0)
         rate_x = same_x / np.maximum(at_x * (at_x - 1), 1.0)

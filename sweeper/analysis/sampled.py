@@ -131,6 +131,10 @@ def _missing(value: Any) -> bool:
     return is_missing(value)
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def _number(value: Any) -> float | None:
     return None if is_missing(value) else float(value)
 
@@ -154,6 +158,7 @@ def proofs(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "check": str(row.get("sampled_check") or "repeats"),
                 "determinism": str(row.get("determinism")),
                 **{c: _number(row.get(c)) for c in COLUMNS if c != "distribution_test"},
+                "test": _text(row.get("distribution_test")),
                 "why": why if isinstance(why, str) else "",
             }
         )

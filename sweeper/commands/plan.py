@@ -16,6 +16,7 @@ from sweeper.analysis.power import planned_statement
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
+from sweeper.plan.model import samples_seconds
 from sweeper.plan.sampling import sampled_check
 from sweeper.search import preview
 
@@ -51,7 +52,7 @@ def command(
         ]
         typer.echo(json.dumps(data, indent=2))
         return
-    render(plan, seconds, Console(), limit=None if show_all else SHOWN, spec=spec)
+    render(plan, seconds, Console(), limit=None if show_all else SHOWN, spec=spec, tok_s=tok_s)
 
 
 def sampled_power(plan: Plan) -> str:
@@ -80,6 +81,7 @@ def render(
     *,
     limit: int | None = SHOWN,
     spec: Path | None = None,
+    tok_s: float = DEFAULT_TOK_S,
 ) -> None:
     """The human view: one table per host, then notes and totals; beyond `limit` server configs
     (or notes) the rest is counted, with the command that lists them all."""
@@ -139,9 +141,13 @@ def render(
         elif load.duration_s is not None:
             length = f"{load.duration_s:g} s of arrivals"
         per_point += f"; {length} per open loop, {load.arrival} arrivals"
+    samples = ""
+    if plan.n_samples:
+        sampling = sum(samples_seconds(p, plan.spec, tok_s=tok_s) for p in plan.points())
+        samples = f" + {plan.n_samples} seeded samples (~{sampling / 60:.1f} min, in the estimate)"
     console.print(
         f"{plan.restarts} restarts, {plan.n_points} points, {plan.n_requests} measured requests "
-        f"({per_point}, max_tokens {workload.max_tokens})",
+        f"({per_point}, max_tokens {workload.max_tokens}){samples}",
         markup=False,
     )
     console.print(

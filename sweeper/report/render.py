@@ -127,6 +127,7 @@ def _sampled(view: RunView) -> list[dict[str, Any]]:
                 "host": proof["host"],
                 "config": configs.get(proof["point_id"], proof["point_id"]),
                 "check": proof["check"],
+                "test": proof["test"],
                 "determinism": proof["determinism"],
                 "p": fmt(proof["distribution_p"], 4),
                 "n": fmt(proof["distribution_n"], 0),

@@ -1,5 +1,6 @@
 """Near-ties calibrated by an AR-vs-AR control: a config with more near-ties than AR flips at
-another batch shape is flagged, and its near-ties count as broken in the diagnosis."""
+another batch shape is flagged, and its near-ties count as broken in the diagnosis and as
+violations in every judge (the exit code through `calibrated_points`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.calibration import Control, ar_control, near_tie_rates
+from sweeper.analysis.calibration import Control, ar_control, calibrated_points, near_tie_rates
 from sweeper.diagnosis.rule import diagnose
 from sweeper.diagnosis.runs import calibrated, diagnose_requests
 from sweeper.diagnosis.text import sentence
+from sweeper.exit_codes import EXIT_OK, EXIT_VIOLATION, exit_code_for
 from sweeper.results.records import factor_kinds
 
 
@@ -90,3 +92,33 @@ def test_the_diagnosis_says_what_the_control_flagged() -> None:
     assert "uncalibrated: the AR baseline ran at one batch shape" in sentence(
         diagnose_requests(calibrated(single), kinds)
     )
+
+
+def _points(rows: list[dict]) -> list[dict]:
+    """The point rows those requests make: each point's worst verdict."""
+    order = ["exact", "near-tie", "n/a"]
+    points: dict[str, dict] = {}
+    for r in rows:
+        point = points.setdefault(
+            r["point_id"],
+            {k: r[k] for k in ("point_id", "mode", "budget", "topk", "block_size", "cuda_graph")}
+            | {"status": "ok", "determinism": "exact"},
+        )
+        if order.index(r["verdict"]) > order.index(point["determinism"]):
+            point["determinism"] = r["verdict"]
+    return list(points.values())
+
+
+def test_every_judge_counts_near_ties_above_the_control_as_violations() -> None:
+    rows = _run(flip_in_ar=False)
+    raw = {p["point_id"]: p for p in _points(rows)}
+    assert exit_code_for(raw) == EXIT_OK  # read raw, the near-ties would pass
+    judged = {p["point_id"]: p for p in calibrated_points(raw.values(), rows)}
+    assert judged["speculative-4-1"]["determinism"] == "diverged"
+    assert judged["speculative-4-1"]["near_tie_excess"] is True
+    assert judged["speculative-1-1"]["determinism"] == "exact"
+    assert exit_code_for(judged) == EXIT_VIOLATION
+    # AR flipping as often as the config: numerics here, so nothing changes.
+    noisy = _run(flip_in_ar=True)
+    calm = calibrated_points(_points(noisy), noisy)
+    assert {p["determinism"] for p in calm if p["topk"] == 4} == {"near-tie"}

@@ -76,6 +76,19 @@ def test_new_failure_and_newly_broken_determinism_are_regressions(tmp_path: Path
     }
 
 
+def test_a_sampled_violation_and_a_lost_proof_are_regressions(tmp_path: Path) -> None:
+    a, b = _pair(
+        tmp_path,
+        diverge={(16, 4, 0.7, False): "shifted", (8, 1, 0.7, False): "unproven"},
+    )
+    comparison = compare_loaded(read_run(a), read_run(b), 0.05)
+    flagged = {r.label: r.flags for r in comparison.regressions}
+    assert flagged == {
+        "b16 k4 bs8 T=0.7 c=1": ["determinism broken (shifted)"],
+        "b8 k1 bs8 T=0.7 c=1": ["no longer proven (unproven)"],
+    }
+
+
 def test_points_only_in_one_run_are_listed_not_regressions(tmp_path: Path) -> None:
     a = make_run(tmp_path, RunShape(run_id="20261128T020000Z-aaaa", budgets=(8,)))
     b = make_run(tmp_path, RunShape(run_id="20261129T020000Z-bbbb", budgets=(8, 16)))

@@ -1,6 +1,8 @@
 """End to end: `sweeper run` on a small sweep against the real bundled runtime (tiny-random model):
-AR baseline + 2 speculative configs, 2 prompts x 2 repeats, 16 tokens; every point proven,
-measured, recorded, and exact (or a near tie) against the baseline."""
+AR baseline + 2 speculative configs, greedy and sampled (temperature 0.7, seed 7), 2 prompts x 2
+repeats, 16 tokens; every point proven, measured, recorded, and exact (or a near tie) against
+the baseline: the sampled ones token for token at the same seed, since the runtime advertises
+coupled sampling."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
         max_tokens=16,
         repeats=2,
         ready_timeout_s=240,
+        temperature=(0.0, 0.7),
         extra_runtime={"device": "cpu"},
     )
     done = subprocess.run(
@@ -47,11 +50,16 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     points = pd.read_parquet(run_dir / "points.parquet")
     assert done.returncode == 0, done.stderr[-3000:] + "\n" + points.to_string()
     requests = pd.read_parquet(run_dir / "requests.parquet")
-    assert list(points["mode"]) == ["ar", "speculative", "speculative"]
+    assert list(points["mode"]) == ["ar"] * 2 + ["speculative"] * 4
     assert (points.status == "ok").all()
-    assert set(points.determinism[1:]) <= {"exact", "near-tie"}
+    assert set(points.determinism[2:]) <= {"exact", "near-tie"}
+    sampled = points[points["temperature"] > 0]
+    assert list(sampled["sampled_check"]) == ["coupled"] * 3
     assert points.fingerprint.nunique() == 3  # three distinct configs, each proven
-    assert len(requests) == 12 and (requests.output_tokens > 0).all()
+    assert len(requests) == 24 and (requests.output_tokens > 0).all()
+    ar_sampled = requests[(requests["mode"] == "ar") & (requests["temperature"] > 0)]
+    # The AR's sample margins: what tells a sampled near-tie from a divergence.
+    assert all(len(m) == n for m, n in zip(ar_sampled.sample_margins, ar_sampled.output_tokens))
     assert (requests.output_tokens <= 16).all()
     assert requests[requests["mode"] == "speculative"].tau.ge(1).all()
     manifest = RunStore.open(run_dir).manifest
