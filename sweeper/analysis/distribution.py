@@ -6,27 +6,33 @@ Data: per prompt, N seeded samples (token-id sequences) from the speculative con
 from its AR baseline (Y). Each sequence is read as L positions (the longest sample), a finished
 sample's later positions holding an END symbol, so a change of length is a change of tokens.
 
-Four statistics, each summed over prompts (every prompt weighs the same), chosen for the
-faults that matter and measured on them (README, "Sampled outputs"):
+Three statistics, each summed over prompts (every prompt weighs the same), each for a kind of
+shift the others see poorly, chosen by their power on planted faults (README, "Sampled
+outputs"):
 
-- `branching`: at every prefix both sides reach (a node of the samples' trie), how many
-  distinct next tokens X's samples take there, minus Y's. A sampling fault changes the next
-  token's distribution given the context, and the trie compares like with like: on
-  smollm2-135m at temperature 0.7 (4 prompts, 24 tokens, N = 48) it saw a 1.6x hotter draft
-  sampling twice as often as per-position counts;
-- `diversity`: distinct tokens per position in X minus in Y (too hot, top-p / top-k ignored,
-  too cold or greedy-leaning acceptance, in the unconditioned marginals);
+- `agreement`: at every prefix both sides reach twice or more (a node of the samples' trie), the
+  chance that two of X's samples there take the same next token, minus Y's, weighted by how
+  many reach it. A sampling fault changes the next token's distribution given the context, and
+  the trie compares like with like: hotter sampling or an ignored top-p / top-k lowers it,
+  colder or greedy-leaning acceptance raises it. On smollm2-135m at temperature 0.7 it found
+  every fault planted there more often than any other statistic tried;
+- `diversity`: distinct tokens per position in X minus in Y: tokens AR never samples there
+  (the support grew: too hot, a cut-off ignored), also where samples share no prefix, so the
+  trie has nothing to compare;
 - `marginals`: total variation between X's and Y's per-position token frequencies: mass moved
-  between tokens while their number stays (a biased acceptance rule favouring the draft's);
-- `prefix`: mean longest common prefix of two samples of X minus of Y: how soon they part.
+  between tokens that are equally likely to be agreed on (a swap of two tokens' probabilities,
+  an off-by-one token id, leave `agreement` and `diversity` unchanged).
+
+Mean shared prefix length was tried too and dropped: it saw nothing `agreement` missed, and each
+statistic more raises the bar for all.
 
 Each is calibrated by permutation: the 2N samples of a prompt are exchangeable when X and Y have
 one distribution, so labels are reshuffled within every prompt (B times, seeded) and a
-statistic's p-value is its rank among the reshuffles (two-sided but for `marginals`, a distance). They are combined honestly by
-Westfall and Young's max-T, calibrated on the same reshuffles: each is standardised by its
-reshuffles' mean and spread, and the largest |z| is ranked against the largest of every
-reshuffle's, so the combined p-value is exact whatever their correlation, with no Bonferroni or
-Holm loss.
+statistic's p-value is its rank among the reshuffles (two-sided but for `marginals`, a distance:
+large only). They are combined honestly by Westfall and Young's max-T, calibrated on
+the same reshuffles: each is standardised by its reshuffles' mean and spread, and the larger z
+of the observed labels is ranked against the larger of every reshuffle's, so the combined
+p-value is exact whatever their correlation, with no Bonferroni or Holm loss.
 
 How much it can see (the smallest shift it detects with 80% power) is `sweeper.analysis.power`.
 
@@ -41,9 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 #: The statistics in the order they are reported.
-STATISTICS = ("agreement", "diversity", "marginals", "prefix")
+STATISTICS = ("agreement", "diversity", "marginals")
 #: The test's name as records and reports give it.
-TEST_NAME = "permutation max-T (agreement, diversity, marginals, prefix)"
+TEST_NAME = "permutation max-T (agreement, diversity, marginals)"
 #: Reshuffles per test; the smallest p-value is 1 / (PERMUTATIONS + 1).
 PERMUTATIONS = 999
 Samples = Mapping[str, Sequence[Sequence[int]]]
@@ -56,7 +62,7 @@ class DistributionTest:
     p_value: float
     #: Each statistic's own permutation p-value, in `STATISTICS` order.
     p_values: tuple[float, ...]
-    #: The observed statistics (all but marginals signed: X minus Y).
+    #: The observed statistics (agreement signed: X minus Y).
     observed: tuple[float, ...]
     #: Samples per side per prompt (the smaller side's, when they differ), prompts, positions.
     n: int
@@ -99,13 +105,11 @@ class Pooled:
     edges: np.ndarray
     groups: np.ndarray
     starts: np.ndarray
-    #: [M, M] common prefix length of every pair.
-    lcp: np.ndarray
     tokens: int
 
     @property
     def m(self) -> int:
-        return int(self.lcp.shape[0])
+        return int(self.nodes.shape[0])
 
 
 def padded(samples: Sequence[Sequence[int]], length: int) -> np.ndarray:
@@ -160,8 +164,6 @@ def pooled(x: Sequence[Sequence[int]], y: Sequence[Sequence[int]], length: int) 
     under = np.searchsorted(shared_nodes, parent[children])
     order = np.argsort(under, kind="stable")
     groups, starts = np.unique(under[order], return_index=True)
-    # The common prefix of two samples: the depths whose trie node they share.
-    lcp = np.count_nonzero(node[:, None, 1:] == node[None, :, 1:], axis=2).astype(np.float64)
     return Pooled(
         n_x=len(x),
         codes=_columns(codes, shared_codes),
@@ -170,14 +172,13 @@ def pooled(x: Sequence[Sequence[int]], y: Sequence[Sequence[int]], length: int) 
         edges=_columns(node[:, 1:], children)[:, order],
         groups=groups,
         starts=starts,
-        lcp=lcp,
         tokens=length,
     )
 
 
 def _statistics(prompt: Pooled, members: np.ndarray) -> np.ndarray:
-    """[B, 4] statistics (`STATISTICS`) for B labellings; `members[b]` is the [M] bool mask of
-    X in labelling b. Each is X's minus Y's, but marginals, a distance."""
+    """[B, 3] statistics (`STATISTICS`) for B labellings; `members[b]` is the [M] bool mask of
+    X in labelling b: agreement and diversity, X's minus Y's, and marginals, a distance."""
     n_x = prompt.n_x
     n_y = prompt.m - n_x
     g = members.astype(np.float64)
@@ -202,15 +203,7 @@ def _statistics(prompt: Pooled, members: np.ndarray) -> np.ndarray:
     diversity = (count_x > 0).sum(axis=1) - (count_y > 0).sum(axis=1) + single_x - single_y
     gap = np.abs(count_x / n_x - count_y / n_y).sum(axis=1)
     marginals = 0.5 * (gap + single_x / n_x + single_y / n_y)
-    # prefix: mean common prefix of two samples of X, minus of Y.
-    within_x = ((g @ prompt.lcp) * g).sum(axis=1)
-    within_y = ((h @ prompt.lcp) * h).sum(axis=1)
-    diag = np.diag(prompt.lcp)
-    within_x = (within_x - g @ diag) / max(n_x * (n_x - 1), 1)
-    within_y = (within_y - h @ diag) / max(n_y * (n_y - 1), 1)
-    return np.stack([agreement, diversity, marginals, within_x - within_y], axis=1).astype(
-        np.float64
-    )
+    return np.stack([agreement, diversity, marginals], axis=1).astype(np.float64)
 
 
 def _labellings(n_x: int, m: int, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -224,8 +217,8 @@ def _labellings(n_x: int, m: int, count: int, rng: np.random.Generator) -> np.nd
     return np.concatenate([observed[None, :], masks])
 
 
-#: Which statistics are extreme both ways (differences); `marginals` is a distance: only large.
-TWO_SIDED = (True, True, False, True)
+#: Which statistics are extreme both ways (a difference); `marginals` is a distance: only large.
+TWO_SIDED = (True, True, False)
 
 
 def _combine(stats: np.ndarray) -> tuple[float, tuple[float, ...]]:

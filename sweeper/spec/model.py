@@ -48,7 +48,7 @@ class DeterminismSpec(StrictModel):
     sampled_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.001
     #: Seeded samples per prompt drawn from each speculative config (and twice as many from
     #: its AR baseline: the test's and the AR-vs-AR control's) for `distribution`.
-    samples: Annotated[Int, Field(ge=4, le=2000)] = 48
+    samples: Annotated[Int, Field(ge=4, le=2000)] = 96
     #: Output tokens of each sample (default: the workload's max_tokens, at most 64: the test's
     #: power comes from the first positions, where samples still share a prefix).
     sample_tokens: Annotated[Int, Field(ge=1, le=4096)] | None = None

@@ -19,7 +19,9 @@ from sweeper.analysis.sampled import (
 )
 from sweeper.spec import DeterminismSpec
 
-POLICY = DeterminismSpec(alpha=0.01, max_shift=0.15)
+#: Independent positions evenly over 4 tokens share few prefixes: a test on them detects only
+#: larger shifts than on real samples, hence the looser bar.
+POLICY = DeterminismSpec(alpha=0.01, max_shift=0.3)
 
 
 def rows(role: str, width: int, n: int = 48, prompts: int = 3, seed: int = 0) -> list[dict]:
@@ -43,7 +45,7 @@ def test_test_and_control_of_real_samples() -> None:
     own = control_columns(baseline, POLICY)
     assert own["distribution_control_p"] > POLICY.alpha
     assert own["distribution_n"] == 48
-    assert own["distribution_shift"] is not None and own["distribution_shift"] <= 0.15
+    assert own["distribution_shift"] is not None and own["distribution_shift"] <= 0.3
     ok, columns = judge(rows("test", 4, seed=3), baseline, own, POLICY)
     assert ok.verdict == "distribution-ok", ok.detail
     assert "80% power" in ok.detail and columns["distribution_p"] > POLICY.alpha
@@ -57,15 +59,15 @@ def test_test_and_control_of_real_samples() -> None:
 
 
 def _test(p: float) -> DistributionTest:
-    return DistributionTest(p, (p, p, p, p), (1.0, 0.0, 0.0, 0.0), 48, 3, 8, 999)
+    return DistributionTest(p, (p, p, p), (-1.0, 0.0, 0.0), 48, 3, 8, 999)
 
 
 def test_no_pass_without_power_and_no_alarm_without_a_quiet_control() -> None:
     assert verdict_of(_test(0.4), 0.5, 0.05, POLICY).verdict == "distribution-ok"
-    weak = verdict_of(_test(0.4), 0.5, 0.3, POLICY)
+    weak = verdict_of(_test(0.4), 0.5, 0.5, POLICY)
     assert weak.verdict == "unproven" and "raise determinism.samples" in weak.detail
     assert verdict_of(_test(0.4), 0.5, None, POLICY).verdict == "unproven"  # nothing detected
-    assert verdict_of(_test(0.001), 0.5, 0.3, POLICY).verdict == "shifted"  # a find is a find
+    assert verdict_of(_test(0.001), 0.5, 0.5, POLICY).verdict == "shifted"  # a find is a find
     noisy = verdict_of(_test(0.001), 0.004, 0.05, POLICY)
     assert noisy.verdict == "unproven" and "control alarmed" in noisy.detail
     assert verdict_of(_test(0.4), None, 0.05, POLICY).verdict == "unproven"

@@ -59,7 +59,8 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     assert len(requests) == 24 and (requests.output_tokens > 0).all()
     ar_sampled = requests[(requests["mode"] == "ar") & (requests["temperature"] > 0)]
     # The AR's sample margins: what tells a sampled near-tie from a divergence.
-    assert all(len(m) == n for m, n in zip(ar_sampled.sample_margins, ar_sampled.output_tokens))
+    margins = zip(ar_sampled.sample_margins, ar_sampled.output_tokens, strict=True)
+    assert all(len(m) == n for m, n in margins)
     assert (requests.output_tokens <= 16).all()
     assert requests[requests["mode"] == "speculative"].tau.ge(1).all()
     manifest = RunStore.open(run_dir).manifest

@@ -79,7 +79,7 @@ def test_a_sampling_fault_is_diverged_when_coupled(tmp_path: Path, port: int) ->
 
 
 def test_a_sampling_fault_is_shifted_by_distribution(tmp_path: Path, port: int) -> None:
-    determinism = {"sampled": "distribution", "samples": 48}
+    determinism = {"sampled": "distribution", "samples": 96}
     done, run_dir, points = sweep(
         tmp_path, port, HOT, workload={"concurrency": [1, 2]}, determinism=determinism
     )
@@ -92,15 +92,15 @@ def test_a_sampling_fault_is_shifted_by_distribution(tmp_path: Path, port: int) 
         "local-b8-k4-bs4-cg0-t0.7-c1"
     )
     shifted = points.loc["local-b8-k4-bs4-cg0-t0.7-c1"]
-    assert shifted["distribution_p"] <= 0.01 and shifted["distribution_n"] == 48
-    assert 0 < shifted["distribution_shift"] <= 0.15
+    assert shifted["distribution_p"] <= 0.01 and shifted["distribution_n"] == 96
+    assert 0 < shifted["distribution_shift"] <= 0.1  # determinism.max_shift's default
     assert points.loc["local-ar-cg0-t0.7-c1", "distribution_control_p"] > 0.01
     samples = read_jsonl(run_dir / SAMPLES_LOG)
     roles = pd.Series([s["role"] for s in samples]).value_counts().to_dict()
-    assert roles == {"test": 2 * 3 * 48, "ar": 3 * 48, "control": 3 * 48}
+    assert roles == {"test": 2 * 3 * 96, "ar": 3 * 96, "control": 3 * 96}
     # Every role's seeds are its own: no sample of one set shares a seed with another set.
     by_role = {r: {s["seed"] for s in samples if s["role"] == r} for r in roles}
-    assert all(len(seeds) == 48 for seeds in by_role.values())
+    assert all(len(seeds) == 96 for seeds in by_role.values())
     assert not (by_role["test"] & by_role["ar"]) and not (by_role["ar"] & by_role["control"])
     assert "shifted" in done.stderr
     # The report and `diagnose` state the test, its p-value, N and what it detects.
@@ -115,7 +115,7 @@ def test_a_sampling_fault_is_shifted_by_distribution(tmp_path: Path, port: int) 
         timeout=120,
     )
     line = next(x for x in shown.stdout.splitlines() if "b8-k4-bs4-cg0-t0.7-c1: shifted" in x)
-    assert "distribution, p 0.001, N 48 a side, detects >=" in line
+    assert "distribution, p 0.001, N 96 a side, detects >=" in line
 
 
 def test_an_uncoupled_server_leaves_sampled_points_unproven(tmp_path: Path, port: int) -> None:
