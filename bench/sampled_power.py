@@ -12,7 +12,7 @@ counts of independent experiments.
 
     python bench/sampled_power.py SPEC --url-a URL [--url-b URL] [--a temperature=0.7]
         [--b temperature=0.7,top_p=0.9] [--n 96] [--draws 30] [--tokens 24] [--alpha 0.01]
-        [--pools DIR]
+        [--pools DIR] [--pool-a 384] [--pool-b 192]
 
 A pool is cached as JSON in --pools (default .cache/sampled-power/), keyed by URL and settings,
 so the tests can be rerun at other N without sampling again.
@@ -102,12 +102,16 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=24)
     parser.add_argument("--alpha", type=float, default=0.01)
     parser.add_argument("--pools", type=Path, default=Path(".cache/sampled-power"))
+    parser.add_argument("--pool-a", type=int, default=384, help="A's samples per prompt (>= 2N)")
+    parser.add_argument("--pool-b", type=int, default=192, help="B's samples per prompt (>= N)")
     args = parser.parse_args()
     a_set = settings(args.a)
     b_set = {**settings(args.b), "seed_base": 500_000_000}  # other seeds than A's
     print(f"pools: A {args.url_a} {args.a}; B {args.url_b or args.url_a} {args.b}")
-    a = pool(args.spec, args.url_a, a_set, 4 * args.n, args.tokens, args.pools)
-    b = pool(args.spec, args.url_b or args.url_a, b_set, 2 * args.n, args.tokens, args.pools)
+    if args.pool_a < 2 * args.n or args.pool_b < args.n:
+        parser.error("--pool-a must hold 2N samples and --pool-b N")
+    a = pool(args.spec, args.url_a, a_set, args.pool_a, args.tokens, args.pools)
+    b = pool(args.spec, args.url_b or args.url_a, b_set, args.pool_b, args.tokens, args.pools)
     rng = np.random.default_rng(0)
     found = alarms = 0
     started = time.process_time()
