@@ -158,7 +158,8 @@ def score(
         return Score("infeasible", reason, interval, samples, regimes, busy)
     if problem:
         return Score("failed", problem, None, samples, busy=busy)
-    unproven = [r for r in rows if _unproven(r)]
+    # The config is unproven anywhere it is (one server); say where first at the asked loads.
+    unproven = [r for r in selected if _unproven(r)] + [r for r in rows if _unproven(r)]
     if unproven:
         first = unproven[0]
         why = first.get("unproven_reason")

@@ -72,11 +72,11 @@ def judge(
     it was measured), else from its `control` samples here."""
     baseline_rows = list(baseline_rows)
     mine, theirs = by_prompt(test_rows, "test"), by_prompt(baseline_rows, "ar")
-    if not mine:
-        return _unproven("no samples of this config were drawn, or all of them failed"), {}
     if not theirs:
         why = "no AR baseline samples to compare with (no baseline, or its point failed)"
         return _unproven(why), {}
+    if not mine:
+        return _unproven("no samples of this config were drawn, or all of them failed"), {}
     test = two_sample_test(mine, theirs)
     if test is None:
         return _unproven("no prompt has 2+ samples on both sides"), {}

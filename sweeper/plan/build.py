@@ -93,7 +93,9 @@ def build_plan(spec: Spec) -> Plan:
                 "speculative configs' own flags (speedup)"
             )
 
-    draws = sampled_check(spec) == "distribution"
+    # Samples nothing can be compared with (no AR baseline, no earlier run's) are not drawn.
+    comparable = spec.baseline or bool(spec.runtime.baseline_run)
+    draws = sampled_check(spec) == "distribution" and comparable
     host_plans = [
         HostPlan(
             hp.host,
