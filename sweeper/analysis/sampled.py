@@ -150,7 +150,7 @@ def proofs(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         if row.get("status") != "ok":
             continue
-        why = row.get("unproven_reason")
+        why = row.get("unproven_reason") or row.get("sampled_detail")
         out.append(
             {
                 "point_id": str(row.get("point_id")),

@@ -55,6 +55,8 @@ def summarize(
     if judged.status == "unproven":
         why = next((v.detail for v in judged.requests if v.verdict in UNJUDGED), "")
         columns["unproven_reason"] = why or "nothing was compared with anything"
+    if sampled_verdict is not None and rc.temperature > 0:
+        columns["sampled_detail"] = sampled_verdict.detail
     columns.update(goodput_columns(rows, slo, wall_s))
     columns.update(latency_speedups(columns, baseline_point))
     if speed_baseline_point is not None:

@@ -60,6 +60,12 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
             f"{head}: no AR baseline (baseline: false, no runtime.baseline_run): nothing to "
             "compare them with, so they will be unproven"
         )
+    if check == "coupled" and not RECORDS[spec.runtime.engine].coupled_sampling:
+        notes.append(
+            f"{head}: determinism.sampled: coupled, but {spec.runtime.engine} servers are not "
+            "expected to advertise coupled sampling (rejection sampling): unless a server does, "
+            "its sampled points will be unproven; distribution proves them"
+        )
     if check == "coupled":
         expected = "the engine's servers advertise" if spec.determinism.sampled == "auto" else ""
         said = f" ({expected} coupled sampling; each server's own advertisement is checked)"

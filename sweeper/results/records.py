@@ -231,6 +231,9 @@ class PointRecord(ExposureColumns, _PointColumns):
     sampled_check: str | None = None
     #: Why the point is `unproven` ("" otherwise): what was not checked and why.
     unproven_reason: str = ""
+    #: A distribution-tested point's verdict in words: the test, p, N, which way the samples
+    #: moved, what it detects ("" otherwise).
+    sampled_detail: str = ""
     #: The two-sample test (`distribution`): its p-value, its name, samples a side per prompt,
     #: where its samples were drawn (this point, or a sibling at another load), the smallest
     #: shift (total variation per token) it detects with 80% power on this run's baseline

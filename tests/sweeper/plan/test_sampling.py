@@ -365,3 +365,10 @@ def test_plan_table_prints_the_sampled_power(tmp_path: Path) -> None:
     out = " ".join(result.stdout.split())
     assert "distribution test:" in out
     assert "note: 2 sampled speculative point(s) (temperature > 0): distribution" in out
+
+
+def test_coupled_forced_on_a_rejection_sampling_engine_says_it_will_be_unproven() -> None:
+    plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {sampled: coupled}\n")
+    notes = sampled_notes(plan)
+    assert any("not expected to advertise coupled sampling" in n for n in notes)
+    assert plan.n_samples == 0
