@@ -18,10 +18,11 @@ is not even self-consistent) < `garbled` (visibly corrupt text, the worst a user
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 import pandas as pd
 
+#: Least to most severe: the one list of verdict names (the order below is the severity order).
 Verdict = Literal[
     "exact",
     "near-tie",
@@ -33,18 +34,7 @@ Verdict = Literal[
     "nondeterministic",
     "garbled",
 ]
-#: Least to most severe.
-SEVERITY: tuple[Verdict, ...] = (
-    "exact",
-    "near-tie",
-    "distribution-ok",
-    "n/a",
-    "unproven",
-    "shifted",
-    "diverged",
-    "nondeterministic",
-    "garbled",
-)
+SEVERITY: tuple[Verdict, ...] = get_args(Verdict)
 #: Verdicts that prove a request or a config right (feasible; the diagnosis's clean requests):
 #: near-tie is numerics, not a bug; distribution-ok is a test's pass at a stated power.
 CLEAN_VERDICTS: frozenset[str] = frozenset({"exact", "near-tie", "distribution-ok"})
