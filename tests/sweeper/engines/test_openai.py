@@ -82,13 +82,15 @@ def test_endpoint_without_token_ids_is_judged_on_approximate_ids(tmp_path: Path)
     assert "what software the server is" in identity["unproven"]
 
 
-def test_a_known_server_gives_engine_ids_and_no_baseline_means_n_a(tmp_path: Path) -> None:
+def test_a_known_server_gives_engine_ids_and_no_baseline_means_unproven(tmp_path: Path) -> None:
     with endpoint(tmp_path, "spec", {"FAKE_START_DELAY": "0"}) as url:
         code, run = _sweep(tmp_path, {"base_url": url}, api="chat")
     assert code == 0
     points = pd.read_parquet(run / "points.parquet")
     requests = pd.read_parquet(run / "requests.parquet")
-    assert list(points["mode"]) == ["speculative"] and points.determinism.iloc[0] == "n/a"
+    # Nothing to compare its outputs with: no verdict, and the point says why.
+    assert list(points["mode"]) == ["speculative"] and points.determinism.iloc[0] == "unproven"
+    assert "no baseline" in points.unproven_reason.iloc[0]
     # It reports a fingerprinted /server_info: ids were asked for and came from the engine.
     assert set(requests.token_ids_source) == {"engine"}
     assert requests.tau.notna().all()
