@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.exit_codes import EXIT_BAD_SPEC
-from sweeper.results.reader import MANIFEST, POINTS_LOG, all_runs
+from sweeper.results.reader import MANIFEST, POINTS_LOG, all_runs, run_state
 
 
 def command(
@@ -21,7 +21,9 @@ def command(
         raise typer.Exit(EXIT_BAD_SPEC)
     found = all_runs(results)
     # Oldest first: run ids start with their UTC start time.
-    runs = sorted((r.manifest for r in found if r.manifest is not None), key=lambda m: m.run_id)
+    runs = sorted(
+        ((r.manifest, r.dir) for r in found if r.manifest is not None), key=lambda m: m[0].run_id
+    )
     broken = sorted(r.dir for r in found if r.manifest is None)
     if not runs and not broken:
         typer.echo(f"no runs under {results}")
@@ -29,11 +31,11 @@ def command(
     table = Table()
     for name in ("sweep", "run id", "status", "ok", "failed", "total", "started (UTC)"):
         table.add_column(name)
-    for m in runs:
+    for m, path in runs:
         table.add_row(
             m.sweep,
             m.run_id,
-            m.status,
+            run_state(path, m.status),
             str(m.points_ok),
             str(m.points_failed),
             str(m.points_total),

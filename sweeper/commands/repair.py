@@ -12,7 +12,7 @@ from sweeper.results.repair import RepairError, repair
 
 
 def command(run_dir: Path = typer.Argument(..., help="The run directory to repair.")) -> None:
-    """Rebuild points.parquet, points.csv and requests.parquet from the .jsonl records."""
+    """Recover every record any copy holds, keep damaged lines aside, rewrite the views."""
     if not run_dir.is_dir():
         typer.echo(f"error: no run directory at {run_dir}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
@@ -21,17 +21,23 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
     except RepairError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_IO) from None
-    what = ", ".join(broken) if broken else "nothing was broken"
-    typer.echo(f"rebuilt the views of {run_dir} from its records ({what})")
+    for line in broken:
+        typer.echo(f"{run_dir}: {line}")
+    if not broken:
+        typer.echo(f"{run_dir}: nothing was broken")
 
 
 def checked(run: Run) -> Run:
-    """For commands that read a run: the run with its broken views rebuilt first (saying so on
-    stderr); the same run when none was broken."""
+    """For commands that read a run: the run with its broken views rebuilt in memory (saying
+    so on stderr; nothing is written); the same run when none was broken."""
     from sweeper.results.repair import repaired
 
     run = repaired(run)
     if run.rebuilt:
         names = ", ".join(run.rebuilt)
-        typer.echo(f"note: {run.dir}: rebuilt {names} from the .jsonl records", err=True)
+        typer.echo(
+            f"note: {run.dir}: {names} rebuilt in memory from every copy of the records "
+            f"(`sweeper repair {run.dir}` writes them)",
+            err=True,
+        )
     return run

@@ -32,10 +32,11 @@ from sweeper.engines.registry import engine_for
 from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
-from sweeper.results.reader import is_run_dir, latest_run
+from sweeper.results.lock import LockBusy, run_lock
+from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
+from sweeper.results.repair import repair
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
-from sweeper.schedule.lock import LockBusy, run_lock
 from sweeper.search import SearchOrder
 from sweeper.workers.backends import open_backend
 
@@ -57,6 +58,10 @@ def _open_store(
             raise _usage(f"no run of sweep {spec.name!r} under {results} to resume")
     if resume is not None:
         try:
+            # Recovered first: a record line lost since (a cut, a hand edit) comes back from
+            # the views, never dropped by the views the run rewrites.
+            for line in repair(resume):
+                typer.echo(f"note: {resume}: {line}", err=True)
             store = RunStore.open(resume)
         except (FileNotFoundError, ValueError) as exc:
             raise _usage(str(exc)) from None
@@ -121,7 +126,7 @@ def command(
     root = resume.parent.parent if resume is not None else results
     lock_dir = root / plan.spec.name
     try:
-        with run_lock(root / f".{plan.spec.name}.run.lock"):
+        with run_lock(sweep_lock(root, plan.spec.name)):
             store = _open_store(plan, spec, results, resume, resume_latest)
             code = _execute_or_mark(plan, store, plain, spec)
     except LockBusy as exc:

@@ -24,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sweeper.results.lock import live_holder
 from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
 
 MANIFEST = "manifest.json"
@@ -245,8 +246,10 @@ class Run:
         if self._requests_file is None:
             broken.append(REQUESTS_PARQUET)
         recorded = len({row.get("point_id") for row in self.point_lines})
-        if rows is not None and rows != recorded:
+        if rows is not None and rows < recorded:
             broken.append(f"{POINTS_PARQUET} (behind the records)")
+        elif rows is not None and rows > recorded:
+            broken.append(f"{POINTS_LOG} (lost points that {POINTS_PARQUET} holds)")
         return broken
 
     def close(self) -> None:
@@ -289,6 +292,23 @@ def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 # --- finding runs ---------------------------------------------------------------------------------
+
+
+def sweep_lock(results_root: Path, sweep: str) -> Path:
+    """The lock a run holds while it writes into its sweep's directory (beside it)."""
+    return Path(results_root) / f".{sweep}.run.lock"
+
+
+def run_state(run_dir: Path, status: str) -> str:
+    """A manifest's status as it is now: a run whose manifest says `running` but whose sweep
+    lock no live process holds was killed (resumable), whatever the manifest says."""
+    run_dir = Path(run_dir)
+    if (
+        status == "running"
+        and live_holder(sweep_lock(run_dir.parent.parent, run_dir.parent.name)) is None
+    ):
+        return "killed"
+    return status
 
 
 def is_run_dir(path: Path) -> bool:

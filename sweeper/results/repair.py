@@ -1,17 +1,34 @@
-"""The append-only records are the source of truth; the parquet and CSV views are rebuilt from
-them when they are missing or unreadable (a truncated file, a full disk, a hand edit).
+"""Damaged runs: read whole in memory by every read command, written back only by `repair`.
 
-`Run.broken_views` only reads (footers, never the data); `repair` rewrites every view from
-`points.jsonl` and `requests.jsonl` exactly as the run does after each point. Report, compare and
-diagnose pass the run they read through `repaired`, and `sweeper repair RUN` does it on demand.
+The append-only records are the source of truth and the parquet and CSV views are derived from
+them, but each keeps a copy of the other's points: a view lost to a truncated write is rebuilt
+from the records, and a record line lost to a cut or a hand edit comes back from the view
+(`recover.py`). Read commands (report, compare, diagnose, best, ls) never write into a run:
+`repaired` gives them a `Run` whose views are rebuilt in memory. `sweeper repair RUN` is the
+one writer: it puts recovered rows back into the records, keeps every damaged line verbatim in
+`damaged/`, and rewrites the views. Nothing any copy holds is dropped.
 """
 
 from __future__ import annotations
 
+import io
+import json
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from sweeper.results.reader import MANIFEST, POINTS_LOG, Run, read_run
-from sweeper.results.store import RunStore
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sweeper.results.manifest import upgrade_legacy_row
+from sweeper.results.reader import CATEGORICAL, MANIFEST, POINTS_LOG, REQUESTS_LOG, Run, read_run
+from sweeper.results.recover import RECORD_LOGS, Recovery, recover
+from sweeper.results.store import RunStore, atomic_write, new_run_id
+
+#: Where `repair` keeps the lines it could not read, verbatim (one JSON object per line:
+#: file, line, text).
+DAMAGED_DIR = "damaged"
 
 
 def broken_views(run_dir: Path) -> list[str]:
@@ -24,7 +41,8 @@ class RepairError(ValueError):
 
 
 def repair(run_dir: Path) -> list[str]:
-    """Rewrite every derived view from the records; the names of those that were broken."""
+    """Put every recoverable row back into the records, keep the damaged lines aside, rewrite
+    the views; one line per thing done (empty when nothing was broken)."""
     run_dir = Path(run_dir)
     if not (run_dir / MANIFEST).is_file():
         raise RepairError(f"{run_dir} is not a run directory (no {MANIFEST})")
@@ -36,19 +54,98 @@ def repair(run_dir: Path) -> list[str]:
         )
     broken = run.broken_views()
     run.close()
-    RunStore.open(run_dir).consolidate()
-    return broken
+    recovery = recover(run_dir)
+    done = [f"rebuilt {name}" for name in broken]
+    if recovery.damaged:
+        kept = _keep_damaged(run_dir, recovery)
+        done.append(f"kept {len(recovery.damaged)} damaged line(s) verbatim in {kept}")
+    for line in recovery.lost:
+        what = f"point {line.point_id}" if line.point_id else "a point whose id is unreadable"
+        done.append(f"{line.file} line {line.line}: {what} is in no other copy (kept aside)")
+    if recovery.damaged or recovery.recovered_ids:
+        _rewrite_records(run_dir, recovery)
+        done += [f"point {pid}: restored from the views" for pid in recovery.recovered_ids]
+    if done:
+        RunStore.open(run_dir).consolidate()
+    return done
 
 
 def repaired(run: Run) -> Run:
-    """The run, or when any view is broken (and the manifest can be read) the run read again
-    after rebuilding them, `Run.rebuilt` saying which were. A sound run is read once: what the
-    check read is kept for the reading that follows."""
+    """The run, or when any view is broken (and the manifest can be read) the run with its
+    records recovered and its views rebuilt in memory, `Run.rebuilt` saying which were. Nothing
+    is written: `sweeper repair` writes them."""
     broken = run.broken_views() if run.manifest is not None else []
     if not broken:
         return run
     run.close()
-    RunStore.open(run.dir).consolidate()
-    fresh = read_run(run.dir)
-    fresh.rebuilt = broken
-    return fresh
+    return RecoveredRun(run.dir, recover(run.dir), broken)
+
+
+class RecoveredRun(Run):
+    """A run read from every copy of its records, its views built in memory."""
+
+    def __init__(self, run_dir: Path, recovery: Recovery, broken: list[str]) -> None:
+        super().__init__(run_dir)
+        self.recovery = recovery
+        self.rebuilt = broken
+
+    @cached_property
+    def point_lines(self) -> list[dict[str, Any]]:
+        return [upgrade_legacy_row(row, self.engine) for row in self.recovery.points]
+
+    @cached_property
+    def _points_bytes(self) -> bytes | None:
+        return _parquet_bytes(self.point_lines)
+
+    @cached_property
+    def samples(self) -> list[dict[str, Any]]:
+        return self.recovery.samples
+
+    @cached_property
+    def _requests_file(self) -> pq.ParquetFile | None:
+        rows = [upgrade_legacy_row(row, self.engine) for row in self.recovery.requests]
+        data = _parquet_bytes(rows)
+        return pq.ParquetFile(pa.BufferReader(data), read_dictionary=list(CATEGORICAL))
+
+    @property
+    def has_requests(self) -> bool:
+        return True
+
+    def broken_views(self) -> list[str]:
+        return []
+
+
+def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
+    buffer = io.BytesIO()
+    pd.DataFrame(rows).to_parquet(buffer, index=False)
+    return buffer.getvalue()
+
+
+def _keep_damaged(run_dir: Path, recovery: Recovery) -> Path:
+    """Write the damaged lines to a new file under damaged/ (its name never reused)."""
+    folder = run_dir / DAMAGED_DIR
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{new_run_id()}.jsonl"
+    text = "".join(
+        json.dumps({"file": d.file, "line": d.line, "text": d.text}) + "\n"
+        for d in recovery.damaged
+    )
+    atomic_write(path, lambda p: p.write_text(text))
+    return path.relative_to(run_dir)
+
+
+def _rewrite_records(run_dir: Path, recovery: Recovery) -> None:
+    """Each record file as its intact rows, then the rows recovered from the views."""
+    extra = {POINTS_LOG: recovery.points_from_views, REQUESTS_LOG: recovery.requests_from_views}
+    damaged = {d.file for d in recovery.damaged}
+    for name in RECORD_LOGS:
+        rows = [*recovery.rows.get(name, []), *extra.get(name, [])]
+        if name not in damaged and not extra.get(name):
+            continue
+        _write_text(
+            run_dir / name, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+        )
+
+
+def _write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda p: p.write_text(text))

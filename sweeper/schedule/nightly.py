@@ -23,8 +23,8 @@ from sweeper.analysis.compare import compare_loaded
 from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.report.assemble import build_view
 from sweeper.report.render import write_report
+from sweeper.results.lock import LockBusy, run_lock
 from sweeper.results.reader import previous_finished, prune, read_run
-from sweeper.schedule.lock import LockBusy, run_lock
 
 EXIT_REGRESSION = 1
 EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later

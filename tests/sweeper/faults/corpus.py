@@ -9,11 +9,12 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO, EXIT_LOCKED, EXIT_OK
-from sweeper.schedule.lock import run_lock
+from sweeper.results.lock import run_lock
 from tests.sweeper.faults.cases import SPEC_CASES, Case, assert_that
 from tests.sweeper.faults.context import (
     DISK_PORT,
@@ -109,6 +110,71 @@ def _views_rebuilt(ctx: Ctx, out: Outcome) -> None:
     assert_that(not _broken(run_dir), out.stderr)
 
 
+def _nothing_written(ctx: Ctx, out: Outcome) -> None:
+    """A read command left the damaged run as it was (`sweeper repair` is the writer)."""
+    run_dir = next((ctx.tmp / "a" / "t").iterdir())
+    assert_that(bool(_broken(run_dir)), "a read command rewrote the views")
+    again = sweeper("repair", str(run_dir))
+    assert_that(again.code == EXIT_OK and not _broken(run_dir), again.stderr)
+
+
+def _cut_point_line(ctx: Ctx) -> tuple[str, Outcome]:
+    """The first of the run's two points.jsonl lines cut in half (a bad sector, a hand edit)."""
+    run_dir = ctx.run_copy()
+    lines = (run_dir / "points.jsonl").read_text().splitlines(keepends=True)
+    lines[0] = lines[0][: len(lines[0]) // 2] + "\n"
+    (run_dir / "points.jsonl").write_text("".join(lines))
+    return "sweeper report RUN (a points.jsonl line cut in half)", sweeper("report", str(run_dir))
+
+
+def _point_kept(ctx: Ctx, out: Outcome) -> None:
+    """Report kept both points and wrote nothing into the run; repair restored the line and
+    kept the damaged one aside."""
+    import pandas as pd
+
+    run_dir = next((ctx.tmp / "a" / "t").iterdir())
+    base = ctx.shared.base_run()
+    assert_that((run_dir / "points.parquet").read_bytes() == (base / "points.parquet").read_bytes())
+    fixed = sweeper("repair", str(run_dir))
+    assert_that(fixed.code == EXIT_OK, fixed.stderr)
+    assert_that("restored from the views" in fixed.stdout, fixed.stdout)
+    assert_that(sorted(point_ids(run_dir)) == sorted(point_ids(base)), point_ids(run_dir))
+    assert_that(len(pd.read_parquet(run_dir / "points.parquet")) == 2)
+    kept = [json.loads(x) for f in (run_dir / "damaged").iterdir() for x in f.open()]
+    assert_that([k["line"] for k in kept] == [1] and kept[0]["file"] == "points.jsonl", kept)
+
+
+def _read_only_run(ctx: Ctx) -> tuple[str, Outcome]:
+    """The run on a read-only mount, its points.parquet truncated before: every read command
+    reads it (the views rebuilt in memory); the report goes where -o says."""
+    disk = ctx.tmpfs("4m")
+    run_dir = disk / "t" / ctx.shared.base_run().name
+    shutil.copytree(ctx.shared.base_run(), run_dir)
+    (run_dir / "points.parquet").write_bytes((run_dir / "points.parquet").read_bytes()[:100])
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    for verb in (("diagnose", "--dry-run", str(run_dir)), ("compare", str(run_dir), str(run_dir))):
+        out = sweeper(*verb)
+        assert_that(out.code == EXIT_OK, f"{verb}: {out.stderr}")
+    report = ctx.tmp / "report.html"
+    return "sweeper report RUN -o FILE (RUN read-only)", sweeper(
+        "report", str(run_dir), "-o", str(report)
+    )
+
+
+def _killed(ctx: Ctx) -> tuple[str, Outcome]:
+    """A run whose manifest says running, its sweep lock left by a pid that is gone."""
+    run_dir = ctx.run_copy()
+    data = manifest(run_dir)
+    data["status"] = "running"
+    (run_dir / "manifest.json").write_text(json.dumps(data))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (run_dir.parent.parent / ".t.run.lock").write_text(f"{gone.pid}\n")
+    return "sweeper ls (a run SIGKILLed: manifest running, lock holder gone)", sweeper(
+        "ls", "--results", str(ctx.tmp / "a")
+    )
+
+
 def _broken(run_dir: Path) -> list[str]:
     from sweeper.results.repair import broken_views
 
@@ -151,6 +217,8 @@ def _extra_flag(ctx: Ctx) -> tuple[str, Outcome]:
             for row in rows
         ]
         (run_b / log).write_text("".join(json.dumps(r) + "\n" for r in out))
+    for view in ("points.parquet", "points.csv", "requests.parquet"):
+        (run_b / view).unlink()  # else repair would bring the old points back from them
     sweeper("repair", str(run_b))
     return "sweeper compare A B (B adds a flag)", sweeper("compare", str(run_a), str(run_b))
 
@@ -232,24 +300,47 @@ RESULT_CASES = [
         "report died: ArrowInvalid: Parquet magic bytes not found",
         _truncate("points.parquet", ("report",)),
         EXIT_OK,
-        "rebuilt points.parquet from the .jsonl records",
-        after=_views_rebuilt,
+        "points.parquet rebuilt in memory from every copy of the records",
+        after=_nothing_written,
     ),
     Case(
         "requests_parquet_truncated",
         "diagnose died: ArrowInvalid",
         _truncate("requests.parquet", ("diagnose", "--dry-run")),
         EXIT_OK,
-        "rebuilt requests.parquet from the .jsonl records",
-        after=_views_rebuilt,
+        "requests.parquet rebuilt in memory from every copy of the records",
+        after=_nothing_written,
     ),
     Case(
         "repair_rebuilds_views",
         "no way to rebuild the views from the records",
         _repair,
         EXIT_OK,
-        "from its records (points.csv)",
+        "rebuilt points.csv",
         after=_views_rebuilt,
+    ),
+    Case(
+        "points_line_cut_in_half",
+        "issue 28 #1: report rebuilt points.parquet from the records, 7 rows -> 6 for good",
+        _cut_point_line,
+        EXIT_OK,
+        "points.jsonl (lost points that points.parquet holds) rebuilt in memory",
+        after=_point_kept,
+    ),
+    Case(
+        "read_only_run",
+        "issue 28 #17: exit 5 'Operation not permitted: requests.jsonl' (opening wrote)",
+        _read_only_run,
+        EXIT_OK,
+        "report.html",
+        root=True,
+    ),
+    Case(
+        "killed_run_in_ls",
+        "issue 28 #16: 'running' in ls forever though its lock's pid is dead",
+        _killed,
+        EXIT_OK,
+        "killed",
     ),
     Case(
         "manifest_truncated",

@@ -132,7 +132,7 @@ def test_compare_opens_each_parquet_file_once(
     assert counts == {"points.parquet": 2, "requests.parquet": 2}
 
 
-def test_a_truncated_view_is_rebuilt_then_read_once(
+def test_a_missing_view_is_rebuilt_in_memory_then_read_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sweeper.results.store import RunStore
@@ -143,13 +143,14 @@ def test_a_truncated_view_is_rebuilt_then_read_once(
     assert points is not None
     lines = [points.iloc[i].to_json() for i in range(len(points))]
     (run / "points.jsonl").write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(RunStore, "consolidate", lambda self: None)  # (rebuilt: not the point)
+    monkeypatch.setattr(RunStore, "consolidate", lambda self: pytest.fail("a reader wrote"))
     (run / "points.csv").unlink()
     with opens(monkeypatch) as counts:
         done = CliRunner().invoke(app, ["report", str(run), "-o", str(tmp_path / "r.html")])
     assert done.exit_code == 0, done.output
-    assert "rebuilt points.csv from the .jsonl records" in done.output
-    # Opened once to check, once more after the rebuild: never once per section.
+    assert "points.csv rebuilt in memory from every copy of the records" in done.output
+    assert not (run / "points.csv").exists()  # a read command writes nothing into the run
+    # Each file read once to check, once to recover: never once per section.
     assert counts == {"points.parquet": 2, "requests.parquet": 2}
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.schedule.lock import LockBusy, run_lock
+from sweeper.results.lock import LockBusy, run_lock
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from sweeper.schedule.lock import run_lock
+from sweeper.results.lock import run_lock
 with run_lock(Path(sys.argv[1])) as held:
     print("held", held.recovered_from, flush=True)
     time.sleep(60)
@@ -23,7 +23,7 @@ with run_lock(Path(sys.argv[1])) as held:
 TRY = """
 import sys
 from pathlib import Path
-from sweeper.schedule.lock import LockBusy, run_lock
+from sweeper.results.lock import LockBusy, run_lock
 try:
     with run_lock(Path(sys.argv[1])) as held:
         print("got", held.recovered_from)

@@ -1,0 +1,190 @@
+"""What a run's records hold, read whole from every copy: nothing recorded is ever dropped.
+
+A run keeps each point twice: its line in `points.jsonl` (the record) and its row in
+`points.parquet` / `points.csv` (the views, rewritten after every point). A damaged line (a cut,
+a bad sector, a hand edit) loses the record but not the view's row, and a damaged view loses
+nothing the records hold. `recover` reads both and keeps the union: every intact record, then
+every point and request that only a view still holds, and the lines that no copy can explain,
+kept verbatim with their line numbers. It only reads; read commands use the result in memory,
+and `sweeper repair` (`repair.py`) writes it back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sweeper.results.reader import (
+    POINTS_CSV,
+    POINTS_LOG,
+    POINTS_PARQUET,
+    REQUESTS_LOG,
+    REQUESTS_PARQUET,
+    SAMPLES_LOG,
+)
+
+#: The records a run appends, in the order a point writes them.
+RECORD_LOGS = (SAMPLES_LOG, REQUESTS_LOG, POINTS_LOG)
+_POINT_ID = re.compile(r'"point_id"\s*:\s*"([^"]*)"')
+
+
+@dataclass(frozen=True)
+class DamagedLine:
+    """A line of a record file that is not a JSON object (kept verbatim, never deleted)."""
+
+    file: str
+    line: int
+    text: str
+
+    @property
+    def point_id(self) -> str | None:
+        """The point id the fragment still names, if it does."""
+        found = _POINT_ID.search(self.text)
+        return found.group(1) if found else None
+
+
+@dataclass
+class Recovery:
+    """A run's records, whole: each file's intact rows, what only a view still held, and
+    what no copy explains."""
+
+    #: Intact rows per record file (its parsed lines, in order).
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Point rows found only in a view (their line in points.jsonl is damaged or missing).
+    points_from_views: list[dict[str, Any]] = field(default_factory=list)
+    #: Request rows found only in requests.parquet (their point's lines were damaged).
+    requests_from_views: list[dict[str, Any]] = field(default_factory=list)
+    damaged: list[DamagedLine] = field(default_factory=list)
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        """Every recorded point once (a point's first line wins, as in the store)."""
+        seen: dict[str, dict[str, Any]] = {}
+        for row in [*self.rows.get(POINTS_LOG, []), *self.points_from_views]:
+            if isinstance(row.get("point_id"), str):
+                seen.setdefault(row["point_id"], row)
+        return list(seen.values())
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Request rows of recorded points, from the attempt that completed."""
+        return _of_points(self.points, self.rows.get(REQUESTS_LOG, []) + self.requests_from_views)
+
+    @property
+    def samples(self) -> list[dict[str, Any]]:
+        return _of_points(self.points, self.rows.get(SAMPLES_LOG, []))
+
+    @property
+    def recovered_ids(self) -> list[str]:
+        """Points whose rows came back from a view."""
+        ids = [str(r["point_id"]) for r in self.points_from_views]
+        ids += [str(r["point_id"]) for r in self.requests_from_views]
+        return list(dict.fromkeys(ids))
+
+    @property
+    def lost(self) -> list[DamagedLine]:
+        """Damaged lines no copy holds: a points line whose point is in no view (requests and
+        samples lines count as lost only when their point's rows are short)."""
+        recorded = {str(p["point_id"]) for p in self.points}
+        points_damaged = [d for d in self.damaged if d.file == POINTS_LOG]
+        return [d for d in points_damaged if d.point_id not in recorded]
+
+    def messages(self) -> list[str]:
+        """One line per recovered point and per damaged line, by id."""
+        out = [f"point {pid}: recovered from the views" for pid in self.recovered_ids]
+        for line in self.damaged:
+            what = f"point {line.point_id}" if line.point_id else "no point id readable"
+            out.append(f"{line.file} line {line.line}: damaged ({what})")
+        return out
+
+
+def recover(run_dir: Path) -> Recovery:
+    """Every copy of a run's records, merged (only reads)."""
+    run_dir = Path(run_dir)
+    recovery = Recovery()
+    for name in RECORD_LOGS:
+        rows, damaged = _read_lines(run_dir / name)
+        recovery.rows[name] = rows
+        recovery.damaged += damaged
+    recorded = {r.get("point_id") for r in recovery.rows[POINTS_LOG]}
+    recovery.points_from_views = [
+        row for row in _view_rows(run_dir, "points") if row.get("point_id") not in recorded
+    ]
+    kept = {(p["point_id"], p.get("attempt")) for p in recovery.points}
+    logged = Counter((r.get("point_id"), r.get("attempt")) for r in recovery.rows[REQUESTS_LOG])
+    in_view: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in _view_rows(run_dir, "requests"):
+        in_view.setdefault((row.get("point_id"), row.get("attempt")), []).append(row)
+    for key, rows in in_view.items():
+        # The view was written from complete records: where it holds more of a point's
+        # requests than the log does now, the log lost lines and the view's rows stand in.
+        if key in kept and len(rows) > logged[key]:
+            recovery.requests_from_views += rows
+    if recovery.requests_from_views:
+        replaced = {(r["point_id"], r.get("attempt")) for r in recovery.requests_from_views}
+        recovery.rows[REQUESTS_LOG] = [
+            r
+            for r in recovery.rows[REQUESTS_LOG]
+            if (r.get("point_id"), r.get("attempt")) not in replaced
+        ]
+    return recovery
+
+
+def _read_lines(path: Path) -> tuple[list[dict[str, Any]], list[DamagedLine]]:
+    """A JSONL file split on "\\n" only (JSON strings may hold U+2028 and other line
+    separators that `str.splitlines` would cut at): its objects and its damaged lines."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return [], []
+    rows: list[dict[str, Any]] = []
+    damaged: list[DamagedLine] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        text = raw.decode("utf-8", errors="surrogateescape")  # verbatim, bytes and all
+        try:
+            row = json.loads(text)
+        except ValueError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            damaged.append(DamagedLine(path.name, number, text))
+    return rows, damaged
+
+
+def _view_rows(run_dir: Path, which: str) -> list[dict[str, Any]]:
+    """The rows of a readable parquet view (the CSV for points when the parquet is not),
+    nulls left out, as the records write them."""
+    names = [POINTS_PARQUET, POINTS_CSV] if which == "points" else [REQUESTS_PARQUET]
+    for name in names:
+        table = _read_table(run_dir / name)
+        if table is not None:
+            return [{k: v for k, v in row.items() if v is not None} for row in table.to_pylist()]
+    return []
+
+
+def _read_table(path: Path) -> pa.Table | None:
+    if not path.is_file():
+        return None
+    try:
+        if path.suffix == ".csv":
+            import pyarrow.csv as pacsv
+
+            return pacsv.read_csv(path)
+        return pq.read_table(path)
+    except (OSError, ValueError):  # ArrowInvalid is a ValueError
+        return None
+
+
+def _of_points(points: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keep = {(p["point_id"], p.get("attempt")) for p in points}
+    return [r for r in rows if (r.get("point_id"), r.get("attempt")) in keep]
