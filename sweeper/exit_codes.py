@@ -3,8 +3,9 @@ code a run's recorded points earn.
 
 0 all well; 1 a regression (`compare`, `nightly`); 2 bad spec or usage; 3 a point failed; 4 a
 determinism violation (wins over 3); 5 the sweeper's own error: its results cannot be written
-(disk full, no permission, a file where a directory must be) or read back; 75 another run holds
-the lock (try again later, EX_TEMPFAIL); 130 interrupted (resumable).
+(disk full, no permission, a file where a directory must be) or read back; 70 a bug in the
+sweeper (one line, its traceback in a file; EX_SOFTWARE); 75 another run holds the lock (try
+again later, EX_TEMPFAIL); 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ EXIT_BAD_SPEC = 2
 EXIT_FAILED = 3
 EXIT_VIOLATION = 4
 EXIT_IO = 5
+EXIT_INTERNAL = 70
 EXIT_LOCKED = 75
 EXIT_INTERRUPTED = 130
 

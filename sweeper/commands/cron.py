@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from sweeper.exit_codes import EXIT_BAD_SPEC
 from sweeper.schedule import cron
 
 app = typer.Typer(help="Schedule nightly sweeps in the crontab.", no_args_is_help=True)
@@ -25,7 +26,7 @@ def install(
         entry = cron.install(spec, schedule, keep, results, user)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_SPEC) from None
     typer.echo(f"installed: {entry.schedule} {entry.command}")
 
 
@@ -45,13 +46,13 @@ def remove(
     spec: Path = typer.Argument(..., help="Sweep spec (YAML)."),
     user: str | None = typer.Option(None, "--user", help=USER_HELP),
 ) -> None:
-    """Remove the nightly entry of SPEC (exit 1 when there was none)."""
+    """Remove the nightly entry of SPEC (exit 2 when there was none)."""
     try:
         removed = cron.remove(spec, user)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_SPEC) from None
     if removed == 0:
-        typer.echo(f"no nightly entry for {spec.resolve()}", err=True)
-        raise typer.Exit(1)
+        typer.echo(f"error: no nightly entry for {spec.resolve()}", err=True)
+        raise typer.Exit(EXIT_BAD_SPEC)
     typer.echo(f"removed: {spec.resolve()}")

@@ -11,12 +11,15 @@ from __future__ import annotations
 import errno
 import functools
 import os
+import tempfile
+import traceback
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import click
 import typer
 
-from sweeper.exit_codes import EXIT_IO
+from sweeper.exit_codes import EXIT_INTERNAL, EXIT_IO
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,6 +34,14 @@ _HINTS = {
 }
 
 
+def _keep_traceback() -> str:
+    """The current exception's traceback, in a new file under the temp directory."""
+    fd, path = tempfile.mkstemp(prefix="sweeper-crash-", suffix=".txt")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(traceback.format_exc())
+    return path
+
+
 def describe(exc: BaseException) -> str:
     """One line for an error: for an OSError its reason, the path and what to do."""
     if not isinstance(exc, OSError):
@@ -42,7 +53,9 @@ def describe(exc: BaseException) -> str:
 
 
 def one_line(command: F) -> F:
-    """The command, with an OSError ending in one line on stderr and exit 5."""
+    """The command, with an OSError ending in one line on stderr and exit 5, and any other
+    error (a bug: input is answered with its own line before this) in one line, its traceback
+    kept in a file, and exit 70: never Python's exit 1, which means a regression."""
 
     @functools.wraps(command)
     def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -51,5 +64,17 @@ def one_line(command: F) -> F:
         except OSError as exc:
             typer.echo(f"error: {describe(exc)}", err=True)
             raise typer.Exit(EXIT_IO) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("SWEEPER_DEBUG"):
+                raise
+            kept = _keep_traceback()
+            typer.echo(
+                f"internal error: {describe(exc)} (a bug in the sweeper; traceback in {kept}, "
+                "SWEEPER_DEBUG=1 shows it)",
+                err=True,
+            )
+            raise typer.Exit(EXIT_INTERNAL) from None
 
     return guarded  # type: ignore[return-value]

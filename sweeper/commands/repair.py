@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO
-from sweeper.results.reader import Run
+from sweeper.results.reader import MANIFEST, Run, is_run_dir
 from sweeper.results.repair import RepairError, repair
 
 
@@ -15,6 +15,9 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
     """Recover every record any copy holds, keep damaged lines aside, rewrite the views."""
     if not run_dir.is_dir():
         typer.echo(f"error: no run directory at {run_dir}", err=True)
+        raise typer.Exit(EXIT_BAD_SPEC)
+    if not is_run_dir(run_dir):
+        typer.echo(f"error: {run_dir} is not a run directory (no {MANIFEST})", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
     try:
         broken = repair(run_dir)

@@ -79,6 +79,8 @@ def command(
     from sweeper.report.render import write_report  # matplotlib: only when a report is made
 
     target = _run_dir(run_dir, latest, results)
+    if out is not None and out.is_dir():
+        raise _fail(f"-o {out} is a directory: give the report's file name")
     run = checked(read_run(target))
     comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
     path = write_report(build_view(run), out or target / "report.html", comparison)

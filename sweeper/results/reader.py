@@ -140,10 +140,7 @@ class Run:
         path = self.dir / REQUESTS_PARQUET
         if not path.exists():
             return None
-        try:
-            return pq.ParquetFile(path, read_dictionary=list(CATEGORICAL))
-        except (OSError, ValueError):  # ArrowInvalid is a ValueError
-            return None
+        return open_requests(path)
 
     @property
     def has_requests(self) -> bool:
@@ -257,6 +254,21 @@ class Run:
         found = self.__dict__.pop("_requests_file", None)
         if found is not None:
             found.close()
+
+
+def open_requests(source: Path | pa.BufferReader) -> pq.ParquetFile | None:
+    """A requests view opened with its repeated strings as categoricals, or None when it is
+    unreadable. A run none of whose points completed a request has a view with no columns:
+    it opens as it is (pyarrow raises KeyError for an absent dictionary column)."""
+    try:
+        try:
+            return pq.ParquetFile(source, read_dictionary=list(CATEGORICAL))
+        except KeyError:
+            if isinstance(source, pa.BufferReader):
+                source.seek(0)
+            return pq.ParquetFile(source)
+    except (OSError, ValueError):  # ArrowInvalid is a ValueError
+        return None
 
 
 def read_run(run_dir: Path) -> Run:

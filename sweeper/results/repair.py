@@ -22,7 +22,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweeper.results.manifest import upgrade_legacy_row
-from sweeper.results.reader import CATEGORICAL, MANIFEST, POINTS_LOG, REQUESTS_LOG, Run, read_run
+from sweeper.results.reader import (
+    MANIFEST,
+    POINTS_LOG,
+    REQUESTS_LOG,
+    Run,
+    open_requests,
+    read_run,
+)
 from sweeper.results.recover import RECORD_LOGS, Recovery, recover
 from sweeper.results.store import RunStore, atomic_write, new_run_id
 
@@ -104,8 +111,7 @@ class RecoveredRun(Run):
     @cached_property
     def _requests_file(self) -> pq.ParquetFile | None:
         rows = [upgrade_legacy_row(row, self.engine) for row in self.recovery.requests]
-        data = _parquet_bytes(rows)
-        return pq.ParquetFile(pa.BufferReader(data), read_dictionary=list(CATEGORICAL))
+        return open_requests(pa.BufferReader(_parquet_bytes(rows)))
 
     @property
     def has_requests(self) -> bool:

@@ -7,7 +7,8 @@ line only when something needs a person, since cron mails whatever a job prints.
 
 Exit codes: 0 all well; 1 a regression against the previous finished run (slower beyond noise,
 a new failure, determinism newly broken); otherwise the sweep's own non-zero code (3 failed
-points, 4 determinism violation, 2 bad spec); 75 another nightly run of this spec holds the lock.
+points, 4 determinism violation, 2 bad spec); 75 another nightly run of this spec holds the lock
+(`sweeper.exit_codes`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,12 @@ from pathlib import Path
 
 from sweeper.analysis.compare import compare_loaded
 from sweeper.diagnosis.compare import with_diagnosis
+from sweeper.exit_codes import EXIT_INTERNAL, EXIT_LOCKED, EXIT_REGRESSION
 from sweeper.report.assemble import build_view
 from sweeper.report.render import write_report
 from sweeper.results.lock import LockBusy, run_lock
 from sweeper.results.reader import previous_finished, prune, read_run
-
-EXIT_REGRESSION = 1
-EXIT_LOCKED = 75  # EX_TEMPFAIL: try again later
+from sweeper.results.repair import repaired
 
 
 @dataclass
@@ -56,8 +56,9 @@ def _logger(log_path: Path) -> logging.Logger:
     return log
 
 
-def run_sweep(spec: Path, results: Path, log: logging.Logger) -> tuple[int, Path | None]:
-    """Run `sweeper run` in a subprocess, logging its output; returns (exit code, run dir)."""
+def run_sweep(spec: Path, results: Path, log: logging.Logger) -> tuple[int, Path | None, str]:
+    """Run `sweeper run` in a subprocess, logging its output; returns (exit code, run dir,
+    its last line: the run directory, or what stopped it)."""
     argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec), "--results", str(results)]
     argv.append("--plain")
     log.info("running: %s", " ".join(argv))
@@ -72,7 +73,7 @@ def run_sweep(spec: Path, results: Path, log: logging.Logger) -> tuple[int, Path
                 last = line.strip()
     run_dir = Path(last) if last and Path(last).is_dir() else None
     log.info("sweep exited %d; run dir %s", proc.returncode, run_dir)
-    return proc.returncode, run_dir
+    return proc.returncode, run_dir, last
 
 
 def nightly(spec: Path, results: Path, keep: int, threshold: float) -> int:
@@ -92,15 +93,17 @@ def nightly(spec: Path, results: Path, keep: int, threshold: float) -> int:
 
 
 def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: logging.Logger) -> int:
-    code, run_dir = run_sweep(spec, results, log)
+    code, run_dir, last = run_sweep(spec, results, log)
     if run_dir is None:
-        print(f"sweeper nightly: the sweep produced no run directory (exit {code})")
-        return code or 1
+        print(f"sweeper nightly: the sweep produced no run directory (exit {code}): {last}")
+        return code or EXIT_INTERNAL
     previous = previous_finished(run_dir)
-    run = read_run(run_dir)  # read once: compared, then reported
+    run = repaired(read_run(run_dir))  # read once: compared, then reported
     comparison = None
     if previous is not None:
-        comparison = with_diagnosis(compare_loaded(read_run(previous), run, threshold), run)
+        comparison = with_diagnosis(
+            compare_loaded(repaired(read_run(previous)), run, threshold), run
+        )
         log.info("compared with %s: %s", previous.name, comparison.summary)
     else:
         log.info("no previous finished run to compare with")

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO, EXIT_LOCKED, EXIT_OK
+from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_FAILED, EXIT_IO, EXIT_LOCKED, EXIT_OK
 from sweeper.results.lock import run_lock
 from tests.sweeper.faults.cases import SPEC_CASES, Case, assert_that
 from tests.sweeper.faults.context import (
@@ -159,6 +159,31 @@ def _read_only_run(ctx: Ctx) -> tuple[str, Outcome]:
     return "sweeper report RUN -o FILE (RUN read-only)", sweeper(
         "report", str(run_dir), "-o", str(report)
     )
+
+
+def _nothing_served(ctx: Ctx) -> tuple[str, Outcome]:
+    """`model: no-such-model`: every point fails, no request is recorded."""
+    spec = ctx.spec(MINIMAL)
+    done = sweeper("run", str(spec), "--results", str(ctx.tmp / "results"), "--plain")
+    assert_that(done.code == EXIT_FAILED, done.stderr)
+    run_dir = done.stdout.strip().splitlines()[-1]
+    ctx.tmp.joinpath("run").write_text(run_dir)
+    return "sweeper report RUN (every point failed: no-such-model)", sweeper("report", run_dir)
+
+
+def _every_reader_answers(ctx: Ctx, out: Outcome) -> None:
+    run_dir = ctx.tmp.joinpath("run").read_text()
+    for argv, code, line in (
+        (("diagnose", run_dir, "--plain"), EXIT_OK, ""),
+        (("compare", run_dir, run_dir), EXIT_OK, ""),
+        (("best", run_dir), EXIT_FAILED, "failed (failed: server exited"),
+    ):
+        done = sweeper(*argv)
+        assert_that(done.code == code and "Traceback" not in done.stderr, f"{argv}: {done}")
+        assert_that(line in done.stdout + done.stderr, f"{argv}: {done.stdout}")
+    nightly = sweeper("nightly", str(ctx.tmp / "spec.yaml"), "--results", str(ctx.tmp / "n"))
+    assert_that(nightly.code == EXIT_FAILED, f"nightly: {nightly}")
+    assert_that("sweep exited 3" in nightly.stdout, nightly.stdout)
 
 
 def _killed(ctx: Ctx) -> tuple[str, Outcome]:
@@ -334,6 +359,41 @@ RESULT_CASES = [
         EXIT_OK,
         "report.html",
         root=True,
+    ),
+    Case(
+        "every_point_failed",
+        "issue 28 #6: report, diagnose and compare died with KeyError: b'host'; nightly exit 1",
+        _nothing_served,
+        EXIT_OK,
+        "report.html",
+        after=_every_reader_answers,
+    ),
+    Case(
+        "repair_not_a_run",
+        "issue 28 #18: 'not a run directory' was exit 5 in repair, 2 elsewhere",
+        lambda ctx: ("sweeper repair DIR (no manifest)", sweeper("repair", str(ctx.tmp))),
+        EXIT_BAD_SPEC,
+        "is not a run directory (no manifest.json)",
+    ),
+    Case(
+        "report_out_is_a_directory",
+        "issue 28 #18: exit 5 naming a temp file",
+        lambda ctx: (
+            "sweeper report RUN -o DIR",
+            sweeper("report", str(ctx.run_copy()), "-o", str(ctx.tmp)),
+        ),
+        EXIT_BAD_SPEC,
+        "is a directory: give the report's file name",
+    ),
+    Case(
+        "nightly_missing_spec",
+        "issue 28 #18: only 'the sweep produced no run directory (exit 2)'",
+        lambda ctx: (
+            "sweeper nightly MISSING.yaml",
+            sweeper("nightly", str(ctx.tmp / "nope.yaml"), "--results", str(ctx.tmp / "r")),
+        ),
+        EXIT_BAD_SPEC,
+        "nope.yaml",
     ),
     Case(
         "killed_run_in_ls",
