@@ -2,7 +2,8 @@
 code a run's recorded points earn.
 
 0 all well; 1 a regression (`compare`, `nightly`); 2 bad spec or usage; 3 a point failed; 4 a
-determinism violation (wins over 3); 5 the sweeper's own error: its results cannot be written
+determinism violation (wins over 3); 6 nothing proven: every judged point is `unproven` (no
+baseline, no samples: a run that measured speed only is not "all well"); 5 the sweeper's own error: its results cannot be written
 (disk full, no permission, a file where a directory must be) or read back; 70 a bug in the
 sweeper (one line, its traceback in a file; EX_SOFTWARE); 75 another run holds the lock (try
 again later, EX_TEMPFAIL); 130 interrupted (resumable).
@@ -19,19 +20,24 @@ EXIT_BAD_SPEC = 2
 EXIT_FAILED = 3
 EXIT_VIOLATION = 4
 EXIT_IO = 5
+EXIT_UNPROVEN = 6
 EXIT_INTERNAL = 70
 EXIT_LOCKED = 75
 EXIT_INTERRUPTED = 130
 
 
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
-    """4 if any determinism violation, else 3 if any point failed, else 0."""
+    """4 if any determinism violation, else 3 if any point failed, else 6 if points were left
+    unproven and none was proven, else 0."""
     # Imported here: every command imports this module, and the analysis package loads pandas.
-    from sweeper.analysis.verdicts import VIOLATIONS
+    from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS
 
     rows = list(points.values())
-    if any(p.get("determinism") in VIOLATIONS for p in rows):
+    verdicts = {p.get("determinism") for p in rows}
+    if verdicts & VIOLATIONS:
         return EXIT_VIOLATION
     if any(p.get("status") != "ok" for p in rows):
         return EXIT_FAILED
+    if "unproven" in verdicts and not verdicts & CLEAN_VERDICTS:
+        return EXIT_UNPROVEN
     return EXIT_OK

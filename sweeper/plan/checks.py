@@ -82,6 +82,15 @@ def review(plan: Plan, speculative_left: int) -> list[str]:
             "baseline's answers to the turns before them, and this sweep has no AR baseline: "
             "keep baseline: true or name runtime.baseline_run",
         )
+    search = spec.search
+    if search is not None and "speedup" in search.objective.column and not spec.baseline:
+        if not spec.runtime.baseline_run:
+            raise PlanError(
+                "search.objective",
+                f"objective {search.objective.column} divides by the AR baseline, and this "
+                "sweep has none: every trial would fail; keep baseline: true, name "
+                "runtime.baseline_run, or score output_tok_s",
+            )
     notes = []
     mapping = spec.runtime.engine_mapping()
     used = [k for k in (mapping.params if mapping else ()) if k in SERVER_KEYS]

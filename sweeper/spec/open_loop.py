@@ -48,11 +48,15 @@ def _rate_out(value: float) -> float | str:
     return "inf" if math.isinf(value) else value
 
 
-#: Requests per second, > 0, or infinity (everything at once).
+#: Bounds of an open loop: below them a point would measure nothing (or take days), above them
+#: a number is a typo (a 300-digit estimate, an "infinity to integer" crash later).
+MIN_RATE, MAX_DURATION_S, MAX_REQUESTS, MAX_GRACE_S = 1e-3, 86_400, 1_000_000, 3_600
+
+#: Requests per second, at least MIN_RATE (one every ~17 min), or infinity (all at once).
 Rate = Annotated[
     float,
     BeforeValidator(_rate_in),
-    Field(gt=0),
+    Field(ge=MIN_RATE),
     PlainSerializer(_rate_out, when_used="json"),
 ]
 
@@ -63,14 +67,14 @@ class LoadSpec(StrictModel):
     rate: list[Rate] = Field(min_length=1)
     arrival: Arrival = "poisson"
     #: The gamma shape (gamma arrivals only): 1 is Poisson, below 1 burstier.
-    burstiness: Annotated[Number, Field(gt=0)] = 1.0
+    burstiness: Annotated[Number, Field(ge=0.01, le=100)] = 1.0
     #: How long arrivals come (seconds); or `requests` arrivals; neither: prompts x repeats.
-    duration_s: Annotated[Number, Field(gt=0)] | None = None
-    requests: Annotated[Int, Field(ge=1)] | None = None
+    duration_s: Annotated[Number, Field(ge=0.1, le=MAX_DURATION_S)] | None = None
+    requests: Annotated[Int, Field(ge=1, le=MAX_REQUESTS)] | None = None
     #: At most this many requests in flight, across every client process.
     max_concurrency: Annotated[Int, Field(ge=1)] | None = None
     #: Seconds requests in flight at the end of `duration_s` may still take.
-    grace_s: Annotated[Number, Field(ge=0)] = 30.0
+    grace_s: Annotated[Number, Field(ge=0, le=MAX_GRACE_S)] = 30.0
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadSpec:

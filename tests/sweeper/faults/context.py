@@ -21,7 +21,7 @@ from typing import Any
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
 #: This helper's loopback ports (the fake runtime listens on them).
-BASE_PORT, DISK_PORT = 18310, 18311
+BASE_PORT, DISK_PORT, LOAD_PORT = 18310, 18311, 18313
 #: A spec for cases that must stop before anything starts (were one not to, it would start
 #: no real model, on this helper's port).
 MINIMAL = (

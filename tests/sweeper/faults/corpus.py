@@ -13,11 +13,19 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_FAILED, EXIT_IO, EXIT_LOCKED, EXIT_OK
+from sweeper.exit_codes import (
+    EXIT_BAD_SPEC,
+    EXIT_FAILED,
+    EXIT_IO,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_UNPROVEN,
+)
 from sweeper.results.lock import run_lock
 from tests.sweeper.faults.cases import SPEC_CASES, Case, assert_that
 from tests.sweeper.faults.context import (
     DISK_PORT,
+    LOAD_PORT,
     MINIMAL,
     Ctx,
     Outcome,
@@ -184,6 +192,36 @@ def _every_reader_answers(ctx: Ctx, out: Outcome) -> None:
     nightly = sweeper("nightly", str(ctx.tmp / "spec.yaml"), "--results", str(ctx.tmp / "n"))
     assert_that(nightly.code == EXIT_FAILED, f"nightly: {nightly}")
     assert_that("sweep exited 3" in nightly.stdout, nightly.stdout)
+
+
+def _nothing_measured(ctx: Ctx) -> tuple[str, Outcome]:
+    """An open loop too short for one arrival: rate 0.001/s for 0.1 s."""
+    load = {"rate": [0.001], "duration_s": 0.1, "grace_s": 1}
+    spec = write_spec(
+        ctx.tmp, LOAD_PORT, fake_env=fake_runtime_env(ctx.tmp), topk=(4,), prompts=1,
+        repeats=1, max_tokens=4, extra_workload={"load": load, "warmup": 0},
+    )  # fmt: skip
+    out = sweeper("run", str(spec), "--results", str(ctx.tmp / "results"), "--plain")
+    return "sweeper run SPEC (load: rate 0.001/s for 0.1 s)", out
+
+
+def _points_failed_with_reason(ctx: Ctx, out: Outcome) -> None:
+    import pandas as pd
+
+    points = pd.read_parquet(Path(out.stdout.strip().splitlines()[-1]) / "points.parquet")
+    open_loop = points[points.rate.notna()]  # (the closed loop at concurrency 1 measured)
+    assert_that(len(open_loop) == 2 and set(open_loop.status) == {"failed"}, points)
+    reasons = list(open_loop.reason)
+    assert_that(all(r.startswith("no request completed") for r in reasons), reasons)
+
+
+def _nothing_proven(ctx: Ctx) -> tuple[str, Outcome]:
+    spec = write_spec(
+        ctx.tmp, LOAD_PORT, fake_env=fake_runtime_env(ctx.tmp), topk=(4,), prompts=1,
+        repeats=1, max_tokens=4, extra={"baseline": False},
+    )  # fmt: skip
+    out = sweeper("run", str(spec), "--results", str(ctx.tmp / "results"), "--plain")
+    return "sweeper run SPEC (baseline: false: nothing compared)", out
 
 
 def _killed(ctx: Ctx) -> tuple[str, Outcome]:
@@ -394,6 +432,39 @@ RESULT_CASES = [
         ),
         EXIT_BAD_SPEC,
         "nope.yaml",
+    ),
+    Case(
+        "nothing_measured",
+        "issue 28 #4: ok points with 0 requests, exit 0",
+        _nothing_measured,
+        EXIT_FAILED,
+        "no request completed",
+        after=_points_failed_with_reason,
+    ),
+    Case(
+        "speedup_objective_without_baseline",
+        "issue 28 #4: every trial 'failed (no speedup)', exit 0",
+        lambda ctx: (
+            "sweeper validate SPEC (search objective speedup, baseline: false)",
+            sweeper(
+                "validate",
+                str(
+                    ctx.spec(
+                        "name: t\nbaseline: false\nsearch: {objective: {column: speedup}}\n"
+                        "workload:\n  prompts: [{id: a, text: hi}]\n"
+                    )
+                ),
+            ),
+        ),
+        EXIT_BAD_SPEC,
+        "objective speedup divides by the AR baseline",
+    ),
+    Case(
+        "nothing_proven",
+        "issue 28 #4: every point unproven, exit 0",
+        _nothing_proven,
+        EXIT_UNPROVEN,
+        "point(s) unproven",
     ),
     Case(
         "killed_run_in_ls",
