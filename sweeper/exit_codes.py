@@ -2,11 +2,11 @@
 code a run's recorded points earn.
 
 0 all well; 1 a regression (`compare`, `nightly`); 2 bad spec or usage; 3 a point failed; 4 a
-determinism violation (wins over 3); 6 nothing proven: every judged point is `unproven` (no
-baseline, no samples: a run that measured speed only is not "all well"); 5 the sweeper's own error: its results cannot be written
-(disk full, no permission, a file where a directory must be) or read back; 70 a bug in the
-sweeper (one line, its traceback in a file; EX_SOFTWARE); 75 another run holds the lock (try
-again later, EX_TEMPFAIL); 130 interrupted (resumable).
+determinism violation (wins over 3); 5 the sweeper's own error: its results cannot be written
+(disk full, no permission, a file where a directory must be) or read back; 6 nothing proven:
+every judged point is `unproven` (no baseline, no samples: a run that measured speed only is not
+"all well"); 70 a bug in the sweeper (one line, its traceback in a file; EX_SOFTWARE); 75
+another run holds the lock (try again later, EX_TEMPFAIL); 130 interrupted (resumable).
 """
 
 from __future__ import annotations

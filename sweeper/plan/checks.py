@@ -83,14 +83,14 @@ def review(plan: Plan, speculative_left: int) -> list[str]:
             "keep baseline: true or name runtime.baseline_run",
         )
     search = spec.search
-    if search is not None and "speedup" in search.objective.column and not spec.baseline:
-        if not spec.runtime.baseline_run:
-            raise PlanError(
-                "search.objective",
-                f"objective {search.objective.column} divides by the AR baseline, and this "
-                "sweep has none: every trial would fail; keep baseline: true, name "
-                "runtime.baseline_run, or score output_tok_s",
-            )
+    has_baseline = spec.baseline or spec.runtime.baseline_run
+    if search is not None and "speedup" in search.objective.column and not has_baseline:
+        raise PlanError(
+            "search.objective",
+            f"objective {search.objective.column} divides by the AR baseline, and this sweep "
+            "has none: every trial would fail; keep baseline: true, name runtime.baseline_run, "
+            "or score output_tok_s",
+        )
     notes = []
     mapping = spec.runtime.engine_mapping()
     used = [k for k in (mapping.params if mapping else ()) if k in SERVER_KEYS]
