@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictInt, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictInt,
+    StringConstraints,
+)
 
 #: Every integer of a spec ends up in a parquet int64 column (and in C longs on the way), so
 #: nothing beyond int64 gets past validation; fields with a tighter natural bound add it.
@@ -23,6 +31,27 @@ Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 Port = Annotated[Int, Field(ge=1, le=65535)]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+#: Most characters one prompt or message may hold: ~250k tokens, beyond any served context; a
+#: larger one is a wrong file, refused at validate instead of minutes into a run.
+MAX_PROMPT_CHARS = 1_000_000
+
+
+def _unicode_text(value: str) -> str:
+    """Text that is Unicode through and through: a lone surrogate (JSON's "\\ud800") has no
+    UTF-8 form, and would fail only when the records are written."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        code = ord(value[exc.start])
+        where = f"at character {exc.start}"
+        raise ValueError(f"holds a lone surrogate (U+{code:04X}) {where}: not text") from None
+    return value
+
+
+#: Prompt text: valid Unicode, at most MAX_PROMPT_CHARS.
+PromptText = Annotated[
+    str, StringConstraints(max_length=MAX_PROMPT_CHARS), AfterValidator(_unicode_text)
+]
 #: An http(s) URL of an OpenAI-compatible server, without a trailing slash or path beyond a prefix.
 HttpURL = Annotated[str, StringConstraints(pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?$")]
 

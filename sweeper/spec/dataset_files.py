@@ -22,9 +22,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sweeper.spec.base import MAX_PROMPT_CHARS
 from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import SpecIssue
 from sweeper.spec.workload import Message
+
+#: What a JSON file nested deeper than Python's reader allows (its recursion limit) is told.
+TOO_DEEP = "not JSON: nested deeper than the reader allows (about 1,000 levels)"
+# A CSV field may be as long as a prompt may be (the module's default is 131,072 characters).
+csv.field_size_limit(MAX_PROMPT_CHARS + 1)
 
 #: Text columns tried after `prompt_field`, in order.
 TEXT_FIELDS = ("prompt", "text", "question", "instruction")
@@ -43,6 +49,32 @@ class Item:
     messages: tuple[Message, ...] = ()
     system: str | None = None
     line: int | None = None
+
+
+class FileProblem(ValueError):
+    """A file that cannot be read as text at all: where (its line) and why."""
+
+    def __init__(self, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def read_text(path: Path) -> str:
+    """A text file decoded as the tools that write them do: UTF-8, a leading byte-order mark
+    (Excel's, Notepad's) dropped; bytes that are not UTF-8 are a FileProblem at their line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise FileProblem(line, f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
+def text_lines(text: str) -> list[str]:
+    """JSONL's lines: split on "\\n" only (and a "\\r" before it), never on the other line
+    separators (U+2028, U+0085...) that a JSON string may hold raw, as `str.splitlines` does."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 class ItemProblem(ValueError):
@@ -91,18 +123,20 @@ def _format_of(path: Path) -> str:
 
 def _jsonl_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
     source = str(path)
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(text_lines(read_text(path)), start=1):
         if not raw.strip():
             continue
         try:
             yield number, source, json.loads(raw)
         except json.JSONDecodeError as exc:
             yield number, source, SpecIssue(source, number, "", f"not JSON: {exc.msg}")
+        except RecursionError:
+            yield number, source, SpecIssue(source, number, "", TOO_DEEP)
 
 
 def _json_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
     """The elements of a top-level array, each with the line it starts on."""
-    source, text = str(path), path.read_text(encoding="utf-8")
+    source, text = str(path), read_text(path)
     decoder = json.JSONDecoder()
     pos = _skip(text, 0)
     if not text.startswith("[", pos):
@@ -110,6 +144,9 @@ def _json_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
             json.loads(text)
         except json.JSONDecodeError as exc:
             yield exc.lineno, source, SpecIssue(source, exc.lineno, "", f"not JSON: {exc.msg}")
+            return
+        except RecursionError:
+            yield 1, source, SpecIssue(source, 1, "", TOO_DEEP)
             return
         line = text.count("\n", 0, pos) + 1
         yield line, source, SpecIssue(source, line, "", "a JSON dataset is an array of objects")
@@ -121,6 +158,9 @@ def _json_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             yield exc.lineno, source, SpecIssue(source, exc.lineno, "", f"not JSON: {exc.msg}")
+            return
+        except RecursionError:
+            yield line, source, SpecIssue(source, line, "", TOO_DEEP)
             return
         yield line, source, value
         pos = _skip(text, pos)
@@ -139,10 +179,22 @@ def _skip(text: str, pos: int) -> int:
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        for row in reader:
-            yield reader.line_num, str(path), {k: v for k, v in row.items() if k is not None}
+    import io
+
+    source = str(path)
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            line = reader.line_num
+            too_long = "field larger than field limit" in str(exc)
+            message = f"a field over {MAX_PROMPT_CHARS:,} characters" if too_long else str(exc)
+            yield line, source, SpecIssue(source, line, "", f"not CSV: {message}")
+            return
+        yield reader.line_num, source, {k: v for k, v in row.items() if k is not None}
 
 
 def _arrow_rows(path: Path, split: str | None) -> Iterator[tuple[int | None, str, Any]]:
@@ -165,8 +217,14 @@ def _arrow_rows(path: Path, split: str | None) -> Iterator[tuple[int | None, str
         yield None, str(path), SpecIssue(str(path), None, "", message)
         return
     row = 0
-    for shard in json.loads(state.read_text())["_data_files"]:
-        shard_path = path / shard["filename"]
+    try:
+        shards = [str(shard["filename"]) for shard in json.loads(read_text(state))["_data_files"]]
+    except (ValueError, KeyError, TypeError):
+        message = "state.json has no _data_files list of {filename}: not save_to_disk's"
+        yield None, str(state), SpecIssue(str(state), None, "_data_files", message)
+        return
+    for name in shards:
+        shard_path = path / name
         with pa.memory_map(str(shard_path)) as source:
             table = pa.ipc.open_stream(source).read_all()
         for record in table.to_pylist():
@@ -235,4 +293,6 @@ def _messages(value: Any) -> tuple[Message, ...]:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in ("messages", n, *error["loc"]))
             raise ItemProblem(where, error["msg"]) from None
+    if not any(m.role == "user" for m in out):
+        raise ItemProblem("messages", "chat messages need a user turn")
     return tuple(out)

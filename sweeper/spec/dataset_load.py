@@ -13,15 +13,18 @@
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sweeper.spec.dataset_files import Item, read_items
+from pydantic import ValidationError
+
+from sweeper.spec.dataset_files import FileProblem, Item, read_items
 from sweeper.spec.datasets import DatasetSpec, LengthSpec, SyntheticSpec
-from sweeper.spec.errors import SpecIssue, suggest
+from sweeper.spec.errors import SpecIssue, error_loc, error_message, suggest
 from sweeper.spec.suites import SUITES, SuiteMissing, suite_items
 from sweeper.spec.workload import Message, PromptSpec, WorkloadSpec
 from sweeper.spec.yaml_lines import YamlLines
@@ -70,9 +73,13 @@ def dataset_prompts(
                 continue
         else:
             assert dataset.file is not None
-            path = (base_dir / dataset.file).resolve()
+            # realpath, not resolve: a symlink loop is then the read's ELOOP, one line below.
+            path = Path(os.path.realpath(base_dir / dataset.file))
             try:
                 items, problems = read_items(path, dataset)
+            except FileProblem as bad:
+                issues.append(SpecIssue(str(path), bad.line, "", bad.message))
+                continue
             except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
                 line, field = at(index, "file")
                 reason = getattr(exc, "strerror", None) or str(exc)
@@ -85,6 +92,13 @@ def dataset_prompts(
         for item in items:
             try:
                 prompts += item_prompts(item, dataset, label, chat=workload.api == "chat")
+            except ValidationError as exc:  # a row that is no prompt: its file and line
+                where = str(path) if dataset.file is not None else lines.source
+                for error in exc.errors():
+                    field = ".".join(str(part) for part in error_loc(error))
+                    message = error_message(error, PromptSpec)
+                    issues.append(SpecIssue(where, item.line, field, message))
+                break
             except ValueError as exc:
                 line, field = at(index)
                 issues.append(SpecIssue(lines.source, line, field, str(exc)))

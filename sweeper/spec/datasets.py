@@ -18,14 +18,19 @@ workload's prompts (`sweeper.spec.dataset_load`); nothing here reads a file.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from sweeper.spec.base import Int, NonEmptyStr, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Number, Slug, StrictModel
 from sweeper.spec.errors import problem
 
 Count = Annotated[Int, Field(ge=1)]
+#: Bounds of synthetic prompts: a token count beyond any context, or more prompts than a sweep
+#: can send, is a typo (100,000,000 prompts took validate's memory before it could say so).
+MAX_TOKENS_DRAWN, MAX_SYNTHETIC_COUNT = 10_000_000, 100_000
+Tokens = Annotated[Int, Field(ge=1, le=MAX_TOKENS_DRAWN)]
 
 
 class LengthSpec(StrictModel):
@@ -34,11 +39,11 @@ class LengthSpec(StrictModel):
     A plain number is `fixed`."""
 
     dist: Literal["fixed", "uniform", "normal"] = "fixed"
-    tokens: Count | None = None
-    min: Count | None = None
-    max: Count | None = None
-    mean: Annotated[float, Field(gt=0)] | None = None
-    std: Annotated[float, Field(ge=0)] | None = None
+    tokens: Tokens | None = None
+    min: Tokens | None = None
+    max: Tokens | None = None
+    mean: Annotated[Number, Field(gt=0, le=MAX_TOKENS_DRAWN)] | None = None
+    std: Annotated[Number, Field(ge=0, le=MAX_TOKENS_DRAWN)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -72,7 +77,7 @@ class SyntheticSpec(StrictModel):
     """`count` prompts of `input_tokens` tokens each, answered with `output_tokens` tokens
     (default: the workload's `max_tokens`), both drawn from the workload's seed."""
 
-    count: Count
+    count: Annotated[Int, Field(ge=1, le=MAX_SYNTHETIC_COUNT)]
     input_tokens: LengthSpec
     output_tokens: LengthSpec | None = None
 
@@ -123,6 +128,7 @@ class DatasetSpec(StrictModel):
         if self.suite:
             return self.suite
         if self.file:
+            # A file's stem as a slug: `my data.jsonl` is `my-data` (ids are slugs).
             stem = self.file.rstrip("/").rsplit("/", 1)[-1].split(".", 1)[0]
-            return stem or "file"
+            return re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-_")[:64] or "file"
         return "synthetic"

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from sweeper.spec.dataset_files import TOO_DEEP, FileProblem, read_text, text_lines
 from sweeper.spec.dataset_load import dataset_prompts
 from sweeper.spec.errors import SpecError, SpecIssue, error_loc, error_message
 from sweeper.spec.model import Spec
@@ -91,9 +92,12 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
     at = ("workload", "prompts_file")
     line, field = lines.locate(at)
     assert spec.workload.prompts_file is not None
-    path = (base_dir / spec.workload.prompts_file).resolve()
+    # realpath, not resolve: a symlink loop is then the read's ELOOP, said in one line.
+    path = Path(os.path.realpath(base_dir / spec.workload.prompts_file))
     try:
-        raw_lines = path.read_text(encoding="utf-8").splitlines()
+        raw_lines = text_lines(read_text(path))
+    except FileProblem as bad:
+        raise SpecError([SpecIssue(str(path), bad.line, "", bad.message)]) from None
     except OSError as exc:
         raise SpecError(
             [
@@ -114,6 +118,8 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
             prompts.append(PromptSpec.model_validate(json.loads(raw)))
         except json.JSONDecodeError as exc:
             issues.append(SpecIssue(str(path), number, "", f"not JSON: {exc.msg}"))
+        except RecursionError:
+            issues.append(SpecIssue(str(path), number, "", TOO_DEEP))
         except ValidationError as exc:
             for error in exc.errors():
                 where = ".".join(str(part) for part in error_loc(error))

@@ -84,8 +84,9 @@ class SearchSpec(StrictModel):
     constraints: ConstraintsSpec = Field(default_factory=ConstraintsSpec)
     #: None: until the strategy has tried every config it wants.
     budget: SearchBudget | None = None
-    #: Seeds the random order, TPE's sampler and halving's first rung.
-    seed: Int = 0
+    #: Seeds the random order, TPE's sampler and halving's first rung (numpy's range: 0 to
+    #: 2^32 - 1).
+    seed: Annotated[Int, Field(ge=0, le=2**32 - 1)] = 0
     #: TPE: random trials before the model takes over.
     startup_trials: Annotated[Int, Field(ge=1)] = 4
     #: Halving: keep the best 1/eta of each rung for the next.

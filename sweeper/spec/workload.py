@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from sweeper.spec.base import Int, NonEmptyStr, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, PromptText, Slug, StrictModel
 from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import problem
 from sweeper.spec.open_loop import LoadSpec
@@ -23,7 +23,7 @@ class Message(StrictModel):
     """One chat message."""
 
     role: Literal["system", "user", "assistant"]
-    content: str
+    content: PromptText
 
 
 class PromptSpec(StrictModel):
@@ -33,7 +33,7 @@ class PromptSpec(StrictModel):
     where it comes from (`dataset`, `category`, `turn`) and how its answer is bounded."""
 
     id: Slug
-    text: str | None = None
+    text: PromptText | None = None
     messages: list[Message] | None = Field(default=None, min_length=1)
     tokens: Annotated[Int, Field(ge=1)] | None = None
     #: This prompt's output length (default: the point's max_tokens).
@@ -51,6 +51,8 @@ class PromptSpec(StrictModel):
     def _one_form(self) -> PromptSpec:
         if sum(form is not None for form in (self.text, self.messages, self.tokens)) != 1:
             raise problem("a prompt needs exactly one of 'text', 'messages' or 'tokens'")
+        if self.messages is not None and not any(m.role == "user" for m in self.messages):
+            raise problem("chat messages need a user turn", at=("messages",))
         holes = sum(m.role == "assistant" and not m.content for m in self.messages or [])
         if holes != len(self.answers_from):
             message = (
