@@ -189,7 +189,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int | None, str, Any]]:
         except StopIteration:
             return
         except csv.Error as exc:
-            line = reader.line_num
+            line = reader.line_num + 1  # the line it was reading, not yet counted
             too_long = "field larger than field limit" in str(exc)
             message = f"a field over {MAX_PROMPT_CHARS:,} characters" if too_long else str(exc)
             yield line, source, SpecIssue(source, line, "", f"not CSV: {message}")

@@ -39,6 +39,220 @@ def _validate(text: str, verb: str = "validate") -> Callable[[Ctx], tuple[str, O
     return run
 
 
+def _with_file(
+    name: str, data: bytes | None, dataset: str = "file"
+) -> Callable[[Ctx], tuple[str, Outcome]]:
+    """Validate a spec whose one dataset (or prompts_file) is the file `name` holding `data`
+    (None: a symlink to itself, a loop)."""
+
+    def run(ctx: Ctx) -> tuple[str, Outcome]:
+        path = ctx.tmp / name
+        if data is None:
+            path.symlink_to(name)
+        else:
+            path.write_bytes(data)
+        if dataset == "prompts_file":
+            text = f"name: t\nworkload:\n  prompts_file: '{name}'\n"
+        else:
+            text = f"name: t\nworkload:\n  api: chat\n  datasets:\n    - {{file: '{name}'}}\n"
+        spec = ctx.spec(text)
+        return f"sweeper validate SPEC ({name})", sweeper("validate", str(spec))
+
+    return run
+
+
+def _hf_strings(ctx: Ctx) -> tuple[str, Outcome]:
+    folder = ctx.tmp / "hf"
+    folder.mkdir()
+    (folder / "state.json").write_text('{"_data_files": ["data-00000.arrow"]}')
+    spec = ctx.spec("name: t\nworkload:\n  datasets:\n    - {file: hf}\n")
+    return "sweeper validate SPEC (state.json's _data_files are strings)", sweeper(
+        "validate", str(spec)
+    )
+
+
+def _synthetic(length: str, count: int = 2) -> Callable[[Ctx], tuple[str, Outcome]]:
+    text = (
+        "name: t\nworkload:\n  datasets:\n"
+        f"    - synthetic: {{count: {count}, input_tokens: {length}}}\n"
+    )
+    return _validate(text)
+
+
+_ROW = b'{"prompt": "hi"}\n'
+
+#: Issue 28's input items, each a file or value that passed validate and failed later (or
+#: failed validate with a traceback), now one line at validate.
+INPUT_CASES = [
+    Case(
+        "lone_surrogate",
+        "issue 28 #7: passed validate; run died with PydanticSerializationError",
+        _with_file("s.jsonl", b'{"prompt": "lone \\ud800"}\n'),
+        EXIT_BAD_SPEC,
+        "s.jsonl:1: text: Input should be a valid string",
+    ),
+    Case(
+        "dataset_symlink_loop",
+        "issue 28 #8: RuntimeError traceback",
+        _with_file("loop.jsonl", None),
+        EXIT_BAD_SPEC,
+        "cannot read dataset",
+    ),
+    Case(
+        "prompts_file_symlink_loop",
+        "issue 28 #8: RuntimeError traceback",
+        _with_file("loop.jsonl", None, dataset="prompts_file"),
+        EXIT_BAD_SPEC,
+        "Too many levels of symbolic links",
+    ),
+    Case(
+        "csv_field_over_131072",
+        "issue 28 #8: _csv.Error traceback",
+        _with_file("big.csv", b"prompt\n" + b"x" * 140_000 + b"\n"),
+        EXIT_OK,
+        "ok: 2 server configs",
+    ),
+    Case(
+        "csv_field_over_the_prompt_limit",
+        "issue 28 #8/#12: _csv.Error traceback",
+        _with_file("huge.csv", b"prompt\n" + b"x" * 1_000_100 + b"\n"),
+        EXIT_BAD_SPEC,
+        "huge.csv:2: not CSV: a field over 1,000,000 characters",
+    ),
+    Case(
+        "json_nested_200000",
+        "issue 28 #8: RecursionError traceback",
+        _with_file("deep.json", b"[" * 200_000 + b"]" * 200_000),
+        EXIT_BAD_SPEC,
+        "deep.json:1: not JSON: nested deeper than the reader allows",
+    ),
+    Case(
+        "hf_state_json_strings",
+        "issue 28 #8: TypeError traceback",
+        _hf_strings,
+        EXIT_BAD_SPEC,
+        "state.json: _data_files: state.json has no _data_files list of {filename}",
+    ),
+    Case(
+        "prompts_file_not_utf8",
+        "issue 28 #8: UnicodeDecodeError traceback",
+        _with_file("p.jsonl", _ROW + b'{"prompt": "caf\xe9"}\n', dataset="prompts_file"),
+        EXIT_BAD_SPEC,
+        "p.jsonl:2: not UTF-8 text (byte 0xe9)",
+    ),
+    Case(
+        "synthetic_mean_1e300",
+        "issue 28 #8: OverflowError traceback",
+        _synthetic("{dist: normal, mean: 1.0e+300, std: 1}"),
+        EXIT_BAD_SPEC,
+        "input_tokens.mean: Input should be less than or equal to 10000000",
+    ),
+    Case(
+        "synthetic_mean_inf",
+        "issue 28 #8: OverflowError traceback",
+        _synthetic("{dist: normal, mean: .inf, std: 1}"),
+        EXIT_BAD_SPEC,
+        "input_tokens.mean: Input should be a finite number",
+    ),
+    Case(
+        "synthetic_std_inf",
+        "issue 28 #8: traceback",
+        _synthetic("{dist: normal, mean: 8, std: .inf}"),
+        EXIT_BAD_SPEC,
+        "input_tokens.std: Input should be a finite number",
+    ),
+    Case(
+        "tpe_seed_negative",
+        "issue 28 #11: plan traceback; run spent the AR restart then exit 3",
+        _validate(
+            "name: t\nsearch: {strategy: tpe, seed: -1}\n"
+            "workload:\n  prompts: [{id: a, text: hi}]\n"
+        ),
+        EXIT_BAD_SPEC,
+        "search.seed: Input should be greater than or equal to 0",
+    ),
+    Case(
+        "tpe_seed_2_32",
+        "issue 28 #11: plan traceback",
+        _validate(
+            "name: t\nsearch: {strategy: tpe, seed: 4294967296}\n"
+            "workload:\n  prompts: [{id: a, text: hi}]\n"
+        ),
+        EXIT_BAD_SPEC,
+        "search.seed: Input should be less than or equal to 4294967295",
+    ),
+    Case(
+        "grace_s_1e300",
+        "issue 28 #11: 'cannot convert float infinity to integer', exit 3",
+        _validate(
+            "name: t\nworkload:\n  prompts: [{id: a, text: hi}]\n"
+            "  load: {rate: [1], duration_s: 10, grace_s: 1.0e+300}\n"
+        ),
+        EXIT_BAD_SPEC,
+        "workload.load.grace_s: Input should be less than or equal to 3600",
+    ),
+    Case(
+        "synthetic_count_1e8",
+        "issue 28 #12: validate OOM-killed",
+        _synthetic("8", count=100_000_000),
+        EXIT_BAD_SPEC,
+        "synthetic.count: Input should be less than or equal to 100000",
+    ),
+    Case(
+        "prompt_10_mb",
+        "issue 28 #12: validated, then 123 s and 2.4 GB to fail, a 10 MB manifest",
+        _with_file("big.jsonl", b'{"prompt": "' + b"x" * 10_000_000 + b'"}\n'),
+        EXIT_BAD_SPEC,
+        "big.jsonl:1: text: String should have at most 1000000 characters",
+    ),
+    Case(
+        "rate_1e-300",
+        "issue 28 #12: validated; plan printed a 300-digit estimate",
+        _validate(
+            "name: t\nworkload:\n  prompts: [{id: a, text: hi}]\n"
+            "  load: {rate: [1.0e-300], duration_s: 10}\n"
+        ),
+        EXIT_BAD_SPEC,
+        "workload.load.rate[0]: Input should be greater than or equal to 0.001",
+    ),
+    Case(
+        "jsonl_raw_line_separators",
+        "issue 28 #13: 'Unterminated string', line numbers shifted",
+        _with_file("u.jsonl", '{"prompt": "a\u2028b\u0085c"}\n'.encode() + b"not json\n"),
+        EXIT_BAD_SPEC,
+        "u.jsonl:2: not JSON",
+    ),
+    Case(
+        "jsonl_utf8_bom",
+        "issue 28 #14: refused ('Unexpected UTF-8 BOM')",
+        _with_file("b.jsonl", b"\xef\xbb\xbf" + _ROW),
+        EXIT_OK,
+        "ok: 2 server configs",
+    ),
+    Case(
+        "excel_csv_bom",
+        "issue 28 #14: 'no prompt' though the header has prompt",
+        _with_file("b.csv", b"\xef\xbb\xbfprompt,category\r\nhi,a\r\n"),
+        EXIT_OK,
+        "ok: 2 server configs",
+    ),
+    Case(
+        "file_stem_not_a_slug",
+        "issue 28 #15: a pydantic dump with URLs",
+        _with_file("my data.jsonl", _ROW),
+        EXIT_OK,
+        "ok: 2 server configs",
+    ),
+    Case(
+        "messages_without_user_turn",
+        "issue 28 #15: a pydantic dump with URLs",
+        _with_file("m.jsonl", b'{"messages": [{"role": "system", "content": "s"}]}\n'),
+        EXIT_BAD_SPEC,
+        "m.jsonl:1: messages: chat messages need a user turn",
+    ),
+]
+
+
 def _grid(grid: str, extra: str = "") -> str:
     return f"name: t\ngrid:\n{grid}{extra}workload:\n  prompts: [{{id: a, text: hi}}]\n"
 

@@ -22,7 +22,7 @@ from sweeper.exit_codes import (
     EXIT_UNPROVEN,
 )
 from sweeper.results.lock import run_lock
-from tests.sweeper.faults.cases import SPEC_CASES, Case, assert_that
+from tests.sweeper.faults.cases import INPUT_CASES, SPEC_CASES, Case, assert_that
 from tests.sweeper.faults.context import (
     DISK_PORT,
     LOAD_PORT,
@@ -529,7 +529,7 @@ RESULT_CASES = [
     ),
 ]
 
-CASES = [*SPEC_CASES, *RESULT_CASES]
+CASES = [*SPEC_CASES, *INPUT_CASES, *RESULT_CASES]
 
 
 def run_case(case: Case, ctx: Ctx) -> tuple[str, Outcome, str]:
