@@ -18,6 +18,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 
 class SweepProgress(Protocol):
@@ -50,15 +51,15 @@ class RichProgress:
     """A rich progress display with a task per host; use as a context manager."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True)
+        self.console = console or Console(stderr=True, markup=False)
         self._progress = Progress(
-            TextColumn("[bold]{task.fields[host]}[/]"),
+            TextColumn("{task.fields[host]}", style="bold", markup=False),
             BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
-            TextColumn("{task.fields[rate]:>7.1f} tok/s  {task.fields[current]}"),
+            TextColumn("{task.fields[rate]:>7.1f} tok/s  {task.fields[current]}", markup=False),
             console=self.console,
         )
         self._tasks: dict[str, TaskID] = {}
@@ -94,7 +95,9 @@ class RichProgress:
         colour = "green" if status == "ok" else "red"
         with self._lock:
             self._progress.advance(self._tasks[host])
-            self._progress.console.print(f"[{colour}]{status:6}[/] {point_id}  {detail}")
+            # Text, never markup: the detail holds data (an error, a category).
+            line = Text(f"{status:6}", style=colour) + Text(f" {point_id}  {detail}")
+            self._progress.console.print(line)
 
     def host_done(self, host: str) -> None:
         with self._lock:
@@ -105,7 +108,7 @@ class PlainProgress:
     """One line per event, for logs and tests (never wrapped: a log line stays one line)."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or Console(stderr=True, highlight=False, markup=False)
         self._lock = threading.Lock()
         self._done: dict[str, list[int]] = {}
 

@@ -98,7 +98,7 @@ def command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     # Piped or captured output gets a wide table rather than 80 columns of wrapped labels.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
     print_table(comparison, console, everything)
     for note in describe(indistinguishable_in(second)):
         console.print(note, markup=False)

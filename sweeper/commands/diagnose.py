@@ -113,7 +113,7 @@ def command(
     except ValidationError as exc:
         raise _usage(f"the run's spec does not validate today: {exc.errors()[0]['msg']}") from None
     run = checked(run)
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
     requests, kinds = run_requests([run])
     found = diagnose_requests(requests, kinds)
     console.print(f"diagnosis of {run_dir}:", markup=False, style="bold")

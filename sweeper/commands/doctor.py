@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.doctor.checks import Check, check_host
@@ -88,9 +89,9 @@ def command(
     for column in ("host", "check", "result", "detail"):
         table.add_column(column, overflow="fold")
     for check in results:
-        verdict = "[green]ok[/green]" if check.ok else "[red]fail[/red]"
+        verdict = Text("ok", style="green") if check.ok else Text("fail", style="red")
         table.add_row(check.host, check.name, verdict, check.detail)
-    console = Console(width=max(Console().width, 120))
+    console = Console(width=max(Console().width, 120), markup=False)
     console.print(table)
     failed = [c for c in results if not c.ok]
     console.print(f"{len(results) - len(failed)} ok, {len(failed)} failed", highlight=False)

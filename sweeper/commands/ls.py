@@ -43,7 +43,7 @@ def command(
         )
     for path in broken:  # its records may be intact: say so rather than hide the run
         table.add_row(path.parent.name, path.name, "bad manifest", "?", "?", "?", "?")
-    Console(width=160).print(table)
+    Console(width=160, markup=False).print(table)
     for path in broken:
         typer.echo(
             f"warning: {path}/{MANIFEST} is unreadable; its records ({POINTS_LOG}) are untouched",

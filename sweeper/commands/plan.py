@@ -52,7 +52,14 @@ def command(
         ]
         typer.echo(json.dumps(data, indent=2))
         return
-    render(plan, seconds, Console(), limit=None if show_all else SHOWN, spec=spec, tok_s=tok_s)
+    render(
+        plan,
+        seconds,
+        Console(markup=False),
+        limit=None if show_all else SHOWN,
+        spec=spec,
+        tok_s=tok_s,
+    )
 
 
 def sampled_power(plan: Plan) -> str:

@@ -113,7 +113,7 @@ def command(
     """Run a sweep: every server config started, proven and measured; results on disk."""
     plan = load_plan(spec)
     if dry_run:
-        render(plan, estimate_seconds(plan), Console())
+        render(plan, estimate_seconds(plan), Console(markup=False))
         return
     missing = missing_secrets(plan)
     if missing:
@@ -171,7 +171,7 @@ def _execute_or_mark(plan: Plan, store: RunStore, plain: bool, spec: Path) -> in
 
 def execute(plan: Plan, store: RunStore, plain: bool) -> int:
     """Run a plan into a store (every host, live or plain progress on stderr); the exit code."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, markup=False)
     engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
     state = store.dir / "service"
     backends = {

@@ -224,6 +224,22 @@ def _nothing_proven(ctx: Ctx) -> tuple[str, Outcome]:
     return "sweeper run SPEC (baseline: false: nothing compared)", out
 
 
+def _markup_category(ctx: Ctx) -> tuple[str, Outcome]:
+    """Categories that look like rich markup: text from data, never interpreted."""
+    run_dir = ctx.run_copy()
+    for log in ("points.jsonl", "requests.jsonl"):
+        rows = [json.loads(line) for line in (run_dir / log).read_text().splitlines()]
+        for n, row in enumerate(rows):
+            row["category"] = "[/oops]" if n % 2 else "[red]x[/red]"
+        (run_dir / log).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for view in ("points.parquet", "points.csv", "requests.parquet"):
+        (run_dir / view).unlink()
+    sweeper("repair", str(run_dir))
+    return "sweeper diagnose RUN (categories [/oops] and [red]x[/red])", sweeper(
+        "diagnose", str(run_dir), "--plain"
+    )
+
+
 def _killed(ctx: Ctx) -> tuple[str, Outcome]:
     """A run whose manifest says running, its sweep lock left by a pid that is gone."""
     run_dir = ctx.run_copy()
@@ -465,6 +481,13 @@ RESULT_CASES = [
         _nothing_proven,
         EXIT_UNPROVEN,
         "point(s) unproven",
+    ),
+    Case(
+        "markup_in_a_category",
+        "issue 28 #9: MarkupError traceback; [red]x[/red] rendered as colour",
+        _markup_category,
+        EXIT_OK,
+        "[red]x[/red]",
     ),
     Case(
         "killed_run_in_ls",
