@@ -20,8 +20,9 @@ from sweeper.analysis.best import Entry, Ranking, rank
 from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.objective import Interval, Score
+from sweeper.commands.repair import checked
 from sweeper.commands.validate import EXIT_BAD_SPEC
-from sweeper.results.reader import read_run
+from sweeper.results.reader import MANIFEST, is_run_dir, read_run, run_state
 from sweeper.spec.search import ObjectiveSpec, SearchSpec
 
 EXIT_NONE_FEASIBLE = 3
@@ -35,7 +36,10 @@ def command(
     at: list[str] = typer.Option([], "--at", help="Request config id (t0-c8); repeatable."),
 ) -> None:
     """Which config wins at each load, by how much, and which comes second."""
-    loaded = read_run(run)
+    if not is_run_dir(run):
+        typer.echo(f"error: {run} is not a run directory (no {MANIFEST})", err=True)
+        raise typer.Exit(EXIT_BAD_SPEC)
+    loaded = checked(read_run(run))
     manifest, points = loaded.manifest, loaded.points
     if manifest is None or points is None:
         typer.echo(f"error: {run} is not a run directory with points", err=True)
@@ -63,6 +67,12 @@ def command(
         f"{chosen.goal} {chosen.column}; only configs proven right at every point can win "
         f"(exact, near-tie or distribution-ok: {run})"
     )
+    if manifest.status != "complete":
+        state = run_state(run, manifest.status)
+        typer.echo(
+            f"note: this run is {state}, not complete ({manifest.points_done} of "
+            f"{manifest.points_total} points recorded): the ranking covers only those"
+        )
     drift = drift_line(baseline_drift(points.to_dict("records")))
     if drift:
         typer.echo(drift)

@@ -240,6 +240,19 @@ def _markup_category(ctx: Ctx) -> tuple[str, Outcome]:
     )
 
 
+def _best_unfinished(ctx: Ctx) -> tuple[str, Outcome]:
+    """`best` on a run killed after its first point."""
+    run_dir = ctx.run_copy()
+    lines = (run_dir / "points.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "points.jsonl").write_text(lines[0])
+    for view in ("points.parquet", "points.csv"):
+        (run_dir / view).unlink()
+    data = manifest(run_dir)
+    data.update(status="running", points_done=1)
+    (run_dir / "manifest.json").write_text(json.dumps(data))
+    return "sweeper best RUN (killed after 1 of 2 points)", sweeper("best", str(run_dir))
+
+
 def _killed(ctx: Ctx) -> tuple[str, Outcome]:
     """A run whose manifest says running, its sweep lock left by a pid that is gone."""
     run_dir = ctx.run_copy()
@@ -488,6 +501,13 @@ RESULT_CASES = [
         _markup_category,
         EXIT_OK,
         "[red]x[/red]",
+    ),
+    Case(
+        "best_on_an_unfinished_run",
+        "issue 28 #16: 'no feasible config', never saying the run was unfinished",
+        _best_unfinished,
+        EXIT_FAILED,
+        "note: this run is killed, not complete (1 of 2 points recorded)",
     ),
     Case(
         "killed_run_in_ls",
