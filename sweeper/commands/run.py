@@ -37,7 +37,7 @@ from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
 from sweeper.results.repair import repair
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
-from sweeper.search import SearchOrder
+from sweeper.search import SearchOrder, resumable_search
 from sweeper.workers.backends import open_backend
 
 
@@ -60,7 +60,7 @@ def _open_store(
         try:
             # Recovered first: a record line lost since (a cut, a hand edit) comes back from
             # the views, never dropped by the views the run rewrites.
-            for line in repair(resume):
+            for line in [*repair(resume), *resumable_search(resume)]:
                 typer.echo(f"note: {resume}: {line}", err=True)
             store = RunStore.open(resume)
         except (FileNotFoundError, ValueError) as exc:

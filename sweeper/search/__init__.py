@@ -6,7 +6,7 @@ already measured (`sweeper.analysis.objective`), and stops at the budget. `previ
 `plan` / `run --dry-run` print about it.
 """
 
-from sweeper.search.driver import SearchOrder
+from sweeper.search.driver import SearchOrder, SearchStateError, resumable_search
 from sweeper.search.preview import plan_problems, preview
 
-__all__ = ["SearchOrder", "plan_problems", "preview"]
+__all__ = ["SearchOrder", "SearchStateError", "plan_problems", "preview", "resumable_search"]

@@ -32,6 +32,55 @@ SEARCH_LOG = "search.json"
 STUDY_FILE = "search.optuna.jsonl"
 
 
+class SearchStateError(ValueError):
+    """A search whose state files cannot be resumed from (damaged beyond a torn tail)."""
+
+
+def resumable_search(run_dir: Path) -> list[str]:
+    """Check a search's state before a resume; what was done about it, one line each. A torn
+    last line of the study's journal (a kill mid-write: never a complete record) is cut and
+    kept verbatim in damaged/; anything else unreadable is a SearchStateError naming the file
+    and line, never a JSON error from inside Optuna."""
+    notes = []
+    journal = run_dir / STUDY_FILE
+    if journal.is_file():
+        data = journal.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            kept = _keep_aside(run_dir, STUDY_FILE, data[cut:])
+            atomic_write(journal, lambda tmp: tmp.write_bytes(data[:cut]))
+            notes.append(f"{STUDY_FILE}: cut a torn last line (kept in {kept})")
+            data = data[:cut]
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line)
+            except ValueError:
+                raise SearchStateError(
+                    f"{journal}:{number}: not JSON: the study cannot be resumed from it"
+                ) from None
+    log = run_dir / SEARCH_LOG
+    if log.is_file():
+        try:
+            state = json.loads(log.read_text())
+            float(state["spent_s"]), list(state["trials"])
+        except (ValueError, KeyError, TypeError):
+            raise SearchStateError(
+                f"{log} is unreadable (truncated or edited): it holds the time the search has "
+                "spent; restore it, or remove it to resume with the hours budget counted from now"
+            ) from None
+    return notes
+
+
+def _keep_aside(run_dir: Path, name: str, data: bytes) -> Path:
+    folder = run_dir / "damaged"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.{int(time.time())}.torn"
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+    return path.relative_to(run_dir)
+
+
 class SearchOrder:
     """The runner's `order` hook for a spec with `search:` (one host; see the spec's check)."""
 

@@ -93,11 +93,15 @@ def test_tpe_keeps_its_budget_and_resume_continues_the_study(tmp_path: Path, por
     run = _last_line(first.stdout)
     points = read_run(run).points
     assert points is not None and points["server_config_id"].nunique() == 3  # AR + 2 trials
-    # A larger budget on the same run: the study resumes from its journal, nothing is redone.
+    # A larger budget on the same run: the study resumes from its journal, nothing is redone,
+    # even after a kill mid-write left the journal's last line torn (issue 28 #10).
+    with (run / STUDY_FILE).open("ab") as journal:
+        journal.write(b'{"op_code": 5, "worker_id": "x", "trial_')
     search["budget"] = {"restarts": 6}
     spec = _spec(tmp_path, port, search, "tpe")
     again = _run("run", str(spec), "--resume", str(run), "--plain")
     assert again.returncode in (0, 4), again.stderr[-3000:] + again.stdout[-1000:]
+    assert "search.optuna.jsonl: cut a torn last line" in again.stderr
     points = read_run(run).points
     assert points is not None
     assert points["server_config_id"].nunique() == 6
