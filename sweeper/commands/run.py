@@ -33,6 +33,7 @@ from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
 from sweeper.results.lock import LockBusy, run_lock
+from sweeper.results.pinned import changed_inputs
 from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
 from sweeper.results.repair import repair
 from sweeper.results.store import RunStore
@@ -47,7 +48,12 @@ def _usage(message: str) -> typer.Exit:
 
 
 def _open_store(
-    plan: Plan, spec_path: Path, results: Path, resume: Path | None, resume_latest: bool
+    plan: Plan,
+    spec_path: Path,
+    results: Path,
+    resume: Path | None,
+    resume_latest: bool,
+    force_new_inputs: bool = False,
 ) -> RunStore:
     spec = plan.spec
     if resume is not None and resume_latest:
@@ -67,8 +73,17 @@ def _open_store(
             raise _usage(str(exc)) from None
         if store.manifest.sweep != spec.name:
             raise _usage(f"{resume} is a run of sweep {store.manifest.sweep!r}, not {spec.name!r}")
-        if store.manifest.spec != spec.model_dump(mode="json"):
-            typer.echo("warning: the spec changed since this run started", err=True)
+        changed = changed_inputs(
+            store.manifest, spec.model_dump(mode="json"), planned_source_hash(plan)
+        )
+        if changed and not force_new_inputs:
+            raise _usage(
+                f"{resume} ran other inputs: {'; '.join(changed)} changed. A resume must be the "
+                "same experiment; --force-new-inputs starts a new run linked to this one"
+            )
+        if changed:
+            typer.echo(f"note: inputs changed ({'; '.join(changed)}): a new run follows {resume}")
+            return create_store(plan, spec_path, resume.parent.parent, follows=str(resume))
         return store
     return create_store(plan, spec_path, results)
 
@@ -109,6 +124,11 @@ def command(
     resume_latest: bool = typer.Option(False, "--resume-latest", help="Continue the newest run."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and exit."),
     plain: bool = typer.Option(False, "--plain", help="Plain log lines instead of live display."),
+    force_new_inputs: bool = typer.Option(
+        False,
+        "--force-new-inputs",
+        help="With --resume: when the inputs changed, start a new run linked to the old one.",
+    ),
 ) -> None:
     """Run a sweep: every server config started, proven and measured; results on disk."""
     plan = load_plan(spec)
@@ -127,7 +147,7 @@ def command(
     lock_dir = root / plan.spec.name
     try:
         with run_lock(sweep_lock(root, plan.spec.name)):
-            store = _open_store(plan, spec, results, resume, resume_latest)
+            store = _open_store(plan, spec, results, resume, resume_latest, force_new_inputs)
             code = _execute_or_mark(plan, store, plain, spec)
     except LockBusy as exc:
         typer.echo(

@@ -150,3 +150,35 @@ def test_dry_run_prints_plan_and_starts_nothing(tmp_path: Path, port: int) -> No
     )
     assert out.returncode == 0 and "3 restarts, 6 points" in out.stdout
     assert not (tmp_path / "r").exists()
+
+
+def test_a_resume_with_other_inputs_is_refused_or_forked(tmp_path: Path, port: int) -> None:
+    """Issue 28 #2: a dataset file edited between a run and its resume (the prompts the AR
+    baseline answered are not the ones the rest would be judged on)."""
+    (tmp_path / "more.jsonl").write_text('{"id": "extra", "text": "first wording"}\n')
+    env = fake_runtime_env(tmp_path, {"FAKE_START_DELAY": "0"})
+    spec = write_spec(
+        tmp_path, port, fake_env=env, topk=(4,), prompts=1, repeats=1, max_tokens=4,
+        extra_workload={"prompts_file": "more.jsonl"},
+    )  # fmt: skip
+    results = tmp_path / "results"
+    first = subprocess.run(
+        _sweeper(str(spec), "--results", str(results)), capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 0, first.stderr
+    run_dir = Path(first.stdout.strip().splitlines()[-1])
+    before = (run_dir / POINTS_LOG).read_bytes()
+    (tmp_path / "more.jsonl").write_text('{"id": "extra", "text": "second wording"}\n')
+    again = [*_sweeper(str(spec), "--results", str(results), "--resume", str(run_dir))]
+    refused = subprocess.run(again, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr
+    assert "spec workload.prompts[1].text changed" in refused.stderr
+    assert (run_dir / POINTS_LOG).read_bytes() == before  # nothing of the old run touched
+    forked = subprocess.run(
+        [*again, "--force-new-inputs"], capture_output=True, text=True, timeout=120
+    )
+    assert forked.returncode == 0, forked.stderr
+    new_dir = Path(forked.stdout.strip().splitlines()[-1])
+    assert new_dir != run_dir and new_dir.parent == run_dir.parent
+    assert RunStore.open(new_dir).manifest.follows == str(run_dir)
+    assert (run_dir / POINTS_LOG).read_bytes() == before

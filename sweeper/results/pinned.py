@@ -1,0 +1,55 @@
+"""What a run pins: every input that decides its outputs, so a resume is the same experiment.
+
+The manifest holds the spec as resolved (`spec`: every default filled in, and every dataset's
+prompts expanded into `workload.prompts`, so an edited dataset file changes it) and the
+runtime's source hash. A resume compares the plan it would run against both: any difference
+outside `RESUMABLE_CHANGES` is a different experiment, refused with what changed
+(`sweeper run --resume --force-new-inputs` starts a new run linked to the old one instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from sweeper.results.manifest import Manifest
+
+#: Spec fields a resume may change: how long and how patiently, never what is measured.
+RESUMABLE_CHANGES = ("search.budget", "runtime.ready_timeout_s")
+#: Most differences named in one refusal.
+SHOWN = 5
+
+
+def changed_inputs(manifest: Manifest, spec: dict[str, Any], source_hash: str) -> list[str]:
+    """What differs between the run's pinned inputs and these (empty: the same experiment)."""
+    paths = [
+        path
+        for path in _differences(manifest.spec, spec, "")
+        if not any(path == key or path.startswith(f"{key}.") for key in RESUMABLE_CHANGES)
+    ]
+    changed = [f"spec {path}" for path in paths[:SHOWN]]
+    if len(paths) > SHOWN:
+        changed.append(f"{len(paths) - SHOWN} more spec field(s)")
+    runs_it = manifest.engine == "ddtree_runtime"  # another engine's runs never load it
+    if runs_it and manifest.runtime_source_hash and manifest.runtime_source_hash != source_hash:
+        changed.append(
+            f"the runtime's source (hash {manifest.runtime_source_hash[:12]} -> {source_hash[:12]})"
+        )
+    return changed
+
+
+def _differences(old: Any, new: Any, path: str) -> Iterator[str]:
+    """Dotted paths where `new` differs from `old`. A key the old spec lacks is a field a newer
+    sweeper added (its default then decides nothing the old run did not)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in new:
+                yield where
+            else:
+                yield from _differences(old[key], new[key], where)
+    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for index, (a, b) in enumerate(zip(old, new, strict=True)):
+            yield from _differences(a, b, f"{path}[{index}]")
+    elif old != new:
+        yield path
