@@ -23,6 +23,8 @@ def request_columns(spec: RequestSpec, record: Mapping[str, Any]) -> dict[str, A
         held = not record.get("error") and record.get("output_tokens") == spec.hold_tokens
     ids = spec.prompt_token_ids
     return {
+        # What this request asked for: its prompt's own length where it has one.
+        "max_tokens": spec.max_tokens,
         "dataset": spec.dataset,
         "category": spec.category,
         "turn": spec.turn,

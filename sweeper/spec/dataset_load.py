@@ -44,6 +44,16 @@ def dataset_prompts(
     for index, dataset in enumerate(workload.datasets):
         label = dataset.label
         if dataset.synthetic is not None:
+            asked = dataset.synthetic.output_tokens
+            if asked is not None and (asked.largest or 0) > workload.max_tokens:
+                line, field = at(index, "synthetic", "output_tokens")
+                message = (
+                    f"output lengths up to {asked.largest} above workload.max_tokens "
+                    f"({workload.max_tokens}), which bounds every answer: raise max_tokens or "
+                    "lower the output lengths"
+                )
+                issues.append(SpecIssue(lines.source, line, field, message))
+                continue
             prompts += synthetic_prompts(dataset.synthetic, label, seed, workload.max_tokens)
             largest = _largest(dataset.synthetic, workload.max_tokens)
             if max_model_len is not None and largest is not None and largest > max_model_len:
@@ -171,8 +181,9 @@ def synthetic_prompts(
         PromptSpec(
             id=f"{label}-{i}",
             tokens=draw(synthetic.input_tokens, rng),
-            # Without its own output lengths, the point's max_tokens (a grid axis too), held.
-            max_tokens=draw(output, rng) if output is not None else None,
+            # Without its own output lengths, the point's max_tokens, held; a normal's tail
+            # is cut at max_tokens, which bounds every answer (and is what is recorded).
+            max_tokens=min(draw(output, rng), max_tokens) if output is not None else None,
             hold_output=True,
             dataset=label,
             turn=1,

@@ -162,6 +162,16 @@ INPUT_CASES = [
         "input_tokens.std: Input should be a finite number",
     ),
     Case(
+        "synthetic_output_above_max_tokens",
+        "issue 28 #3: 20 tokens generated, 8 recorded in max_tokens and the plan's estimate",
+        _validate(
+            "name: t\nworkload:\n  max_tokens: 8\n  datasets:\n"
+            "    - synthetic: {count: 2, input_tokens: 8, output_tokens: 20}\n"
+        ),
+        EXIT_BAD_SPEC,
+        "synthetic.output_tokens: output lengths up to 20 above workload.max_tokens (8)",
+    ),
+    Case(
         "tpe_seed_negative",
         "issue 28 #11: plan traceback; run spent the AR restart then exit 3",
         _validate(
