@@ -19,6 +19,7 @@ from sweeper.plan.configs import (
     point_id,
     short_hash,
 )
+from sweeper.plan.rungs import Extra, halving_extra
 from sweeper.plan.sampling import BASELINE_ROLES, SPECULATIVE_ROLES
 from sweeper.spec import HostSpec, Spec, WorkloadSpec
 
@@ -108,12 +109,20 @@ class Plan:
 
     @property
     def restarts(self) -> int:
-        """Distinct server configs per host, summed over hosts."""
-        return sum(len(host.steps) for host in self.hosts)
+        """Restarts per host, summed over hosts: its server configs, plus at most what a
+        halving search's later rungs add (`sweeper.plan.rungs`): an upper bound."""
+        return sum(len(host.steps) + self._extra(host).restarts for host in self.hosts)
 
     @property
     def n_points(self) -> int:
-        return sum(len(step.request_configs) for host in self.hosts for step in host.steps)
+        """Points, with at most what a halving search's later rungs add: an upper bound."""
+        return sum(
+            sum(len(step.request_configs) for step in host.steps) + self._extra(host).points
+            for host in self.hosts
+        )
+
+    def _extra(self, host: HostPlan) -> Extra:
+        return halving_extra(host, self.spec, DEFAULT_LOAD_S, DEFAULT_TOK_S)
 
     def points(self) -> Iterator[Point]:
         for host in self.hosts:
@@ -202,6 +211,7 @@ def estimate_seconds(
         (
             sum(step_seconds(plan.spec, step, load_s=load_s, tok_s=tok_s) for step in host.steps)
             + sum(samples_seconds(p, plan.spec, tok_s=tok_s) for p in host.points())
+            + halving_extra(host, plan.spec, load_s, tok_s).seconds
             for host in plan.hosts
         ),
         default=0.0,

@@ -7,13 +7,13 @@ no restart: the driver tells its recorded score at once.
 
 from __future__ import annotations
 
-import math
 import random
 from pathlib import Path
 from typing import Protocol
 
 from sweeper.analysis.objective import Score
 from sweeper.plan import Step
+from sweeper.plan.rungs import next_rung
 from sweeper.search.space import Space, params_key
 from sweeper.spec.search import SearchSpec
 
@@ -85,8 +85,8 @@ class Halving:
             and score.state == "ok"
             and score.value is not None
         ]
-        keep = math.ceil(len(ranked) / self.eta)
-        if len(ranked) < 2 or keep >= len(self.members):
+        keep = next_rung(len(ranked), self.eta)  # the plan's bound counts the same rungs
+        if keep is None or keep >= len(self.members):
             return False
         ranked.sort(key=lambda pair: pair[0], reverse=self.goal == "maximize")
         self.members = [step for _, step in ranked[:keep]]

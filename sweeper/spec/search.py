@@ -90,4 +90,4 @@ class SearchSpec(StrictModel):
     #: TPE: random trials before the model takes over.
     startup_trials: Annotated[Int, Field(ge=1)] = 4
     #: Halving: keep the best 1/eta of each rung for the next.
-    eta: Annotated[Int, Field(ge=2)] = 3
+    eta: Annotated[Int, Field(ge=2, le=10)] = 3

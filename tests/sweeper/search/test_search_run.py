@@ -123,10 +123,17 @@ def test_halving_restarts_the_best_on_fresh_rungs(tmp_path: Path, port: int) -> 
     plan's AR baseline."""
     search = {"strategy": "halving", "eta": 2, "seed": 0}
     spec = _spec(tmp_path, port, search, "halving")
+    plan = _run("plan", str(spec), "--json")
+    promised = json.loads(plan.stdout)
     done = _run("run", str(spec), "--results", str(tmp_path / "r"), "--plain")
     assert done.returncode == 4, done.stderr[-3000:]  # the planted config's violation
     run = _last_line(done.stdout)
     points = read_run(run).points
+    # The plan is a promise (issue 28 #5): its restarts and points bound what the run did.
+    assert points is not None and points["point_id"].nunique() <= promised["n_points"]
+    assert points.groupby(["server_config_id", "restart"]).ngroups <= promised["restarts"]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["points_done"] <= manifest["points_total"] == promised["n_points"]
     assert points is not None and not points["point_id"].duplicated().any()
     rungs = points[points["mode"] == "speculative"].groupby("restart")["server_config_id"].nunique()
     assert list(rungs) == [8, 4, 2, 1]
