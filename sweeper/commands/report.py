@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -10,6 +11,7 @@ from sweeper.analysis.compare import Comparison, compare_loaded
 from sweeper.commands.compare import EXIT_USAGE, FORCE_HELP, refuse_other_sweeps, threshold_option
 from sweeper.commands.repair import checked
 from sweeper.diagnosis.compare import with_diagnosis
+from sweeper.exit_codes import EXIT_IO
 from sweeper.report.assemble import build_view
 from sweeper.results.reader import (
     MANIFEST,
@@ -81,6 +83,9 @@ def command(
     target = _run_dir(run_dir, latest, results)
     if out is not None and out.is_dir():
         raise _fail(f"-o {out} is a directory: give the report's file name")
+    if out is None and not os.access(target, os.W_OK):
+        typer.echo(f"error: {target} is read-only: give -o FILE for the report", err=True)
+        raise typer.Exit(EXIT_IO)
     run = checked(read_run(target))
     comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
     path = write_report(build_view(run), out or target / "report.html", comparison)

@@ -112,6 +112,8 @@ def _speedup_vs_load(frame: pd.DataFrame, temperature: float) -> list[Chart]:
 
 
 def _legend(ax: Axes) -> None:
+    if not ax.get_legend_handles_labels()[0]:
+        return  # nothing labelled (every point failed): no empty legend box
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, ncol=1, frameon=False)
 
 

@@ -1,0 +1,57 @@
+"""Issue 28: every read command against every damaged run ends in its exit code and one line,
+never a traceback, and never writes into the run (the cases are `damaged.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sweeper.faults.context import Shared
+from tests.sweeper.faults.damaged import CASES, COMMANDS, DamagedRun, answers, needs_root
+
+#: Exit codes per case, in COMMANDS' order (report, diagnose, compare, best, ls). Compare
+#: against a run whose points all failed is a regression (1); best finds no feasible config (3);
+#: a run whose manifest is unreadable is no run to diagnose, compare or rank (2).
+EXPECTED = {
+    "sound": (0, 0, 0, 0, 0),
+    "no_requests": (0, 0, 1, 3, 0),
+    "points_jsonl_cut": (0, 0, 0, 0, 0),
+    "requests_jsonl_cut": (0, 0, 0, 0, 0),
+    "points_parquet_cut": (0, 0, 0, 0, 0),
+    "requests_parquet_cut": (0, 0, 0, 0, 0),
+    "manifest_cut": (0, 2, 2, 2, 0),
+    "search_state_cut": (0, 0, 0, 0, 0),
+    "read_only": (0, 0, 0, 0, 0),
+    "live": (0, 0, 0, 0, 0),
+    "killed": (0, 0, 0, 0, 0),
+}
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield Shared(tmp_path_factory.mktemp("damaged-base")).base_run()
+
+
+def test_every_case_has_its_codes() -> None:
+    assert set(EXPECTED) == {case.name for case in CASES}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name, marks=[pytest.mark.root] if c.read_only else []) for c in CASES],
+)
+def test_read_commands_on_a_damaged_run(case: DamagedRun, base: Path, tmp_path: Path) -> None:
+    if needs_root(case):
+        pytest.skip("needs root to mount a read-only tmpfs (CI runs as root)")
+    found = dict(answers(base, tmp_path, case))
+    codes = tuple(found[verb].code for verb in COMMANDS)
+    assert codes == EXPECTED[case.name], {v: (a.code, a.line) for v, a in found.items()}
+    for verb, answer in found.items():
+        assert not answer.traceback and not answer.wrote and answer.line, (verb, answer)
+        assert "Traceback" not in answer.line
+    if case.name in ("live", "killed"):
+        assert found["ls"].line == f"status: {'running' if case.live else 'killed'}"
+    if case.name.endswith("_cut") and "parquet" in case.name or case.name == "points_jsonl_cut":
+        assert "rebuilt in memory" in found["report"].line
