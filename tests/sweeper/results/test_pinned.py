@@ -1,0 +1,60 @@
+"""A resume is the same experiment: what changed since the run started is named; only the
+search budget and the readiness timeout may change."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sweeper.results.manifest import Manifest
+from sweeper.results.pinned import changed_inputs
+
+SPEC: dict[str, Any] = {
+    "name": "t",
+    "grid": {"budget": [8, 16], "topk": [4]},
+    "search": {"strategy": "tpe", "budget": {"restarts": 3}, "seed": 0},
+    "runtime": {"ready_timeout_s": 60, "engine": "ddtree_runtime"},
+    "workload": {"prompts": [{"id": "a", "text": "hi"}]},
+}
+
+
+def _manifest(spec: dict[str, Any]) -> Manifest:
+    return Manifest(
+        run_id="r", created_at="t", sweep="t", sweeper_version="0", spec=spec,
+        runtime_source_hash="aaaa",
+    )  # fmt: skip
+
+
+def _with(**changes: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(SPEC)
+    for dotted, value in changes.items():
+        *path, last = dotted.split("__")
+        node = spec
+        for key in path:
+            node = node[key]
+        node[last] = value
+    return spec
+
+
+def test_another_strategy_or_grid_is_another_experiment() -> None:
+    old = _manifest(SPEC)
+    assert changed_inputs(old, _with(search__strategy="random"), "aaaa") == ["spec search.strategy"]
+    assert changed_inputs(old, _with(grid__budget=[8, 16, 32]), "aaaa") == ["spec grid.budget"]
+    prompts = [{"id": "a", "text": "hello"}]
+    assert changed_inputs(old, _with(workload__prompts=prompts), "aaaa") == [
+        "spec workload.prompts[0].text"
+    ]
+
+
+def test_budget_timeout_and_new_fields_may_change() -> None:
+    old = _manifest(SPEC)
+    grown = _with(search__budget={"restarts": 6}, runtime__ready_timeout_s=300)
+    grown["determinism"] = {"sampled": "auto"}  # a field a newer sweeper added
+    assert changed_inputs(old, grown, "aaaa") == []
+
+
+def test_the_runtime_source_counts_only_where_it_runs() -> None:
+    changed = changed_inputs(_manifest(SPEC), SPEC, "bbbb")
+    assert changed == ["the runtime's source (hash aaaa -> bbbb)"]
+    sglang = _with(runtime__engine="sglang")
+    assert changed_inputs(_manifest(sglang), sglang, "bbbb") == []
