@@ -24,6 +24,7 @@ from rich.console import Console
 from sweeper import __version__
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.proof import unproven_lines
+from sweeper.catalog.records import RECORDS
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
@@ -73,9 +74,9 @@ def _open_store(
             raise _usage(str(exc)) from None
         if store.manifest.sweep != spec.name:
             raise _usage(f"{resume} is a run of sweep {store.manifest.sweep!r}, not {spec.name!r}")
-        changed = changed_inputs(
-            store.manifest, spec.model_dump(mode="json"), planned_source_hash(plan)
-        )
+        runs_it = RECORDS[spec.runtime.engine].runs_bundled_runtime
+        source = planned_source_hash(plan) if runs_it else None
+        changed = changed_inputs(store.manifest, spec.model_dump(mode="json"), source)
         if changed and not force_new_inputs:
             raise _usage(
                 f"{resume} ran other inputs: {'; '.join(changed)} changed. A resume must be the "

@@ -19,7 +19,7 @@ from sweeper.plan.configs import (
     point_id,
     short_hash,
 )
-from sweeper.plan.rungs import Extra, halving_extra
+from sweeper.plan.rungs import rung_sizes
 from sweeper.plan.sampling import BASELINE_ROLES, SPECULATIVE_ROLES
 from sweeper.spec import HostSpec, Spec, WorkloadSpec
 
@@ -237,3 +237,32 @@ def step_seconds(
             span = 0.0 if math.isinf(rc.rate) else n_requests / rc.rate
         total += span + per_request
     return total
+
+
+class Extra(NamedTuple):
+    """What a host's halving rungs past the first add at most."""
+
+    restarts: int = 0
+    points: int = 0
+    seconds: float = 0.0
+
+
+def halving_extra(host: HostPlan, spec: Spec, load_s: float, tok_s: float) -> Extra:
+    """The later rungs' restarts, points and time on one host (nothing without halving)."""
+    search = spec.search
+    if search is None or search.strategy != "halving":
+        return Extra()
+    candidates = [
+        s for s in host.steps if s.server_config.mode != "ar" and s.server_config.restart == 0
+    ]
+    if not candidates:
+        return Extra()
+    widest = max(candidates, key=lambda s: step_seconds(spec, s, load_s=load_s, tok_s=tok_s))
+    whole = step_seconds(spec, widest, load_s=load_s, tok_s=tok_s)
+    measured = whole - load_s - spec.workload.warmup * spec.workload.max_tokens / tok_s
+    extra = Extra()
+    for rung, size in enumerate(rung_sizes(len(candidates), search.eta)[1:], start=1):
+        seconds = size * (whole - measured + measured * search.eta**rung)
+        points = size * len(widest.request_configs)
+        extra = Extra(extra.restarts + size, extra.points + points, extra.seconds + seconds)
+    return extra

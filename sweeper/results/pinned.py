@@ -20,8 +20,10 @@ RESUMABLE_CHANGES = ("search.budget", "runtime.ready_timeout_s")
 SHOWN = 5
 
 
-def changed_inputs(manifest: Manifest, spec: dict[str, Any], source_hash: str) -> list[str]:
-    """What differs between the run's pinned inputs and these (empty: the same experiment)."""
+def changed_inputs(manifest: Manifest, spec: dict[str, Any], source_hash: str | None) -> list[str]:
+    """What differs between the run's pinned inputs and these (empty: the same experiment).
+    `source_hash`: the bundled runtime's source the plan would run (None where the engine
+    does not run it)."""
     paths = [
         path
         for path in _differences(manifest.spec, spec, "")
@@ -30,11 +32,9 @@ def changed_inputs(manifest: Manifest, spec: dict[str, Any], source_hash: str) -
     changed = [f"spec {path}" for path in paths[:SHOWN]]
     if len(paths) > SHOWN:
         changed.append(f"{len(paths) - SHOWN} more spec field(s)")
-    runs_it = manifest.engine == "ddtree_runtime"  # another engine's runs never load it
-    if runs_it and manifest.runtime_source_hash and manifest.runtime_source_hash != source_hash:
-        changed.append(
-            f"the runtime's source (hash {manifest.runtime_source_hash[:12]} -> {source_hash[:12]})"
-        )
+    pinned = manifest.runtime_source_hash
+    if source_hash is not None and pinned and pinned != source_hash:
+        changed.append(f"the runtime's source (hash {pinned[:12]} -> {source_hash[:12]})")
     return changed
 
 

@@ -53,8 +53,7 @@ def test_budget_timeout_and_new_fields_may_change() -> None:
     assert changed_inputs(old, grown, "aaaa") == []
 
 
-def test_the_runtime_source_counts_only_where_it_runs() -> None:
+def test_the_runtime_source_counts_where_it_runs() -> None:
     changed = changed_inputs(_manifest(SPEC), SPEC, "bbbb")
     assert changed == ["the runtime's source (hash aaaa -> bbbb)"]
-    sglang = _with(runtime__engine="sglang")
-    assert changed_inputs(_manifest(sglang), sglang, "bbbb") == []
+    assert changed_inputs(_manifest(SPEC), SPEC, None) == []  # an engine that never runs it
