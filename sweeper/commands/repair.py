@@ -1,4 +1,4 @@
-"""`sweeper repair RUN_DIR`: rewrite a run's parquet and CSV views from its append-only records."""
+"""`sweeper repair RUN_DIR`: put back every record any copy holds, rewrite the views."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ from pathlib import Path
 
 import typer
 
-from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO
-from sweeper.results.reader import MANIFEST, Run, is_run_dir
+from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO, EXIT_LOCKED
+from sweeper.results.lock import LockBusy, run_lock
+from sweeper.results.reader import MANIFEST, Run, is_run_dir, sweep_lock
 from sweeper.results.repair import RepairError, repair
+from sweeper.search import SearchStateError, resumable_search
 
 
 def command(run_dir: Path = typer.Argument(..., help="The run directory to repair.")) -> None:
@@ -20,8 +22,15 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
         typer.echo(f"error: {run_dir} is not a run directory (no {MANIFEST})", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
     try:
-        broken = repair(run_dir)
-    except RepairError as exc:
+        # The sweep's lock: never beside a run still writing these files (nor one starting).
+        with run_lock(sweep_lock(run_dir.parent.parent, run_dir.parent.name)):
+            broken = repair(run_dir) + resumable_search(run_dir)
+    except LockBusy as busy:
+        holder = f"pid {busy.pid}" if busy.pid else "another process"
+        message = f"{run_dir} is being written by {holder}; repair it when that ends"
+        typer.echo(f"error: {message}", err=True)
+        raise typer.Exit(EXIT_LOCKED) from None
+    except (RepairError, SearchStateError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_IO) from None
     for line in broken:

@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "compare": ("compare", "BASE", "RUN"),
     "best": ("best", "RUN"),
     "ls": ("ls", "--results", "ROOT"),
+    # The one writer, last: it may write (what it put back is asserted in test_recover.py).
+    "repair": ("repair", "RUN"),
 }
+WRITERS = ("repair",)
 
 
 def _cut(name: str, keep: float) -> Callable[[Path], None]:
