@@ -12,6 +12,7 @@ The run directory is always the last line printed (stdout).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 from collections import Counter
@@ -34,7 +35,7 @@ from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
 from sweeper.results.lock import LockBusy, run_lock
-from sweeper.results.pinned import changed_inputs
+from sweeper.results.pinned import changed_inputs, file_hashes
 from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
 from sweeper.results.repair import repair
 from sweeper.results.store import RunStore
@@ -76,7 +77,8 @@ def _open_store(
             raise _usage(f"{resume} is a run of sweep {store.manifest.sweep!r}, not {spec.name!r}")
         runs_it = RECORDS[spec.runtime.engine].runs_bundled_runtime
         source = planned_source_hash(plan) if runs_it else None
-        changed = changed_inputs(store.manifest, spec.model_dump(mode="json"), source)
+        files = file_hashes(input_paths(plan, spec_path))
+        changed = changed_inputs(store.manifest, spec.model_dump(mode="json"), source, files)
         if changed and not force_new_inputs:
             raise _usage(
                 f"{resume} ran other inputs: {'; '.join(changed)} changed. A resume must be the "
@@ -87,6 +89,13 @@ def _open_store(
             return create_store(plan, spec_path, resume.parent.parent, follows=str(resume))
         return store
     return create_store(plan, spec_path, results)
+
+
+def input_paths(plan: Plan, spec_path: Path) -> list[Path]:
+    """The files whose bytes decide the run's prompts: its prompts_file and dataset files."""
+    workload, base = plan.spec.workload, spec_path.resolve().parent
+    named = [workload.prompts_file] + [d.file for d in workload.datasets]
+    return [Path(os.path.realpath(base / name)) for name in named if name]
 
 
 def planned_source_hash(plan: Plan) -> str:
@@ -109,6 +118,7 @@ def create_store(
             "spec_path": str(spec_path),
             "spec": spec.model_dump(mode="json"),
             "runtime_source_hash": planned_source_hash(plan),
+            "input_files": file_hashes(input_paths(plan, spec_path)),
             "follows": follows,
         },
     )

@@ -90,6 +90,9 @@ class Manifest(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     #: The run directory this run follows up (`sweeper diagnose`), when it is a follow-up.
     follows: str | None = None
+    #: sha256 of every input file's bytes (datasets, prompts_file), by path: a resume with
+    #: any of them changed is another experiment (`sweeper.results.pinned`).
+    input_files: dict[str, str] = Field(default_factory=dict)
 
     @property
     def engine(self) -> str:

@@ -1,15 +1,18 @@
 """What a run pins: every input that decides its outputs, so a resume is the same experiment.
 
 The manifest holds the spec as resolved (`spec`: every default filled in, and every dataset's
-prompts expanded into `workload.prompts`, so an edited dataset file changes it) and the
-runtime's source hash. A resume compares the plan it would run against both: any difference
+prompts expanded into `workload.prompts`, so an edited dataset file changes it), the sha256 of
+every input file's bytes (`input_files`: a change the prompts do not show is still named) and
+the runtime's source hash. A resume compares the plan it would run against both: any difference
 outside `RESUMABLE_CHANGES` is a different experiment, refused with what changed
 (`sweeper run --resume --force-new-inputs` starts a new run linked to the old one instead).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from sweeper.results.manifest import Manifest
@@ -20,10 +23,33 @@ RESUMABLE_CHANGES = ("search.budget", "runtime.ready_timeout_s")
 SHOWN = 5
 
 
-def changed_inputs(manifest: Manifest, spec: dict[str, Any], source_hash: str | None) -> list[str]:
+def file_hashes(paths: list[Path]) -> dict[str, str]:
+    """sha256 of each file's bytes by path (a directory: of its files' names and bytes, in
+    order; an unreadable path: "unreadable")."""
+    out = {}
+    for path in paths:
+        digest = hashlib.sha256()
+        try:
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for file in files:
+                digest.update(str(file.relative_to(path) if path.is_dir() else "").encode())
+                digest.update(file.read_bytes())
+        except OSError:
+            out[str(path)] = "unreadable"
+            continue
+        out[str(path)] = digest.hexdigest()
+    return out
+
+
+def changed_inputs(
+    manifest: Manifest,
+    spec: dict[str, Any],
+    source_hash: str | None,
+    files: dict[str, str] | None = None,
+) -> list[str]:
     """What differs between the run's pinned inputs and these (empty: the same experiment).
     `source_hash`: the bundled runtime's source the plan would run (None where the engine
-    does not run it)."""
+    does not run it); `files`: `file_hashes` of the input files now."""
     paths = [
         path
         for path in _differences(manifest.spec, spec, "")
@@ -32,6 +58,9 @@ def changed_inputs(manifest: Manifest, spec: dict[str, Any], source_hash: str | 
     changed = [f"spec {path}" for path in paths[:SHOWN]]
     if len(paths) > SHOWN:
         changed.append(f"{len(paths) - SHOWN} more spec field(s)")
+    for path, digest in manifest.input_files.items():
+        if files is not None and files.get(path) != digest:
+            changed.append(f"the file {path}")
     pinned = manifest.runtime_source_hash
     if source_hash is not None and pinned and pinned != source_hash:
         changed.append(f"the runtime's source (hash {pinned[:12]} -> {source_hash[:12]})")

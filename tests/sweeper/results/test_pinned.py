@@ -4,10 +4,11 @@ search budget and the readiness timeout may change."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from sweeper.results.manifest import Manifest
-from sweeper.results.pinned import changed_inputs
+from sweeper.results.pinned import changed_inputs, file_hashes
 
 SPEC: dict[str, Any] = {
     "name": "t",
@@ -57,3 +58,15 @@ def test_the_runtime_source_counts_where_it_runs() -> None:
     changed = changed_inputs(_manifest(SPEC), SPEC, "bbbb")
     assert changed == ["the runtime's source (hash aaaa -> bbbb)"]
     assert changed_inputs(_manifest(SPEC), SPEC, None) == []  # an engine that never runs it
+
+
+def test_an_input_file_changed_is_named_even_where_the_prompts_are_not(tmp_path: Path) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "hi", "note": "unused"}\n')
+    old = _manifest(SPEC)
+    old.input_files = file_hashes([data])
+    assert changed_inputs(old, SPEC, None, file_hashes([data])) == []
+    data.write_text('{"prompt": "hi", "note": "edited"}\n')
+    assert changed_inputs(old, SPEC, None, file_hashes([data])) == [f"the file {data}"]
+    data.unlink()
+    assert changed_inputs(old, SPEC, None, file_hashes([data])) == [f"the file {data}"]

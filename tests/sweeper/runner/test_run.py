@@ -172,7 +172,8 @@ def test_a_resume_with_other_inputs_is_refused_or_forked(tmp_path: Path, port: i
     again = [*_sweeper(str(spec), "--results", str(results), "--resume", str(run_dir))]
     refused = subprocess.run(again, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2, refused.stderr
-    assert "spec workload.prompts[1].text changed" in refused.stderr
+    assert "spec workload.prompts[1].text; the file " in refused.stderr
+    assert "more.jsonl changed" in refused.stderr
     assert (run_dir / POINTS_LOG).read_bytes() == before  # nothing of the old run touched
     forked = subprocess.run(
         [*again, "--force-new-inputs"], capture_output=True, text=True, timeout=120
