@@ -144,4 +144,4 @@ def test_no_baseline_proves_nothing_and_best_says_why(tmp_path: Path, port: int)
     assert best.stdout.count("unproven at t0") == 4  # 2 configs x 2 request configs
     assert "no baseline output to compare" in best.stdout
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["exit_code"] == 0
+    assert manifest["exit_code"] == 6  # the run's own code, recorded
