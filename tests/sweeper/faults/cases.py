@@ -231,6 +231,10 @@ INPUT_CASES = [
         _with_file("u.jsonl", '{"prompt": "a\u2028b\u0085c"}\n'.encode() + b"not json\n"),
         EXIT_BAD_SPEC,
         "u.jsonl:2: not JSON",
+        # The first line is one record: its separators split nothing (main cut it in three).
+        after=lambda ctx, out: assert_that(
+            (out.stdout + out.stderr).count("not JSON") == 1, out.stdout + out.stderr
+        ),
     ),
     Case(
         "jsonl_utf8_bom",
