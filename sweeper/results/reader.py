@@ -44,15 +44,32 @@ Filters = list[tuple[str, str, Any]]
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The records of an append-only JSONL file; a torn line (a killed writer) is skipped."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(errors="replace").splitlines():
+    return jsonl_lines(path)[0]
+
+
+def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    """A JSONL file's objects, and its damaged lines as (line number, text verbatim: bytes that
+    are not UTF-8 kept as surrogate escapes). Split on "\\n" only: a JSON string may hold
+    U+2028 and other separators that `str.splitlines` would cut at. Absent: nothing."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return [], []
+    rows: list[dict[str, Any]] = []
+    damaged: list[tuple[int, str]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        text = raw.decode("utf-8", errors="surrogateescape")
         try:
-            rows.append(json.loads(line))
+            row = json.loads(text)
         except ValueError:
-            continue  # a torn line: never a complete record
-    return rows
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            damaged.append((number, text))
+    return rows, damaged
 
 
 def read_manifest(run_dir: Path) -> Manifest | None:

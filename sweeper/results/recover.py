@@ -11,7 +11,6 @@ and `sweeper repair` (`repair.py`) writes it back.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from sweeper.results.reader import (
     REQUESTS_LOG,
     REQUESTS_PARQUET,
     SAMPLES_LOG,
+    jsonl_lines,
 )
 
 #: The records a run appends, in the order a point writes them.
@@ -96,31 +96,27 @@ class Recovery:
         points_damaged = [d for d in self.damaged if d.file == POINTS_LOG]
         return [d for d in points_damaged if d.point_id not in recorded]
 
-    def messages(self) -> list[str]:
-        """One line per recovered point and per damaged line, by id."""
-        out = [f"point {pid}: recovered from the views" for pid in self.recovered_ids]
-        for line in self.damaged:
-            what = f"point {line.point_id}" if line.point_id else "no point id readable"
-            out.append(f"{line.file} line {line.line}: damaged ({what})")
-        return out
-
 
 def recover(run_dir: Path) -> Recovery:
     """Every copy of a run's records, merged (only reads)."""
     run_dir = Path(run_dir)
     recovery = Recovery()
     for name in RECORD_LOGS:
-        rows, damaged = _read_lines(run_dir / name)
+        rows, damaged = jsonl_lines(run_dir / name)
         recovery.rows[name] = rows
-        recovery.damaged += damaged
+        recovery.damaged += [DamagedLine(name, number, text) for number, text in damaged]
+    # A view is read whole only when it can hold something the records lost: its footer's row
+    # count (or a damaged record line) says so, so a sound run's resume reads no view.
     recorded = {r.get("point_id") for r in recovery.rows[POINTS_LOG]}
-    recovery.points_from_views = [
-        row for row in _view_rows(run_dir, "points") if row.get("point_id") not in recorded
-    ]
+    points_cut = any(d.file == POINTS_LOG for d in recovery.damaged)
+    views = _view_rows(run_dir / POINTS_PARQUET, len(recorded), always=points_cut)
+    if points_cut and not views:
+        views = _csv_rows(run_dir / POINTS_CSV)
+    recovery.points_from_views = [row for row in views if row.get("point_id") not in recorded]
     kept = {(p["point_id"], p.get("attempt")) for p in recovery.points}
     logged = Counter((r.get("point_id"), r.get("attempt")) for r in recovery.rows[REQUESTS_LOG])
     in_view: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for row in _view_rows(run_dir, "requests"):
+    for row in _view_rows(run_dir / REQUESTS_PARQUET, sum(logged[key] for key in kept)):
         in_view.setdefault((row.get("point_id"), row.get("attempt")), []).append(row)
     for key, rows in in_view.items():
         # The view was written from complete records: where it holds more of a point's
@@ -137,52 +133,35 @@ def recover(run_dir: Path) -> Recovery:
     return recovery
 
 
-def _read_lines(path: Path) -> tuple[list[dict[str, Any]], list[DamagedLine]]:
-    """A JSONL file split on "\\n" only (JSON strings may hold U+2028 and other line
-    separators that `str.splitlines` would cut at): its objects and its damaged lines."""
+def _view_rows(path: Path, more_than: int, always: bool = False) -> list[dict[str, Any]]:
+    """A parquet view's rows, nulls left out as the records write them, when its footer counts
+    more than `more_than` rows (or `always`); opened once. Absent or unreadable: none."""
     try:
-        data = path.read_bytes()
-    except OSError:
-        return [], []
-    rows: list[dict[str, Any]] = []
-    damaged: list[DamagedLine] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        text = raw.decode("utf-8", errors="surrogateescape")  # verbatim, bytes and all
-        try:
-            row = json.loads(text)
-        except ValueError:
-            row = None
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            damaged.append(DamagedLine(path.name, number, text))
-    return rows, damaged
-
-
-def _view_rows(run_dir: Path, which: str) -> list[dict[str, Any]]:
-    """The rows of a readable parquet view (the CSV for points when the parquet is not),
-    nulls left out, as the records write them."""
-    names = [POINTS_PARQUET, POINTS_CSV] if which == "points" else [REQUESTS_PARQUET]
-    for name in names:
-        table = _read_table(run_dir / name)
-        if table is not None:
-            return [{k: v for k, v in row.items() if v is not None} for row in table.to_pylist()]
-    return []
-
-
-def _read_table(path: Path) -> pa.Table | None:
-    if not path.is_file():
-        return None
-    try:
-        if path.suffix == ".csv":
-            import pyarrow.csv as pacsv
-
-            return pacsv.read_csv(path)
-        return pq.read_table(path)
+        view = pq.ParquetFile(path)
     except (OSError, ValueError):  # ArrowInvalid is a ValueError
-        return None
+        return []
+    try:
+        if not always and view.metadata.num_rows <= more_than:
+            return []
+        return _rows(view.read())
+    except (OSError, ValueError):
+        return []
+    finally:
+        view.close()
+
+
+def _csv_rows(path: Path) -> list[dict[str, Any]]:
+    """points.csv's rows, the last copy when points.parquet is unreadable."""
+    import pyarrow.csv as pacsv
+
+    try:
+        return _rows(pacsv.read_csv(path))
+    except (OSError, ValueError):
+        return []
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    return [{k: v for k, v in row.items() if v is not None} for row in table.to_pylist()]
 
 
 def _of_points(points: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -36,22 +35,9 @@ NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 MAX_PROMPT_CHARS = 1_000_000
 
 
-def _unicode_text(value: str) -> str:
-    """Text that is Unicode through and through: a lone surrogate (JSON's "\\ud800") has no
-    UTF-8 form, and would fail only when the records are written."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        code = ord(value[exc.start])
-        where = f"at character {exc.start}"
-        raise ValueError(f"holds a lone surrogate (U+{code:04X}) {where}: not text") from None
-    return value
-
-
-#: Prompt text: valid Unicode, at most MAX_PROMPT_CHARS.
-PromptText = Annotated[
-    str, StringConstraints(max_length=MAX_PROMPT_CHARS), AfterValidator(_unicode_text)
-]
+#: Prompt text: at most MAX_PROMPT_CHARS of valid Unicode (measuring it refuses a lone
+#: surrogate, JSON's "\\ud800", which has no UTF-8 form and would fail only when written).
+PromptText = Annotated[str, StringConstraints(max_length=MAX_PROMPT_CHARS)]
 #: An http(s) URL of an OpenAI-compatible server, without a trailing slash or path beyond a prefix.
 HttpURL = Annotated[str, StringConstraints(pattern=r"^https?://[A-Za-z0-9.\-\[\]:]+(/[^\s?#]*)?$")]
 
