@@ -24,7 +24,7 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
     try:
         # The sweep's lock: never beside a run still writing these files (nor one starting).
         with run_lock(sweep_lock(run_dir.parent.parent, run_dir.parent.name)):
-            broken = repair(run_dir) + resumable_search(run_dir)
+            broken = recovered(run_dir)
     except LockBusy as busy:
         holder = f"pid {busy.pid}" if busy.pid else "another process"
         message = f"{run_dir} is being written by {holder}; repair it when that ends"
@@ -37,6 +37,12 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
         typer.echo(f"{run_dir}: {line}")
     if not broken:
         typer.echo(f"{run_dir}: nothing was broken")
+
+
+def recovered(run_dir: Path) -> list[str]:
+    """Everything a repair (and every resume, first) puts right: the records and views
+    (`results.repair`), then the search's state; one line per thing done."""
+    return [*repair(run_dir), *resumable_search(run_dir)]
 
 
 def checked(run: Run) -> Run:

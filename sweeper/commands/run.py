@@ -28,6 +28,7 @@ from sweeper.analysis.proof import unproven_lines
 from sweeper.catalog.records import RECORDS
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
+from sweeper.commands.repair import recovered
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
 from sweeper.engines.ddtree_runtime import runtime_package_dir, runtime_source_hash
 from sweeper.engines.registry import engine_for
@@ -37,10 +38,9 @@ from sweeper.progress import PlainProgress, RichProgress, SweepProgress
 from sweeper.results.lock import LockBusy, run_lock
 from sweeper.results.pinned import changed_inputs, file_hashes
 from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
-from sweeper.results.repair import repair
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
-from sweeper.search import SearchOrder, resumable_search
+from sweeper.search import SearchOrder
 from sweeper.workers.backends import open_backend
 
 
@@ -68,7 +68,7 @@ def _open_store(
         try:
             # Recovered first: a record line lost since (a cut, a hand edit) comes back from
             # the views, never dropped by the views the run rewrites.
-            for line in [*repair(resume), *resumable_search(resume)]:
+            for line in recovered(resume):
                 typer.echo(f"note: {resume}: {line}", err=True)
             store = RunStore.open(resume)
         except (FileNotFoundError, ValueError) as exc:

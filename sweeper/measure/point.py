@@ -107,9 +107,14 @@ def measured_point(
     """
     errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
     completed = sum(r.get("finished", True) and not r.get("error") for r in rows)
-    if not completed and not errors:
+    if errors:
+        reason = f"{len(errors)}/{len(rows)} requests failed: {errors[0]}"
+    elif not completed:
         # Nothing measured is never ok: a duration too short for one request (or none sent).
-        errors = [f"no request completed ({len(rows)} sent or cut off by the load's duration)"]
+        reason = f"no request completed ({len(rows)} sent or cut off by the load's duration)"
+        errors = [reason]
+    else:
+        reason = ""
     numbers = dict(summary)
     for row, (verdict, index) in zip(rows, verdicts, strict=True):
         row["verdict"], row["divergence_index"] = verdict, index
@@ -136,7 +141,7 @@ def measured_point(
         **key,
         covers_labels=list(point.server_config.covers),
         status=status,
-        reason=_reason(errors, rows),
+        reason=reason,
         fingerprint=fingerprint,
         started_at=started_at,
         finished_at=finished_at,
@@ -205,11 +210,3 @@ def failed_point(
         log_path=log_path,
         log_tail=log_tail[-LOG_TAIL_CHARS:],
     )
-
-
-def _reason(errors: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
-    if not errors:
-        return ""
-    if errors[0].startswith("no request completed"):
-        return errors[0]
-    return f"{len(errors)}/{len(rows)} requests failed: {errors[0]}"

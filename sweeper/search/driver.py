@@ -22,6 +22,7 @@ from sweeper.analysis.drift import Drift, baseline_drift, mark_drift
 from sweeper.analysis.objective import Score, score
 from sweeper.plan import HostPlan, Plan, Step
 from sweeper.results.reader import REQUESTS_LOG, read_jsonl
+from sweeper.results.repair import DAMAGED_DIR
 from sweeper.results.store import atomic_write
 from sweeper.search.space import Space, params_key
 from sweeper.search.strategies import make_strategy
@@ -74,7 +75,7 @@ def resumable_search(run_dir: Path) -> list[str]:
 
 
 def _keep_aside(run_dir: Path, name: str, data: bytes) -> Path:
-    folder = run_dir / "damaged"
+    folder = run_dir / DAMAGED_DIR  # beside what `sweeper repair` keeps aside
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.{int(time.time())}.torn"
     atomic_write(path, lambda tmp: tmp.write_bytes(data))
