@@ -1,6 +1,6 @@
 """`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, each
 config's exact command line and environment (secrets masked), notes on dropped points, totals and
-a rough time estimate, and a search's budget and first configs; `--json` for machine output."""
+a rough time estimate, and a search's stop and first configs; `--json` for machine output."""
 
 from __future__ import annotations
 

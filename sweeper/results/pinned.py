@@ -17,8 +17,9 @@ from typing import Any
 
 from sweeper.results.manifest import Manifest
 
-#: Spec fields a resume may change: how long and how patiently, never what is measured.
-RESUMABLE_CHANGES = ("search.budget", "runtime.ready_timeout_s")
+#: Spec fields a resume may change: how long and how patiently, never what is measured
+#: (`search.budget` is `search.stop` in a run saved before the rename).
+RESUMABLE_CHANGES = ("search.stop", "search.budget", "runtime.ready_timeout_s")
 #: Most differences named in one refusal.
 SHOWN = 5
 

@@ -2,7 +2,7 @@
 
 `SearchOrder` hands the runner one server config at a time (the runner's `order` hook), asks the
 spec's strategy (`strategies.py`, `tpe.py`) which config comes next from the scores of those
-already measured (`sweeper.analysis.objective`), and stops at the budget. `preview` is what
+already measured (`sweeper.analysis.objective`), and stops at `search.stop`. `preview` is what
 `plan` / `run --dry-run` print about it.
 """
 

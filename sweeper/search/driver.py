@@ -1,12 +1,13 @@
-"""The search's side of a sweep: which server config the runner starts next, until the budget.
+"""The search's side of a sweep: which server config the runner starts next, until its stop.
 
 The runner calls `SearchOrder(host_plan, done)` (its `order` hook) and runs the steps it yields,
 recording each point into `done` before asking for the next step; so after each step the driver
 reads the step's points back from `done`, scores them and tells the strategy. The records are the
-source of truth: on resume, configs already measured are scored from them, and the restart
-budget counts the server configs the run holds records of (the AR baseline's included). What the
-search did is also written to `search.json` in the run directory (written whole, atomically):
-the time spent (the hours budget survives a resume) and each trial's score, in order.
+source of truth: on resume, configs already measured are scored from them, and
+`search.stop.restarts` counts the server configs the run holds records of (the AR baseline's
+included). What the search did is also written to `search.json` in the run directory (written
+whole, atomically): the time spent (so `search.stop.hours` survives a resume) and each trial's
+score, in order.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def resumable_search(run_dir: Path) -> list[str]:
         except (ValueError, KeyError, TypeError):
             raise SearchStateError(
                 f"{log} is unreadable (truncated or edited): it holds the time the search has "
-                "spent; restore it, or remove it to resume with the hours budget counted from now"
+                "spent; restore it, or remove it to resume with search.stop.hours counted from now"
             ) from None
     return notes
 
@@ -130,7 +131,7 @@ class SearchOrder:
                 pending = [p for p in space.points(run, length(run)) if p.point_id not in done]
                 if not pending:
                     continue
-                why = self._over_budget(done, spent_before + self.clock() - started)
+                why = self._past_stop(done, spent_before + self.clock() - started)
                 if why:
                     self.stopped_by = why
                     break
@@ -142,7 +143,7 @@ class SearchOrder:
             strategy.tell(step, result)
             self._note(step, result, spent_before + self.clock() - started)
             for check in self._checks_due(space, done):
-                why = self._over_budget(done, spent_before + self.clock() - started)
+                why = self._past_stop(done, spent_before + self.clock() - started)
                 if why:
                     self.stopped_by = why
                     break
@@ -209,15 +210,16 @@ class SearchOrder:
         marked = mark_drift(rows, drifts)
         return score(marked, self.search.objective, self.search.constraints)
 
-    def _over_budget(self, done: Mapping[str, Mapping[str, Any]], spent_s: float) -> str:
-        budget = self.search.budget
-        if budget is None:
+    def _past_stop(self, done: Mapping[str, Mapping[str, Any]], spent_s: float) -> str:
+        """Why another restart would pass `search.stop` (empty: it would not)."""
+        stop = self.search.stop
+        if stop is None:
             return ""
         started = len({str(r.get("server_config_id")) for r in done.values()})
-        if budget.restarts is not None and started + 1 > budget.restarts:
-            return f"the budget of {budget.restarts} restarts"
-        if budget.hours is not None and spent_s >= budget.hours * 3600:
-            return f"the budget of {budget.hours:g} hours"
+        if stop.restarts is not None and started + 1 > stop.restarts:
+            return f"search.stop: {stop.restarts} restarts"
+        if stop.hours is not None and spent_s >= stop.hours * 3600:
+            return f"search.stop: {stop.hours:g} hours"
         return ""
 
     def _note(self, step: Step, result: Score, spent_s: float) -> None:

@@ -1,4 +1,4 @@
-"""What `plan` and `run --dry-run` say about a search: strategy, objective, budget against the
+"""What `plan` and `run --dry-run` say about a search: strategy, objective, its stop against the
 grid's restarts, and the configs it will try first (computed by the same strategy, seed and
 space the run uses, with no measurement: for `tpe` its random start-up trials)."""
 
@@ -23,17 +23,17 @@ def preview(plan: Plan, first: int = 8) -> list[str]:
         + ("; the SLO too" if search.constraints.slo else "")
     ]
     restarts = plan.restarts
-    budget = search.budget
-    if budget is None:
-        lines.append(f"budget: none (up to the grid's {restarts} restarts)")
+    stop = search.stop
+    if stop is None:
+        lines.append(f"stop: none (up to the grid's {restarts} restarts)")
     else:
         parts = []
-        if budget.restarts is not None:
-            share = 100 * budget.restarts / restarts if restarts else 0
-            parts.append(f"{budget.restarts} restarts of the grid's {restarts} ({share:.0f}%)")
-        if budget.hours is not None:
-            parts.append(f"{budget.hours:g} h")
-        lines.append("budget: " + " or ".join(parts) + ", the AR baseline's restart included")
+        if stop.restarts is not None:
+            share = 100 * stop.restarts / restarts if restarts else 0
+            parts.append(f"{stop.restarts} restarts of the grid's {restarts} ({share:.0f}%)")
+        if stop.hours is not None:
+            parts.append(f"{stop.hours:g} h")
+        lines.append("stop: " + " or ".join(parts) + ", the AR baseline's restart included")
     for host in plan.hosts:
         space = Space.of(host)
         strategy = make_strategy(space, search, None, f"preview-{host.name}")

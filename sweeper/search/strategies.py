@@ -1,7 +1,7 @@
 """Which server config next: the plain strategies (grid, random, halving) and the factory.
 
 A strategy is asked for the next step and told each step's score; it never measures anything
-nor counts the budget (the driver does both). Asking again for a config already measured costs
+nor checks `search.stop` (the driver does both). Asking again for a config already measured costs
 no restart: the driver tells its recorded score at once.
 """
 
@@ -46,7 +46,7 @@ class InOrder:
 
 
 class Halving:
-    """Successive halving over restarts: every candidate once (a seeded order, so a budget cut
+    """Successive halving over restarts: every candidate once (a seeded order, so a `stop` cut
     is a random subset) with the workload's measurement, then the best 1/eta of the feasible ones
     on a fresh restart each, measured eta times longer (`length`), their score now the mean of
     both, and so on until one is left. Each rung thus sends about as many requests as the first

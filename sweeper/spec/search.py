@@ -8,13 +8,14 @@ restart measured eta times longer, and so on). `objective` is a point column, av
 named request configs (`at`, default all of a trial's) and over restarts. Temperature-0 exactness
 is a hard constraint that cannot be turned off: a trial with a determinism violation (diverged,
 nondeterministic, garbled) is infeasible whatever its speed. `constraints.slo` adds the spec's
-SLO. `budget` stops the search after so many restarts (the AR baseline's included) or hours,
-whichever comes first.
+SLO. `stop` ends the search after so many restarts (the AR baseline's included) or hours,
+whichever comes first. (It was once called `budget`; that word now means only the tree budget, a
+grid key, and `search: {budget: ...}` is refused with a pointer to `stop`.)
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, model_validator
 
@@ -63,16 +64,16 @@ class ConstraintsSpec(StrictModel):
     slo: StrictBool = False
 
 
-class SearchBudget(StrictModel):
+class SearchStop(StrictModel):
     """When to stop: after this many restarts (the AR baseline's included) or hours."""
 
     restarts: Annotated[Int, Field(ge=1)] | None = None
     hours: Annotated[Number, Field(gt=0)] | None = None
 
     @model_validator(mode="after")
-    def _something(self) -> SearchBudget:
+    def _something(self) -> SearchStop:
         if self.restarts is None and self.hours is None:
-            raise problem("a budget needs restarts or hours (leave budget out for no limit)")
+            raise problem("stop needs restarts or hours (leave stop out for no limit)")
         return self
 
 
@@ -83,7 +84,7 @@ class SearchSpec(StrictModel):
     objective: ObjectiveSpec = Field(default_factory=ObjectiveSpec)
     constraints: ConstraintsSpec = Field(default_factory=ConstraintsSpec)
     #: None: until the strategy has tried every config it wants.
-    budget: SearchBudget | None = None
+    stop: SearchStop | None = None
     #: Seeds the random order, TPE's sampler and halving's first rung (numpy's range: 0 to
     #: 2^32 - 1).
     seed: Annotated[Int, Field(ge=0, le=2**32 - 1)] = 0
@@ -91,3 +92,16 @@ class SearchSpec(StrictModel):
     startup_trials: Annotated[Int, Field(ge=1)] = 4
     #: Halving: keep the best 1/eta of each rung for the next.
     eta: Annotated[Int, Field(ge=2, le=10)] = 3
+
+    @model_validator(mode="before")
+    @classmethod
+    def _budget_was_renamed(cls, data: Any) -> Any:
+        """`search.budget` is the old name of `search.stop`: refused with the new name, not as
+        an unknown key, since "budget" now means only the tree budget (a grid key)."""
+        if isinstance(data, dict) and "budget" in data:
+            raise problem(
+                "renamed to 'stop': write stop: {restarts: N, hours: H} (either or both); "
+                "'budget' now means only the tree budget, a grid key",
+                at=("budget",),
+            )
+        return data

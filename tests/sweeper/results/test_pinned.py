@@ -1,5 +1,5 @@
 """A resume is the same experiment: what changed since the run started is named; only the
-search budget and the readiness timeout may change."""
+search's stop and the readiness timeout may change."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sweeper.results.pinned import changed_inputs, file_hashes
 SPEC: dict[str, Any] = {
     "name": "t",
     "grid": {"budget": [8, 16], "topk": [4]},
-    "search": {"strategy": "tpe", "budget": {"restarts": 3}, "seed": 0},
+    "search": {"strategy": "tpe", "stop": {"restarts": 3}, "seed": 0},
     "runtime": {"ready_timeout_s": 60, "engine": "ddtree_runtime"},
     "workload": {"prompts": [{"id": "a", "text": "hi"}]},
 }
@@ -47,9 +47,9 @@ def test_another_strategy_or_grid_is_another_experiment() -> None:
     ]
 
 
-def test_budget_timeout_and_new_fields_may_change() -> None:
+def test_search_stop_timeout_and_new_fields_may_change() -> None:
     old = _manifest(SPEC)
-    grown = _with(search__budget={"restarts": 6}, runtime__ready_timeout_s=300)
+    grown = _with(search__stop={"restarts": 6}, runtime__ready_timeout_s=300)
     grown["determinism"] = {"sampled": "auto"}  # a field a newer sweeper added
     assert changed_inputs(old, grown, "aaaa") == []
 

@@ -1,6 +1,6 @@
 """The search driver as the runner drives it, without servers: each step it yields is "measured"
 by writing its points' rows into `done` (as the runner records them) before the next is asked
-for. Budgets in restarts and in hours, resume from the records, the trial log, and halving's
+for. `search.stop` in restarts and in hours, resume from the records, the trial log, and halving's
 rungs measured longer."""
 
 from __future__ import annotations
@@ -70,26 +70,26 @@ def _drive(
     return started
 
 
-def test_restart_budget_then_resume_with_a_larger_one(tmp_path: Path) -> None:
+def test_restart_stop_then_resume_with_a_larger_one(tmp_path: Path) -> None:
     done: dict[str, Any] = {}
-    first = _drive("{strategy: random, seed: 2, budget: {restarts: 3}}", tmp_path, done)
+    first = _drive("{strategy: random, seed: 2, stop: {restarts: 3}}", tmp_path, done)
     assert first[0] == "ar-cg0" and len(first) == 3
     log = json.loads((tmp_path / SEARCH_LOG).read_text())
-    assert log["stopped_by"] == "the budget of 3 restarts" and len(log["trials"]) == 2
-    again = _drive("{strategy: random, seed: 2, budget: {restarts: 5}}", tmp_path, done)
+    assert log["stopped_by"] == "search.stop: 3 restarts" and len(log["trials"]) == 2
+    again = _drive("{strategy: random, seed: 2, stop: {restarts: 5}}", tmp_path, done)
     assert len(again) == 2 and not set(again) & set(first)  # nothing measured twice
     assert len({r["server_config_id"] for r in done.values()}) == 5
 
 
-def test_hours_budget_and_the_wrong_config_is_logged_infeasible(tmp_path: Path) -> None:
+def test_hours_stop_and_the_wrong_config_is_logged_infeasible(tmp_path: Path) -> None:
     done: dict[str, Any] = {}
-    started = _drive("{strategy: grid, budget: {hours: 0.5}}", tmp_path, done, Clock())
+    started = _drive("{strategy: grid, stop: {hours: 0.5}}", tmp_path, done, Clock())
     assert len(started) == 3  # 10 min each: the third ends at 30 min, so no fourth begins
     log = json.loads((tmp_path / SEARCH_LOG).read_text())
-    assert log["stopped_by"] == "the budget of 0.5 hours" and log["spent_s"] == 1800
+    assert log["stopped_by"] == "search.stop: 0.5 hours" and log["spent_s"] == 1800
     (tmp_path / "all").mkdir()
     everything = _drive("{strategy: grid}", tmp_path / "all", {}, None)
-    assert len(everything) == 1 + 6  # no budget: AR, then every config
+    assert len(everything) == 1 + 6  # no stop: AR, then every config
     log = json.loads((tmp_path / "all" / SEARCH_LOG).read_text())
     wrong = [t for t in log["trials"] if t["label"] == "b8-k2-bs4-cg0"]
     assert wrong[0]["state"] == "infeasible" and wrong[0]["value"] == 20.0

@@ -1,6 +1,6 @@
 """`search:` end to end on the fake runtime (real processes, HTTP, run directory): a landscape
 of configs of different speeds with a planted fast-but-wrong one; the grid measures it fastest,
-neither a search nor `sweeper best` returns it; a `tpe` study stays within its restart budget and
+neither a search nor `sweeper best` returns it; a `tpe` study stays within its `stop` restarts and
 `--resume` continues it without measuring anything twice."""
 
 from __future__ import annotations
@@ -83,21 +83,21 @@ def test_grid_shows_the_wrong_config_fastest_but_best_never_returns_it(
     assert len(search["trials"]) == 8 and search["stopped_by"].startswith("the strategy")
 
 
-def test_tpe_keeps_its_budget_and_resume_continues_the_study(tmp_path: Path, port: int) -> None:
-    search = {"strategy": "tpe", "budget": {"restarts": 3}, "seed": 3, "startup_trials": 2}
+def test_tpe_keeps_its_stop_and_resume_continues_the_study(tmp_path: Path, port: int) -> None:
+    search = {"strategy": "tpe", "stop": {"restarts": 3}, "seed": 3, "startup_trials": 2}
     spec = _spec(tmp_path, port, search, "tpe")
     dry = _run("run", str(spec), "--dry-run")
-    assert "budget: 3 restarts of the grid's 9 (33%)" in dry.stdout, dry.stdout
+    assert "stop: 3 restarts of the grid's 9 (33%)" in dry.stdout, dry.stdout
     first = _run("run", str(spec), "--results", str(tmp_path / "r"), "--plain")
     assert first.returncode in (0, 4), first.stderr[-3000:]
     run = _last_line(first.stdout)
     points = read_run(run).points
     assert points is not None and points["server_config_id"].nunique() == 3  # AR + 2 trials
-    # A larger budget on the same run: the study resumes from its journal, nothing is redone,
+    # A later stop on the same run: the study resumes from its journal, nothing is redone,
     # even after a kill mid-write left the journal's last line torn (issue 28 #10).
     with (run / STUDY_FILE).open("ab") as journal:
         journal.write(b'{"op_code": 5, "worker_id": "x", "trial_')
-    search["budget"] = {"restarts": 6}
+    search["stop"] = {"restarts": 6}
     spec = _spec(tmp_path, port, search, "tpe")
     again = _run("run", str(spec), "--resume", str(run), "--plain")
     assert again.returncode in (0, 4), again.stderr[-3000:] + again.stdout[-1000:]
@@ -107,7 +107,7 @@ def test_tpe_keeps_its_budget_and_resume_continues_the_study(tmp_path: Path, por
     assert points["server_config_id"].nunique() == 6
     assert not points["point_id"].duplicated().any()
     log = json.loads((run / SEARCH_LOG).read_text())
-    assert log["stopped_by"] == "the budget of 6 restarts"
+    assert log["stopped_by"] == "search.stop: 6 restarts"
     # The dry run named the configs the study started with.
     named = dry.stdout.split("candidates: ")[1].split(" (then")[0].split(", ")
     assert [t["label"] for t in log["trials"][:2]] == named

@@ -83,9 +83,9 @@ def test_restarts_in_the_plan_and_the_preview() -> None:
     rs1 = points["local-b4-k2-bs8-cg0-rs1-t0-c1"]
     assert rs1.baseline_point_id == "local-ar-cg0-rs1-t0-c1"  # the baseline measured before it
     assert plan.hosts[0].steps[0].server_config.id == _plan().hosts[0].steps[0].server_config.id
-    lines = preview(_plan("search: {strategy: tpe, budget: {restarts: 11}, startup_trials: 3}"))
+    lines = preview(_plan("search: {strategy: tpe, stop: {restarts: 11}, startup_trials: 3}"))
     assert lines[1] == (
-        "budget: 11 restarts of the grid's 29 (38%), the AR baseline's restart included"
+        "stop: 11 restarts of the grid's 29 (38%), the AR baseline's restart included"
     )
     first = lines[2].split("candidates: ")[1].removesuffix(" (then by the model)").split(", ")
     assert len(first) == 3 and len(set(first)) == 3
