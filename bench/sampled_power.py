@@ -31,11 +31,11 @@ import httpx
 import numpy as np
 
 from sweeper.analysis.distribution import two_sample_test
+from sweeper.config import RequestConfig
 from sweeper.engines.registry import engine_for
 from sweeper.measure.drive import point_prompts
-from sweeper.measure.readiness import served_model
 from sweeper.measure.workload import run_requests_sync
-from sweeper.plan import RequestConfig
+from sweeper.services.readiness import served_model
 from sweeper.spec import load_spec
 
 

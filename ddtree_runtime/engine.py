@@ -88,7 +88,6 @@ class _Request:
 
 class Engine:
     def __init__(self, loaded: LoadedModel, drafter: Drafter, config: EngineConfig) -> None:
-        config.validate()
         self.loaded, self.drafter, self.config = loaded, drafter, config
         self.model = loaded.model
         self.device = loaded.device

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ddtree_runtime.knobs import TREE_KNOBS, check_knob
 from ddtree_runtime.stats import RequestStats
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineConfig:
+    """The engine's settings, checked when made (`validate`): an EngineConfig is a valid one."""
+
     speculative: str = "ddtree"  # "ddtree" | "none" (none == budget 0, plain AR)
     budget: int = 16  # non-root tree nodes per request
     topk: int = 4  # max children per node
@@ -23,15 +26,14 @@ class EngineConfig:
     cuda_graph: bool = False  # requested; applied only on CUDA
     seed: int = 0  # base seed for requests without their own seed
 
+    def __post_init__(self) -> None:
+        self.validate()
+
     def validate(self) -> None:
         if self.speculative not in ("ddtree", "none"):
             raise ValueError(f"speculative must be 'ddtree' or 'none', not {self.speculative!r}")
-        if self.budget < 0:
-            raise ValueError(f"budget must be >= 0, got {self.budget}")
-        if self.topk < 1:
-            raise ValueError(f"topk must be >= 1, got {self.topk}")
-        if self.block_size < 2:
-            raise ValueError(f"block_size must be >= 2, got {self.block_size}")
+        for name in TREE_KNOBS:
+            check_knob(name, getattr(self, name))
         if self.max_batch < 1 or self.max_model_len < 2:
             raise ValueError("max_batch must be >= 1 and max_model_len >= 2")
 

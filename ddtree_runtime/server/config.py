@@ -44,9 +44,10 @@ class ServeConfig(BaseModel):
     served_model_name: str = "smollm2-135m"
     draft: str = "ngram"
     speculative: Literal["ddtree", "none"] = "ddtree"
-    budget: int = Field(default=16, ge=1)
-    topk: int = Field(default=4, ge=1)
-    block_size: int = Field(default=8, ge=1)
+    # The tree knobs' ranges are checked where the flags are read (`ddtree_runtime.knobs`).
+    budget: int = 16
+    topk: int = 4
+    block_size: int = 8
     cuda_graph: bool = False
     dtype: str = "float32"
     device: str = "cpu"

@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from ddtree_runtime.params import EngineConfig
 from ddtree_runtime.server.config import ServeConfig, source_hash
 
 log = logging.getLogger("ddtree_runtime.serve")
@@ -59,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--served-model-name", default=None, help="default: the --model value")
     p.add_argument("--draft", default="ngram", help="ngram | dflash:PATH")
     p.add_argument("--speculative", choices=["ddtree", "none"], default="ddtree")
-    p.add_argument("--budget", type=positive_int, default=16, help="tree nodes per verify")
-    p.add_argument("--topk", type=positive_int, default=4, help="children per tree node")
-    p.add_argument("--block-size", type=positive_int, default=8, help="draft block size")
+    p.add_argument("--budget", type=int, default=16, help="tree nodes per verify")
+    p.add_argument("--topk", type=int, default=4, help="children per tree node")
+    p.add_argument("--block-size", type=int, default=8, help="draft block size")
     graph = p.add_mutually_exclusive_group()
     graph.add_argument("--cuda-graph", dest="cuda_graph", action="store_true", default=False)
     graph.add_argument("--disable-cuda-graph", dest="cuda_graph", action="store_false")
@@ -122,6 +123,12 @@ def warm_up(state: Any, server: Any, outcome: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # The engine's one check of its settings (tree knobs: `ddtree_runtime.knobs`), before the
+    # model loads: a bad flag costs a second, not a model load.
+    try:
+        EngineConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EngineConfig)})
+    except ValueError as error:
+        fail(f"bad flag: {error}")
     logging.basicConfig(
         stream=sys.stderr,
         level=args.log_level.upper(),
@@ -129,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     # Import torch-heavy modules only after the flags are known to be good.
     from ddtree_runtime.drafters import make_drafter
-    from ddtree_runtime.engine import Engine, EngineConfig
+    from ddtree_runtime.engine import Engine
     from ddtree_runtime.models import ModelNotFound, load_model
 
     device = resolve_device(args.device)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper.analysis.drift import DRIFT_COLUMNS, mark_drift
-from sweeper.analysis.labels import point_label
 from sweeper.analysis.objective import Score, better, request_config_id, score
+from sweeper.config.labels import point_label
 from sweeper.results.records import ServerConfigColumns, extra_config_columns
 from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec

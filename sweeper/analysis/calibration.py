@@ -23,9 +23,9 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.labels import point_label
+from sweeper.config import SPECULATIVE_KEYS, temperature_of
+from sweeper.config.labels import point_label
 from sweeper.results.reader import Run
-from sweeper.results.records import SPECULATIVE_KEYS
 from sweeper.results.rows import is_missing
 
 #: The request-config columns that make another batch shape of the same request.
@@ -70,8 +70,7 @@ class NearTieRate:
 
 
 def _greedy(row: Mapping[str, Any]) -> bool:
-    value: Any = row.get("temperature")
-    return is_missing(value) or float(value) == 0.0
+    return temperature_of(row) == 0.0
 
 
 def _value(row: Mapping[str, Any], column: str) -> Any:

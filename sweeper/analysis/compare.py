@@ -31,10 +31,10 @@ from sweeper.analysis.datasets import (
     dataset_requests,
     has_datasets,
 )
-from sweeper.analysis.labels import point_label_long
 from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
 from sweeper.analysis.verdicts import CLEAN_VERDICTS, OK_VERDICTS, VIOLATIONS
+from sweeper.config.labels import point_label_long
 from sweeper.results.reader import Run
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 

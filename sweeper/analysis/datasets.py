@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.labels import point_label
 from sweeper.analysis.verdicts import worst_by_group
+from sweeper.config.labels import point_label
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
 #: The request columns the split reads.

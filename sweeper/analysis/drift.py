@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.analysis.labels import point_label
 from sweeper.analysis.objective import request_config_id
+from sweeper.config.labels import point_label
 from sweeper.results.records import extra_config_columns
 from sweeper.results.rows import is_missing
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pandas as pd
 
-from sweeper.analysis.labels import point_label
+from sweeper.config.labels import point_label
 from sweeper.results.reader import Run
 from sweeper.results.records import RequestConfigColumns
 from sweeper.results.rows import is_missing

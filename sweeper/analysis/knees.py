@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.goodput import Knee, KneeComparison, compare_knees, knee, rate_point_of
-from sweeper.analysis.labels import load_label, point_label
+from sweeper.config import temperature_of
+from sweeper.config.labels import load_label, point_label
 from sweeper.results.rows import is_missing
 
 #: What a series shares besides its server config: the request config but the rate.
@@ -54,8 +55,7 @@ def _key(row: dict[str, Any], names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _setting_label(row: dict[str, Any]) -> str:
-    t = row.get("temperature")
-    temperature = 0.0 if is_missing(t) else float(t)  # type: ignore[arg-type]
+    temperature = temperature_of(row)
     shape = load_label(row).split(" ", 1)
     arrival = shape[1] if len(shape) > 1 else "poisson"
     return f"T={temperature:g} {arrival}"

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sweeper.analysis.verdicts import UNJUDGED, VIOLATIONS
-from sweeper.plan import RequestConfig
-from sweeper.results.records import RequestConfigColumns
+from sweeper.config import RequestConfig
 from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
@@ -33,31 +32,10 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 
 def request_config_id(row: Mapping[str, Any]) -> str:
-    """The request config id (`t0-c8`, `t0-r2`) of a point row, as the plan names it."""
-    values = {k: (None if is_missing(row.get(k)) else row.get(k)) for k in _RC_COLUMNS}
-    open_loop: dict[str, Any] = {}
-    if values["rate"] is not None:
-        open_loop = {
-            "rate": float(values["rate"]),
-            "arrival": values["arrival"] or "poisson",
-            "burstiness": float(values["burstiness"] or 1.0),
-            "max_concurrency": _int(values["max_concurrency"]),
-        }
-    return RequestConfig.make(
-        float(values["temperature"] or 0.0),
-        int(values["max_tokens"] or 0),
-        _int(values["concurrency"]),
-        None if values["top_p"] is None else float(values["top_p"]),
-        **open_loop,
-        top_k=_int(values.get("top_k")),
-    ).id
-
-
-_RC_COLUMNS = tuple(RequestConfigColumns.model_fields)
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+    """The request config id (`t0-c8`, `t0-r2`) of a point row: as recorded, or for a run
+    written before records carried it, as its request config columns name it."""
+    recorded = row.get("request_config_id")
+    return str(recorded) if not is_missing(recorded) else RequestConfig.from_columns(row).id
 
 
 @dataclass(frozen=True)

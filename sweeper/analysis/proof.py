@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sweeper.analysis.labels import point_label_long
+from sweeper.config.labels import point_label_long
 
 
 def unproven_lines(points: Iterable[Mapping[str, Any]], shown: int = 3) -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 from sweeper.analysis.determinism import SampledVerdict
 from sweeper.analysis.distribution import TEST_NAME, DistributionTest, two_sample_test
 from sweeper.analysis.power import MEASURED, Power, detectable_shift, pools_of
+from sweeper.config import temperature_of
 from sweeper.results.rows import is_failed, is_missing
 from sweeper.spec import DeterminismSpec
 
@@ -145,8 +146,7 @@ def proofs(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     detectable shift and control p-value (None where it had none), and why it is unproven."""
     out = []
     for row in points:
-        temperature = _number(row.get("temperature"))
-        if temperature is None or temperature <= 0 or str(row.get("mode")) == "ar":
+        if temperature_of(row) <= 0 or str(row.get("mode")) == "ar":
             continue
         if row.get("status") != "ok":
             continue

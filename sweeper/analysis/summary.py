@@ -12,13 +12,14 @@ from sweeper.analysis.determinism import SampledVerdict, judge_point
 from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.metrics import point_metrics, speedup
 from sweeper.analysis.verdicts import UNJUDGED
-from sweeper.plan import Point
+from sweeper.config import RequestConfig, ServerConfig
 from sweeper.spec import DeterminismSpec, SloSpec
 from sweeper.spec.model import SampledCheck
 
 
 def summarize(
-    point: Point,
+    server_config: ServerConfig,
+    rc: RequestConfig,
     rows: Sequence[Mapping[str, Any]],
     wall_s: float,
     *,
@@ -30,11 +31,10 @@ def summarize(
     sampled_check: SampledCheck = "repeats",
     sampled_verdict: SampledVerdict | None = None,
 ) -> tuple[dict[str, Any], list[tuple[str, int | None]]]:
-    """Point columns (metrics, speedups, determinism, goodput against `slo`) and, per row in
+    """A point's columns (metrics, speedups, determinism, goodput against `slo`) and, per row in
     order, (verdict, divergence index). `speed_baseline_point` is the production AR's
     (`runtime.speed_baseline`), when the spec names one; `sampled_check` and
     `sampled_verdict` judge a sampled point (`sweeper.analysis.determinism.judge_point`)."""
-    rc = point.request_config
     columns = point_metrics(list(rows), wall_s).as_columns()
     columns["speedup"] = speedup(
         columns["output_tok_s"], (baseline_point or {}).get("output_tok_s")
@@ -46,7 +46,7 @@ def summarize(
         seed=rc.seed,
         policy=policy,
         # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
-        is_baseline=point.server_config.mode == "ar" and baseline_rows is None,
+        is_baseline=server_config.mode == "ar" and baseline_rows is None,
         sampled_check=sampled_check,
         sampled_verdict=sampled_verdict,
     )

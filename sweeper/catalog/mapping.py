@@ -16,8 +16,8 @@ validate against it and the plan can ask it which keys are speculative.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
 
@@ -97,15 +97,23 @@ class EngineMapping(_Data):
     effective: EffectiveRules | None = None
 
 
-def render(
-    mapping: EngineMapping, values: Mapping[str, Any], draft: str | None
-) -> tuple[list[str], dict[str, str]]:
-    """The argv elements and environment of one speculative config under `mapping`.
+class Speculative(NamedTuple):
+    """One speculative config under a mapping: its argv elements, its environment, and what
+    its flags set, by the engine's field names (`field_name`), the value each flag was given."""
+
+    argv: list[str]
+    env: dict[str, str]
+    fields: dict[str, Any]
+
+
+def render(mapping: EngineMapping, values: Mapping[str, Any], draft: str | None) -> Speculative:
+    """The argv elements, environment and flag values of one speculative config.
 
     `values` holds the config's grid values for the mapping's params (others are ignored: the
     caller renders them as plain flags). JSON flags come last, each once, with sorted keys.
     """
     argv = list(mapping.speculative_args)
+    fields = snippet_fields(mapping.speculative_args)
     env = dict(mapping.speculative_env)
     blobs: dict[str, dict[str, Any]] = {k: dict(v) for k, v in mapping.speculative_json.items()}
     placed = [(target, values[key]) for key, target in mapping.params.items() if key in values]
@@ -115,6 +123,7 @@ def render(
         value = _shifted(raw, target.offset)
         if target.flag:
             argv += flag_argv(target.flag, value)
+            fields[field_name(target.flag)] = value
         elif target.env:
             env[target.env] = _text(value)
         else:
@@ -122,7 +131,38 @@ def render(
             blobs.setdefault(target.json_flag, {})[target.json_key] = value
     for flag, blob in blobs.items():
         argv += [flag, json.dumps(blob, sort_keys=True, separators=(",", ":"))]
-    return argv, env
+        fields[field_name(flag)] = blob
+    return Speculative(argv, env, fields)
+
+
+def field_name(flag: str) -> str:
+    """The field a server reports a flag's value under: `--x-y` -> `x_y`."""
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def snippet_fields(args: Sequence[str]) -> dict[str, Any]:
+    """What an argv snippet written as data sets (a mapping's `speculative_args`, a record's
+    CUDA-graph flags, a spec's `runtime.extra_args`): `--x-y 8` -> {"x_y": 8}, `--flag` ->
+    {"flag": True}, values typed as JSON reads them. Data is read, never a built command line:
+    what a rendered config's own values set is taken from those values."""
+    fields: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        name = field_name(args[i])
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            fields[name] = _typed(args[i + 1])
+            i += 2
+        else:
+            fields[name] = True
+            i += 1
+    return fields
+
+
+def _typed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def flag_argv(flag: str, value: Any) -> list[str]:

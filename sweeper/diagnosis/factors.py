@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS
+from sweeper.config import temperature_of
 from sweeper.results.rows import is_failed, is_missing, rows_of
 
 
@@ -103,13 +104,8 @@ def outcome(row: Mapping[str, Any]) -> str | None:
         return "broken"  # near-ties past the AR-vs-AR control are a bug's (calibration.py)
     if verdict in CLEAN_VERDICTS:
         return "clean"
-    reference = str(row.get("mode")) == "ar" and _temperature(row) == 0
+    reference = str(row.get("mode")) == "ar" and temperature_of(row) == 0
     return "clean" if reference and verdict == "n/a" and not is_failed(row) else None
-
-
-def _temperature(row: Mapping[str, Any]) -> float:
-    value: Any = row.get("temperature")
-    return 0.0 if is_missing(value) else float(value)
 
 
 def population(records: Any, kinds: Mapping[str, str]) -> Population:

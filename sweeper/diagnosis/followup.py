@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.config import SERVER_KEYS, temperature_of
 from sweeper.diagnosis.rule import Diagnosis
 from sweeper.results.rows import is_missing, rows_of
-from sweeper.spec import SERVER_KEYS, Spec
+from sweeper.spec import Spec
 
 #: Repeats of each prompt in every arm (also the batch of the batching experiment's N arm).
 REPEATS = 4
@@ -206,7 +207,7 @@ def _spec(
     spec: Spec, focus: Mapping[str, Any], experiments: list[Experiment], prompts: tuple[str, ...]
 ) -> Spec:
     """A spec whose points are the arms (include rules), on the focus's host and prompts."""
-    temperature = float(focus.get("temperature") or 0.0)
+    temperature = temperature_of(focus)
     arms = list(dict.fromkeys(arm for e in experiments for arm in e.arms))
     first = arms[0]
     grid: dict[str, Any] = {k: [v] for k, v in first.params.items()}

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pandas as pd
 
 from sweeper.analysis.calibration import ar_control, calibration_text, near_tie_rates
-from sweeper.analysis.labels import point_label
+from sweeper.config.labels import point_label
 from sweeper.diagnosis.rule import Diagnosis, diagnose
 from sweeper.results.reader import Run
 from sweeper.results.records import factor_kinds

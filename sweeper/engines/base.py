@@ -25,9 +25,9 @@ import httpx
 from sweeper.catalog.records import RECORDS, EngineRecord
 
 if TYPE_CHECKING:
+    from sweeper.config import ServerConfig
     from sweeper.engines.launch import Launch
     from sweeper.engines.stream import ChunkReader
-    from sweeper.plan import ServerConfig
     from sweeper.spec import RuntimeSpec
 
 

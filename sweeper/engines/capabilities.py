@@ -38,8 +38,8 @@ import httpx
 from sweeper.engines.base import Capabilities, EngineError, HttpRequest, RequestSpec
 
 if TYPE_CHECKING:
+    from sweeper.config import ServerConfig
     from sweeper.engines.stream import ChunkReader
-    from sweeper.plan import ServerConfig
 
 #: Token-id paths, best first (exact ids before recovered ones before re-tokenized text).
 TOKEN_ID_PATHS = ("openai", "sglext", "native", "logprobs", "tokenize", "none")

@@ -1,91 +1,23 @@
-"""What every engine shares: the OpenAI request body, turning a server config into settings,
-mapped speculative values and plain flags, and reading a JSON endpoint.
-
-A grid key that names a runtime setting (`dtype`, `max_batch`, ...) overrides the runtime
-section's value; the engine decides the setting's flag name. Other grid keys the mapping does
-not place become `--key-with-dashes value` flags, in spec order, after the settings.
-"""
+"""What every engine shares: the OpenAI request body, reading a JSON endpoint, comparing a
+reported config with the expected one, and the launched servers' command (rendered by
+`sweeper.engines.render`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from secrets import token_hex
 from typing import Any
 
 import httpx
 
-from sweeper.catalog.mapping import flag_argv, render
-from sweeper.catalog.records import SETTINGS, ServerCommand
+from sweeper.catalog.records import ServerCommand
+from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.launch import Launch
-from sweeper.plan import ServerConfig
-from sweeper.plan.configs import SPEED_BASELINE
+from sweeper.engines.render import Rendered, extra_args_of, split_config
 from sweeper.spec import RuntimeSpec
-
-
-@dataclass(frozen=True)
-class ConfigParts:
-    """A server config split by where its values go."""
-
-    #: Values of the mapping's speculative keys (empty for an AR config).
-    speculative: dict[str, Any]
-    #: cuda_graph, when the engine has one.
-    cuda_graph: bool | None
-    #: Runtime settings (spec values, grid overrides applied); None means "engine default".
-    settings: dict[str, Any]
-    #: Every other grid flag, as the spec ordered them.
-    extras: dict[str, Any]
-
-
-def extra_args_of(server_config: ServerConfig, runtime: RuntimeSpec) -> list[str]:
-    """`runtime.extra_args`, with `runtime.speed_baseline`'s changes on the speed baseline:
-    `--key value` replaced (or added), a None value dropping `--key` and its value."""
-    args = list(runtime.extra_args)
-    if not server_config.params.get(SPEED_BASELINE) or not runtime.speed_baseline:
-        return args
-    for key, value in runtime.speed_baseline.items():
-        flag = "--" + key.replace("_", "-")
-        if flag in args:
-            at = args.index(flag)
-            has_value = at + 1 < len(args) and not args[at + 1].startswith("--")
-            del args[at : at + (2 if has_value else 1)]
-        if value is not None:
-            args += [flag, value]
-    return args
-
-
-def split_config(server_config: ServerConfig, runtime: RuntimeSpec) -> ConfigParts:
-    """Split a server config into speculative values, cuda_graph, settings and extra flags."""
-    params = dict(server_config.params)
-    params.pop(SPEED_BASELINE, None)  # not a flag: `extra_args_of` applies it
-    speculative = {k: params.pop(k) for k in server_config.speculative_keys if k in params}
-    cuda_graph = params.pop("cuda_graph", None)
-    settings = {key: params.pop(key, getattr(runtime, key)) for key in SETTINGS}
-    return ConfigParts(speculative, cuda_graph, settings, params)
-
-
-def settings_argv(
-    parts: ConfigParts,
-    names: Mapping[str, str | None],
-    *,
-    renames: Mapping[str, str] | None = None,
-) -> list[str]:
-    """Flags for the settings (named by `names`; a None name means the engine has none, so the
-    value must be unset) and the extra grid flags (`--key`, renamed where `renames` says)."""
-    argv: list[str] = []
-    for key, value in parts.settings.items():
-        if value is None:
-            continue
-        flag = names.get(key)
-        if flag is None:
-            raise EngineError(f"the engine has no flag for runtime.{key} ({value!r})")
-        argv += flag_argv(flag, value)
-    for key, value in parts.extras.items():
-        argv += flag_argv("--" + (renames or {}).get(key, key).replace("_", "-"), value)
-    return argv
 
 
 def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -> dict[str, Any]:
@@ -199,9 +131,15 @@ class LaunchedServer(Registered, Negotiated):
         assert self.record.command is not None
         return self.record.command
 
+    def render(self, server_config: ServerConfig) -> Rendered:
+        """The server's flags (without --host/--port/launch id), environment and expected
+        config, from one split of `server_config`."""
+        raise NotImplementedError
+
     def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
         """The server's flags (without --host/--port/launch id) and the mapped environment."""
-        raise NotImplementedError
+        rendered = self.render(server_config)
+        return rendered.argv, rendered.env
 
     def launch(
         self,
@@ -232,15 +170,16 @@ class ModuleServer(LaunchedServer):
     the CUDA-graph-off flags and the settings under the engine's own names, all from its record.
     It takes no launch id, so the /proc proof alone ties the instance to the launch."""
 
-    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
+    def render(self, server_config: ServerConfig) -> Rendered:
         parts = split_config(server_config, self.runtime)
-        server = self.server
-        argv = [server.model_flag, self.runtime.model]
-        env: dict[str, str] = {}
+        server, out = self.server, Rendered()
+        out.flag(server.model_flag, self.runtime.model)
         if server_config.mode == "speculative":
-            speculative, env = render(self.mapping, parts.speculative, self.runtime.draft)
-            argv += speculative
+            out.speculative(self.mapping, parts.speculative, self.runtime.draft)
         if parts.cuda_graph is not None:
-            argv += server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off
-        argv += settings_argv(parts, server.setting_flags, renames=server.renames)
-        return argv + extra_args_of(server_config, self.runtime), env
+            out.snippet(
+                server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off, reported=True
+            )
+        out.settings(parts, server.setting_flags, renames=server.renames)
+        out.snippet(extra_args_of(server_config, self.runtime), reported=True)
+        return out

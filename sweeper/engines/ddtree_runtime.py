@@ -10,15 +10,13 @@ per-request acceptance on the `ddtree` extension of the final usage chunk.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from sweeper.catalog.mapping import render
+from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
@@ -27,19 +25,10 @@ from sweeper.engines.base import (
     RequestSpec,
     register,
 )
-from sweeper.engines.common import (
-    LaunchedServer,
-    api_path,
-    extra_args_of,
-    get_json,
-    mismatches,
-    openai_body,
-    settings_argv,
-    split_config,
-)
+from sweeper.engines.common import LaunchedServer, api_path, get_json, mismatches, openai_body
 from sweeper.engines.launch import Launch
+from sweeper.engines.render import Rendered, extra_args_of, split_config
 from sweeper.engines.stream import ChunkReader
-from sweeper.plan import ServerConfig
 from sweeper.spec import RuntimeSpec
 
 
@@ -47,35 +36,6 @@ def fingerprint_of(inputs: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical JSON of `fingerprint_inputs` (README's contract)."""
     canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def runtime_package_dir(package: str | Path | None = None) -> Path:
-    """The `ddtree_runtime` package directory: the one inside `package` (a spec's
-    `runtime.package`, a patched copy), else the installed one, located without importing it
-    (the controller never imports `ddtree_runtime`). The one place either is looked up: the
-    manifest's source hash, the bundle deployed to hosts and the run command all ask here."""
-    if package is not None:
-        return Path(package) / "ddtree_runtime"
-    found = importlib.util.find_spec("ddtree_runtime")
-    if found is None or not found.submodule_search_locations:
-        raise FileNotFoundError("the ddtree_runtime package is not installed next to sweeper")
-    return Path(next(iter(found.submodule_search_locations)))
-
-
-def runtime_source_hash(package_dir: Path | None = None) -> str:
-    """sha256 over the runtime package's .py files (sorted relative path + NUL + bytes + NUL)
-    of `package_dir`, else of the installed package; "" when none is installed."""
-    if package_dir is None:
-        try:
-            package_dir = runtime_package_dir()
-        except FileNotFoundError:
-            return ""
-    digest = hashlib.sha256()
-    files = sorted(p for p in package_dir.rglob("*.py") if "__pycache__" not in p.parts)
-    for path in files:
-        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
 
 
 class DDTreeReader(ChunkReader):
@@ -99,43 +59,37 @@ class DDTreeRuntime(LaunchedServer):
         #: The manifest's runtime source hash; the server must report the same.
         self.source_hash = source_hash
 
-    def flags(self, server_config: ServerConfig) -> list[str]:
-        """`python -m ddtree_runtime serve` flags, without --host/--port/--launch-id."""
+    def render(self, server_config: ServerConfig) -> Rendered:
+        """`python -m ddtree_runtime serve` flags (without --host/--port/--launch-id), and
+        what /server_info must report for them: its fingerprinted config, else its full config
+        (README, "Runtime HTTP API"), where every flag is the field of its own name. The
+        mapping's environment is not passed: the runtime reads none."""
         parts = split_config(server_config, self.runtime)
-        server = self.server
-        argv = [server.model_flag, self.runtime.model, "--draft", self.runtime.draft]
+        server, out = self.server, Rendered()
+        out.flag(server.model_flag, self.runtime.model)
+        out.flag("--draft", self.runtime.draft)
         if server_config.mode == "ar":
-            argv += ["--speculative", "none"]
+            out.flag("--speculative", "none")
         else:
-            speculative, _env = render(self.mapping, parts.speculative, None)
-            argv += speculative
+            out.speculative(self.mapping, parts.speculative, None)
+            out.env.clear()
         if parts.cuda_graph is not None:
-            argv += server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off
-        argv += settings_argv(parts, server.setting_flags)
-        return argv + extra_args_of(server_config, self.runtime)
+            out.snippet(
+                server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off, reported=False
+            )
+            out.expect("cuda_graph", parts.cuda_graph)
+        out.settings(parts, server.setting_flags)
+        # Extra arguments are passed, not checked: /server_info's config has no log level.
+        out.snippet(extra_args_of(server_config, self.runtime), reported=False)
+        return out
 
-    def command(self, server_config: ServerConfig) -> tuple[list[str], dict[str, str]]:
-        # The mapping's environment is not passed: the runtime reads none.
-        return self.flags(server_config), {}
+    def flags(self, server_config: ServerConfig) -> list[str]:
+        """The server's flags, without --host/--port/--launch-id."""
+        return self.render(server_config).argv
 
     def expected(self, server_config: ServerConfig) -> dict[str, Any]:
-        """What /server_info must report for this server config (its fingerprinted config, else
-        its full config: README, "Runtime HTTP API")."""
-        parts = split_config(server_config, self.runtime)
-        want: dict[str, Any] = {"model": self.runtime.model, "draft": self.runtime.draft}
-        want.update({k: v for k, v in parts.settings.items() if v is not None})
-        if server_config.mode == "ar":
-            want["speculative"] = "none"
-        else:
-            args = self.mapping.speculative_args
-            if "--speculative" in args[:-1]:
-                want["speculative"] = args[args.index("--speculative") + 1]
-            want.update(parts.speculative)
-        if parts.cuda_graph is not None:
-            want["cuda_graph"] = parts.cuda_graph
-        # /server_info's config holds every effective flag: an extra grid flag is checked too.
-        want.update(parts.extras)
-        return want
+        """What /server_info must report for this server config (`render`)."""
+        return self.render(server_config).expected
 
     def prove(
         self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
@@ -38,7 +39,6 @@ from sweeper.engines.common import api_path, openai_body
 from sweeper.engines.launch import Launch
 from sweeper.engines.sglang import SGLangReader
 from sweeper.engines.stream import ChunkReader
-from sweeper.plan import ServerConfig
 from sweeper.spec import RuntimeSpec
 
 #: What an endpoint the sweeper did not start can never prove.

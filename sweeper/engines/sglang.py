@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
@@ -44,14 +45,13 @@ from sweeper.engines.launch import Launch
 from sweeper.engines.sglang_negotiate import negotiate_sglang, tokenize
 from sweeper.engines.sglang_stream import GENERATE_PATH, SGLangReader, generate_body
 from sweeper.engines.stream import ChunkReader
-from sweeper.plan import ServerConfig
 
 #: SGLang's /metrics counters (`--enable-metrics`): tau = generation tokens / verify calls, as
 #: SGLang's own per-request `spec_accept_length` counts it.
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 
-__all__ = ["SGLang", "SGLangReader", "read_metrics", "server_args_of"]
+__all__ = ["SGLang", "SGLangReader", "read_metrics"]
 
 
 def read_metrics(text: str) -> dict[str, float] | None:
@@ -72,29 +72,6 @@ def read_metrics(text: str) -> dict[str, float] | None:
     return {"drafts": verify, "accepted_tokens": sums[GENERATION_TOKENS] - verify}
 
 
-def server_args_of(argv: list[str]) -> dict[str, Any]:
-    """What /server_info must report for these flags: `--x-y 8` -> {"x_y": 8}, `--flag` ->
-    {"flag": True}. Numbers are compared by value, so text from argv is turned into them."""
-    args: dict[str, Any] = {}
-    i = 0
-    while i < len(argv):
-        name = argv[i].removeprefix("--").replace("-", "_")
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            args[name] = _typed(argv[i + 1])
-            i += 2
-        else:
-            args[name] = True
-            i += 1
-    return args
-
-
-def _typed(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 @register("sglang")
 class SGLang(ModuleServer):
     """See the module docstring (its command line: the catalog's record)."""
@@ -109,9 +86,9 @@ class SGLang(ModuleServer):
     _prompt_lock = threading.Lock()
 
     def expected(self, server_config: ServerConfig) -> dict[str, Any]:
-        """What SGLang's resolved server args must say for this server config."""
-        flags, _env = self.command(server_config)
-        want = server_args_of(flags)
+        """What SGLang's resolved server args must say for this server config: what its
+        flags were given (`render`, the server args under the flags' own names)."""
+        want = self.render(server_config).expected
         if server_config.mode == "ar":
             want["speculative_algorithm"] = None  # a baseline must not be speculating
         return want

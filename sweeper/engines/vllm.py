@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from sweeper.catalog.presets import VLLM_SPEC_FLAG
+from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
@@ -41,7 +42,6 @@ from sweeper.engines.common import (
 )
 from sweeper.engines.launch import Launch
 from sweeper.engines.stream import ChunkReader
-from sweeper.plan import ServerConfig
 
 #: The /metrics counters of speculative decoding -> our names.
 COUNTERS = {

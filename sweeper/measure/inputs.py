@@ -32,6 +32,7 @@ from typing import Any
 
 import httpx
 
+from sweeper.config import RequestConfig
 from sweeper.engines.base import Engine
 from sweeper.measure.client import stream_request
 from sweeper.measure.sse_http import StreamClient
@@ -163,14 +164,9 @@ class Inputs:
         engine: Engine,
     ) -> str:
         """The greedy answer to one turn, with its own history filled."""
+        greedy = RequestConfig.make(0.0, self.workload.max_tokens, 1, seed=self.workload.seed)
         (spec,) = expand_requests(
-            [prompt],
-            repeats=1,
-            max_tokens=self.workload.max_tokens,
-            temperature=0.0,
-            seed=self.workload.seed,
-            chat=self.workload.api == "chat",
-            inputs=resolved,
+            [prompt], greedy, repeats=1, chat=self.workload.api == "chat", inputs=resolved
         )
         record = await stream_request(
             client, base_url, replace(spec, repeat=-1), engine, model=model

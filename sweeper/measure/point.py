@@ -23,40 +23,24 @@ from sweeper.measure.exposure import point_exposure
 from sweeper.measure.lengths import point_lengths, request_columns
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
-from sweeper.plan import Point, ServerConfig
-from sweeper.results.records import (
-    SPECULATIVE_KEYS,
-    PointRecord,
-    RequestConfigColumns,
-    RequestRecord,
-)
+from sweeper.plan import Point
+from sweeper.results.records import PointRecord, RequestRecord
 from sweeper.results.rows import is_missing
 
 #: Characters of a service log kept in a point row (the whole log is in logs/<point>.log).
 LOG_TAIL_CHARS = 4000
 
 
-def server_columns(sc: ServerConfig, engine: str) -> dict[str, Any]:
-    """The server config as record columns: engine, mode, budget, topk, block_size, cuda_graph,
-    and any extra flag."""
-    cols: dict[str, Any] = {"server_config_id": sc.id, "restart": sc.restart}
-    cols.update({"engine": engine, "mode": sc.mode})
-    cols.update({k: None for k in SPECULATIVE_KEYS})
-    cols.update(dict(sc.params))
-    return cols
-
-
 def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[str, Any]:
-    """What identifies a point in every row it writes: run, host, point, attempt, configs (the
-    request config's columns are those `RequestConfigColumns` declares)."""
-    rc = point.request_config
+    """What identifies a point in every row it writes: run, host, point, attempt, and its
+    configs' own columns (`ServerConfig.columns`, `RequestConfig.columns`)."""
     return {
         "run_id": run_id,
         "host": point.host,
         "point_id": point.point_id,
         "attempt": attempt,
-        **server_columns(point.server_config, engine),
-        **{name: getattr(rc, name) for name in RequestConfigColumns.model_fields},
+        **point.server_config.columns(engine),
+        **point.request_config.columns(),
     }
 
 

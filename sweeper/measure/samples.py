@@ -19,6 +19,7 @@ from sweeper.measure.drive import point_prompts
 from sweeper.measure.workload import run_requests_sync
 from sweeper.plan import Point
 from sweeper.plan.sampling import sample_seeds
+from sweeper.results.records import PointKey
 from sweeper.spec import DeterminismSpec, WorkloadSpec
 
 
@@ -90,9 +91,8 @@ def draw_samples(
     for (role, index, spec), (_, record) in zip(specs, result.records, strict=True):
         rows.append(
             {
-                **{k: key[k] for k in ("run_id", "host", "point_id", "attempt")},
-                "server_config_id": key["server_config_id"],
-                "restart": key.get("restart", 0),
+                # What identifies the point (`PointKey`: its configs' ids and label among it).
+                **{k: key[k] for k in PointKey.model_fields if k in key},
                 "mode": key["mode"],
                 "temperature": rc.temperature,
                 "top_p": rc.top_p,

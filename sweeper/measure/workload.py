@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sweeper.config import RequestConfig
 from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.client import stream_request
 from sweeper.measure.selfcheck import ClientCheck
@@ -35,32 +36,23 @@ class WorkloadResult:
 
 def expand_requests(
     prompts: Sequence[PromptSpec],
+    rc: RequestConfig,
     *,
     repeats: int,
-    max_tokens: int,
-    temperature: float,
-    seed: int | None,
-    top_p: float | None = None,
     chat: bool = False,
     length_control: Sequence[str] = (),
     inputs: Mapping[str, Mapping[str, Any]] | None = None,
-    top_k: int | None = None,
     sample_margins: bool = False,
 ) -> list[RequestSpec]:
-    """Every prompt x repeat as a RequestSpec, prompt-major order (the order records keep).
+    """Every prompt x repeat as a RequestSpec asking what `rc` asks, prompt-major order (the
+    order records keep).
 
     `inputs` holds what the run resolved for a prompt (`sweeper.measure.inputs`): the token ids
     of a synthetic prompt, the messages of a later turn with its history filled. A prompt's own
     `max_tokens` overrides the point's; a held one is sent with the `length_control` fields the
     engine takes. `sample_margins` asks a coupled AR server for its sample margins."""
     return [
-        replace(
-            _request(
-                p, r, max_tokens, temperature, seed, top_p, chat, length_control, inputs or {}
-            ),
-            top_k=top_k,
-            sample_margins=sample_margins and temperature > 0,
-        )
+        _request(p, r, rc, chat, length_control, inputs or {}, sample_margins)
         for p in prompts
         for r in range(repeats)
     ]
@@ -69,20 +61,18 @@ def expand_requests(
 def _request(
     prompt: PromptSpec,
     repeat: int,
-    max_tokens: int,
-    temperature: float,
-    seed: int | None,
-    top_p: float | None,
+    rc: RequestConfig,
     chat: bool,
     length_control: Sequence[str],
     inputs: Mapping[str, Mapping[str, Any]],
+    sample_margins: bool,
 ) -> RequestSpec:
     resolved = inputs.get(prompt.id, {})
     ids = resolved.get("token_ids")
     messages = resolved.get("messages") or (
         [m.model_dump() for m in prompt.messages] if prompt.messages else None
     )
-    n_out = prompt.max_tokens or max_tokens
+    n_out = prompt.max_tokens or rc.max_tokens
     hold = prompt.hold_output
     text = prompt.text
     if text is None:
@@ -93,9 +83,11 @@ def _request(
         messages=tuple(messages) if messages else None,
         prompt_token_ids=tuple(ids) if ids is not None else None,
         max_tokens=n_out,
-        temperature=temperature,
-        seed=seed,
-        top_p=top_p,
+        temperature=rc.temperature,
+        seed=rc.seed,
+        top_p=rc.top_p,
+        top_k=rc.top_k,
+        sample_margins=sample_margins and rc.temperature > 0,
         repeat=repeat,
         # Token ids go to the completions API: a chat template would add tokens.
         chat=chat and prompt.tokens is None,

@@ -25,8 +25,8 @@ from typing import Any
 
 from sweeper.catalog.effective import effective, why
 from sweeper.catalog.records import RECORDS
+from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, mode_of
 from sweeper.plan.checks import guard_size, review, same_request
-from sweeper.plan.configs import SPEED_BASELINE, RequestConfig, ServerConfig
 from sweeper.plan.model import HostPlan, Plan, Step
 from sweeper.plan.sampling import sampled_check, sampling_notes
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
@@ -70,7 +70,7 @@ def build_plan(spec: Spec) -> Plan:
         entry = by_server.setdefault(server.id, (server, {}))
         if request.id in entry[1]:
             same_request(entry[1][request.id], request)
-            drops[_duplicate_reason(combo)] += 1
+            drops[_duplicate_reason(combo, server)] += 1
             continue
         entry[1][request.id] = request
 
@@ -201,11 +201,11 @@ class _Shape:
         return {"cuda_graph": combo["cuda_graph"], **flags} if self.cuda_graph else flags
 
     def server_config(self, combo: Mapping[str, Any], extra_keys: list[str]) -> ServerConfig:
-        flags = self.flags(combo, extra_keys)
-        if self.uses("budget") and combo["budget"] == 0:
-            return ServerConfig.make("ar", flags)
-        speculative = {k: combo[k] for k in self.speculative_keys}
-        return ServerConfig.make("speculative", {**speculative, **flags}, self.speculative_keys)
+        return ServerConfig.of(self.flags(combo, extra_keys), self.speculative(combo))
+
+    def speculative(self, combo: Mapping[str, Any]) -> dict[str, Any]:
+        """The combo's values for the speculative keys the engine's mapping uses."""
+        return {k: combo[k] for k in self.speculative_keys}
 
 
 def _redundancy(combo: Mapping[str, Any], baseline: bool, shape: _Shape) -> str | None:
@@ -213,9 +213,10 @@ def _redundancy(combo: Mapping[str, Any], baseline: bool, shape: _Shape) -> str 
     if not (shape.uses("budget") and shape.uses("topk")):
         return None
     budget, topk = combo["budget"], combo["topk"]
-    if budget == 0 and topk != 1:
+    ar = mode_of(shape.speculative(combo)) == "ar"
+    if ar and topk != 1:
         return "topk has no meaning with budget 0 (autoregressive)"
-    if budget == 0 and baseline:
+    if ar and baseline:
         return "budget 0 is autoregressive decoding, which the AR baseline already measures"
     if topk > budget > 0:
         return (
@@ -224,8 +225,8 @@ def _redundancy(combo: Mapping[str, Any], baseline: bool, shape: _Shape) -> str 
     return None
 
 
-def _duplicate_reason(combo: Mapping[str, Any]) -> str:
-    if combo["budget"] == 0:
+def _duplicate_reason(combo: Mapping[str, Any], server: ServerConfig) -> str:
+    if server.mode == "ar":
         return "block_size has no meaning with budget 0 (autoregressive)"
     if combo["temperature"] == 0 and combo.get("top_p") is not None:
         return "top_p has no effect at temperature 0 (greedy)"

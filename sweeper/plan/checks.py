@@ -16,7 +16,7 @@ from sweeper.catalog.records import RECORDS
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, Spec
 
 if TYPE_CHECKING:
-    from sweeper.plan.configs import RequestConfig
+    from sweeper.config import RequestConfig
     from sweeper.plan.model import Plan
 
 #: Most grid combinations one spec may expand to. Every point is at least one server request

@@ -11,14 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from sweeper.plan.configs import (
-    SPEED_BASELINE,
-    Point,
-    RequestConfig,
-    ServerConfig,
-    point_id,
-    short_hash,
-)
+from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, point_id, short_hash
+from sweeper.plan.points import Point
 from sweeper.plan.rungs import rung_sizes
 from sweeper.plan.sampling import BASELINE_ROLES, SPECULATIVE_ROLES
 from sweeper.spec import HostSpec, Spec, WorkloadSpec
@@ -81,7 +75,7 @@ class HostPlan:
     def _points(self) -> Iterator[Point]:
         baselines = {
             (step.server_config.baseline_key, rc.comparison_key): point_id(
-                self.name, step.server_config, rc
+                self.name, step.server_config.label, rc.id
             )
             for step in self.steps
             if step.server_config.mode == "ar"

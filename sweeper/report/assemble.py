@@ -16,8 +16,8 @@ import pandas as pd
 
 from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.indistinguishable import describe, indistinguishable_in
-from sweeper.analysis.labels import point_label, point_label_long
 from sweeper.analysis.verdicts import CLEAN_VERDICTS, worst_by_group
+from sweeper.config.labels import point_label, point_label_long
 from sweeper.report.outputs import Divergence, load_divergences
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord

@@ -15,7 +15,7 @@ from sweeper.analysis.datasets import (
     dataset_table,
     has_datasets,
 )
-from sweeper.analysis.labels import point_label_long
+from sweeper.config.labels import point_label_long
 from sweeper.report.formatting import fmt
 from sweeper.results.reader import Run
 

@@ -20,9 +20,9 @@ from sweeper.analysis.compare import Comparison
 from sweeper.analysis.drift import DRIFT_LIMIT, Drift, baseline_drift, mark_drift
 from sweeper.analysis.goodput import Knee
 from sweeper.analysis.knees import knee_rows, rate_text
-from sweeper.analysis.labels import load_label
 from sweeper.analysis.sampled import proofs
 from sweeper.analysis.verdicts import OK_VERDICTS
+from sweeper.config.labels import load_label
 from sweeper.report.assemble import RunView
 from sweeper.report.badges import badges
 from sweeper.report.datasets import dataset_section

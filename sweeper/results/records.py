@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sweeper.config.columns import SERVER_KEYS
+from sweeper.config.request import REQUEST_COLUMNS
+
 
 class ServerConfigColumns(BaseModel):
     """The columns that say which server config a row measured (extra grid flags add theirs)."""
@@ -30,13 +33,10 @@ class ServerConfigColumns(BaseModel):
     cuda_graph: bool | None = None
 
 
-#: The named server keys, from the columns above: each distinct combination is a restart.
-SERVER_KEYS = tuple(k for k in ServerConfigColumns.model_fields if k not in ("engine", "mode"))
-#: The named server keys that only speculative decoding has (the tree's shape; an engine's
-#: mapping says which of them it uses), and how each reads in a label: `b16-k4-bs8`.
-LABEL_PREFIXES = {"budget": "b", "topk": "k", "block_size": "bs"}
-SPECULATIVE_KEYS = tuple(k for k in SERVER_KEYS if k in LABEL_PREFIXES)
-assert set(LABEL_PREFIXES) == set(SPECULATIVE_KEYS), "a label prefix names no server column"
+# The columns above are the config room's named server keys (`sweeper.config.columns`).
+assert tuple(k for k in ServerConfigColumns.model_fields if k not in ("engine", "mode")) == (
+    SERVER_KEYS
+), "ServerConfigColumns declares other server keys than sweeper.config.SERVER_KEYS"
 
 
 class RequestConfigColumns(BaseModel):
@@ -57,6 +57,9 @@ class RequestConfigColumns(BaseModel):
     top_k: int | None = None
 
 
+assert tuple(RequestConfigColumns.model_fields) == REQUEST_COLUMNS, "request columns differ"
+
+
 class PointKey(BaseModel):
     """What every request and point row starts with: its run, host, point and attempt."""
 
@@ -68,6 +71,10 @@ class PointKey(BaseModel):
     point_id: str
     attempt: str
     server_config_id: str
+    #: The server config's label (`b16-k4-bs8-cg1`) and the request config's id (`t0-c1`), as
+    #: the plan named them (None in runs written before they were recorded).
+    server_label: str | None = None
+    request_config_id: str | None = None
     #: Which restart of its server config (`repeats.restarts`, halving): 0 is the first.
     restart: int = 0
 

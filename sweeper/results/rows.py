@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sweeper.results.records import LABEL_PREFIXES
+from sweeper.config.columns import is_missing
 
 
 def rows_of(records: Any) -> list[Mapping[str, Any]]:
@@ -21,23 +21,7 @@ def rows_of(records: Any) -> list[Mapping[str, Any]]:
     return list(records)
 
 
-def is_missing(value: Any) -> bool:
-    """None, or NaN as a DataFrame writes a missing value."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
 def is_failed(row: Mapping[str, Any]) -> bool:
     """A request that ended in an error (a non-empty `error`)."""
     error = row.get("error")
     return not is_missing(error) and error != ""
-
-
-def tree_label_parts(values: Mapping[str, Any]) -> list[str]:
-    """The one label recipe for a config's tree shape: `["b16", "k4", "bs8"]`, for the
-    speculative keys it has (a key its engine's mapping does not use is absent or missing).
-    Point ids join these with "-", the report with " "."""
-    return [
-        f"{prefix}{int(values[key])}"
-        for key, prefix in LABEL_PREFIXES.items()
-        if key in values and not is_missing(values[key])
-    ]

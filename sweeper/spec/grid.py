@@ -12,6 +12,7 @@ import re
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -21,14 +22,13 @@ from pydantic import (
     model_validator,
 )
 
-from sweeper.results.records import SERVER_KEYS
+from sweeper.config import REQUEST_KEYS, SERVER_KEYS
+from sweeper.config.knobs import RANGES, knob_problem
 from sweeper.spec.base import INT64_MAX, INT64_MIN, Int, Number
 from sweeper.spec.errors import problem, suggest
 from sweeper.spec.open_loop import LoadSpec
 from sweeper.spec.workload import WorkloadSpec
 
-#: Keys of the grid that change what a request asks for; never a restart.
-REQUEST_KEYS = ("temperature", "top_p", "top_k")
 #: The workload's load keys a rule may name: a point has one of them, never both.
 LOAD_KEYS = ("concurrency", "rate")
 # The grid's server keys (SERVER_KEYS, each distinct combination a restart) and those only
@@ -58,6 +58,18 @@ def flag_value_problem(value: Any) -> str | None:
     return "a runtime flag value must be a number, a string or a bool"
 
 
+def _knob(name: str) -> AfterValidator:
+    """A tree knob's range check, in the words the runtime's server refuses it with."""
+
+    def check(value: int) -> int:
+        wrong = knob_problem(name, value)
+        if wrong is not None:
+            raise problem(wrong)
+        return value
+
+    return AfterValidator(check)
+
+
 def _dashed(name: str) -> str:
     return name.replace("_", "-")
 
@@ -71,16 +83,23 @@ class GridSpec(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    budget: list[Annotated[Int, Field(ge=0)]] = Field(default_factory=lambda: [16], min_length=1)
-    topk: list[Annotated[Int, Field(ge=1)]] = Field(default_factory=lambda: [4], min_length=1)
-    block_size: list[Annotated[Int, Field(ge=2)]] = Field(default_factory=lambda: [8], min_length=1)
+    # Each knob's range is the config room's (`sweeper.config.knobs`), checked here only.
+    budget: list[Annotated[Int, _knob("budget")]] = Field(
+        default_factory=lambda: [16], min_length=1
+    )
+    topk: list[Annotated[Int, _knob("topk")]] = Field(default_factory=lambda: [4], min_length=1)
+    block_size: list[Annotated[Int, _knob("block_size")]] = Field(
+        default_factory=lambda: [8], min_length=1
+    )
     cuda_graph: list[StrictBool] = Field(default_factory=lambda: [False], min_length=1)
-    temperature: list[Annotated[Number, Field(ge=0)]] = Field(
+    temperature: list[Annotated[Number, Field(**RANGES["temperature"])]] = Field(
         default_factory=lambda: [0.0], min_length=1
     )
-    top_p: list[Annotated[Number, Field(gt=0, le=1)]] | None = Field(default=None, min_length=1)
+    top_p: list[Annotated[Number, Field(**RANGES["top_p"])]] | None = Field(
+        default=None, min_length=1
+    )
     #: Sample from the k most likely tokens only (unset: the engine's default, no cut-off).
-    top_k: list[Annotated[Int, Field(ge=1)]] | None = Field(default=None, min_length=1)
+    top_k: list[Annotated[Int, Field(**RANGES["top_k"])]] | None = Field(default=None, min_length=1)
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     include: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -10,7 +10,7 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 
 from sweeper.catalog.effective import effective, why
 from sweeper.catalog.records import RECORDS
-from sweeper.results.records import SERVER_KEYS, SPECULATIVE_KEYS
+from sweeper.config import SERVER_KEYS, SPECULATIVE_KEYS
 from sweeper.spec.base import Int, Number, Slug, StrictModel
 from sweeper.spec.errors import problem, problems
 from sweeper.spec.grid import GridSpec

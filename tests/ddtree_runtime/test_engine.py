@@ -214,7 +214,7 @@ def test_bad_requests_are_rejected_clearly() -> None:
         engine.add_request("c", [1], SamplingParams(topk=3))
     with pytest.raises(ValueError, match="at least one token"):
         engine.add_request("d", [], SamplingParams())
-    with pytest.raises(ValueError, match="budget must be >= 0"):
+    with pytest.raises(ValueError, match="budget must be an integer >= 0"):
         Engine(tiny(), make_drafter("ngram", tiny()), EngineConfig(budget=-1))
 
 

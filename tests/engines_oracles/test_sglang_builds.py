@@ -22,10 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.capabilities import probe
 from sweeper.engines.sglang import SGLang
-from sweeper.plan import ServerConfig
 from sweeper.spec import RuntimeSpec
 from tests.engines_oracles.oracle_process import (
     HERE,

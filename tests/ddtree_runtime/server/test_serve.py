@@ -28,7 +28,8 @@ def run_serve(*flags: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "flags",
     [
-        ["--budget", "0"],
+        ["--budget", "-1"],
+        ["--block-size", "1"],
         ["--speculative", "maybe"],
         ["--port", "eighty"],
         ["--no-such-flag"],

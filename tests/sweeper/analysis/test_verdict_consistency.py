@@ -17,9 +17,10 @@ import pytest
 from sweeper.analysis.compare import compare_loaded
 from sweeper.analysis.summary import summarize
 from sweeper.analysis.verdicts import MATRIX_STATES
+from sweeper.config import RequestConfig, ServerConfig
 from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.workload import WorkloadResult
-from sweeper.plan import Point, RequestConfig, ServerConfig
+from sweeper.plan import Point
 from sweeper.report.assemble import build_view
 from sweeper.results.reader import read_run
 from sweeper.results.store import RunStore, utc_now
@@ -113,7 +114,8 @@ def _measure(
     key = point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime")
     rows = request_rows(result, key)
     summary, verdicts = summarize(
-        point,
+        point.server_config,
+        point.request_config,
         rows,
         result.wall_s,
         policy=DeterminismSpec(),

@@ -10,11 +10,11 @@ from contextlib import AbstractContextManager
 import httpx
 import pytest
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.capabilities import CapabilityError, error_message
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
 from sweeper.engines.stream import ChunkReader
-from sweeper.plan import ServerConfig
 from sweeper.spec import RuntimeSpec
 from tests.sweeper.conftest import fake_argv, serving
 

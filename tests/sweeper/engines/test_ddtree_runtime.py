@@ -9,11 +9,12 @@ from typing import Any
 import httpx
 import pytest
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError
 from sweeper.engines.ddtree_runtime import DDTreeRuntime, fingerprint_of
 from sweeper.engines.launch import Launch
 from sweeper.engines.registry import engine_for
-from sweeper.plan import ServerConfig, build_plan
+from sweeper.plan import build_plan
 from sweeper.spec import parse_spec
 from tests.sweeper.json_server import serve
 

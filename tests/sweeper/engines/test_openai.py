@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from sweeper.engines.launch import Launch
-from sweeper.measure.readiness import wait_healthy
 from sweeper.report.assemble import build_view
 from sweeper.results.reader import read_run
 from sweeper.services.local_process import ProcessService
+from sweeper.services.readiness import wait_healthy
 from tests.sweeper.conftest import fake_argv, free_port
 
 pytestmark = pytest.mark.slow

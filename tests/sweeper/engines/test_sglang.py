@@ -19,10 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError, RequestSpec
 from sweeper.engines.launch import Launch
 from sweeper.engines.sglang import SGLang
-from sweeper.plan import ServerConfig, build_plan
+from sweeper.plan import build_plan
 from sweeper.spec import RuntimeSpec, Spec, load_spec, parse_spec
 from tests.engines_oracles.oracle_process import sglang_resolve, sglang_serve, sse_events
 from tests.sweeper.json_server import serve

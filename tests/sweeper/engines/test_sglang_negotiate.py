@@ -15,10 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sweeper.config import ServerConfig
 from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.capabilities import CapabilityError, probe
 from sweeper.engines.sglang import SGLang, read_metrics
-from sweeper.plan import ServerConfig
 from sweeper.spec import RuntimeSpec
 from tests.sweeper import fake_sglang
 from tests.sweeper.conftest import serving

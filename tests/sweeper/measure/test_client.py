@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.config import RequestConfig
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.launch import Launch
 from sweeper.engines.registry import engine_for
 from sweeper.measure.client import token_sha256
-from sweeper.measure.readiness import wait_healthy
 from sweeper.measure.workload import expand_requests, run_requests
 from sweeper.services.local_process import ProcessService
+from sweeper.services.readiness import wait_healthy
 from sweeper.spec import PromptSpec, RuntimeSpec
 from tests.sweeper.conftest import fake_argv, free_port
 from tests.sweeper.fake_runtime import token_ids
@@ -42,10 +43,8 @@ def fake(tmp_path: Path, port: int):
 async def test_records_carry_tokens_timing_and_margins(fake: str, chat: bool) -> None:
     reqs = expand_requests(
         [PromptSpec(id="p0", text="hello"), PromptSpec(id="p1", text="world")],
+        RequestConfig.make(0.0, 9, 1, seed=1),
         repeats=2,
-        max_tokens=9,
-        temperature=0.0,
-        seed=1,
         chat=chat,
     )
     seen: list[RequestSpec] = []

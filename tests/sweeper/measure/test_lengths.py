@@ -3,6 +3,7 @@ ended before the length they were to hold (an engine without ignore_eos/min_toke
 
 from __future__ import annotations
 
+from sweeper.config import RequestConfig
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.common import openai_body
 from sweeper.measure.lengths import point_lengths, request_columns
@@ -17,10 +18,8 @@ IDS = {"s0": {"token_ids": [5, 6, 7, 8]}}
 def _requests(length_control: tuple[str, ...]) -> list[RequestSpec]:
     return expand_requests(
         [HELD, FREE],
+        RequestConfig.make(0.0, 16, 1, seed=1),
         repeats=1,
-        max_tokens=16,
-        temperature=0.0,
-        seed=1,
         chat=True,
         length_control=length_control,
         inputs=IDS,

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from sweeper.analysis.summary import summarize
+from sweeper.config import RequestConfig, ServerConfig
 from sweeper.engines.base import RequestSpec
 from sweeper.measure.load_process import UNFINISHED
 from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.pool import NOT_SENT
 from sweeper.measure.selfcheck import ClientCheck
 from sweeper.measure.workload import WorkloadResult
-from sweeper.plan import Point, RequestConfig, ServerConfig
+from sweeper.plan import Point
 from sweeper.report.assemble import build_view
 from sweeper.report.render import render_html
 from sweeper.results.reader import read_run
@@ -87,7 +88,8 @@ def measure(
     # Judged against the AR point's outputs (the same ids): proven exact, so it may be best.
     judged_against = request_rows(res, key) if baseline is not None else None
     summary, verdicts = summarize(
-        point,
+        point.server_config,
+        point.request_config,
         measured,
         res.wall_s,
         policy=DeterminismSpec(),

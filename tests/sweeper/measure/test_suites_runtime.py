@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_runtime.server.local_server import LocalServer
+from sweeper.config import RequestConfig
 from sweeper.engines.registry import engine_for
 from sweeper.measure.client import stream_request
 from sweeper.measure.inputs import Inputs
@@ -45,10 +46,8 @@ def test_synthetic_prompts_are_served_at_exactly_their_asked_length(
     inputs = Inputs(spec.workload, tmp_path, engine).resolve(server.url, MODEL)
     requests = expand_requests(
         prompts,
+        RequestConfig.make(0.0, 8, 1, seed=5),
         repeats=1,
-        max_tokens=8,
-        temperature=0.0,
-        seed=5,
         chat=True,
         length_control=engine.length_control,  # type: ignore[attr-defined]
         inputs=inputs,

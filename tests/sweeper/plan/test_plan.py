@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.plan import (
-    Plan,
-    PlanError,
-    RequestConfig,
-    ServerConfig,
-    build_plan,
-    estimate_seconds,
-)
+from sweeper.config import RequestConfig, ServerConfig
+from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
 from sweeper.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -231,7 +225,7 @@ def test_request_ids_are_exact_and_a_collision_is_an_error(monkeypatch: pytest.M
     ids = {p.request_config.id for p in build_plan(spec).points()}
     assert ids == {"t0.1234561-c1", "t0.1234562-c1"}
     # The safety net under the ids: were they lossy again, both values are named.
-    monkeypatch.setattr("sweeper.plan.configs._fmt", lambda v: format(v, "g"))
+    monkeypatch.setattr("sweeper.config.request.fmt", lambda v: format(v, "g"))
     with pytest.raises(PlanError, match="0.1234561.*0.1234562"):
         build_plan(spec)
 

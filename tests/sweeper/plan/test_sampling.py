@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 from sweeper.catalog.records import RECORDS
 from sweeper.cli import app
+from sweeper.config import RequestConfig, ServerConfig
 from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
-from sweeper.plan.configs import Point, RequestConfig, ServerConfig
 from sweeper.plan.model import samples_count, with_samples
+from sweeper.plan.points import Point
 from sweeper.plan.sampling import sample_seeds, sampled_check
 from sweeper.spec import Spec, parse_spec
 

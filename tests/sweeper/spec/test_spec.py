@@ -69,6 +69,25 @@ def test_several_errors_are_all_reported() -> None:
     ]
 
 
+def test_search_budget_was_renamed_to_stop() -> None:
+    """`budget` is only the tree budget (a grid key): the search's old `budget` is refused with
+    its new name, at its own line, not as an unknown key."""
+    text = MINIMAL + "grid: {budget: [8, 16]}\nsearch:\n  strategy: tpe\n  budget: {restarts: 3}\n"
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, source="s.yaml")
+    [issue] = caught.value.issues
+    assert (issue.file, issue.line, issue.field) == ("s.yaml", 7, "search.budget")
+    assert issue.message.startswith("renamed to 'stop'") and "unknown key" not in issue.message
+    spec = parse_spec(
+        MINIMAL + "grid: {budget: [8, 16]}\nsearch: {stop: {restarts: 3, hours: 2}}\n"
+    )
+    assert spec.search is not None and spec.search.stop is not None
+    assert (spec.search.stop.restarts, spec.search.stop.hours) == (3, 2)
+    assert spec.grid.budget == [8, 16]
+    with pytest.raises(SpecError, match=r"s.yaml:5: search.stop: stop needs restarts or hours"):
+        parse_spec(MINIMAL + "search:\n  stop: {}\n", source="s.yaml")
+
+
 @pytest.mark.parametrize("name", ["local.yaml", "local-rate.yaml"])
 def test_shipped_specs_load(name: str) -> None:
     spec = load_spec(ROOT / "sweeps" / name)
@@ -277,7 +296,8 @@ def test_every_unknown_key_and_bad_value_is_reported_at_once() -> None:
         "s.yaml:4: hosts[0].adress: unknown key 'adress' (did you mean 'address'?)",
         "s.yaml:5: runtime.port: Input should be greater than or equal to 1",
         "s.yaml:5: runtime.modle: unknown key 'modle' (did you mean 'model'?)",
-        "s.yaml:7: grid.budget[1]: Input should be greater than or equal to 0",
+        "s.yaml:7: grid.budget[1]: budget must be an integer >= 0 (tree nodes per verify; 0 is "
+        "autoregressive decoding), got -1",
         "s.yaml:9: workload.prompts[0].txt: unknown key 'txt' (did you mean 'text'?)",
         "s.yaml:10: workload.repeat: unknown key 'repeat' (did you mean 'repeats'?)",
     ]

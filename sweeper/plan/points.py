@@ -1,0 +1,50 @@
+"""A plan's points: a `Point` is one measurement, a request config (`sweeper.config`) against
+a server config on a host, with the AR points it is compared with and the samples it draws.
+Plain, frozen data with a stable id (resume and every record rely on it); `model.py` orders them
+into a plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.config import RequestConfig, ServerConfig, point_id
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measurement: a request config against a server config on a host."""
+
+    host: str
+    server_config: ServerConfig
+    request_config: RequestConfig
+    #: The AR point this one is compared with (same host, flags, request config); None for AR.
+    baseline_point_id: str | None = None
+    #: The speed baseline's point (`runtime.speed_baseline`: same host, flags, request config).
+    speed_baseline_point_id: str | None = None
+    #: Its requests (or open-loop duration) are the workload's times this: a halving rung's > 1.
+    length: int = 1
+    #: The sample roles it draws for its distribution test (`sweeper.plan.sampling`), and the
+    #: point of the same server config whose samples it shares (same sampling, another load).
+    samples: tuple[str, ...] = ()
+    samples_from: str | None = None
+
+    @property
+    def point_id(self) -> str:
+        """Stable and readable, e.g. `local-b16-k4-bs8-cg1-t0-c1`; resume relies on it."""
+        return point_id(self.host, self.server_config.label, self.request_config.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point_id": self.point_id,
+            "host": self.host,
+            "server_config": self.server_config.to_dict(),
+            "request_config": self.request_config.to_dict(),
+            "baseline_point_id": self.baseline_point_id,
+            "speed_baseline_point_id": self.speed_baseline_point_id,
+        } | (
+            ({"length": self.length} if self.length != 1 else {})
+            | ({"samples": list(self.samples)} if self.samples else {})
+            | ({"samples_from": self.samples_from} if self.samples_from else {})
+        )
