@@ -22,7 +22,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.engines.ddtree_runtime import runtime_source_hash  # noqa: E402
 from sweeper.engines.registry import engine_for  # noqa: E402
 from sweeper.hosts.local import LocalHost  # noqa: E402
 from sweeper.plan import build_plan  # noqa: E402
@@ -30,6 +29,7 @@ from sweeper.progress import PlainProgress  # noqa: E402
 from sweeper.results.store import RunStore  # noqa: E402
 from sweeper.runner import Runner  # noqa: E402
 from sweeper.services.local_process import ProcessService  # noqa: E402
+from sweeper.services.runtime_package import runtime_source_hash  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402
 from sweeper.workers.backends import Backend  # noqa: E402
 from tests.sweeper.conftest import free_port  # noqa: E402

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sweeper.engines.launch import Launch  # noqa: E402
-from sweeper.measure.readiness import wait_healthy  # noqa: E402
 from sweeper.services.local_process import ProcessService  # noqa: E402
+from sweeper.services.readiness import wait_healthy  # noqa: E402
 from tests.sweeper.conftest import FAKE_RUNTIME as FAKE  # noqa: E402
 from tests.sweeper.conftest import free_port  # noqa: E402
 

@@ -36,7 +36,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sweeper.engines.ddtree_runtime import runtime_source_hash  # noqa: E402
 from sweeper.engines.launch import Launch  # noqa: E402
 from sweeper.engines.registry import engine_for  # noqa: E402
 from sweeper.hosts import Host  # noqa: E402
@@ -49,6 +48,7 @@ from sweeper.results.store import RunStore  # noqa: E402
 from sweeper.runner import Runner  # noqa: E402
 from sweeper.services import Service  # noqa: E402
 from sweeper.services.identity import read_process  # noqa: E402
+from sweeper.services.runtime_package import runtime_source_hash  # noqa: E402
 from sweeper.services.slurm import SlurmStepService  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
 from sweeper.spec import load_spec  # noqa: E402

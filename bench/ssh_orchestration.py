@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from sweeper.engines.launch import Launch  # noqa: E402
 from sweeper.hosts.ssh import SSHHost  # noqa: E402
 from sweeper.hosts.ssh_target import SSHTarget  # noqa: E402
-from sweeper.measure.readiness import wait_healthy  # noqa: E402
+from sweeper.services.readiness import wait_healthy  # noqa: E402
 from sweeper.services.systemd import SystemdService  # noqa: E402
 from tests import testhosts  # noqa: E402
 
@@ -156,12 +156,12 @@ def run_sweep(test_host: testhosts.TestHost, n_configs: int) -> None:
 
     import yaml
 
-    from sweeper.engines.ddtree_runtime import runtime_source_hash
     from sweeper.engines.registry import engine_for
     from sweeper.plan import build_plan
     from sweeper.progress import PlainProgress
     from sweeper.results.store import RunStore
     from sweeper.runner import Runner
+    from sweeper.services.runtime_package import runtime_source_hash
     from sweeper.spec import load_spec
     from sweeper.workers.backends import open_backend
     from tests.sweeper.sweep_fixtures import shim_env, shim_files

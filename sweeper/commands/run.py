@@ -30,7 +30,6 @@ from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.repair import recovered
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
-from sweeper.engines.ddtree_runtime import runtime_package_dir, runtime_source_hash
 from sweeper.engines.registry import engine_for
 from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
 from sweeper.plan import Plan, estimate_seconds
@@ -41,6 +40,7 @@ from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.search import SearchOrder
+from sweeper.services.runtime_package import runtime_package_dir, runtime_source_hash
 from sweeper.workers.backends import open_backend
 
 

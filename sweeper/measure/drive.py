@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sweeper.config import RequestConfig
 from sweeper.engines.base import Engine, RequestSpec
 from sweeper.measure.arrivals import ArrivalProfile
 from sweeper.measure.client import stream_request
@@ -31,7 +32,7 @@ from sweeper.measure.pool import ClosedLoop, Load, OpenLoop, run_load
 from sweeper.measure.senders import spec_payload
 from sweeper.measure.sse_http import StreamClient
 from sweeper.measure.workload import WorkloadResult, expand_requests
-from sweeper.plan import Point, RequestConfig
+from sweeper.plan import Point
 from sweeper.spec import RuntimeSpec, WorkloadSpec
 
 #: The seed of every open-loop schedule when the workload sets none.
@@ -50,15 +51,11 @@ def point_prompts(
     inputs and the length fields the engine takes (`sample_margins`: see `expand_requests`)."""
     return expand_requests(
         workload.prompts,
+        rc,
         repeats=1,
-        max_tokens=rc.max_tokens,
-        temperature=rc.temperature,
-        seed=rc.seed,
-        top_p=rc.top_p,
         chat=workload.api == "chat",
         length_control=length_control,
         inputs=inputs,
-        top_k=rc.top_k,
         sample_margins=sample_margins,
     )
 
@@ -69,14 +66,8 @@ def probe_spec(workload: WorkloadSpec) -> RequestSpec:
     written = [p for p in workload.prompts if p.text or p.messages][:1]
     if not written:
         return RequestSpec("probe", "Hello.", workload.max_tokens, 0.0, chat=workload.api == "chat")
-    return expand_requests(
-        written,
-        repeats=1,
-        max_tokens=workload.max_tokens,
-        temperature=0.0,
-        seed=None,
-        chat=workload.api == "chat",
-    )[0]
+    greedy = RequestConfig.make(0.0, workload.max_tokens, 1)
+    return expand_requests(written, greedy, repeats=1, chat=workload.api == "chat")[0]
 
 
 def point_load(rc: RequestConfig, workload: WorkloadSpec, length: int = 1) -> Load:

@@ -7,7 +7,7 @@ SFTP to `<remote root>/releases/<hash>/` only when that directory is absent: the
 into a temporary directory beside it and renamed into place, so a release directory is complete
 or absent, never half-written. The host's Python then runs it with PYTHONPATH=<release dir>.
 The controller never imports `ddtree_runtime`: the package is located with importlib's finder
-(`runtime_package_dir`, the engine's).
+(`sweeper.services.runtime_package`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.engines.ddtree_runtime import runtime_package_dir
 from sweeper.hosts import Host
+from sweeper.services.runtime_package import runtime_package_dir
 
 #: Files of the package that go into the bundle (source and data, never caches).
 INCLUDE_SUFFIXES = (".py", ".json", ".txt", ".j2", ".html")

@@ -1,6 +1,6 @@
 """Who answers on a port: proof from /proc that the process is the one launched, needing no
 help from the engine, and `Identity`, what that proof and the engine's own found (proven in
-`sweeper.measure.readiness`; the workers pass it on as a config's "previous" instance).
+`sweeper.services.readiness`; the workers pass it on as a config's "previous" instance).
 
 A small probe runs on the host with the host's own Python (through `Host.run`, so locally as a
 subprocess and remotely over the host's SSH connection: one code path for both). It reads the

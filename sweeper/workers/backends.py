@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sweeper.engines.ddtree_runtime import runtime_package_dir
 from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
 from sweeper.services import Service
@@ -31,6 +30,7 @@ from sweeper.services.bundle import (
 )
 from sweeper.services.endpoint import EndpointService
 from sweeper.services.local_process import ProcessService
+from sweeper.services.runtime_package import runtime_package_dir
 from sweeper.spec import HostSpec, RemoteHostSpec, SlurmHostSpec, Spec, SSHHostSpec
 from sweeper.workers import Workers
 

@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from sweeper.engines.ddtree_runtime import runtime_package_dir
+from sweeper.services.runtime_package import runtime_package_dir
 
 FAULT_LINE = "_FAULTS: set[str] = " + "set()"  # split, so this file never holds the line itself
 FAULTS = ("pad_visible", "stale_positions", "hot_drafts", "untruncated_drafts")

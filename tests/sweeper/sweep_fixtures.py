@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.conftest import FAKE_RUNTIME
 
 

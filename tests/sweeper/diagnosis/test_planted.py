@@ -20,8 +20,8 @@ import yaml
 
 from sweeper.diagnosis.runs import diagnose_run
 from sweeper.diagnosis.text import sentence
-from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.results.reader import read_run
+from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.planted import plant_fault
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.results.store import RunStore
+from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.sweep_fixtures import write_spec
 
 pytestmark = pytest.mark.slow

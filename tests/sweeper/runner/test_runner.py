@@ -12,7 +12,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.engines.ddtree_runtime import runtime_source_hash
 from sweeper.engines.registry import engine_for
 from sweeper.hosts.local import LocalHost
 from sweeper.plan import build_plan
@@ -20,6 +19,7 @@ from sweeper.progress import PlainProgress
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.services.local_process import ProcessService, port_in_use, wait_port_free
+from sweeper.services.runtime_package import runtime_source_hash
 from sweeper.spec import load_spec
 from sweeper.workers.backends import Backend
 from tests.sweeper.conftest import fake_argv

@@ -9,9 +9,9 @@ import io
 import tarfile
 from pathlib import Path
 
-from sweeper.engines.ddtree_runtime import runtime_package_dir
 from sweeper.hosts.ssh import SSHHost
 from sweeper.services.bundle import deploy, pack_runtime, release_dir
+from sweeper.services.runtime_package import runtime_package_dir
 
 
 def _fake_package(root: Path) -> Path:

@@ -16,8 +16,8 @@ import pytest
 from sweeper.engines.launch import Launch
 from sweeper.hosts.ssh import SSHHost
 from sweeper.hosts.ssh_target import SSHTarget
-from sweeper.measure.readiness import ReadinessError, wait_healthy
 from sweeper.services import ServiceError
+from sweeper.services.readiness import ReadinessError, wait_healthy
 from sweeper.services.systemd import SystemdService, parse_show
 from tests.testhosts import TestHost
 

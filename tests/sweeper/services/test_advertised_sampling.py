@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sweeper.measure.readiness import advertised_sampling
+from sweeper.services.readiness import advertised_sampling
 from tests.sweeper.conftest import free_port
 from tests.sweeper.json_server import serve
 

@@ -23,14 +23,12 @@ from typing import Any
 
 import httpx
 
-from sweeper.engines.base import Engine, EngineError
+from sweeper.config import ServerConfig
+from sweeper.engines.base import Engine, EngineError, RequestSpec
 from sweeper.hosts import Host
-from sweeper.measure.drive import probe_spec
-from sweeper.plan import ServerConfig
 from sweeper.poll import WaitAborted, WaitTimeout, wait_until
 from sweeper.services import Instance, Service
 from sweeper.services.identity import Identity, ProbeError, check_process, read_process
-from sweeper.spec import WorkloadSpec
 
 POLL_CAP_S = 0.25
 POLL_FIRST_S = 0.02
@@ -177,12 +175,11 @@ def negotiate(
     base_url: str,
     server_config: ServerConfig,
     identity: Identity,
-    workload: WorkloadSpec,
+    probe: RequestSpec,
 ) -> Identity:
     """The identity with what the engine negotiated with the proven server (one short request
-    per path, shaped like the workload's first prompt); ReadinessError with the one line naming
-    what it lacks."""
-    probe = probe_spec(workload)
+    per path, shaped like `probe`: the workload's first prompt, `sweeper.measure.drive`);
+    ReadinessError with the one line naming what it lacks."""
     probe = replace(probe, max_tokens=min(probe.max_tokens, PROBE_TOKENS), repeat=-1)
     with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
         try:

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweeper.engines.ddtree_runtime import runtime_package_dir, runtime_source_hash
+from sweeper.services.runtime_package import runtime_package_dir, runtime_source_hash
 from sweeper.spec import SpecError, load_spec
 from sweeper.workers.backends import open_backend, runtime_bundle
 from tests.sweeper.planted import plant_fault

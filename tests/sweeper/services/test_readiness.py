@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.engines.ddtree_runtime import runtime_source_hash
+from sweeper.config import ServerConfig
 from sweeper.engines.registry import engine_for
 from sweeper.hosts.local import LocalHost
-from sweeper.measure.readiness import ReadinessError, Where, prove_identity, wait_healthy
-from sweeper.plan import ServerConfig, build_plan
+from sweeper.plan import build_plan
 from sweeper.services.local_process import ProcessService
+from sweeper.services.readiness import ReadinessError, Where, prove_identity, wait_healthy
+from sweeper.services.runtime_package import runtime_source_hash
 from sweeper.spec import load_spec
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 

@@ -1,0 +1,85 @@
+"""What the runner writes while a sweep runs, from any host thread: a point's records (with the
+placement of the server that served it), a failed point's row with its reason and log tail, the
+manifest's host facts and identities, and the run's timings. One lock keeps the threads' writes
+whole; only the runner (through this) writes into a run.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sweeper.measure.point import failed_point, point_columns
+from sweeper.plan import Point
+from sweeper.progress import SweepProgress
+from sweeper.results.manifest import HostFacts, IdentityRecord
+from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
+from sweeper.results.store import RunStore, utc_now
+from sweeper.runner.serving import placed
+from sweeper.services import Instance
+from sweeper.workers.backends import Backend
+
+
+@dataclass
+class Recorder:
+    """The run's one writer for the host threads (see the module docstring)."""
+
+    store: RunStore
+    progress: SweepProgress
+    #: The engine's name, for the records' `engine` column.
+    engine: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: point id -> the backend and instance serving it, for the placement columns of its
+    #: record and the scheduler's words when it fails (`sweeper.runner.serving.placed`).
+    serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
+
+    def key(self, point: Point) -> dict[str, object]:
+        """What identifies a new attempt at `point` in every row it writes."""
+        return point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine)
+
+    def commit(
+        self,
+        point: PointRecord,
+        requests: list[RequestRecord],
+        samples: list[SampleRecord] | None = None,
+    ) -> None:
+        serving = self.serving.pop(point.point_id, None)
+        if serving is not None:
+            point = placed(point, *serving)
+        with self.lock:
+            self.store.commit_point(point, requests, samples)
+
+    def fail(
+        self,
+        backend: Backend,
+        points: list[Point],
+        reason: str,
+        cursor: str | None,
+        *,
+        log_tail: str | None = None,
+    ) -> None:
+        """Record every point in `points` as failed with the reason and the service log tail."""
+        log_text = backend.service.logs(cursor)[0]
+        for point in points:
+            log_path = self.store.write_log(point.point_id, log_text)
+            row = failed_point(
+                self.key(point),
+                reason=reason,
+                at=utc_now(),
+                log_path=str(log_path.relative_to(self.store.dir)),
+                log_tail=log_tail or log_text,
+            )
+            self.commit(row, [])
+            self.progress.point_done(point.host, point.point_id, "failed", reason)
+
+    def proven(self, host: str, label: str, facts: HostFacts, identity: IdentityRecord) -> None:
+        """A host's facts and how its instance serving `label` was proven, into the manifest."""
+        with self.lock:
+            self.store.manifest.hosts[host] = facts
+            self.store.manifest.identities[f"{host}/{label}"] = identity
+            self.store.save_manifest()
+
+    def timing(self, key: str, value: float) -> None:
+        with self.lock:
+            timings = self.store.manifest.timings
+            timings[key] = timings.get(key, 0.0) + value
