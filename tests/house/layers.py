@@ -1,50 +1,94 @@
-"""The controller's layers, written down once: a room (a top-level module or folder of
-`sweeper`) imports only rooms on lines below its own; rooms on one line do not import each other.
-Every import counts, lazy and TYPE_CHECKING ones included (`tests.house.imports`).
+"""The controller's rooms and what each may import, written down once (the README's "Layers of
+the controller" draws this table, and a test holds the drawing to it). A room is a top-level
+module or folder of `sweeper`. Every import counts, lazy and TYPE_CHECKING ones included
+(`tests.house.imports`). The table has no loop, so the rooms still stand in layers; but a room
+may import only the rooms named for it, not everything below: analysis and diagnosis judge
+records, so they read only the config room, results and spec (diagnosis also analysis's
+verdicts), never plan, engines, hosts, services or workers.
 
-Top to bottom, the same picture as the README's "Layers":
-
-    cli                                     the typer app
-    commands                                one module per verb: parse, call, print
-    doctor                                  is a host ready? (checks, the Slurm doctor)
-    runner, schedule                        the order of a sweep, its serving records; cron, nightly
-    report, search, exit_codes              HTML; which config to try next; exit codes
-    diagnosis                               factors, rule, follow-up experiments, evidence
-    analysis | measure                      records -> verdicts | readiness, client, load -> records
-    workers                                 backends per host; Slurm allocations, work dealt to them
-    services                                a server kept running (process, unit, step); who it is
-    hosts                                   where commands run and files go
-    engines                                 adapters: argv, readiness, proof, request, stream
-    plan                                    grid -> server configs and request configs
-    spec                                    the YAML schema (validated against the catalog)
-    catalog                                 engines as plain data (one record each)
-    results, poll, progress                 record models, store, the one loader; waits; progress
+Some rooms show others only a face: their modules other rooms may import (`FACES`). The engines'
+face is the engine interface, its launch, capabilities, registry and stream reading; the
+adapters (`ddtree_runtime`, `sglang`, `vllm`, `openai`) and their helpers (`common`, `render`)
+are the engines' own.
 """
 
 from __future__ import annotations
 
+from graphlib import TopologicalSorter
 from pathlib import Path
 
 from tests.house.imports import import_graph
 
-LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli",),
-    ("commands",),
-    ("doctor",),
-    ("runner", "schedule"),
-    ("report", "search", "exit_codes"),
-    ("diagnosis",),
-    ("analysis", "measure"),
-    ("workers",),
-    ("services",),
-    ("hosts",),
-    ("engines",),
-    ("plan",),
-    ("spec",),
-    ("catalog",),
-    ("results", "poll", "progress"),
-)
-RANK = {room: depth for depth, line in enumerate(LAYERS) for room in line}
+_CONTROL = ("runner", "schedule", "search", "report", "diagnosis", "analysis", "exit_codes")
+_MACHINERY = ("measure", "workers", "services", "hosts", "engines", "doctor")
+_DATA = ("plan", "spec", "catalog", "config", "results", "poll", "progress")
+
+#: room -> the rooms it may import, and what the room is.
+MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
+    "cli": (frozenset({"commands"}), "the typer app"),
+    "commands": (
+        frozenset({*_CONTROL, *_MACHINERY, *_DATA}),
+        "one module per verb: parse, call, print",
+    ),
+    "doctor": (
+        frozenset({"engines", "hosts", "services", "spec", "workers"}),
+        "is a host ready? (checks; the Slurm doctor)",
+    ),
+    "runner": (
+        frozenset(
+            {"analysis", "config", "engines", "exit_codes", "hosts", "measure", "plan"}
+            | {"progress", "results", "services", "spec", "workers"}
+        ),
+        "the order of a sweep: start, prove, measure, judge, record",
+    ),
+    "schedule": (
+        frozenset({"analysis", "diagnosis", "exit_codes", "report", "results"}),
+        "cron and the nightly",
+    ),
+    "search": (
+        frozenset({"analysis", "config", "plan", "results", "spec", "workers"}),
+        "which config to try next",
+    ),
+    "report": (frozenset({"analysis", "config", "diagnosis", "results"}), "HTML, figures"),
+    "exit_codes": (frozenset({"analysis"}), "what a sweep's exit code says"),
+    "diagnosis": (
+        frozenset({"analysis", "config", "results", "spec"}),
+        "factors, rule, follow-up experiments, evidence",
+    ),
+    "analysis": (frozenset({"config", "results", "spec"}), "records -> numbers and verdicts"),
+    "measure": (
+        frozenset({"config", "engines", "hosts", "plan", "poll", "results", "spec"}),
+        "a point's load and client -> records",
+    ),
+    "workers": (
+        frozenset({"config", "hosts", "plan", "progress", "services", "spec"}),
+        "backends per host; Slurm allocations and the work dealt to them",
+    ),
+    "services": (
+        frozenset({"config", "engines", "hosts", "poll"}),
+        "a server kept running, ready and proven; the runtime's package",
+    ),
+    "hosts": (frozenset({"poll"}), "where commands run and files go"),
+    "engines": (
+        frozenset({"catalog", "config", "results", "spec"}),
+        "adapters: argv, expected config, proof, request, stream",
+    ),
+    "plan": (frozenset({"catalog", "config", "spec"}), "grid -> configs, points, restarts"),
+    "spec": (frozenset({"catalog", "config", "results"}), "the YAML schema"),
+    "catalog": (frozenset(), "each engine as plain data"),
+    "results": (frozenset({"config"}), "record models, store, the one run loader, recovery"),
+    "config": (frozenset(), "server and request configs: ids, labels, ranges, columns"),
+    "poll": (frozenset(), "waits"),
+    "progress": (frozenset(), "progress lines"),
+}
+
+#: room -> its modules other rooms may import (a room not named shows all of them).
+FACES: dict[str, frozenset[str]] = {
+    "engines": frozenset(
+        f"sweeper.engines{part}"
+        for part in ("", ".base", ".capabilities", ".launch", ".registry", ".stream")
+    ),
+}
 
 
 def room_of(module: str) -> str | None:
@@ -53,23 +97,51 @@ def room_of(module: str) -> str | None:
     return parts[1] if len(parts) > 1 and parts[0] == "sweeper" else None
 
 
+def layer_order() -> list[str]:
+    """The rooms bottom first, by layer (one above the highest room it may import), then name;
+    CycleError if the table has a loop."""
+    depth: dict[str, int] = {}
+    for room in TopologicalSorter({k: v[0] for k, v in MAY_IMPORT.items()}).static_order():
+        depth[room] = 1 + max((depth[other] for other in MAY_IMPORT[room][0]), default=-1)
+    return sorted(depth, key=lambda room: (depth[room], room))
+
+
 def layer_violations(root: Path) -> list[str]:
-    """Every import of `sweeper` that points up or sideways, and every room with no layer."""
+    """Every import of `sweeper` the table does not allow, every import of a module behind a
+    room's face, and every room the table does not name."""
     graph = import_graph(root, ("sweeper",))
     found: set[str] = set()
     for module in sorted(graph.edges):
         here = room_of(module)
         if here is None:
             continue
-        if here not in RANK:
-            found.add(f"{module}: room {here!r} has no layer (add it to LAYERS)")
+        if here not in MAY_IMPORT:
+            found.add(f"{module}: room {here!r} is not in the table (add it to MAY_IMPORT)")
             continue
+        allowed = MAY_IMPORT[here][0]
         for target in sorted(graph.edges[module]):
             there = room_of(target)
-            if there is None or there == here or there not in RANK:
+            if there is None or there == here or there not in MAY_IMPORT:
                 continue
-            if RANK[there] < RANK[here]:
-                found.add(f"{module} imports {target}: {here} may not import {there} (above it)")
-            elif RANK[there] == RANK[here]:
-                found.add(f"{module} imports {target}: {here} and {there} share a layer")
+            if there not in allowed:
+                named = ", ".join(sorted(allowed)) or "nothing"
+                found.add(
+                    f"{module} imports {target}: {here} may not import {there} "
+                    f"({here} may import {named})"
+                )
+            elif there in FACES and target not in FACES[there]:
+                found.add(
+                    f"{module} imports {target}: behind the {there} room's face "
+                    f"({', '.join(sorted(FACES[there]))})"
+                )
     return sorted(found)
+
+
+def drawing() -> str:
+    """The table as the README draws it: a markdown table, each room above all it may import."""
+    lines = ["| room | what it is | may import |", "| --- | --- | --- |"]
+    for room in reversed(layer_order()):
+        allowed, what = MAY_IMPORT[room]
+        may = "every room below" if room == "commands" else ", ".join(sorted(allowed)) or "-"
+        lines.append(f"| {room} | {what} | {may} |")
+    return "\n".join(lines)

@@ -1,7 +1,7 @@
 """The house rules, checked on the real tree: no import cycles (lazy and TYPE_CHECKING imports
 count), the controller never imports torch, transformers or the runtime, the runtime never
-imports the controller, and no source file over 400 lines. Planted fixtures show each check can
-fail."""
+imports the controller, and no source file over MAX_LINES lines. Planted fixtures show each
+check can fail."""
 
 from __future__ import annotations
 
