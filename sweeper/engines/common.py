@@ -103,7 +103,10 @@ def same_value(want: Any, got: Any) -> bool:
 
 
 def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list[str]:
-    """`key: requested X, server runs Y` for each expected key the report contradicts."""
+    """`key: requested X, server runs Y` for each expected key the report contradicts; an
+    empty `expected` (a launch no engine rendered) proves nothing and is refused."""
+    if not expected:
+        raise EngineError("the launch carries no expected config: nothing to prove against")
     wrong = []
     for key, want in expected.items():
         if key not in reported:
@@ -150,18 +153,19 @@ class LaunchedServer(Registered, Negotiated):
         workdir: str | None,
         secrets: Mapping[str, str],
     ) -> Launch:
-        flags, env = self.command(server_config)
+        rendered = self.render(server_config)
         port, launch_id, server = self.runtime.port, token_hex(8), self.server
-        argv = [python, *server.entry, *flags, "--host", listen_host, "--port", str(port)]
+        argv = [python, *server.entry, *rendered.argv, "--host", listen_host, "--port", str(port)]
         if server.launch_id_flag is not None:
             argv += [server.launch_id_flag, launch_id]
         return Launch(
             argv=tuple(argv),
             port=port,
             launch_id=launch_id,
-            env={**self.runtime.env, **env},
+            env={**self.runtime.env, **rendered.env},
             secret_env=dict(secrets),
             workdir=workdir,
+            expected=rendered.expected,
         )
 
 

@@ -112,7 +112,7 @@ class DDTreeRuntime(LaunchedServer):
                 f"{fingerprint_of(inputs)!r}"
             )
         config = {**(info.get("config") or {}), **(inputs.get("config") or {})}
-        wrong = mismatches(self.expected(server_config), config)
+        wrong = mismatches(launch.expected, config)
         if wrong:
             raise EngineError("config mismatch: " + "; ".join(wrong))
         source = info.get("source_hash")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -29,3 +30,6 @@ class Launch:
     #: An endpoint that is already running (engine openai): the sweeper starts nothing and
     #: reaches it here.
     url: str | None = None
+    #: What the started server must report of its config, rendered together with `argv` from
+    #: one split of the server config (`sweeper.engines.render`); the engine's proof checks it.
+    expected: Mapping[str, Any] = field(default_factory=dict)

@@ -42,6 +42,7 @@ from sweeper.engines.common import (
     openai_body,
 )
 from sweeper.engines.launch import Launch
+from sweeper.engines.render import Rendered
 from sweeper.engines.sglang_negotiate import negotiate_sglang, tokenize
 from sweeper.engines.sglang_stream import GENERATE_PATH, SGLangReader, generate_body
 from sweeper.engines.stream import ChunkReader
@@ -85,19 +86,23 @@ class SGLang(ModuleServer):
     _prompt_ids: dict[str, list[int]] = {}
     _prompt_lock = threading.Lock()
 
-    def expected(self, server_config: ServerConfig) -> dict[str, Any]:
-        """What SGLang's resolved server args must say for this server config: what its
-        flags were given (`render`, the server args under the flags' own names)."""
-        want = self.render(server_config).expected
+    def render(self, server_config: ServerConfig) -> Rendered:
+        """`ModuleServer.render`; SGLang's resolved server args must also say an AR baseline
+        is not speculating."""
+        out = super().render(server_config)
         if server_config.mode == "ar":
-            want["speculative_algorithm"] = None  # a baseline must not be speculating
-        return want
+            out.expect("speculative_algorithm", None)
+        return out
+
+    def expected(self, server_config: ServerConfig) -> dict[str, Any]:
+        """What SGLang's resolved server args must say for this server config (`render`)."""
+        return self.render(server_config).expected
 
     def prove(
         self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
     ) -> EngineProof:
         info = self._server_info(client, base_url)
-        want = self.expected(server_config)
+        want = launch.expected
         wrong = mismatches(want, info)
         if wrong:
             raise EngineError(

@@ -20,10 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
+from sweeper.catalog.mapping import field_name
 from sweeper.catalog.presets import VLLM_SPEC_FLAG
 from sweeper.config import ServerConfig
 from sweeper.engines.base import (
@@ -57,6 +59,12 @@ PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 _POSITION = re.compile(r'position="(\d+)"')
 
 
+def _speculative_config(expected: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The value `--speculative-config` was rendered with (None: an AR config passes none)."""
+    value = expected.get(field_name(VLLM_SPEC_FLAG))
+    return dict(value) if isinstance(value, Mapping) else None
+
+
 def read_counters(text: str) -> dict[str, float] | None:
     """The spec-decode counters of a Prometheus text page, summed over label sets (engines);
     the per-position ones as `accepted_at_<i>`. None when the server has none (AR)."""
@@ -84,11 +92,7 @@ class VLLM(ModuleServer):
 
     def speculative_config(self, server_config: ServerConfig) -> dict[str, Any] | None:
         """The --speculative-config this server config passes, or None (AR)."""
-        flags, _ = self.command(server_config)
-        if VLLM_SPEC_FLAG not in flags:
-            return None
-        loaded: dict[str, Any] = json.loads(flags[flags.index(VLLM_SPEC_FLAG) + 1])
-        return loaded
+        return _speculative_config(self.render(server_config).expected)
 
     def prove(
         self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
@@ -112,7 +116,7 @@ class VLLM(ModuleServer):
         unproven = ["the resolved speculative config: vLLM reports it only in dev mode"]
         if launch.env.get("VLLM_SERVER_DEV_MODE") == "1":
             reported["speculative_config"] = self._check_speculative(
-                client, base_url, server_config
+                client, base_url, _speculative_config(launch.expected)
             )
             proven.append("/server_info reports the requested speculative config")
             unproven = []
@@ -126,7 +130,7 @@ class VLLM(ModuleServer):
         )
 
     def _check_speculative(
-        self, client: httpx.Client, base_url: str, server_config: ServerConfig
+        self, client: httpx.Client, base_url: str, want: dict[str, Any] | None
     ) -> Any:
         try:
             url = f"{base_url}/server_info?config_format=json"
@@ -135,7 +139,6 @@ class VLLM(ModuleServer):
             raise EngineError(f"vLLM /server_info (dev mode) unreadable: {exc}") from exc
         config = (info.get("vllm_config") or {}) if isinstance(info, dict) else {}
         got = config.get("speculative_config") if isinstance(config, dict) else None
-        want = self.speculative_config(server_config)
         if want is None:
             if got:
                 raise EngineError(f"speculative_config: requested none, vLLM runs {got!r}")

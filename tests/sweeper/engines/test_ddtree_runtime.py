@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -112,3 +113,21 @@ def test_server_info_must_prove_the_requested_instance(
         else:
             with pytest.raises(EngineError, match=message):
                 engine.prove(client, url, launch, ddtree)
+
+
+def test_the_launch_carries_the_config_it_was_rendered_with_and_proof_needs_it() -> None:
+    engine, (ar, ddtree) = _engine("grid: {budget: [16], topk: [4]}\n")
+    launch = engine.launch(ddtree, python="py", listen_host="127.0.0.1", workdir=None, secrets={})
+    # One split: each flag's value is the value the server must report.
+    argv = list(launch.argv)
+    for key, flag in (("budget", "--budget"), ("topk", "--topk"), ("speculative", "--speculative")):
+        assert argv[argv.index(flag) + 1] == str(launch.expected[key])
+    assert dict(launch.expected) == engine.expected(ddtree)
+    ar_launch = engine.launch(ar, python="py", listen_host="127.0.0.1", workdir=None, secrets={})
+    assert ar_launch.expected["speculative"] == "none" and "budget" not in ar_launch.expected
+    # A launch no engine rendered proves nothing: refused, never passed vacuously.
+    bare = replace(launch, expected={})
+    info = _info(bare, engine.expected(ddtree))
+    refused = pytest.raises(EngineError, match="no expected config")
+    with serve({"/server_info": info}) as url, httpx.Client() as client, refused:
+        engine.prove(client, url, bare, ddtree)

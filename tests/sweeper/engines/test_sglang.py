@@ -21,7 +21,6 @@ import pytest
 
 from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError, RequestSpec
-from sweeper.engines.launch import Launch
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
 from sweeper.spec import RuntimeSpec, Spec, load_spec, parse_spec
@@ -72,7 +71,7 @@ def test_every_stock_sglang_config_parses_resolves_unchanged_and_proves() -> Non
 
 
 def _prove(engine: SGLang, sc: ServerConfig, info: dict[str, Any]) -> None:
-    launch = Launch(argv=(), port=1, launch_id="x")
+    launch = engine.launch(sc, python="py", listen_host="127.0.0.1", workdir=None, secrets={})
     with serve({"/server_info": info}) as url, httpx.Client() as client:
         proof = engine.prove(client, url, launch, sc)
     assert proof.fingerprint and proof.proven[0].startswith("/server_info reports every requested")
