@@ -4,6 +4,8 @@ test holds their two tables together, value by value and word by word."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ddtree_runtime import knobs as runtime_knobs
@@ -50,7 +52,8 @@ def test_spec_and_runtime_server_refuse_one_range_in_one_wording(
     assert parse_spec(
         f"name: t\ngrid:\n  {knob}: [{low}]\nworkload:\n  prompts: [{{id: a, text: hi}}]\n"
     )
-    assert getattr(EngineConfig(**{knob: low}), knob) == low
+    lowest: dict[str, Any] = {knob: low}
+    assert getattr(EngineConfig(**lowest), knob) == low
 
 
 def test_budget_zero_is_autoregressive_once() -> None:
