@@ -130,18 +130,9 @@ class RequestConfig:
 
     @property
     def comparison_key(self) -> tuple[Any, ...]:
-        """What must be equal for two points to be compared (speedup, determinism)."""
-        return (
-            self.temperature,
-            self.max_tokens,
-            self.concurrency,
-            self.top_p,
-            self.rate,
-            self.arrival,
-            self.burstiness,
-            self.max_concurrency,
-            self.top_k,
-        )
+        """What must be equal for two points to be compared (speedup, determinism): every
+        column of the config."""
+        return tuple(getattr(self, k) for k in REQUEST_COLUMNS)
 
     @property
     def sampling_key(self) -> tuple[Any, ...]:
