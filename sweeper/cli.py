@@ -39,6 +39,9 @@ app.command("diagnose")(one_line(diagnose.command))
 from sweeper.commands import best  # noqa: E402
 
 app.command("best")(one_line(best.command))
+from sweeper.commands import bisect  # noqa: E402
+
+app.command("bisect")(one_line(bisect.command))
 
 
 def main() -> None:

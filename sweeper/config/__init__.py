@@ -16,7 +16,13 @@ from sweeper.config.columns import (
 )
 from sweeper.config.ids import point_id, short_hash
 from sweeper.config.knobs import Mode, mode_of
-from sweeper.config.labels import label_parts, load_label, point_label, point_label_long
+from sweeper.config.labels import (
+    first_restart_label,
+    label_parts,
+    load_label,
+    point_label,
+    point_label_long,
+)
 from sweeper.config.request import DEFAULT_TEMPERATURE, RequestConfig, temperature_of
 from sweeper.config.server import ServerConfig
 
@@ -30,6 +36,7 @@ __all__ = [
     "Mode",
     "RequestConfig",
     "ServerConfig",
+    "first_restart_label",
     "is_missing",
     "label_parts",
     "load_label",

@@ -52,6 +52,13 @@ def server_label(mode: str, params: Mapping[str, Any], restart: int = 0) -> str:
     return "-".join(parts)
 
 
+def first_restart_label(label: str) -> str:
+    """The label of a server config's first start: `server_label` with its trailing `rs<n>`
+    (the restart, always the last part) dropped; every restart of a config answers to it."""
+    head, _, last = label.rpartition("-")
+    return head if head and last.startswith("rs") and last[2:].isdigit() else label
+
+
 def extra_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """Parameters beyond the named server keys and the speed baseline (extra runtime flags)."""
     skip = (*SERVER_KEYS, SPEED_BASELINE)

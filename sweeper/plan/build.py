@@ -28,6 +28,7 @@ from sweeper.catalog.records import RECORDS
 from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, mode_of
 from sweeper.plan.checks import guard_size, review, same_request
 from sweeper.plan.model import HostPlan, Plan, Step
+from sweeper.plan.only import only_points
 from sweeper.plan.sampling import sampled_check, sampling_notes
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
@@ -104,6 +105,9 @@ def build_plan(spec: Spec) -> Plan:
         )
         for hp in _assign_hosts(spec, ar_configs, spec_configs, notes)
     ]
+    if spec.only:
+        host_plans = list(only_points(host_plans, spec.only))
+        notes.append(f"only: {len(spec.only)} named point(s) and the AR points they compare with")
     checks = sum(
         s.server_config.restart >= spec.repeats.restarts for h in host_plans for s in h.steps
     )

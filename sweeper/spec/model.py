@@ -11,7 +11,7 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 from sweeper.catalog.effective import effective, why
 from sweeper.catalog.records import RECORDS
 from sweeper.config import SERVER_KEYS, SPECULATIVE_KEYS
-from sweeper.spec.base import Int, Number, Slug, StrictModel
+from sweeper.spec.base import Int, NonEmptyStr, Number, Slug, StrictModel
 from sweeper.spec.errors import problem, problems
 from sweeper.spec.grid import GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
@@ -109,6 +109,9 @@ class Spec(StrictModel):
     search: SearchSpec | None = None
     #: How often each server config is restarted and measured again (noise across restarts).
     repeats: RepeatsSpec = Field(default_factory=lambda: RepeatsSpec())
+    #: Measure only these points (ids as `sweeper plan` prints them; a point's restarts come
+    #: with it) and the AR points they are compared with: a reproducer (`sweeper bisect`).
+    only: list[NonEmptyStr] = Field(default_factory=list)
 
     @field_validator("hosts", mode="before")
     @classmethod

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.house.imports import import_graph
 
-_CONTROL = ("runner", "schedule", "search", "report", "diagnosis", "analysis", "exit_codes")
+_CONTROL = ("bisect", "runner", "schedule", "search", "report", "diagnosis", "analysis", "exit_codes")
 _MACHINERY = ("measure", "workers", "services", "hosts", "engines", "doctor")
 _DATA = ("plan", "spec", "catalog", "config", "results", "poll", "progress")
 
@@ -41,8 +41,12 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         ),
         "the order of a sweep: start, prove, measure, judge, record",
     ),
+    "bisect": (
+        frozenset({"analysis", "config", "diagnosis", "exit_codes", "plan", "results", "spec"}),
+        "which commit broke it: steps as ordinary runs, judged, searched",
+    ),
     "schedule": (
-        frozenset({"analysis", "diagnosis", "exit_codes", "report", "results"}),
+        frozenset({"analysis", "bisect", "diagnosis", "exit_codes", "report", "results"}),
         "cron and the nightly",
     ),
     "search": (

@@ -1,0 +1,252 @@
+"""`sweeper bisect SPEC --good REV --bad REV`: the first commit of the runtime's history where
+the chosen points go bad (exactness by default, or speed with `--metric output_tok_s`).
+
+Each commit's tree is written under the bisect's directory (the user's checkout is never
+touched) and measured as an ordinary run of the spec cut down to the reproducing points; the
+state and log go to `bisect.json` there. Exit codes (`sweeper.bisect.walk`): 0 answered, 1 the
+ends do not differ as claimed, 2 bad usage, 75 another bisect of the range is running, 130
+interrupted (`--resume` continues without measuring a finished commit again).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+from pathlib import Path
+from types import FrameType
+
+import typer
+
+from sweeper.bisect.history import GitError, Source, git
+from sweeper.bisect.reproducer import Reproducer, every_speculative, from_run
+from sweeper.bisect.search import steps_bound
+from sweeper.bisect.state import STATE_FILE, BisectState, CommitRecord
+from sweeper.bisect.step import step_spec
+from sweeper.bisect.walk import Walk
+from sweeper.catalog.records import RECORDS
+from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan
+from sweeper.exit_codes import EXIT_LOCKED
+from sweeper.plan import Plan, build_plan, estimate_seconds
+from sweeper.results.lock import LockBusy, run_lock
+from sweeper.results.reader import latest_run
+from sweeper.services.runtime_package import runtime_package_dir
+from sweeper.spec import Spec
+
+#: Restarts per step under `output_tok_s` when the spec asks for fewer: an interval needs 2,
+#: and with 3 the 95% t quantile falls from 12.7 to 4.3.
+SPEED_RESTARTS = 3
+
+
+def _usage(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_BAD_SPEC)
+
+
+def parse_threshold(text: str) -> float:
+    """`10%` or `0.1` -> 0.1; refused outside (0, 1)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise _usage(f"--threshold {text!r}: give a fraction (0.1) or a percentage (10%)") from None
+    if not 0 < value < 1:
+        raise _usage(f"--threshold {text!r}: must lie between 0 and 100%")
+    return value
+
+
+def source_of(spec: Spec, repo: Path | None, bad: str) -> Source:
+    """Where the runtime's history is: `runtime.package` (or the installed runtime) inside its
+    git work tree, or `--repo` (the package found in the bad revision's tree)."""
+    if not RECORDS[spec.runtime.engine].runs_bundled_runtime:
+        raise _usage(
+            f"engine {spec.runtime.engine!r} runs code installed on its hosts; bisect walks the "
+            "bundled runtime's source (engine ddtree_runtime, runtime.package in a git work tree)"
+        )
+    try:
+        if repo is None:
+            package = runtime_package_dir(spec.runtime.package).parent
+            return Source.of(package)
+        listing = git(repo, "ls-tree", "-r", "--name-only", bad)
+        found = sorted(
+            n[: -len("ddtree_runtime/__main__.py")]
+            for n in listing.splitlines()
+            if n == "ddtree_runtime/__main__.py" or n.endswith("/ddtree_runtime/__main__.py")
+        )
+        if not found:
+            raise _usage(f"{repo} at {bad} holds no ddtree_runtime package")
+        top = Path(git(repo, "rev-parse", "--show-toplevel").strip())
+        return Source.of(top / found[0].rstrip("/"), top)
+    except (GitError, FileNotFoundError) as exc:
+        raise _usage(str(exc)) from None
+
+
+def choose_points(
+    plan: Plan, points: str | None, from_run_dir: Path | None, results: Path, metric: str
+) -> Reproducer:
+    if points:
+        ids = [p.strip() for p in points.split(",") if p.strip()]
+        return Reproducer(ids, [], "--points")
+    if metric == "verdict":
+        run = from_run_dir or latest_run(results, plan.spec.name)
+        found = from_run(run) if run is not None else None
+        if found is not None:
+            return found
+        if from_run_dir is not None:
+            raise _usage(f"{from_run_dir} shows no violation to reproduce; give --points")
+    return every_speculative(plan)
+
+
+def bisect_dir(results: Path, spec: Spec, good: str, bad: str, key: str) -> Path:
+    return results / "bisect" / f"{spec.name}-{good[:10]}-{bad[:10]}-{key}"
+
+
+def command(
+    spec: Path = typer.Argument(..., help="Sweep spec (YAML) whose runtime's history to walk."),
+    good: str = typer.Option(..., "--good", help="A revision known good."),
+    bad: str = typer.Option(..., "--bad", help="A later revision known bad."),
+    results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
+    metric: str = typer.Option("verdict", "--metric", help="verdict (exactness) or output_tok_s."),
+    threshold: str = typer.Option(
+        "10%", "--threshold", help="output_tok_s: slower by more than this."
+    ),
+    points: str | None = typer.Option(
+        None, "--points", help="Point ids (comma-separated) to measure."
+    ),
+    from_run_dir: Path | None = typer.Option(
+        None, "--from-run", help="Reproduce this run's violations."
+    ),
+    repo: Path | None = typer.Option(None, "--repo", help="The git repository of the runtime."),
+    restarts: int | None = typer.Option(None, "--restarts", min=1, help="Starts per commit."),
+    resume: bool = typer.Option(False, "--resume", help="Continue this range's bisect."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the steps it would take."),
+) -> None:
+    """Find the first commit of the runtime where the chosen points go bad."""
+    if metric not in ("verdict", "output_tok_s"):
+        raise _usage(f"--metric {metric!r}: verdict or output_tok_s")
+    fraction = parse_threshold(threshold) if metric == "output_tok_s" else None
+    plan = load_plan(spec)
+    source = source_of(plan.spec, repo, bad)
+    try:
+        good_sha, bad_sha = source.resolve(good), source.resolve(bad)
+        commits = source.commits(good_sha, bad_sha)
+    except GitError as exc:
+        raise _usage(str(exc)) from None
+    if not commits:
+        raise _usage(f"{good} and {bad} are the same commit: nothing to bisect")
+    chosen = choose_points(plan, points, from_run_dir, results, metric)
+    wanted = plan.spec.repeats.restarts
+    starts = restarts or (max(wanted, SPEED_RESTARTS) if metric == "output_tok_s" else wanted)
+    data = step_spec(plan.spec, Path("."), chosen.points, chosen.prompts, starts)
+    try:  # the cut must plan (unknown point ids are named here, before anything runs)
+        step_plan = build_plan(
+            Spec.model_validate({**data, "runtime": {**data["runtime"], "package": None}})
+        )
+    except ValueError as exc:
+        raise _usage(f"--points: {exc}") from None
+    key = hashlib.sha256(
+        repr((metric, fraction, chosen.points, chosen.prompts)).encode()
+    ).hexdigest()[:6]
+    directory = bisect_dir(results, plan.spec, good_sha, bad_sha, key)
+    bound = steps_bound(len(commits))
+    per_step = estimate_seconds(step_plan)
+    say = lambda line: typer.echo(line, err=True)  # noqa: E731
+    say(
+        f"bisect {plan.spec.name}: {len(commits)} commit(s) after {good_sha[:10]} up to "
+        f"{bad_sha[:10]} in {source.repo}{'/' + source.prefix if source.prefix else ''}"
+    )
+    say(
+        f"metric {metric}"
+        + (f", threshold {fraction:.0%}" if fraction else "")
+        + f"; {starts} start(s) per commit"
+    )
+    say(
+        f"points ({chosen.origin}): {', '.join(chosen.points)}"
+        + (f"; prompts {', '.join(chosen.prompts)}" if chosen.prompts else "")
+    )
+    say(
+        f"at most {bound} measured steps without skips (both ends + ceil(log2 {len(commits)})), "
+        f"each ~{per_step / 60:.1f} min: ~{bound * per_step / 60:.0f} min"
+    )
+    if dry_run:
+        order = [("good end", good_sha), ("bad end", bad_sha)]
+        lo, hi = -1, len(commits) - 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            order.append((f"step {len(order) - 1}", commits[mid].sha))
+            hi = mid  # shown as if every step were bad: the search's first path
+        for role, sha in order:
+            say(f"  {role}: {sha[:10]}")
+        typer.echo(str(directory))
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a kill stops the step cleanly
+    try:
+        with run_lock(directory.parent / f".{directory.name}.lock"):
+            state = _state(
+                directory,
+                resume,
+                spec,
+                source,
+                good_sha,
+                bad_sha,
+                commits,
+                metric,
+                fraction,
+                starts,
+                chosen,
+            )
+            walk = Walk(state, directory, source, data, plan.spec.name, say)
+            code = walk.run()
+    except LockBusy as exc:
+        typer.echo(f"error: another bisect of this range is running (pid {exc.pid})", err=True)
+        raise typer.Exit(EXIT_LOCKED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    typer.echo(str(directory))
+    raise typer.Exit(code)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _state(
+    directory: Path,
+    resume: bool,
+    spec: Path,
+    source: Source,
+    good: str,
+    bad: str,
+    commits: list,
+    metric: str,
+    threshold: float | None,
+    restarts: int,
+    chosen: Reproducer,
+) -> BisectState:
+    fresh = BisectState(
+        spec_path=str(spec.resolve()),
+        repo=str(source.repo),
+        prefix=source.prefix,
+        good=good,
+        bad=bad,
+        commits=[
+            CommitRecord(sha=c.sha, subject=c.subject, author=c.author, date=c.date)
+            for c in commits
+        ],
+        metric=metric,  # type: ignore[arg-type]
+        threshold=threshold,
+        restarts=restarts,
+        points=chosen.points,
+        prompts=chosen.prompts,
+    )
+    if (directory / STATE_FILE).exists():
+        if not resume:
+            raise _usage(f"a bisect of this range exists in {directory}; --resume continues it")
+        state = BisectState.load(directory)
+        if state.question() != fresh.question():
+            raise _usage(f"{directory} bisects another question; start without --resume elsewhere")
+        return state
+    if resume:
+        raise _usage(f"no bisect to resume in {directory}")
+    directory.mkdir(parents=True, exist_ok=True)
+    fresh.save(directory)
+    return fresh

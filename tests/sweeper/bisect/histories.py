@@ -1,0 +1,123 @@
+"""Git histories of a runtime package to bisect: a base commit, then one ordinary change per
+commit, with planted events at chosen commits (each stays planted in every later commit, as a
+real regression does, except `broken`, which the next commit repairs).
+
+- real runtime (`fake=False`): a copy of the installed `ddtree_runtime`; `fault` is a fault of
+  these tests' own, not one of mask.py's `_FAULTS`: the tree rows' mask stops one column short of
+  the committed prefix (an off-by-one that hides the last committed token from every verify);
+  `slow` sleeps in every verify forward; `broken` makes `python -m ddtree_runtime` fail to import.
+- fake runtime (`fake=True`): the shim package of `sweep_fixtures` running the fake; `fault`
+  makes speculative servers emit wrong tokens, `slow` delays every token of speculative servers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.sweeper.planted import plant_fault
+from tests.sweeper.sweep_fixtures import shim_files
+
+MASK_LINE = (
+    "    sees_prefix = (cols[None, None, :] < prefix_lens[:, None, None]) & tree.real[:, :, None]\n"
+)
+MASK_FAULT = MASK_LINE.replace("prefix_lens[:, None, None])", "prefix_lens[:, None, None] - 1)")
+VERIFY_LINE = "        return self._upcast(out.logits)\n"
+SLOW_VERIFY = "        __import__('time').sleep(0.05)\n" + VERIFY_LINE
+BROKEN = 'raise ImportError("planted: this commit does not build")\n'
+FAKE_BASE = "import os\nos.environ['FAKE_SOURCE_HASH'] = 'self'\n"
+FAKE_EVENTS = {
+    "fault": (
+        "os.environ['FAKE_WRONG_TOKENS'] = '1'\nos.environ['FAKE_WHEN'] = 'speculative=ddtree'\n"
+    ),
+    "slow": "os.environ['FAKE_DELAYS'] = '{\"speculative=ddtree\": 0.03}'\n",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(old) == 1, f"{path}: {old!r} not found once"
+    path.write_text(text.replace(old, new))
+
+
+def runtime_history(
+    repo: Path, commits: int = 16, *, events: dict[int, str] | None = None, fake: bool = False
+) -> list[str]:
+    """A repository at `repo` whose package dir is `repo` itself (it holds `ddtree_runtime/`):
+    the base commit, then `commits` more; `events` maps a commit number (1..commits) to
+    `fault`, `slow` or `broken`. Returns the shas, base first."""
+    events = events or {}
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "Runtime Dev")
+    package = repo / "ddtree_runtime"
+    if fake:
+        preamble = FAKE_BASE
+        for name, text in shim_files(preamble=preamble).items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(text)
+    else:
+        plant_fault(repo, None)
+    shas = [_commit(repo, 0, "base: the runtime as released")]
+    planted: list[str] = []
+    for k in range(1, commits + 1):
+        event = events.get(k)
+        main = package / "__main__.py"
+        if main.read_text().startswith(BROKEN):  # the commit after a broken one repairs it
+            main.write_text(main.read_text()[len(BROKEN) :])
+        (package / "changelog.py").write_text(f"# change {k}\nCHANGE = {k}\n")
+        subject = f"change {k}: routine edit"
+        if event == "broken":
+            main.write_text(BROKEN + main.read_text())
+            subject = f"change {k}: reorganise imports"
+        elif event in ("fault", "slow"):
+            planted.append(event)
+            subject = f"change {k}: " + (
+                "tidy the verify mask" if event == "fault" else "log verify"
+            )
+            if fake:
+                preamble = FAKE_BASE + "".join(FAKE_EVENTS[e] for e in planted)
+                for name, text in shim_files(preamble=preamble).items():
+                    if name.endswith("__main__.py"):
+                        main.write_text(text)
+            elif event == "fault":
+                _replace(package / "algo" / "mask.py", MASK_LINE, MASK_FAULT)
+            else:
+                _replace(package / "forward.py", VERIFY_LINE, SLOW_VERIFY)
+        elif event is not None:
+            raise ValueError(f"unknown event {event!r}")
+        shas.append(_commit(repo, k, subject))
+    return shas
+
+
+def _commit(repo: Path, k: int, subject: str) -> str:
+    git(repo, "add", "-A")
+    date = f"2026-07-{1 + k // 2:02d}T{10 + k % 2}:00:00+00:00"
+    subprocess.run(
+        ["git", "-C", str(repo), "commit", "-q", "-m", subject],
+        check=True,
+        env={
+            "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_DATE": date,
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(repo),
+        },
+    )
+    return git(repo, "rev-parse", "HEAD")
+
+
+if __name__ == "__main__":
+    import sys
+
+    spec = dict(arg.split("=") for arg in sys.argv[3:])
+    shas = runtime_history(
+        Path(sys.argv[1]), int(sys.argv[2]), events={int(k): v for k, v in spec.items()}
+    )
+    print("\n".join(shas))
