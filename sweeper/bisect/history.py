@@ -74,7 +74,10 @@ class Source:
 
     def resolve(self, rev: str) -> str:
         """The full sha a revision names (a GitError when it names no commit)."""
-        return git(self.repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        try:
+            return git(self.repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+        except GitError:
+            raise GitError(f"{rev!r} names no commit in {self.repo}") from None
 
     def commits(self, good: str, bad: str) -> list[Commit]:
         """The commits after `good` up to and including `bad`, oldest first, along the first

@@ -152,7 +152,8 @@ def judge_speed(
             continue
         line = ref.mean * (1 - threshold)
         change = got.mean / ref.mean - 1 if ref.mean else 0.0
-        shown = f"{pid}: {_interval(got)} vs good {ref.mean:.1f} ({change:+.1%}; line {line:.1f})"
+        measured = f"{_interval(got)} vs good {ref.mean:.1f} ({change:+.1%}; line {line:.1f})"
+        shown = f"{pid}: {measured}"
         evidence.append(
             PointEvidence(
                 point_id=pid,
@@ -161,7 +162,7 @@ def judge_speed(
                 low=got.low,
                 high=got.high,
                 n=got.n,
-                detail=shown,
+                detail=measured,
             )
         )
         if got.low is None or got.high is None:
@@ -196,14 +197,15 @@ def judge_reference(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
             low=i.low,
             high=i.high,
             n=i.n,
-            detail=f"{pid}: {_interval(i)} (reference)",
+            detail=f"{_interval(i)} (reference)",
         )
         for pid, i in found.items()
     ]
     missing = [pid for pid in chosen if pid not in found or found[pid].low is None]
     if missing:
         return Judgement("undecided", f"no interval yet for {', '.join(missing)}", evidence)
-    return Judgement("good", "reference: " + "; ".join(e.detail for e in evidence), evidence)
+    said = "; ".join(f"{e.point_id}: {e.detail}" for e in evidence)
+    return Judgement("good", f"reference: {said}", evidence)
 
 
 def _interval(interval: Interval) -> str:

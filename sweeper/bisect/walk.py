@@ -115,9 +115,6 @@ class Walk:
         )
         self.state.steps.append(record)
         self.state.save(self.directory)
-        for point in judgement.points:
-            if point.detail and self.state.metric == "output_tok_s":
-                self.echo(f"  {point.detail}")
         self.echo(f"{role} {sha[:10]}: {outcome}: {judgement.reason}")
         return record
 

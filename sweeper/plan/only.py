@@ -20,21 +20,28 @@ def base_point_id(point: Point) -> str:
 
 
 def only_points(hosts: Iterable[HostPlan], wanted: Iterable[str]) -> tuple[HostPlan, ...]:
-    """The host plans keeping only the `wanted` points (by base id) and what they depend on;
+    """The host plans keeping only the `wanted` points (a base id keeps every restart, a
+    restart's own id that restart) and what they depend on;
     an id the plan does not hold is a `PlanError` naming it and the ones it does hold."""
     hosts = tuple(hosts)
     wanted = list(dict.fromkeys(wanted))
     points = [p for h in hosts for p in h.points()]
     known = {base_point_id(p) for p in points}
-    unknown = [w for w in wanted if w not in known]
+    unknown = [w for w in wanted if w not in known | {p.point_id for p in points}]
     if unknown:
         shown = ", ".join(sorted(known)[:12]) + (" ..." if len(known) > 12 else "")
         raise PlanError("only", f"no point {', '.join(unknown)} in this plan (it has: {shown})")
-    keep = {p.point_id for p in points if base_point_id(p) in wanted}
-    for point in points:
-        if point.point_id in keep:
-            needs = (point.baseline_point_id, point.speed_baseline_point_id, point.samples_from)
-            keep |= {n for n in needs if n}
+    keep = {p.point_id for p in points if base_point_id(p) in wanted or p.point_id in wanted}
+    needs = {
+        p.point_id: {
+            n for n in (p.baseline_point_id, p.speed_baseline_point_id, p.samples_from) if n
+        }
+        for p in points
+    }
+    grown = keep
+    while grown:  # what the kept points need, and what that needs in turn
+        grown = set().union(*(needs[k] for k in grown)) - keep
+        keep |= grown
     out = []
     for host in hosts:
         steps = []

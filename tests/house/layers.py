@@ -19,7 +19,16 @@ from pathlib import Path
 
 from tests.house.imports import import_graph
 
-_CONTROL = ("bisect", "runner", "schedule", "search", "report", "diagnosis", "analysis", "exit_codes")
+_CONTROL = (
+    "bisect",
+    "runner",
+    "schedule",
+    "search",
+    "report",
+    "diagnosis",
+    "analysis",
+    "exit_codes",
+)
 _MACHINERY = ("measure", "workers", "services", "hosts", "engines", "doctor")
 _DATA = ("plan", "spec", "catalog", "config", "results", "poll", "progress")
 

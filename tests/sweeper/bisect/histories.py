@@ -25,7 +25,9 @@ MASK_FAULT = MASK_LINE.replace("prefix_lens[:, None, None])", "prefix_lens[:, No
 VERIFY_LINE = "        return self._upcast(out.logits)\n"
 SLOW_VERIFY = "        __import__('time').sleep(0.05)\n" + VERIFY_LINE
 BROKEN = 'raise ImportError("planted: this commit does not build")\n'
-FAKE_BASE = "import os\nos.environ['FAKE_SOURCE_HASH'] = 'self'\n"
+FAKE_BASE = (
+    "import os\nos.environ['FAKE_SOURCE_HASH'] = 'self'\nos.environ['FAKE_TOKEN_DELAY'] = '0.01'\n"
+)
 FAKE_EVENTS = {
     "fault": (
         "os.environ['FAKE_WRONG_TOKENS'] = '1'\nos.environ['FAKE_WHEN'] = 'speculative=ddtree'\n"
@@ -116,8 +118,13 @@ def _commit(repo: Path, k: int, subject: str) -> str:
 if __name__ == "__main__":
     import sys
 
-    spec = dict(arg.split("=") for arg in sys.argv[3:])
+    # python -m tests.sweeper.bisect.histories DEST COMMITS [--fake] [K=EVENT ...]
+    args = [a for a in sys.argv[3:] if a != "--fake"]
+    planted = dict(arg.split("=") for arg in args)
     shas = runtime_history(
-        Path(sys.argv[1]), int(sys.argv[2]), events={int(k): v for k, v in spec.items()}
+        Path(sys.argv[1]),
+        int(sys.argv[2]),
+        events={int(k): v for k, v in planted.items()},
+        fake="--fake" in sys.argv,
     )
     print("\n".join(shas))
