@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from sweeper.commands.nightly import BISECT_HELP
 from sweeper.exit_codes import EXIT_BAD_SPEC
 from sweeper.schedule import cron
 
@@ -20,10 +21,11 @@ def install(
     keep: int = typer.Option(14, "--keep", min=1, help="Runs of this sweep to keep."),
     results: Path = typer.Option(Path("results"), "--results", help="Results root directory."),
     user: str | None = typer.Option(None, "--user", help=USER_HELP),
+    bisect: bool = typer.Option(False, "--bisect", help=BISECT_HELP),
 ) -> None:
     """Add or replace the nightly entry of SPEC."""
     try:
-        entry = cron.install(spec, schedule, keep, results, user)
+        entry = cron.install(spec, schedule, keep, results, user, bisect)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None

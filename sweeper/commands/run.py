@@ -25,6 +25,7 @@ from rich.console import Console
 from sweeper import __version__
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.proof import unproven_lines
+from sweeper.bisect.history import source_commit
 from sweeper.catalog.records import RECORDS
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
@@ -105,6 +106,17 @@ def planned_source_hash(plan: Plan) -> str:
     return runtime_source_hash(runtime_package_dir(package) if package else None)
 
 
+def planned_commit(plan: Plan) -> str | None:
+    """The git commit of the runtime this plan deploys (None: not the bundled runtime, or not
+    in a git work tree)."""
+    if not RECORDS[plan.spec.runtime.engine].runs_bundled_runtime:
+        return None
+    try:
+        return source_commit(runtime_package_dir(plan.spec.runtime.package).parent)
+    except FileNotFoundError:
+        return None
+
+
 def create_store(
     plan: Plan, spec_path: Path, results: Path, follows: str | None = None
 ) -> RunStore:
@@ -118,6 +130,7 @@ def create_store(
             "spec_path": str(spec_path),
             "spec": spec.model_dump(mode="json"),
             "runtime_source_hash": planned_source_hash(plan),
+            "runtime_commit": planned_commit(plan),
             "input_files": file_hashes(input_paths(plan, spec_path)),
             "follows": follows,
         },

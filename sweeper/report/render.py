@@ -230,7 +230,9 @@ def _hosts(manifest: dict[str, Any]) -> tuple[list[tuple[str, dict[str, str]]], 
     return rows, columns
 
 
-def render_html(view: RunView, comparison: Comparison | None = None) -> str:
+def render_html(
+    view: RunView, comparison: Comparison | None = None, bisect: str | None = None
+) -> str:
     """The report page as a string."""
     hosts, host_columns = _hosts(view.manifest)
     pts = view.points
@@ -268,6 +270,7 @@ def render_html(view: RunView, comparison: Comparison | None = None) -> str:
             judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
             charts=all_charts(view),
             comparison=comparison,
+            bisect=bisect,
             diagnosis=load_diagnosis(view.run, view.manifest.get("follows")),
             datasets=dataset_section(view.run, view.points),
             sampled=_sampled(view),
@@ -283,9 +286,12 @@ def _alpha(spec: Any) -> str:
     return f"{value:g}" if isinstance(value, (int, float)) else "0.01"
 
 
-def write_report(view: RunView, out: Path, comparison: Comparison | None = None) -> Path:
-    """Render and write atomically to `out`; returns the path."""
-    html = render_html(view, comparison)
+def write_report(
+    view: RunView, out: Path, comparison: Comparison | None = None, bisect: str | None = None
+) -> Path:
+    """Render and write atomically to `out`; returns the path. `bisect`: the nightly's bisect
+    of the regression, in one line."""
+    html = render_html(view, comparison, bisect)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:

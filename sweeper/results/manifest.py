@@ -72,6 +72,9 @@ class Manifest(BaseModel):
     spec_path: str | None = None
     spec: dict[str, Any]
     runtime_source_hash: str
+    #: The git commit the runtime package's source is at (`<sha>`, `<sha>-dirty`), None when
+    #: it is not in a git work tree: what a nightly regression is bisected between.
+    runtime_commit: str | None = None
     hosts: dict[str, HostFacts] = Field(default_factory=dict)
     #: "<host>/<server config label>" -> how its (latest) instance was proven.
     identities: dict[str, IdentityRecord] = Field(default_factory=dict)

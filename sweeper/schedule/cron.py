@@ -76,17 +76,27 @@ def one_line(value: str, what: str) -> str:
     return value
 
 
-def nightly_command(spec: Path, results: Path, keep: int, workdir: Path) -> str:
+def nightly_command(
+    spec: Path, results: Path, keep: int, workdir: Path, bisect: bool = False
+) -> str:
     """The shell line cron runs (every value checked to be one line, then quoted)."""
     one_line(str(spec.resolve()), "spec path")
     one_line(str(results.resolve()), "results path")
     one_line(str(workdir.resolve()), "working directory")
     argv = [sys.executable, "-m", "sweeper.cli", "nightly", str(spec.resolve())]
     argv += ["--results", str(results.resolve()), "--keep", str(keep)]
+    argv += ["--bisect"] if bisect else []
     return f"cd {shlex.quote(str(workdir.resolve()))} && {shlex.join(argv)}"
 
 
-def install(spec: Path, schedule: str, keep: int, results: Path, user: str | None = None) -> Entry:
+def install(
+    spec: Path,
+    schedule: str,
+    keep: int,
+    results: Path,
+    user: str | None = None,
+    bisect: bool = False,
+) -> Entry:
     """Add (or replace) the nightly entry of `spec`; raise ValueError on a bad schedule."""
     if keep < 1:
         raise ValueError("--keep must be at least 1")
@@ -94,7 +104,7 @@ def install(spec: Path, schedule: str, keep: int, results: Path, user: str | Non
     one_line(schedule, "schedule")
     if not spec.is_file():
         raise ValueError(f"no spec file at {spec}")
-    command = nightly_command(spec, results, keep, Path(os.getcwd()))
+    command = nightly_command(spec, results, keep, Path(os.getcwd()), bisect)
     tab = _tab(user)
     tag = TAG + str(spec.resolve())
     tab.remove_all(comment=tag)  # replace, never duplicate (nothing is written on an error)

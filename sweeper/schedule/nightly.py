@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.analysis.compare import compare_loaded
+from sweeper.bisect.nightly import bisect_regression
 from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.exit_codes import EXIT_INTERNAL, EXIT_LOCKED, EXIT_REGRESSION
 from sweeper.report.assemble import build_view
@@ -76,7 +77,7 @@ def run_sweep(spec: Path, results: Path, log: logging.Logger) -> tuple[int, Path
     return proc.returncode, run_dir, last
 
 
-def nightly(spec: Path, results: Path, keep: int, threshold: float) -> int:
+def nightly(spec: Path, results: Path, keep: int, threshold: float, bisect: bool = False) -> int:
     """The whole job; returns the process exit code (see module docstring)."""
     results.mkdir(parents=True, exist_ok=True)
     paths = paths_for(spec, results)
@@ -85,14 +86,21 @@ def nightly(spec: Path, results: Path, keep: int, threshold: float) -> int:
         with run_lock(paths.lock) as held:
             if held.recovered_from:
                 log.info("recovered the lock left by dead pid %d", held.recovered_from)
-            return _locked_job(spec, results, keep, threshold, log)
+            return _locked_job(spec, results, keep, threshold, log, bisect)
     except LockBusy as busy:
         log.info("skipped: %s", busy)
         print(f"sweeper nightly: skipped, {busy}")
         return EXIT_LOCKED
 
 
-def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: logging.Logger) -> int:
+def _locked_job(
+    spec: Path,
+    results: Path,
+    keep: int,
+    threshold: float,
+    log: logging.Logger,
+    bisect: bool = False,
+) -> int:
     code, run_dir, last = run_sweep(spec, results, log)
     if run_dir is None:
         print(f"sweeper nightly: the sweep produced no run directory (exit {code}): {last}")
@@ -107,7 +115,10 @@ def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: log
         log.info("compared with %s: %s", previous.name, comparison.summary)
     else:
         log.info("no previous finished run to compare with")
-    report = write_report(build_view(run), run_dir / "report.html", comparison)
+    found = None
+    if bisect and previous is not None and comparison is not None and comparison.regressed:
+        found = bisect_regression(spec, results, previous, run_dir, comparison, threshold, log)
+    report = write_report(build_view(run), run_dir / "report.html", comparison, found)
     run.close()
     log.info("report: %s", report)
     for gone in prune(run_dir.parent, keep, protect=run_dir):
@@ -117,7 +128,8 @@ def _locked_job(spec: Path, results: Path, keep: int, threshold: float, log: log
             f"{r.label}: {', '.join([*r.flags, *([r.diagnosis] if r.diagnosis else [])])}"
             for r in comparison.regressions
         )
-        print(f"sweeper nightly: REGRESSION in {run_dir}: {names} (report {report})")
+        said = f"; {found}" if found else ""
+        print(f"sweeper nightly: REGRESSION in {run_dir}: {names}{said} (report {report})")
         return EXIT_REGRESSION
     if code != 0:
         print(f"sweeper nightly: sweep exited {code}; see {report}")

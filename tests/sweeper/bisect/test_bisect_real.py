@@ -6,6 +6,7 @@ and no commit is measured twice."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pandas as pd
 import pytest
 
 from sweeper.bisect.state import STATE_FILE
+from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.bisect.bisect_helpers import (
     bisect_argv,
     bisect_spec,
@@ -70,8 +72,13 @@ def test_planted_fault_found_through_a_kill_and_a_resume(tmp_path: Path, port: i
         points = pd.read_parquet(runs[0] / "points.parquet")
         assert points.point_id.is_unique and (points.status == "ok").all()
     # Each step's server ran exactly the step's tree, proven by its source hash.
-    for step in state.steps:
-        manifest = state_of(directory)  # noqa: F841
-        run = Path(step.runs[0])
-        hosts = pd.read_json(run / "manifest.json", typ="series")["hosts"]
-        assert hosts["local"]["reported_source_hash"]
+    for record in state.steps:
+        manifest = json.loads((Path(record.runs[0]) / "manifest.json").read_text())
+        tree = Path(manifest["spec"]["runtime"]["package"])
+        assert tree.parent.name == record.sha[:12]
+        reported = manifest["hosts"]["local"]["reported_source_hash"]
+        assert (
+            reported
+            == manifest["runtime_source_hash"]
+            == runtime_source_hash(tree / "ddtree_runtime")
+        )
