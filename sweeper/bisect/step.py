@@ -44,11 +44,10 @@ class StepBroken(RuntimeError):
         super().__init__(message)
 
 
-def step_spec(
-    spec: Spec, package: Path, points: list[str], prompts: list[str], restarts: int
-) -> dict[str, Any]:
-    """The reproducer: `spec` at `package`, only the chosen points (and their baselines), only
-    the chosen prompts (with the turns they answer from), `restarts` starts of each config."""
+def step_spec(spec: Spec, points: list[str], prompts: list[str], restarts: int) -> dict[str, Any]:
+    """The reproducer: `spec` with only the chosen points (and their baselines), only the
+    chosen prompts (with the turns they answer from), `restarts` starts of each config; each
+    step points it at its commit (`prepare`)."""
     data = spec.model_dump(mode="json", exclude_none=True)
     workload = data["workload"]
     workload.pop("prompts_file", None)
@@ -58,7 +57,6 @@ def step_spec(
             e for p in spec.workload.prompts if p.id in prompts for e in p.answers_from
         }
         workload["prompts"] = [p for p in workload["prompts"] if p["id"] in wanted]
-    data["runtime"]["package"] = str(package)
     data["only"] = list(points)
     data.pop("search", None)
     data["repeats"] = {**data.get("repeats", {}), "restarts": restarts}
@@ -70,14 +68,22 @@ def step_dir(directory: Path, sha: str) -> Path:
 
 
 def prepare(directory: Path, source: Source, sha: str, spec_data: dict[str, Any]) -> Path:
-    """Write the step's tree and spec (again, when a kill left them half written); its spec."""
+    """Write the step's spec (again, when a kill left it half written), pointed at commit
+    `sha`: an engine's checkout on its hosts (`runtime.source.rev`: each host writes the tree
+    itself), else the bundled runtime's tree written here as `runtime.package`."""
     here = step_dir(directory, sha)
-    tree = here / "tree"
-    if not (tree / ".complete").exists():
-        source.materialise(sha, tree)
-        (tree / ".complete").write_text(sha + "\n")
+    here.mkdir(parents=True, exist_ok=True)
+    runtime = dict(spec_data["runtime"])
+    if "source" in runtime:
+        runtime["source"] = {**runtime["source"], "rev": sha}
+    else:
+        tree = here / "tree"
+        if not (tree / ".complete").exists():
+            source.materialise(sha, tree)
+            (tree / ".complete").write_text(sha + "\n")
+        runtime["package"] = str(tree)
     spec_path = here / "spec.yaml"
-    spec_data = {**spec_data, "runtime": {**spec_data["runtime"], "package": str(tree)}}
+    spec_data = {**spec_data, "runtime": runtime}
     spec_path.write_text(yaml.safe_dump(spec_data, sort_keys=False))
     return spec_path
 

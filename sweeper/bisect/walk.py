@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sweeper.analysis.objective import Interval
-from sweeper.bisect.history import Source
+from sweeper.bisect.history import GitError, Source
 from sweeper.bisect.judge import Judgement, judge_reference, judge_speed, judge_verdict
 from sweeper.bisect.search import Outcome, bounds, culprits, next_commit, steps_bound
 from sweeper.bisect.state import Answer, BisectState, StepRecord
@@ -101,8 +101,12 @@ class Walk:
             return done
         left = self._left()
         self.echo(f"{role} {sha[:10]} {self._subject(sha)}: measuring ({left})")
-        spec_path = prepare(self.directory, self.source, sha, self.spec_data)
-        judgement = self._judge(sha, spec_path)
+        try:
+            spec_path = prepare(self.directory, self.source, sha, self.spec_data)
+        except GitError as exc:  # the package is not where it is elsewhere in the range
+            judgement = Judgement("skip", f"the commit's tree cannot be written: {exc}", [])
+        else:
+            judgement = self._judge(sha, spec_path)
         outcome = "skip" if judgement.outcome == "undecided" else judgement.outcome
         runs = [str(r) for r in finished_runs(self.directory, sha, self.sweep)]
         record = StepRecord(

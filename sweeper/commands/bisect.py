@@ -14,22 +14,20 @@ import hashlib
 import signal
 from pathlib import Path
 from types import FrameType
+from typing import cast
 
 import typer
 
-from sweeper.bisect.history import GitError, Source, git
-from sweeper.bisect.reproducer import Reproducer, every_speculative, from_run
+from sweeper.bisect.history import GitError
 from sweeper.bisect.search import steps_bound
-from sweeper.bisect.state import STATE_FILE, BisectState, CommitRecord
+from sweeper.bisect.setup import BisectUsage, choose_points, new_state, source_of, start_state
+from sweeper.bisect.state import Metric
 from sweeper.bisect.step import step_spec
 from sweeper.bisect.walk import Walk
-from sweeper.catalog.records import RECORDS
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan
 from sweeper.exit_codes import EXIT_LOCKED
-from sweeper.plan import Plan, build_plan, estimate_seconds
+from sweeper.plan import build_plan, estimate_seconds
 from sweeper.results.lock import LockBusy, run_lock
-from sweeper.results.reader import latest_run
-from sweeper.services.runtime_package import runtime_package_dir
 from sweeper.spec import Spec
 
 #: Restarts per step under `output_tok_s` when the spec asks for fewer: an interval needs 2,
@@ -52,48 +50,6 @@ def parse_threshold(text: str) -> float:
     if not 0 < value < 1:
         raise _usage(f"--threshold {text!r}: must lie between 0 and 100%")
     return value
-
-
-def source_of(spec: Spec, repo: Path | None, bad: str) -> Source:
-    """Where the runtime's history is: `runtime.package` (or the installed runtime) inside its
-    git work tree, or `--repo` (the package found in the bad revision's tree)."""
-    if not RECORDS[spec.runtime.engine].runs_bundled_runtime:
-        raise _usage(
-            f"engine {spec.runtime.engine!r} runs code installed on its hosts; bisect walks the "
-            "bundled runtime's source (engine ddtree_runtime, runtime.package in a git work tree)"
-        )
-    try:
-        if repo is None:
-            package = runtime_package_dir(spec.runtime.package).parent
-            return Source.of(package)
-        listing = git(repo, "ls-tree", "-r", "--name-only", bad)
-        found = sorted(
-            n[: -len("ddtree_runtime/__main__.py")]
-            for n in listing.splitlines()
-            if n == "ddtree_runtime/__main__.py" or n.endswith("/ddtree_runtime/__main__.py")
-        )
-        if not found:
-            raise _usage(f"{repo} at {bad} holds no ddtree_runtime package")
-        top = Path(git(repo, "rev-parse", "--show-toplevel").strip())
-        return Source.of(top / found[0].rstrip("/"), top)
-    except (GitError, FileNotFoundError) as exc:
-        raise _usage(str(exc)) from None
-
-
-def choose_points(
-    plan: Plan, points: str | None, from_run_dir: Path | None, results: Path, metric: str
-) -> Reproducer:
-    if points:
-        ids = [p.strip() for p in points.split(",") if p.strip()]
-        return Reproducer(ids, [], "--points")
-    if metric == "verdict":
-        run = from_run_dir or latest_run(results, plan.spec.name)
-        found = from_run(run) if run is not None else None
-        if found is not None:
-            return found
-        if from_run_dir is not None:
-            raise _usage(f"{from_run_dir} shows no violation to reproduce; give --points")
-    return every_speculative(plan)
 
 
 def bisect_dir(results: Path, spec: Spec, good: str, bad: str, key: str) -> Path:
@@ -125,18 +81,18 @@ def command(
         raise _usage(f"--metric {metric!r}: verdict or output_tok_s")
     fraction = parse_threshold(threshold) if metric == "output_tok_s" else None
     plan = load_plan(spec)
-    source = source_of(plan.spec, repo, bad)
     try:
+        source = source_of(plan.spec, repo, bad)
         good_sha, bad_sha = source.resolve(good), source.resolve(bad)
         commits = source.commits(good_sha, bad_sha)
-    except GitError as exc:
+        chosen = choose_points(plan, points, from_run_dir, results, metric)
+    except (GitError, BisectUsage) as exc:
         raise _usage(str(exc)) from None
     if not commits:
         raise _usage(f"{good} and {bad} are the same commit: nothing to bisect")
-    chosen = choose_points(plan, points, from_run_dir, results, metric)
     wanted = plan.spec.repeats.restarts
     starts = restarts or (max(wanted, SPEED_RESTARTS) if metric == "output_tok_s" else wanted)
-    data = step_spec(plan.spec, Path("."), chosen.points, chosen.prompts, starts)
+    data = step_spec(plan.spec, chosen.points, chosen.prompts, starts)
     try:  # the cut must plan (unknown point ids are named here, before anything runs)
         step_plan = build_plan(
             Spec.model_validate({**data, "runtime": {**data["runtime"], "package": None}})
@@ -181,19 +137,21 @@ def command(
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a kill stops the step cleanly
     try:
         with run_lock(directory.parent / f".{directory.name}.lock"):
-            state = _state(
-                directory,
-                resume,
+            fresh = new_state(
                 spec,
                 source,
                 good_sha,
                 bad_sha,
                 commits,
-                metric,
+                cast(Metric, metric),
                 fraction,
                 starts,
                 chosen,
             )
+            try:
+                state = start_state(directory, resume, fresh)
+            except BisectUsage as exc:
+                raise _usage(str(exc)) from None
             walk = Walk(state, directory, source, data, plan.spec.name, say)
             code = walk.run()
     except LockBusy as exc:
@@ -207,46 +165,3 @@ def command(
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-def _state(
-    directory: Path,
-    resume: bool,
-    spec: Path,
-    source: Source,
-    good: str,
-    bad: str,
-    commits: list,
-    metric: str,
-    threshold: float | None,
-    restarts: int,
-    chosen: Reproducer,
-) -> BisectState:
-    fresh = BisectState(
-        spec_path=str(spec.resolve()),
-        repo=str(source.repo),
-        prefix=source.prefix,
-        good=good,
-        bad=bad,
-        commits=[
-            CommitRecord(sha=c.sha, subject=c.subject, author=c.author, date=c.date)
-            for c in commits
-        ],
-        metric=metric,  # type: ignore[arg-type]
-        threshold=threshold,
-        restarts=restarts,
-        points=chosen.points,
-        prompts=chosen.prompts,
-    )
-    if (directory / STATE_FILE).exists():
-        if not resume:
-            raise _usage(f"a bisect of this range exists in {directory}; --resume continues it")
-        state = BisectState.load(directory)
-        if state.question() != fresh.question():
-            raise _usage(f"{directory} bisects another question; start without --resume elsewhere")
-        return state
-    if resume:
-        raise _usage(f"no bisect to resume in {directory}")
-    directory.mkdir(parents=True, exist_ok=True)
-    fresh.save(directory)
-    return fresh

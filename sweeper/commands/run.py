@@ -107,8 +107,11 @@ def planned_source_hash(plan: Plan) -> str:
 
 
 def planned_commit(plan: Plan) -> str | None:
-    """The git commit of the runtime this plan deploys (None: not the bundled runtime, or not
-    in a git work tree)."""
+    """The git commit of the code this plan runs: the bundled runtime's package, or an
+    engine's `runtime.source` (None: neither is in a git work tree the controller can read)."""
+    source = plan.spec.runtime.source
+    if source is not None:  # an engine's checkout: the commit its hosts write, or the work tree
+        return source.rev or source_commit(Path(source.repo))
     if not RECORDS[plan.spec.runtime.engine].runs_bundled_runtime:
         return None
     try:

@@ -15,7 +15,7 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from sweeper.engines.launch import Launch
@@ -87,8 +87,11 @@ class ProcessService:
         name: str = "runtime",
         port_wait_s: float = 10.0,
         extra_env: Mapping[str, str] | None = None,
+        prepare: Callable[[], object] | None = None,
     ):
         self.state_dir = Path(state_dir)
+        #: Run once before the first start (an engine's checkout); its failure fails the start.
+        self._prepare = prepare
         #: Environment every launch gets beneath its own (as a systemd unit's extra env).
         self.extra_env = dict(extra_env or {})
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -105,6 +108,12 @@ class ProcessService:
         if self._proc is not None and self._proc.poll() is None:
             raise ServiceError("the previous instance is still running; stop it first")
         self._proc, self._launch, self._log_path = None, None, None  # forget the previous one
+        if self._prepare is not None:
+            try:
+                self._prepare()
+            except (RuntimeError, OSError) as exc:
+                raise ServiceError(f"cannot start: {exc}") from exc
+            self._prepare = None
         # The instance runs (and /proc must show) the service's environment under the launch's.
         launch = dataclasses.replace(launch, env={**self.extra_env, **launch.env})
         self.reap_stale()

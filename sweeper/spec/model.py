@@ -121,6 +121,20 @@ class Spec(StrictModel):
         return value
 
     @model_validator(mode="after")
+    def _source_fits_the_hosts(self) -> Spec:
+        """`runtime.source` is checked out on each host over its own connection; a Slurm
+        node has none of its own (the work goes through the login host)."""
+        if self.runtime.source is not None:
+            for index, host in enumerate(self.hosts):
+                if host.kind == "slurm":
+                    message = (
+                        "runtime.source runs a checkout on SSH or local hosts; on Slurm hosts "
+                        "install the fork on the nodes instead"
+                    )
+                    raise problem(message, at=("hosts", index))
+        return self
+
+    @model_validator(mode="after")
     def _grid_fits_the_engine(self) -> Spec:
         """A grid axis the engine would ignore or override is refused: it would measure one
         server under several labels."""

@@ -37,6 +37,31 @@ else:
     EngineName = Literal[tuple(RECORDS)]
 
 
+class SourceSpec(StrictModel):
+    """An engine run from a git checkout on its hosts (a SGLang or vLLM fork): its package is
+    put first on the server's PYTHONPATH (`sweeper.services.engine_source`)."""
+
+    #: The git work tree on the host (every host of the spec has it at this path).
+    repo: NonEmptyStr
+    #: The directory of the checkout that goes first on PYTHONPATH: SGLang's `python`, vLLM's
+    #: top (`.`).
+    path: NonEmptyStr = "."
+    #: A commit (full sha) to run instead of the work tree: written with `git archive` beside
+    #: the checkout, never touching it (`sweeper bisect` sets it at every step).
+    rev: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")] | None = None
+    #: A shell command run in a commit's tree (`rev`) before its first start (a build step);
+    #: the work tree, run as it is without `rev`, is the user's to build.
+    install: NonEmptyStr | None = None
+
+    @model_validator(mode="after")
+    def _relative_path(self) -> SourceSpec:
+        if self.path.startswith("/") or ".." in self.path.split("/"):
+            raise problem(
+                "path is a directory inside the checkout (relative, no '..')", at=("path",)
+            )
+        return self
+
+
 class RuntimeSpec(StrictModel):
     """How the server is started: engine, model, and what every server config shares."""
 
@@ -81,6 +106,9 @@ class RuntimeSpec(StrictModel):
     #: bundle deployed to SSH hosts, and the source hash the manifest names. Relative to the
     #: spec file; `load_spec` makes it absolute and checks the package is there.
     package: NonEmptyStr | None = None
+    #: Engines that run their own code (SGLang, vLLM): a git checkout on the hosts to run
+    #: instead of the installed package.
+    source: SourceSpec | None = None
 
     @model_validator(mode="after")
     def _check_engine_and_secrets(self) -> RuntimeSpec:
@@ -130,6 +158,14 @@ class RuntimeSpec(StrictModel):
         if self.package is not None and not record.runs_bundled_runtime:
             message = f"package is the bundled runtime's; engine {self.engine!r} runs its own code"
             raise problem(message, at=("package",))
+        if self.source is not None and (record.runs_bundled_runtime or not record.launched):
+            message = (
+                "source is for engines that run their own code (sglang, vllm); the bundled "
+                "runtime's source is runtime.package"
+                if record.launched
+                else f"engine {self.engine!r} starts no server, so it runs no source"
+            )
+            raise problem(message, at=("source",))
 
     def engine_mapping(self) -> EngineMapping | None:
         """The parameter mapping in force: the spec's own, its preset, or the engine's default."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,12 @@ from sweeper.services.bundle import (
     release_dir,
 )
 from sweeper.services.endpoint import EndpointService
+from sweeper.services.engine_source import (
+    check_out,
+    local_sources_root,
+    python_path,
+    source_dir,
+)
 from sweeper.services.local_process import ProcessService
 from sweeper.services.runtime_package import runtime_package_dir
 from sweeper.spec import HostSpec, RemoteHostSpec, SlurmHostSpec, Spec, SSHHostSpec
@@ -77,10 +84,15 @@ def open_backend(
         # A spec's own runtime package is imported first: it is the working directory (which
         # `python -m` puts first on sys.path) and the path.
         package = spec.runtime.package
+        host = LocalHost(host_spec.name)
         service_env = {"PYTHONPATH": package} if package else {}
+        source_path, prepare = engine_source(host, spec, local_sources_root())
+        service_env = {"PYTHONPATH": source_path} if source_path else service_env
         return Backend(
-            host=LocalHost(host_spec.name),
-            service=ProcessService(Path(state_dir) / host_spec.name, extra_env=service_env),
+            host=host,
+            service=ProcessService(
+                Path(state_dir) / host_spec.name, extra_env=service_env, prepare=prepare
+            ),
             python=spec.runtime.python or sys.executable,
             workdir=package,
             service_env=service_env,
@@ -97,6 +109,23 @@ def runtime_bundle(package: str | None = None) -> Bundle:
     """The runtime packed once per controller process (all hosts share it): a spec's own
     package (`runtime.package`), else the installed one."""
     return pack_runtime(runtime_package_dir(package))
+
+
+def engine_source(
+    host: Host, spec: Spec, root: str
+) -> tuple[str | None, Callable[[], None] | None]:
+    """`runtime.source` on a host: the directory to put first on PYTHONPATH (None without a
+    source), and what writes the commit's tree there before the first start (None when the
+    work tree runs as it is)."""
+    source = spec.runtime.source
+    if source is None:
+        return None, None
+    if source.rev is None:
+        return python_path(source.repo, source.path), None
+    rev, dest = source.rev, source_dir(root, source.rev)
+    return python_path(dest, source.path), lambda: check_out(
+        host, source.repo, rev, dest, source.install
+    )
 
 
 def ssh_host_for(host_spec: RemoteHostSpec) -> SSHHost:
@@ -134,8 +163,16 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
     bundle = runtime_bundle(spec.runtime.package)
     release = release_dir(host_spec.remote_root, bundle)
     sudo = host_spec.sudo and host.target.user != "root"
-    # The bundle comes first on the path: the host runs exactly the controller's runtime.
-    service_env = {"PYTHONPATH": release}
+    # The bundle comes first on the path: the host runs exactly the controller's runtime
+    # (an engine's own checkout, `runtime.source`, before it).
+    source_path, check_out_source = engine_source(host, spec, host_spec.remote_root)
+    service_env = {"PYTHONPATH": f"{source_path}:{release}" if source_path else release}
+
+    def prepare() -> None:
+        deploy(host, host_spec.remote_root, bundle)
+        if check_out_source is not None:
+            check_out_source()
+
     service = SystemdService(
         host,
         unit=unit_name(spec),
@@ -143,7 +180,7 @@ def open_ssh_backend(host_spec: SSHHostSpec, spec: Spec) -> Backend:
         sudo=sudo,
         extra_env=service_env,
         timeout_start_s=spec.runtime.ready_timeout_s + START_MARGIN_S,
-        prepare=lambda: deploy(host, host_spec.remote_root, bundle),
+        prepare=prepare,
     )
     tunnel = host_spec.access == "tunnel"
     return Backend(

@@ -51,7 +51,8 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "the order of a sweep: start, prove, measure, judge, record",
     ),
     "bisect": (
-        frozenset({"analysis", "config", "diagnosis", "exit_codes", "plan", "results", "spec"}),
+        frozenset({"analysis", "catalog", "config", "diagnosis", "exit_codes", "plan"})
+        | frozenset({"results", "services", "spec"}),
         "which commit broke it: steps as ordinary runs, judged, searched",
     ),
     "schedule": (

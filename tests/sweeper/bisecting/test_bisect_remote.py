@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sweeper.bisect.bisect_helpers import bisect_spec, run_bisect, state_of
-from tests.sweeper.bisect.histories import runtime_history
+from tests.sweeper.bisecting.bisect_helpers import bisect_spec, run_bisect, state_of
+from tests.sweeper.bisecting.histories import runtime_history
 from tests.sweeper.testhost_fixture import hosts_yaml
 from tests.testhosts import TestHost
 

@@ -118,7 +118,7 @@ def _commit(repo: Path, k: int, subject: str) -> str:
 if __name__ == "__main__":
     import sys
 
-    # python -m tests.sweeper.bisect.histories DEST COMMITS [--fake] [K=EVENT ...]
+    # python -m tests.sweeper.bisecting.histories DEST COMMITS [--fake] [K=EVENT ...]
     args = [a for a in sys.argv[3:] if a != "--fake"]
     planted = dict(arg.split("=") for arg in args)
     shas = runtime_history(
@@ -128,3 +128,57 @@ if __name__ == "__main__":
         fake="--fake" in sys.argv,
     )
     print("\n".join(shas))
+
+
+#: A SGLang fork's launcher: `python -m sglang.launch_server` runs the fake SGLang server
+#: (tests/sweeper/fake_sglang.py), with `PLANTED` lines in between.
+SGLANG_LAUNCHER = """import importlib.util, sys
+here = {fake!r}
+spec = importlib.util.spec_from_file_location("fake_sglang", here)
+fake = importlib.util.module_from_spec(spec)
+sys.modules["fake_sglang"] = fake
+spec.loader.exec_module(fake)
+{planted}sys.argv[0] = here
+fake.main(sys.argv[1:])
+"""
+#: The fork's fault: speculative servers emit other tokens from the third one on.
+SGLANG_FAULT = """if "--speculative-algorithm" in sys.argv:
+    _ids = fake.output_ids
+    fake.output_ids = lambda p, n: [t if i < 2 else (t + 1) % 997 for i, t in enumerate(_ids(p, n))]
+"""
+#: The fork's build step (`runtime.source.install: sh build.sh`); `broken` makes it fail.
+BUILD_OK = "test -f python/sglang/launch_server.py\n"
+BUILD_BROKEN = "echo 'planted: the build fails' >&2\nexit 1\n"
+
+
+def sglang_history(repo: Path, commits: int, *, events: dict[int, str] | None = None) -> list[str]:
+    """A SGLang fork's repository (`python/sglang/`, `build.sh`): the base commit, then
+    `commits` more; `events`: commit -> `fault` (stays) or `broken` (its build fails; the
+    next commit repairs it). Returns the shas, base first."""
+    from tests.sweeper import fake_sglang
+
+    events = events or {}
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.com")
+    git(repo, "config", "user.name", "Fork Dev")
+    package = repo / "python" / "sglang"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    fake = str(Path(fake_sglang.__file__).resolve())
+    launcher = package / "launch_server.py"
+    launcher.write_text(SGLANG_LAUNCHER.format(fake=fake, planted=""))
+    (repo / "build.sh").write_text(BUILD_OK)
+    shas = [_commit(repo, 0, "base: the fork as branched")]
+    for k in range(1, commits + 1):
+        event = events.get(k)
+        (repo / "build.sh").write_text(BUILD_BROKEN if event == "broken" else BUILD_OK)
+        (package / "version.py").write_text(f"CHANGE = {k}\n")
+        subject = f"change {k}: routine edit"
+        if event == "fault":
+            launcher.write_text(SGLANG_LAUNCHER.format(fake=fake, planted=SGLANG_FAULT))
+            subject = f"change {k}: reuse the draft tree's ids"
+        elif event == "broken":
+            subject = f"change {k}: new kernel build"
+        shas.append(_commit(repo, k, subject))
+    return shas

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.bisect.history import GitError, Source, source_commit
-from tests.sweeper.bisect.histories import git, runtime_history
+from tests.sweeper.bisecting.histories import git, runtime_history
 
 COMMITS = 5
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sweeper.bisect.bisect_helpers import bisect_spec
-from tests.sweeper.bisect.histories import FAKE_BASE, FAKE_EVENTS, git, runtime_history
+from tests.sweeper.bisecting.bisect_helpers import bisect_spec
+from tests.sweeper.bisecting.histories import FAKE_BASE, FAKE_EVENTS, git, runtime_history
 
 pytestmark = pytest.mark.slow
 

@@ -18,14 +18,14 @@ import pytest
 
 from sweeper.bisect.state import STATE_FILE
 from sweeper.services.runtime_package import runtime_source_hash
-from tests.sweeper.bisect.bisect_helpers import (
+from tests.sweeper.bisecting.bisect_helpers import (
     bisect_argv,
     bisect_spec,
     measured_runs,
     run_bisect,
     state_of,
 )
-from tests.sweeper.bisect.histories import runtime_history
+from tests.sweeper.bisecting.histories import runtime_history
 
 pytestmark = pytest.mark.slow
 
