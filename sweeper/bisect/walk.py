@@ -196,10 +196,8 @@ class Walk:
         self.state.save(self.directory)
         measured = len(self.state.steps)
         self.echo(summary)
-        self.echo(f"evidence: {first.reason}")
-        for point in first.points:
-            if point.detail:
-                self.echo(f"  {point.point_id}: {point.detail}")
+        shown = [f"{p.point_id}: {p.detail}" for p in first.points if p.detail]
+        self.echo("evidence: " + ("; ".join(shown) if shown else first.reason))
         self.echo(
             f"{measured} commit(s) measured of {len(self.shas)} in range; "
             f"runs under {self.directory}"
