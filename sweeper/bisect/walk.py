@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sweeper.analysis.objective import Interval
 from sweeper.bisect.history import GitError, Source
@@ -40,7 +41,7 @@ class Walk:
     state: BisectState
     directory: Path
     source: Source
-    spec_data: dict
+    spec_data: dict[str, Any]
     sweep: str
     echo: Callable[[str], None]
 

@@ -46,21 +46,21 @@ def test_a_commit_that_cannot_start_is_skipped_not_blamed(tmp_path: Path, port: 
 
 
 def test_a_slow_commit_is_found_with_intervals(tmp_path: Path, port: int) -> None:
-    shas = runtime_history(tmp_path / "repo", 8, events={5: "slow"}, fake=True)
+    shas = runtime_history(tmp_path / "repo", 4, events={3: "slow"}, fake=True)
     spec = bisect_spec(tmp_path, port, tmp_path / "repo", fake=True, baseline=False)
     more = ("--metric", "output_tok_s", "--threshold", "20%")
     code, directory, stderr = run_bisect(spec, shas[0], shas[-1], tmp_path / "results", *more)
     assert code == 0, stderr[-3000:]
     state = state_of(directory)
-    assert state.answer is not None and state.answer.culprits == [shas[5]]
-    assert state.restarts == 3 and len(state.steps) <= 5
+    assert state.answer is not None and state.answer.culprits == [shas[3]]
+    assert state.restarts == 3 and len(state.steps) <= 4
     for step in state.steps:  # every step's interval over its 3 restarts, printed
         (point,) = step.points
         assert point.n == 3 and point.mean is not None
         assert point.low is not None and point.high is not None
         assert point.low <= point.mean <= point.high
         assert re.search(rf"{step.sha[:10]}: (good|bad): .*\[[0-9.]+, [0-9.]+\] \(n=3\)", stderr)
-    good, slow = state.step_of(shas[0]), state.step_of(shas[5])
+    good, slow = state.step_of(shas[0]), state.step_of(shas[3])
     assert good is not None and slow is not None
     slow_mean, good_mean = slow.points[0].mean, good.points[0].mean
     assert slow_mean is not None and good_mean is not None

@@ -23,15 +23,15 @@ def test_bisect_over_ssh_and_systemd(
     testhost_pair: list[TestHost], session_known_hosts: str, tmp_path: Path
 ) -> None:
     host = testhost_pair[0]
-    shas = runtime_history(tmp_path / "repo", 6, events={4: "fault"}, fake=True)
+    shas = runtime_history(tmp_path / "repo", 4, events={3: "fault"}, fake=True)
     hosts = hosts_yaml([host], session_known_hosts, access="tunnel")
     spec = bisect_spec(tmp_path, 18350, tmp_path / "repo", fake=True, hosts=hosts)
     code, directory, stderr = run_bisect(spec, shas[0], shas[-1], tmp_path / "results")
     assert code == 0, stderr[-3000:]
     state = state_of(directory)
-    assert state.answer is not None and state.answer.culprits == [shas[4]]
+    assert state.answer is not None and state.answer.culprits == [shas[3]]
     assert state.points == [f"{host.name}-b8-k4-bs4-cg0-t0-c1"]
-    assert len(state.steps) <= 2 + 3  # both ends + ceil(log2 6)
+    assert len(state.steps) <= 2 + 2  # both ends + ceil(log2 4)
     for step in state.steps:
         manifest = json.loads((Path(step.runs[0]) / "manifest.json").read_text())
         facts = manifest["hosts"][host.name]
