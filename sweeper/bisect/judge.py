@@ -41,9 +41,10 @@ def base_id(row: Mapping[str, Any]) -> str:
 
 
 def _rows(
-    runs: Iterable[Path], chosen: Sequence[str]
+    runs: Iterable[Path], chosen: Sequence[str], with_requests: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The chosen points' point rows and request rows over every run of the step."""
+    """The chosen points' point rows and (unless not needed) request rows over every run of
+    the step."""
     points, requests = [], []
     for run_dir in runs:
         run = read_run(run_dir)
@@ -52,7 +53,7 @@ def _rows(
             if frame is not None:
                 points += [r for r in frame.to_dict("records") if base_id(r) in chosen]
             ids = {str(r["point_id"]) for r in points}
-            if ids and run.has_requests:
+            if with_requests and ids and run.has_requests:
                 table = run.requests(
                     ["point_id", "prompt_id", "verdict", "divergence_index", "text"],
                     categorical=False,
@@ -125,7 +126,7 @@ def intervals(
     runs: Iterable[Path], chosen: Sequence[str], metric: str = "output_tok_s"
 ) -> tuple[dict[str, Interval], list[dict[str, Any]]]:
     """Each chosen point's metric over every ok restart in the runs, by base id."""
-    points, _ = _rows(runs, chosen)
+    points, _ = _rows(runs, chosen, with_requests=False)
     values: dict[str, list[float]] = {}
     for row in points:
         value: Any = row.get(metric)
@@ -154,17 +155,7 @@ def judge_speed(
         change = got.mean / ref.mean - 1 if ref.mean else 0.0
         measured = f"{_interval(got)} vs good {ref.mean:.1f} ({change:+.1%}; line {line:.1f})"
         shown = f"{pid}: {measured}"
-        evidence.append(
-            PointEvidence(
-                point_id=pid,
-                status="ok",
-                mean=got.mean,
-                low=got.low,
-                high=got.high,
-                n=got.n,
-                detail=measured,
-            )
-        )
+        evidence.append(_measured(pid, got, measured))
         if got.low is None or got.high is None:
             verdicts.append(("undecided", f"{shown}: one restart has no interval"))
         elif got.high < line and not got.overlaps(ref):
@@ -189,23 +180,25 @@ def judge_reference(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
     skipped = _skip_if_nothing_ran(points, chosen)
     if skipped is not None:
         return skipped
-    evidence = [
-        PointEvidence(
-            point_id=pid,
-            status="ok",
-            mean=i.mean,
-            low=i.low,
-            high=i.high,
-            n=i.n,
-            detail=f"{_interval(i)} (reference)",
-        )
-        for pid, i in found.items()
-    ]
+    evidence = [_measured(pid, i, f"{_interval(i)} (reference)") for pid, i in found.items()]
     missing = [pid for pid in chosen if pid not in found or found[pid].low is None]
     if missing:
         return Judgement("undecided", f"no interval yet for {', '.join(missing)}", evidence)
     said = "; ".join(f"{e.point_id}: {e.detail}" for e in evidence)
     return Judgement("good", f"reference: {said}", evidence)
+
+
+def _measured(point_id: str, interval: Interval, detail: str) -> PointEvidence:
+    """A point's evidence under `output_tok_s`: its interval over restarts, said `detail`."""
+    return PointEvidence(
+        point_id=point_id,
+        status="ok",
+        mean=interval.mean,
+        low=interval.low,
+        high=interval.high,
+        n=interval.n,
+        detail=detail,
+    )
 
 
 def _interval(interval: Interval) -> str:

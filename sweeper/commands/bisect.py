@@ -24,6 +24,7 @@ from sweeper.bisect.setup import BisectUsage, choose_points, new_state, source_o
 from sweeper.bisect.state import Metric
 from sweeper.bisect.step import step_spec
 from sweeper.bisect.walk import Walk
+from sweeper.commands.compare import threshold_option
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan
 from sweeper.exit_codes import EXIT_LOCKED
 from sweeper.plan import build_plan, estimate_seconds
@@ -40,13 +41,10 @@ def _usage(message: str) -> typer.Exit:
     return typer.Exit(EXIT_BAD_SPEC)
 
 
-def parse_threshold(text: str) -> float:
-    """`10%` or `0.1` -> 0.1; refused outside (0, 1)."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise _usage(f"--threshold {text!r}: give a fraction (0.1) or a percentage (10%)") from None
+def speed_threshold(text: str) -> float:
+    """`compare`'s threshold parser (`10%` or `0.1` -> 0.1), held inside (0, 1): a slowdown
+    of 100% or more has no line to fall below."""
+    value = threshold_option(text)
     if not 0 < value < 1:
         raise _usage(f"--threshold {text!r}: must lie between 0 and 100%")
     return value
@@ -79,7 +77,7 @@ def command(
     """Find the first commit of the runtime where the chosen points go bad."""
     if metric not in ("verdict", "output_tok_s"):
         raise _usage(f"--metric {metric!r}: verdict or output_tok_s")
-    fraction = parse_threshold(threshold) if metric == "output_tok_s" else None
+    fraction = speed_threshold(threshold) if metric == "output_tok_s" else None
     plan = load_plan(spec)
     try:
         source = source_of(plan.spec, repo, bad)
