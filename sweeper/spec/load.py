@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from sweeper.spec.dataset_files import TOO_DEEP, FileProblem, read_text, text_lines
 from sweeper.spec.dataset_load import dataset_prompts
+from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import SpecError, SpecIssue, error_loc, error_message
 from sweeper.spec.model import Spec
 from sweeper.spec.workload import PromptSpec, WorkloadSpec
@@ -143,11 +144,16 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
 
 def _with_datasets(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
     """Append the prompts of `workload.datasets` (`sweeper.spec.dataset_load`)."""
-    found, issues = dataset_prompts(spec.workload, lines, base_dir, spec.runtime.max_model_len)
+    resolved: list[DatasetSpec] = []
+    found, issues = dataset_prompts(
+        spec.workload, lines, base_dir, spec.runtime.max_model_len, resolved
+    )
     if issues:
         raise SpecError(issues)
     workload = spec.workload.model_dump()
     workload["prompts"] = [*(p.model_dump() for p in spec.workload.prompts), *found]
+    # Each `hf:` dataset with the revision it was read at: the manifest pins it.
+    workload["datasets"] = [d.model_dump() for d in resolved]
     try:
         return spec.model_copy(update={"workload": WorkloadSpec.model_validate(workload)})
     except ValidationError as exc:
