@@ -21,6 +21,7 @@ The revision read (`HubData.revision`, written into the resolved spec): the hub 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -121,9 +122,10 @@ def _load_local(datasets: Any, spec: DatasetSpec, directory: Path) -> tuple[Any,
         else:
             loaded = datasets.load_dataset(str(directory), spec.config, split=spec.split)
     except Exception as exc:  # datasets raises a dozen types for one unreadable directory
-        raise HubProblem("hf", f"cannot read {str(directory)!r}: {_reason(exc)}") from None
+        field = "split" if "Unknown split" in str(exc) else "hf"
+        raise HubProblem(field, f"cannot read {str(directory)!r}: {_reason(exc)}") from None
     if saved:
-        revision = _fingerprint(loaded, spec)
+        revision = _fingerprint(loaded, spec, directory)
     else:
         revision = _snapshot_sha(directory) or _git_head(directory) or _files_hash(directory)
     return loaded, revision
@@ -193,8 +195,13 @@ def _not_found(spec: DatasetSpec, exc: Exception) -> str:
     )
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: BaseException) -> str:
+    """The error in one line, with what caused it ("An error occurred while generating the
+    dataset" says nothing alone)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause) and str(cause) not in text:
+        text = f"{text}: {' '.join(str(cause).split())}"
     return text if len(text) <= 300 else text[:297] + "..."
 
 
@@ -241,17 +248,22 @@ def _git_head(directory: Path) -> str | None:
     return head if SHA.match(head) and not dirty else None
 
 
-def _fingerprint(loaded: Any, spec: DatasetSpec) -> str:
-    """A saved dataset's `_fingerprint` (the chosen split's, for a DatasetDict)."""
+def _fingerprint(loaded: Any, spec: DatasetSpec, directory: Path) -> str:
+    """A saved dataset's `_fingerprint` as its state.json holds it (the chosen split's, for a
+    DatasetDict): `load_from_disk` gives the loaded copy a fingerprint of its own."""
     import datasets
 
+    state = directory / "state.json"
     if isinstance(loaded, datasets.DatasetDict):
         try:
-            dataset, _ = _choose_split(loaded, spec, "")
+            _, split = _choose_split(loaded, spec, "")
         except HubProblem:
-            return "unknown"
-        return str(dataset._fingerprint)
-    return str(loaded._fingerprint)
+            return _files_hash(directory)
+        state = directory / split / "state.json"
+    try:
+        return str(json.loads(state.read_text())["_fingerprint"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return _files_hash(directory)
 
 
 def data_files(directory: Path) -> list[Path]:
