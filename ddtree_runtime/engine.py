@@ -40,6 +40,7 @@ from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import (
     RowSampling,
     Verdict,
+    blind_tree,
     hot_draft_choices,
     target_choices,
     untruncated_draft_choices,
@@ -271,6 +272,8 @@ class Engine:
             choices = hot_draft_choices(logits, tree, rows, choices)
         if "untruncated_drafts" in mask_module._FAULTS:  # planted fault, tests only
             choices = untruncated_draft_choices(logits, tree, rows, choices)
+        if "blind_drafts" in mask_module._FAULTS:  # planted fault, tests only
+            tree = blind_tree(tree)
         return walk(tree, choices)
 
     def _commit(self, verdict: Verdict, prefix: torch.Tensor) -> None:

@@ -86,6 +86,16 @@ def unverified_choices(tree: TreeBatch, choices: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def blind_tree(tree: TreeBatch) -> TreeBatch:
+    """Planted fault (tests only, ``blind_drafts`` in ``mask._FAULTS``): `walk` sees every drafted
+    token as one the target never chooses (-1), so it accepts none. The output stays exact (each
+    round emits the root's choice) at one token per round: a drafter that proposes nothing, the
+    build problem a reference's tau catches and exactness never does."""
+    drafted = tree.depths > 0
+    tokens = torch.where(drafted, torch.full_like(tree.tokens, -1), tree.tokens)
+    return TreeBatch(tokens, tree.parents, tree.depths, tree.real, tree.n_nodes)
+
+
 HOT_DRAFT_SCALE = 1.6  # "hot_drafts": temperature factor on drafted positions
 
 

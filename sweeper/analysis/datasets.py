@@ -43,6 +43,8 @@ DATASET_REQUEST_COLUMNS = [
 ]
 #: What a dataset point is matched on besides its point's config (compare, the AR reference).
 LOAD_KEYS = ("host", "temperature", "concurrency", "rate", "max_tokens", "top_p", "top_k")
+#: Which restart of which server config a dataset point is (its restarts share the label).
+RESTART_KEYS = ("server_label", "restart")
 
 
 def has_datasets(requests: pd.DataFrame | None) -> bool:
@@ -65,7 +67,7 @@ def dataset_points(points: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame
     req = requests.copy()
     req["dataset"] = req["dataset"].astype(object).where(req["dataset"].notna(), "-")
     req["point_id"] = req["point_id"].astype(str)
-    config = [c for c in points.columns if c in (*CONFIG_COLUMNS, *LOAD_KEYS)]
+    config = [c for c in points.columns if c in (*CONFIG_COLUMNS, *LOAD_KEYS, *RESTART_KEYS)]
     config += [c for c in extra_config_columns(points.columns) if c not in config]
     by_point = points.assign(point_id=points["point_id"].astype(str)).set_index("point_id")
     worst = worst_by_group(req["verdict"].astype(object), [req["point_id"], req["dataset"]])
@@ -122,12 +124,15 @@ def _pad(values: list[int], n: int) -> list[int]:
 
 
 def _speedups(frame: pd.DataFrame) -> list[float | None]:
+    """Each speculative dataset point's rate over the AR's on the same prompts and load: the
+    mean of the AR restarts' rates where the baseline was restarted too."""
     keys = [k for k in (*LOAD_KEYS, "dataset") if k in frame]
-    reference: dict[tuple[str, ...], float] = {}
+    rates: dict[tuple[str, ...], list[float]] = {}
     if "mode" in frame:
         for _, row in frame[frame["mode"] == "ar"].iterrows():
             if row["output_tok_s"] and row["status"] == "ok":
-                reference[_key(row, keys)] = float(row["output_tok_s"])
+                rates.setdefault(_key(row, keys), []).append(float(row["output_tok_s"]))
+    reference = {key: sum(values) / len(values) for key, values in rates.items()}
     out: list[float | None] = []
     for _, row in frame.iterrows():
         ar = reference.get(_key(row, keys))

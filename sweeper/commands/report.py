@@ -13,6 +13,7 @@ from sweeper.commands.repair import checked
 from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.exit_codes import EXIT_IO
 from sweeper.report.assemble import build_view
+from sweeper.report.paper import paper_csv, paper_markdown, run_paper_table
 from sweeper.results.reader import (
     MANIFEST,
     Run,
@@ -76,11 +77,30 @@ def command(
     ),
     threshold: str = typer.Option("5%", "--threshold", help="Smallest change to flag."),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    table: str | None = typer.Option(
+        None,
+        "--table",
+        help="'paper': print the paper-layout table (datasets x methods, speedup / tau, beside "
+        "the spec's reference) instead of writing HTML.",
+    ),
+    table_format: str = typer.Option(
+        "markdown", "--format", help="The table's format: markdown or csv."
+    ),
+    by: str = typer.Option(
+        "method",
+        "--by",
+        help="Table columns: 'method' (AR, chain, tree: each its best config) "
+        "or 'config' (every config).",
+    ),
 ) -> None:
-    """Write one self-contained HTML report; the file's path is the last line printed."""
+    """Write one self-contained HTML report; the file's path is the last line printed. With
+    `--table paper`, print the paper-layout table instead (markdown or CSV)."""
+    target = _run_dir(run_dir, latest, results)
+    if table is not None:
+        _print_table(target, table, table_format, by)
+        return
     from sweeper.report.render import write_report  # matplotlib: only when a report is made
 
-    target = _run_dir(run_dir, latest, results)
     if out is not None and out.is_dir():
         raise _fail(f"-o {out} is a directory: give the report's file name")
     if out is None and not os.access(target, os.W_OK):
@@ -90,3 +110,28 @@ def command(
     comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
     path = write_report(build_view(run), out or target / "report.html", comparison)
     typer.echo(str(path))
+
+
+def _print_table(target: Path, table: str, table_format: str, by: str) -> None:
+    """`--table paper`: the table on stdout (with CSV, its flags on stderr, one line each)."""
+    if table != "paper":
+        raise _fail(f"--table {table!r}: the only table is 'paper'")
+    if table_format not in ("markdown", "csv"):
+        raise _fail(f"--format {table_format!r}: give markdown or csv")
+    if by not in ("method", "config"):
+        raise _fail(f"--by {by!r}: give method or config")
+    run = checked(read_run(target))
+    points = run.points
+    made = (
+        None
+        if points is None
+        else run_paper_table(run, points, "method" if by == "method" else "config")
+    )
+    if made is None or not made.rows:
+        raise _fail(f"{target}: no dataset points (the workload names no datasets, or none ran)")
+    if table_format == "markdown":  # the flags are listed below the table
+        typer.echo(paper_markdown(made), nl=False)
+        return
+    typer.echo(paper_csv(made), nl=False)
+    for flag in made.flags:  # CSV has a column for them; people read them here
+        typer.echo(f"flag: {flag}", err=True)

@@ -29,6 +29,7 @@ from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
+from sweeper.report.paper import PaperGrid, paper_grid, run_paper_table
 
 PROVENANCE_KEYS = [
     "sweep",
@@ -273,11 +274,17 @@ def render_html(
             bisect=bisect,
             diagnosis=load_diagnosis(view.run, view.manifest.get("follows")),
             datasets=dataset_section(view.run, view.points),
+            paper=_paper(view),
             sampled=_sampled(view),
             alpha=_alpha(spec),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )
+
+
+def _paper(view: RunView) -> PaperGrid | None:
+    table = run_paper_table(view.run, view.points)
+    return paper_grid(table) if table is not None else None
 
 
 def _alpha(spec: Any) -> str:

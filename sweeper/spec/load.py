@@ -21,6 +21,7 @@ from sweeper.spec.dataset_load import dataset_prompts
 from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import SpecError, SpecIssue, error_loc, error_message
 from sweeper.spec.model import Spec
+from sweeper.spec.reference import resolve_reference
 from sweeper.spec.workload import PromptSpec, WorkloadSpec
 from sweeper.spec.yaml_lines import YamlLines
 
@@ -64,6 +65,10 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = Non
         spec = _with_datasets(spec, lines, base_dir or Path.cwd())
     if spec.runtime.package is not None:
         spec = _with_package(spec, lines, base_dir or Path.cwd())
+    if spec.reference is not None:
+        labels = [d.label for d in spec.workload.datasets]
+        reference = resolve_reference(spec.reference, lines, base_dir or Path.cwd(), labels)
+        spec = spec.model_copy(update={"reference": reference})
     return spec
 
 

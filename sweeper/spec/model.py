@@ -15,6 +15,7 @@ from sweeper.spec.base import Int, NonEmptyStr, Number, Slug, StrictModel
 from sweeper.spec.errors import problem, problems
 from sweeper.spec.grid import GridSpec
 from sweeper.spec.hosts import HostSpec, LocalHostSpec, SlurmHostSpec, SSHHostSpec, host_shorthand
+from sweeper.spec.reference import ReferenceSpec
 from sweeper.spec.runtime import RuntimeSpec
 from sweeper.spec.search import SearchSpec
 from sweeper.spec.slo import SloSpec
@@ -112,6 +113,9 @@ class Spec(StrictModel):
     #: Measure only these points (ids as `sweeper plan` prints them; a point's restarts come
     #: with it) and the AR points they are compared with: a reproducer (`sweeper bisect`).
     only: list[NonEmptyStr] = Field(default_factory=list)
+    #: Published figures (speedup, tau per dataset and method) the run's tau is held against
+    #: (`sweeper.spec.reference`): a built-in table's name, or `{file: PATH, tolerance: 0.2}`.
+    reference: ReferenceSpec | None = None
 
     @field_validator("hosts", mode="before")
     @classmethod

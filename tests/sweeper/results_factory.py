@@ -60,6 +60,10 @@ class RunShape:
     text_chars: int | None = None  # None: realistic texts; an int: short fixed-length texts
     #: Write the columns of runs made before the `mode` column (`engine` was ar|ddtree).
     legacy: bool = False
+    #: Each request's `dataset`: prompt i's is datasets[i % len] (none: no dataset column).
+    datasets: Sequence[str] = ()
+    #: Spec keys added to the manifest's resolved spec (a `reference`, say).
+    spec: dict[str, Any] = field(default_factory=dict)
 
 
 def _point_table(shape: RunShape) -> pd.DataFrame:
@@ -175,6 +179,8 @@ def _requests(points: pd.DataFrame, shape: RunShape) -> tuple[pd.DataFrame, dict
             "_itl_mean": (e2e - ttft) / np.maximum(ntok - 1, 1),
         }
     )
+    if shape.datasets:
+        frame["dataset"] = np.array(shape.datasets, dtype=object)[prompt % len(shape.datasets)]
     return frame, lists
 
 
@@ -266,7 +272,7 @@ def make_run(root: Path, shape: RunShape | None = None) -> Path:
             h: {"name": h, "runtime_version": "0.1.0", "device": "cpu", "model": {"name": "tiny"}}
             for h in shape.hosts
         },
-        "spec": {"name": shape.sweep, "grid": {"budget": list(shape.budgets)}},
+        "spec": {"name": shape.sweep, "grid": {"budget": list(shape.budgets)}, **shape.spec},
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return run_dir
