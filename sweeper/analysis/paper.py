@@ -31,6 +31,7 @@ import pandas as pd
 from sweeper.analysis.objective import Interval
 from sweeper.config.columns import is_missing
 from sweeper.config.labels import first_restart_label, load_label, point_label
+from sweeper.spec.recipes import RECIPES
 from sweeper.spec.reference import ReferenceRow, ReferenceSpec
 
 #: The methods, in column order, and how a column reads without a reference naming them.
@@ -69,6 +70,13 @@ class PaperRow:
     dataset: str
     group: tuple[str, ...]
     cells: dict[str, PaperCell]
+
+    @property
+    def title(self) -> str:
+        """The dataset as the papers print it (a recipe's title: GSM8K, MT-Bench), else its
+        name."""
+        recipe = RECIPES.get(self.dataset)
+        return recipe.title if recipe is not None else self.dataset
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def paper_grid(table: PaperTable) -> PaperGrid:
                 published = cell.reference if cell is not None else None
                 text = _pair(published.speedup, published.tau) if published else "\u2014"
                 cells.append(GridCell(text, reference=True))
-        rows.append((row.dataset, cells))
+        rows.append((row.title, cells))
     return PaperGrid(heads, len(table.group_heads), rows, _notes(table), list(table.flags))
 
 

@@ -58,7 +58,7 @@ def test_markdown_is_the_papers_layout_with_the_reference_beside(tmp_path: Path)
     )
     assert lines[2].startswith("| *Temperature = 0*")
     gsm8k = lines[3].split(" | ")
-    assert gsm8k[0] == "| gsm8k" and gsm8k[1] == "1.00x / 1.00"
+    assert gsm8k[0] == "| GSM8K" and gsm8k[1] == "1.00x / 1.00"
     assert gsm8k[2].endswith("(b16 k1 bs8)** (tau low)")  # the factory's taus are far lower
     assert gsm8k[3] == "4.78x / 6.57" and gsm8k[5].rstrip(" |") == "6.75x / 9.54"
     assert lines[5].startswith("| *Temperature = 0.7*")
