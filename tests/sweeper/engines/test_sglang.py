@@ -23,9 +23,10 @@ from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError, RequestSpec
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
-from sweeper.spec import RuntimeSpec, Spec, load_spec, parse_spec
+from sweeper.spec import RuntimeSpec, Spec, parse_spec
 from tests.engines_oracles.oracle_process import sglang_resolve, sglang_serve, sse_events
 from tests.sweeper.json_server import serve
+from tests.sweeper.shipped_specs import load_shipped
 
 ROOT = Path(__file__).resolve().parents[3]
 PR_DATA = ROOT / "tests" / "engines_oracles" / "data" / "sglang_pr29907.json"
@@ -33,7 +34,7 @@ SPECS = sorted((ROOT / "sweeps").glob("*.yaml"))
 
 
 def _specs(preset: str) -> list[Spec]:
-    found = [load_spec(path) for path in SPECS]
+    found = [load_shipped(path) for path in SPECS]
     return [s for s in found if s.runtime.engine == "sglang" and s.runtime.preset == preset]
 
 

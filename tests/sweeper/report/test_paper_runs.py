@@ -48,7 +48,12 @@ def _spec(tmp: Path, name: str, package: Path | None) -> Path:
                 "name": "smollm2-ngram",
                 "source": "measured by this test's normal run",
                 "rows": [
-                    {"temperature": 0, "dataset": "handwritten", "method": "tree", "tau": REFERENCE_TAU}
+                    {
+                        "temperature": 0,
+                        "dataset": "handwritten",
+                        "method": "tree",
+                        "tau": REFERENCE_TAU,
+                    }
                 ],
             }
         )
