@@ -89,7 +89,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     ),
     "plan": (frozenset({"catalog", "config", "spec"}), "grid -> configs, points, restarts"),
     "spec": (frozenset({"catalog", "config", "results"}), "the YAML schema"),
-    "catalog": (frozenset(), "each engine as plain data"),
+    "catalog": (frozenset(), "each engine, and published reference tables, as plain data"),
     "results": (frozenset({"config"}), "record models, store, the one run loader, recovery"),
     "config": (frozenset(), "server and request configs: ids, labels, ranges, columns"),
     "poll": (frozenset(), "waits"),
