@@ -92,6 +92,8 @@ class PaperTable:
     reference: ReferenceSpec | None = None
     #: One line per flagged cell.
     flags: list[str] = field(default_factory=list)
+    #: Said when the reference's figures are for another model than the run served.
+    model_note: str = ""
 
     @property
     def reference_columns(self) -> list[str]:
@@ -104,12 +106,17 @@ class PaperTable:
 
 
 def paper_table(
-    dpoints: pd.DataFrame, by: By = "method", reference: ReferenceSpec | None = None
+    dpoints: pd.DataFrame,
+    by: By = "method",
+    reference: ReferenceSpec | None = None,
+    served_model: str | None = None,
 ) -> PaperTable:
-    """The run's dataset points in the papers' layout (see the module docstring)."""
+    """The run's dataset points in the papers' layout (see the module docstring);
+    `served_model`: the run's `runtime.model`, checked against the reference's."""
     cells = _config_cells(dpoints)
+    note = _model_note(reference, served_model)
     if cells.empty:
-        return PaperTable(by, [], {}, [], [], reference)
+        return PaperTable(by, [], {}, [], [], reference, model_note=note)
     group_heads = [h for h in ("host", "load") if cells[h].nunique() > 1]
     titles = dict(METHOD_TITLES)
     table = reference.table if reference is not None else None
@@ -135,7 +142,24 @@ def paper_table(
                 flags.append(_flag(cell, float(temperature), str(dataset), titles, reference))
         rows.append(PaperRow(float(temperature), str(dataset), tuple(map(str, rest)), chosen))
     rows.sort(key=lambda r: r.temperature)  # stable: datasets keep the run's order
-    return PaperTable(by, columns, titles, group_heads, rows, reference, flags)
+    return PaperTable(by, columns, titles, group_heads, rows, reference, flags, note)
+
+
+def _model_note(reference: ReferenceSpec | None, served: str | None) -> str:
+    """A reference for another model than the one served (compared by their last path part,
+    so `/data/hf/Qwen3-8B` is `Qwen/Qwen3-8B`): its taus say little about this build."""
+    table = reference.table if reference is not None else None
+    if table is None or not table.model or not served:
+        return ""
+    if (
+        table.model.rstrip("/").rsplit("/", 1)[-1].lower()
+        == served.rstrip("/").rsplit("/", 1)[-1].lower()
+    ):
+        return ""
+    return (
+        f"{table.name}'s figures are for {table.model}; this run served {served}: its taus "
+        "are another model's"
+    )
 
 
 def _config_cells(dpoints: pd.DataFrame) -> pd.DataFrame:

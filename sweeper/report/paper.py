@@ -54,7 +54,8 @@ def run_paper_table(run: Run, points: pd.DataFrame, by: By = "method") -> PaperT
     if not has_datasets(requests):
         return None
     spec = run.manifest.spec if run.manifest else {}
-    return paper_table(dataset_points(points, requests), by, reference_of(spec))
+    served = (spec.get("runtime") or {}).get("model")
+    return paper_table(dataset_points(points, requests), by, reference_of(spec), served)
 
 
 def paper_grid(table: PaperTable) -> PaperGrid:
@@ -213,4 +214,6 @@ def _notes(table: PaperTable) -> list[str]:
             "speedups depend on the hardware and are never flagged"
         )
         notes.append("; ".join(parts))
+    if table.model_note:
+        notes.append(table.model_note)
     return notes

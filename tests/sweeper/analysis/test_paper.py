@@ -165,3 +165,24 @@ def test_reference_is_read_back_from_a_manifest_spec() -> None:
     spec = _table([ReferenceRow(temperature=0, dataset="gsm8k", method="tree", tau=3)])
     assert reference_of({"reference": spec.model_dump()}) == spec
     assert reference_of({"name": "old run"}) is None
+
+
+def test_a_reference_for_another_model_is_said() -> None:
+    rates = {("ar", 0, "gsm8k"): 10.0, ("b16-k4-bs8-cg0", 0, "gsm8k"): 30.0}
+    points, requests = _frames(rates, {("b16-k4-bs8-cg0", 0, "gsm8k"): 8})
+    table = ReferenceTable(
+        name="paper",
+        source="a test",
+        model="Qwen/Qwen3-8B",
+        rows=[ReferenceRow(temperature=0, dataset="gsm8k", method="tree", tau=3)],
+    )
+    reference = ReferenceSpec(table=table)
+    dpoints = dataset_points(points, requests)
+    assert (
+        paper_table(dpoints, reference=reference, served_model="/data/hf/Qwen3-8B").model_note == ""
+    )
+    other = paper_table(dpoints, reference=reference, served_model="smollm2-135m").model_note
+    assert other == (
+        "paper's figures are for Qwen/Qwen3-8B; this run served smollm2-135m: its taus are "
+        "another model's"
+    )
