@@ -1,9 +1,11 @@
 """Suite-wide pytest plugins: the disposable SSH + systemd test hosts and the Slurm cluster
 (root-only fixtures), the `root` marker derived from them (tests/root_marker.py), and CI's rule
-that no test may skip (tests/ci_rules.py)."""
+that no test may skip (tests/ci_rules.py), and the session's own state directory (the local
+host's lease: tests/state_dir.py)."""
 
 pytest_plugins = [
     "tests.ci_rules",
+    "tests.state_dir",
     "tests.root_marker",
     "tests.sweeper.testhost_fixture",
     "tests.slurm_fixture",

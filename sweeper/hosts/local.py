@@ -1,4 +1,5 @@
-"""The controller's own machine as a `Host`: commands run as subprocesses, no tunnel needed."""
+"""The controller's own machine as a `Host`: commands run as subprocesses, no tunnel needed;
+its state directory (where its lease lies) and what /proc says of a process's start."""
 
 from __future__ import annotations
 
@@ -10,6 +11,27 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from sweeper.hosts import CommandResult, HostError
+
+
+def local_state_dir() -> str:
+    """The controller machine's own state directory (its host lease): `$SWEEPER_STATE_DIR`,
+    else `$XDG_STATE_HOME/ddtree-sweeper`, else `~/.local/state/ddtree-sweeper`."""
+    explicit = os.environ.get("SWEEPER_STATE_DIR")
+    if explicit:
+        return str(Path(explicit).expanduser().resolve())
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return str(Path(base) / "ddtree-sweeper")
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (field 22 of /proc/pid/stat): with the
+    pid, it names one process (a recycled pid has another start). None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    return int(stat.rsplit(")", 1)[1].split()[19])
 
 
 class LocalHost:

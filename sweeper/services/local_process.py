@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from sweeper.engines.launch import Launch
+from sweeper.hosts.local import process_start_ticks
 from sweeper.poll import WaitTimeout, wait_until
 from sweeper.services import Instance, ServiceError, ServiceState
 
@@ -57,14 +58,9 @@ def _wait_group_gone(pgid: int, timeout: float) -> bool:
     return True
 
 
-def _proc_start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot (field 22 of /proc/pid/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -139,7 +135,11 @@ class ProcessService:
                 raise ServiceError(f"cannot start {launch.argv[0]!r}: {exc}") from exc
         self._launch = launch
         pid = self._proc.pid
-        record = {"pid": pid, "start_ticks": _proc_start_ticks(pid), "launch_id": launch.launch_id}
+        record = {
+            "pid": pid,
+            "start_ticks": process_start_ticks(pid),
+            "launch_id": launch.launch_id,
+        }
         tmp = self.pidfile.with_suffix(".tmp")
         tmp.write_text(json.dumps(record))
         os.replace(tmp, self.pidfile)
@@ -167,43 +167,46 @@ class ProcessService:
         if proc is None:
             return
         pgid = proc.pid  # start_new_session: the child leads its own group
-        self._signal_group(pgid, signal.SIGTERM)
+        _signal_group(pgid, signal.SIGTERM)
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self._signal_group(pgid, signal.SIGKILL)
+            _signal_group(pgid, signal.SIGKILL)
             proc.wait(timeout=10)
         # Children of the runtime (if any) share the group: wait for all of them.
         if not _wait_group_gone(pgid, timeout):
-            self._signal_group(pgid, signal.SIGKILL)
+            _signal_group(pgid, signal.SIGKILL)
         if self._launch is not None and not wait_port_free(self._launch.port, timeout):
             raise ServiceError(f"port {self._launch.port} still in use after stopping")
         self.pidfile.unlink(missing_ok=True)
 
     def reap_stale(self, timeout: float = 15.0) -> bool:
-        """Stop an instance recorded in the pidfile by an earlier sweeper (e.g. killed -9).
+        """Stop an instance recorded in the pidfile by an earlier sweeper (e.g. killed -9);
+        True when one was found and stopped (`reap_pidfile`)."""
+        mine = self._proc.pid if self._proc is not None else None
+        return reap_pidfile(self.pidfile, timeout, keep=mine)
 
-        Only the exact process recorded (same pid and start time) is signalled, with its group.
-        Returns True when one was found and stopped.
-        """
-        try:
-            record = json.loads(self.pidfile.read_text())
-        except (OSError, ValueError):
-            return False
-        pid = int(record.get("pid", 0))
-        if pid <= 0 or self._proc is not None and self._proc.pid == pid:
-            return False
-        if _proc_start_ticks(pid) != record.get("start_ticks"):
-            self.pidfile.unlink(missing_ok=True)
-            return False
-        self._signal_group(pid, signal.SIGTERM)
-        if not _wait_group_gone(pid, timeout):
-            self._signal_group(pid, signal.SIGKILL)
-            _wait_group_gone(pid, 5.0)
-        self.pidfile.unlink(missing_ok=True)
-        return True
 
-    @staticmethod
-    def _signal_group(pgid: int, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, sig)
+def reap_pidfile(pidfile: Path, timeout: float = 15.0, keep: int | None = None) -> bool:
+    """Stop the instance a `ProcessService` pidfile records (an earlier sweeper's, killed -9,
+    or a dead run whose host lease is taken over), with its group, and remove the pidfile.
+
+    Only the exact process recorded (same pid and start time) is signalled, never `keep`.
+    Returns True when one was found and stopped.
+    """
+    try:
+        record = json.loads(Path(pidfile).read_text())
+    except (OSError, ValueError):
+        return False
+    pid = int(record.get("pid", 0))
+    if pid <= 0 or pid == keep:
+        return False
+    if process_start_ticks(pid) != record.get("start_ticks"):
+        Path(pidfile).unlink(missing_ok=True)
+        return False
+    _signal_group(pid, signal.SIGTERM)
+    if not _wait_group_gone(pid, timeout):
+        _signal_group(pid, signal.SIGKILL)
+        _wait_group_gone(pid, 5.0)
+    Path(pidfile).unlink(missing_ok=True)
+    return True
