@@ -1,7 +1,10 @@
-"""The shipped specs of sweeps/, loaded on a machine that has no hub datasets (CI has no network):
-a recipe read from the Hugging Face hub is pointed (`hf:`) at a small local copy in the hub's
-layout, written here with the columns its template reads. Everything else of the spec (hosts,
-runtime, grid, the reference) loads as shipped, through the real `datasets` loading code.
+"""The shipped specs of sweeps/ and bench/specs/, loaded on a machine that has no hub datasets
+(CI has no network) and no planted runtime built: a recipe read from the Hugging Face hub is
+pointed (`hf:`) at a small local copy in the hub's layout, written here with the columns its
+template reads; a `runtime.package` not built here (the bench specs' planted runtimes, under the
+git-ignored results/) is an unpatched copy of the runtime, which plans the same (the fault only
+shows when it serves). Everything else of the spec (hosts, runtime, grid, the reference) loads as
+shipped, through the real `datasets` loading code.
 
 The rows are test rows (`Row 3: ...`), never the dataset's own text: they check the spec, the
 loader and the templates, not the data.
@@ -19,6 +22,7 @@ import yaml
 
 from sweeper.spec import Spec, load_spec
 from sweeper.spec.recipes import RECIPES
+from tests.sweeper.planted import plant_fault
 
 #: Rows in the columns each hub recipe's template reads.
 _COLUMNS: dict[str, tuple[str, ...]] = {
@@ -57,16 +61,29 @@ def local_hub_copy(root: Path, recipe: str, rows: int = 4) -> Path:
     return directory
 
 
-def load_shipped(path: Path) -> Spec:
-    """`load_spec(path)`, its hub recipes read from local copies (see the module docstring)."""
+def shipped_here(path: Path, root: Path | None = None) -> Path:
+    """The shipped spec at `path` as this machine can load it: `path` itself when it can, else a
+    copy under `root` (default: a fresh temporary directory) with its hub recipes read from
+    local copies and a package that is not built here replaced (see the module docstring)."""
     data: dict[str, Any] = yaml.safe_load(path.read_text())
     datasets = (data.get("workload") or {}).get("datasets") or []
     hub = [d for d in datasets if RECIPES.get(d.get("recipe", "")) and RECIPES[d["recipe"]].hf]
-    if not hub:
-        return load_spec(path)
-    root = Path(tempfile.mkdtemp(prefix="shipped-"))
+    runtime = data.get("runtime") or {}
+    package = runtime.get("package")
+    if not hub and package is None:
+        return path
+    root = root if root is not None else Path(tempfile.mkdtemp(prefix="shipped-"))
     for dataset in hub:
         dataset["hf"] = str(local_hub_copy(root / "hub", dataset["recipe"]))
+    if package is not None:
+        built = (path.parent / package).resolve()
+        here = (built / "ddtree_runtime" / "__main__.py").is_file()
+        runtime["package"] = str(built if here else plant_fault(root / "package", None))
     copy = root / path.name
     copy.write_text(yaml.safe_dump(data, sort_keys=False))
-    return load_spec(copy)
+    return copy
+
+
+def load_shipped(path: Path) -> Spec:
+    """`load_spec` of the shipped spec at `path` as this machine can load it (`shipped_here`)."""
+    return load_spec(shipped_here(path))
