@@ -43,7 +43,12 @@ from sweeper.engines.common import (
 )
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered
-from sweeper.engines.sglang_negotiate import negotiate_sglang, tokenize
+from sweeper.engines.sglang_negotiate import (
+    PROMPT_IDS_AT,
+    negotiate_sglang,
+    plain_chat_text,
+    prompt_ids,
+)
 from sweeper.engines.sglang_stream import GENERATE_PATH, SGLangReader, generate_body
 from sweeper.engines.stream import ChunkReader
 
@@ -81,8 +86,9 @@ class SGLang(ModuleServer):
     #: Output-length fields it takes (SGLang's OpenAI server takes both as extra sampling fields).
     length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
 
-    #: Prompt text (or messages) -> token ids from /tokenize, shared by every server config and
-    #: host of the run (the AR baseline, which starts first, tokenizes), so all get the same.
+    #: Prompt text (or messages) -> token ids from /tokenize or the chat route, shared by every
+    #: server config and host of the run (the AR baseline, which starts first, asks), so all
+    #: get the same.
     _prompt_ids: dict[str, list[int]] = {}
     _prompt_lock = threading.Lock()
 
@@ -152,15 +158,8 @@ class SGLang(ModuleServer):
         self, client: httpx.Client, base_url: str, server_config: ServerConfig,
         probe: RequestSpec, model: str | None,
     ) -> Capabilities:  # fmt: skip
-        caps = negotiate_sglang(
-            self, client, base_url, server_config.mode == "speculative", probe, model
-        )
-        if caps.details.get("prompt") == "input_ids from /tokenize":
-            caps = Capabilities(
-                caps.token_ids, caps.acceptance, caps.margins, caps.evidence,
-                {**caps.details, "tokenize_at": base_url},
-            )  # fmt: skip
-        return caps
+        speculative = server_config.mode == "speculative"
+        return negotiate_sglang(self, client, base_url, speculative, probe, model)
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
         caps = self.capabilities
@@ -168,8 +167,10 @@ class SGLang(ModuleServer):
             prompt: list[int] | str = spec.prompt
             if spec.prompt_token_ids is not None:  # a synthetic prompt: its ids as given
                 prompt = list(spec.prompt_token_ids)
-            elif caps.details.get("tokenize_at"):
-                prompt = self.prompt_ids(spec, model, str(caps.details["tokenize_at"]))
+            elif caps.details.get(PROMPT_IDS_AT):
+                prompt = self.prompt_ids(spec, model, str(caps.details[PROMPT_IDS_AT]))
+            elif spec.chat:  # no ids for it anywhere: the same plain text for every config
+                prompt = plain_chat_text(spec)
             return HttpRequest(
                 GENERATE_PATH, generate_body(spec, prompt, margins=self.margins_allowed())
             )
@@ -184,15 +185,16 @@ class SGLang(ModuleServer):
         return HttpRequest(api_path(spec), body)
 
     def prompt_ids(self, spec: RequestSpec, model: str | None, base_url: str) -> list[int]:
-        """The prompt's ids from the first server asked (`_prompt_ids`); EngineError when
-        `/tokenize` that answered in negotiation no longer does."""
+        """The prompt's ids from the first server asked (`_prompt_ids`), by the negotiated
+        source; EngineError when the source that answered in negotiation no longer does."""
         key = json.dumps([self.runtime.model, spec.prompt, spec.messages, spec.chat], default=list)
+        source = str(self.capabilities.details.get("prompt")) if self.capabilities else ""
         with self._prompt_lock:
             if key not in self._prompt_ids:
                 with httpx.Client(timeout=30.0) as client:
-                    ids = tokenize(client, base_url, spec, model)
+                    ids = prompt_ids(client, base_url, spec, model, source)
                 if ids is None:
-                    raise EngineError(f"{base_url}/tokenize gave no ids for {spec.prompt_id}")
+                    raise EngineError(f"{base_url}: {source} gave none for {spec.prompt_id}")
                 self._prompt_ids[key] = ids
             return list(self._prompt_ids[key])
 

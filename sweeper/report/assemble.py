@@ -19,6 +19,7 @@ from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.analysis.verdicts import CLEAN_VERDICTS, worst_by_group
 from sweeper.config.labels import point_label, point_label_long
 from sweeper.report.outputs import Divergence, load_divergences
+from sweeper.results.manifest import PROMPT_PLAIN_CHAT
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord
 
@@ -157,7 +158,39 @@ def _missing_notes(
         )
     if not run.has_requests:
         notes.append(f"No {REQUESTS_PARQUET}: latency distributions and outputs are unavailable.")
+    plain = _plain_chat_servers(manifest)
+    if plain:
+        notes.append(
+            f"Chat prompts went to {', '.join(plain)} as plain 'role: content' text (the build "
+            "has no /tokenize and its chat route gives no prompt ids): not the model's chat "
+            "template, so tau and speedups are not those of chat use. Every config got the "
+            "same text; outputs are still judged on their token ids."
+        )
     return notes
+
+
+def negotiated(manifest: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """Each server's (host/config) negotiated capabilities as the manifest records them, with
+    `details` always a dict; servers negotiated nothing with are left out."""
+    identities = (manifest or {}).get("identities") or {}
+    out = []
+    for name, record in identities.items() if isinstance(identities, dict) else ():
+        caps = record.get("capabilities") if isinstance(record, dict) else None
+        if isinstance(caps, dict):
+            details = caps.get("details")
+            out.append(
+                (str(name), {**caps, "details": details if isinstance(details, dict) else {}})
+            )
+    return out
+
+
+def _plain_chat_servers(manifest: dict[str, Any] | None) -> list[str]:
+    """The servers sent chat prompts as plain text (`PROMPT_PLAIN_CHAT`)."""
+    return [
+        n for n, caps in negotiated(manifest) if caps["details"].get("prompt") == PROMPT_PLAIN_CHAT
+    ]
+
+
 
 
 def _failures(points: pd.DataFrame, run_dir: Path) -> list[Failure]:

@@ -23,7 +23,7 @@ from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.sampled import proofs
 from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.config.labels import load_label
-from sweeper.report.assemble import RunView
+from sweeper.report.assemble import RunView, negotiated
 from sweeper.report.badges import badges
 from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
@@ -31,6 +31,8 @@ from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
 from sweeper.report.paper import PaperGrid, paper_grid, run_paper_table
 
+#: The negotiated capabilities the report shows per server (`_servers`).
+SERVER_KEYS = ("token_ids", "acceptance", "margins", "sampling")
 PROVENANCE_KEYS = [
     "sweep",
     "run_id",
@@ -215,6 +217,19 @@ def _provenance(manifest: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def _servers(manifest: dict[str, Any]) -> list[dict[str, str]]:
+    """What each server config's instance gave and the paths chosen (its negotiated
+    capabilities: token ids, acceptance, margins, sampling, and how prompts were sent)."""
+    return [
+        {
+            "server": name,
+            **{key: str(caps.get(key) or "") for key in SERVER_KEYS},
+            "prompt": str(caps["details"].get("prompt") or ""),
+        }
+        for name, caps in negotiated(manifest)
+    ]
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
@@ -262,6 +277,7 @@ def render_html(
             provenance=_provenance(view.manifest),
             hosts=hosts,
             host_columns=host_columns,
+            servers=_servers(view.manifest),
             spec_text=json.dumps(spec, indent=2, default=str) if spec else "",
             summary=_summary(view, drifted),
             drift=drift,

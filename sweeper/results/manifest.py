@@ -49,6 +49,17 @@ class HostFacts(BaseModel):
     system: dict[str, str] = Field(default_factory=dict)
 
 
+#: How a server was sent the written prompts: an identity's `capabilities.details.prompt`
+#: (SGLang's negotiation names it, `sweeper.engines.sglang_negotiate`; the report shows it).
+PROMPT_TOKENIZE = "input_ids from /tokenize"
+PROMPT_CHAT_ROUTE = "input_ids from the chat route (return_prompt_token_ids)"
+PROMPT_TEXT = "text"
+PROMPT_MESSAGES = "chat messages (the server's chat template)"
+#: Chat messages as `role: content` lines: NOT the model's chat template, so the acceptance
+#: measured is not that of chat use (only exactness and relative speed are comparable).
+PROMPT_PLAIN_CHAT = "chat messages as plain text (no /tokenize)"
+
+
 class IdentityRecord(BaseModel):
     """How a server config's instance was proven to be the one requested, and what was not."""
 

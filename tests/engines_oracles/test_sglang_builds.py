@@ -23,9 +23,11 @@ import httpx
 import pytest
 
 from sweeper.config import ServerConfig
-from sweeper.engines.base import RequestSpec
+from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.capabilities import probe
 from sweeper.engines.sglang import SGLang
+from sweeper.engines.sglang_negotiate import PROMPT_IDS_AT, chat_route_ids, tokenize
+from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_PLAIN_CHAT
 from sweeper.spec import RuntimeSpec
 from tests.engines_oracles.oracle_process import (
     HERE,
@@ -132,6 +134,36 @@ def test_every_request_carries_ids_and_none_asks_for_logprobs(live: tuple[str, s
                 # One output per prompt whatever the temperature (a lossless decoder's).
                 assert seen.setdefault(prompt_id, fields["token_ids"]) == fields["token_ids"]
     assert len({tuple(ids) for ids in seen.values()}) == len(PROMPTS)
+
+
+def test_a_chat_prompt_needs_no_tokenize(live: tuple[str, str]) -> None:
+    """For a build without /tokenize (issue 32): SGLang's chat route, asked for
+    `return_prompt_token_ids` (non-streamed), gives a chat prompt's ids exactly as /tokenize
+    renders its messages (the model's template), and /generate streams output ids for those
+    ids or for the plain-text rendering the sweeper falls back to."""
+    version, url = live
+    system = {"role": "system", "content": "the sea"}
+    chat = RequestSpec(
+        prompt_id="chat", prompt="", max_tokens=6, temperature=0.0, chat=True,
+        messages=(system, {"role": "user", "content": PROMPTS["tide"]}),
+    )  # fmt: skip
+    with httpx.Client() as client:
+        ids = chat_route_ids(client, url, chat, "m")
+        assert ids and ids == tokenize(client, url, chat, "m"), version
+        for details in (
+            {"prompt": PROMPT_CHAT_ROUTE, PROMPT_IDS_AT: url},
+            {"prompt": PROMPT_PLAIN_CHAT},
+        ):
+            SGLang._prompt_ids.clear()
+            caps = Capabilities("native", "requests", "baseline", details=details)
+            engine = SGLang(RUNTIME).bind(caps)
+            request = engine.request(chat, "m")
+            assert ("input_ids" in request.body) == (details["prompt"] == PROMPT_CHAT_ROUTE)
+            result = probe(client, url, request, engine.reader(chat))
+            assert result.ok and result.reader is not None, (version, result.error)
+            fields = result.reader.fields()
+            assert len(fields["token_ids"]) == chat.max_tokens and fields["tau"] == 2.0, fields
+            assert result.reader.usage_mismatch() is None
 
 
 def test_the_scheduler_refuses_logprobs_as_pr_29907s_does(live: tuple[str, str]) -> None:

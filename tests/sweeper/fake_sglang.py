@@ -18,7 +18,12 @@ the real-SGLang oracles are in tests/engines_oracles):
 - `/server_info` with the resolved args: every flag passed, typed, and
   `speculative_algorithm` (None without one); `/tokenize`; `/metrics` (`--enable-metrics`)
   with `sglang:generation_tokens_total` and `sglang:spec_verify_calls_total`; FAKE_NO_TOKENIZE=1
-  removes `/tokenize` (a build without it).
+  removes `/tokenize` (a build without it: 404), FAKE_NO_GENERATE=1 `/generate`.
+- A non-streamed chat completion with `return_prompt_token_ids` (SGLang >= PR #19731, March
+  2026) carries the prompt's ids as the chat route rendered them in `choices[0]`;
+  FAKE_NO_PROMPT_IDS=1 ignores the field (an older build or a fork), as SGLang ignores unknown
+  fields. FAKE_REQUEST_LOG=<file> appends each `/generate` and OpenAI body received, one JSON
+  line `{"algorithm", "path", "body"}` per request (every config of a sweep may share the file).
 - DDTREE's effective behaviour: a chain at budget <= block_size - 1 (topk unused), else a tree
   of width min(max(budget // (block_size - 1) + 1, 2), vocab, SGLANG_DDTREE_MAX_TOPK (6)).
   Acceptance is a pure function of that behaviour, so two labels of one behaviour answer alike.
@@ -136,12 +141,21 @@ class FakeSGLang:
             text = render_chat(body["messages"]) if body.get("messages") else body["prompt"]
             ids = tokenize(text)
             await _json(send, 200, {"tokens": ids, "count": len(ids), "max_model_len": 4096})
-        elif path == "/generate":
-            await self.generate(await _body(receive), send)
+        elif path == "/generate" and not os.environ.get("FAKE_NO_GENERATE"):
+            await self.generate(self._logged(path, await _body(receive)), send)
         elif path in ("/v1/completions", "/v1/chat/completions"):
-            await self.openai(await _body(receive), send, chat=path.endswith("chat/completions"))
+            body = self._logged(path, await _body(receive))
+            await self.openai(body, send, chat=path.endswith("chat/completions"))
         else:
             await _json(send, 404, {"detail": "Not Found"})
+
+    def _logged(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        log = os.environ.get("FAKE_REQUEST_LOG")
+        if log:
+            line = json.dumps({"algorithm": self.algorithm, "path": path, "body": body})
+            with open(log, "a") as f:  # one write per line: appends do not interleave
+                f.write(line + "\n")
+        return body
 
     def _acceptance(self, n: int) -> dict[str, Any]:
         steps = max(1, -(-(n - 1) // self.per_step)) if n > 1 else 1
@@ -222,6 +236,9 @@ class FakeSGLang:
         text = render_chat(body["messages"]) if chat else str(body.get("prompt", ""))
         n = int(body.get("max_tokens", 16))
         ids = output_ids(tokenize(text), n)
+        if not body.get("stream"):
+            await self.whole(body, send, text, ids, chat=chat)
+            return
         await _start_stream(send)
         for i, tok in enumerate(ids):
             piece = f"w{tok} "
@@ -237,6 +254,22 @@ class FakeSGLang:
         await _event(send, {"id": "c", "choices": [], "usage": usage})
         self._count(n)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    async def whole(
+        self, body: dict[str, Any], send: Any, prompt: str, ids: list[int], *, chat: bool
+    ) -> None:
+        """A non-streamed answer (its prompt's ids where a chat asks and the build gives them)."""
+        text = "".join(f"w{t} " for t in ids)
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text}
+            if body.get("return_prompt_token_ids") and not os.environ.get("FAKE_NO_PROMPT_IDS"):
+                choice["prompt_token_ids"] = tokenize(prompt)
+        else:
+            choice["text"] = text
+        usage = {"prompt_tokens": 3, "completion_tokens": len(ids)}
+        await _json(send, 200, {"id": "c", "choices": [choice], "usage": usage})
+        self._count(len(ids))
 
 
 async def _body(receive: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from sweeper.config import ServerConfig
 from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.capabilities import CapabilityError, probe
 from sweeper.engines.sglang import SGLang, read_metrics
+from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_PLAIN_CHAT, PROMPT_TEXT
 from sweeper.spec import RuntimeSpec
 from tests.sweeper import fake_sglang
 from tests.sweeper.conftest import serving
@@ -133,12 +134,61 @@ def test_without_metrics_the_build_lacks_acceptance_and_says_so(port: int) -> No
 
 
 def test_a_build_with_no_ids_anywhere_fails_with_one_line(port: int) -> None:
-    """A chat prompt on a build whose /tokenize is gone: no sglext ids, no native prompt."""
+    """A chat prompt on a build with neither /tokenize nor /generate: no sglext ids, no native
+    path."""
     chat = RequestSpec(prompt_id="c", prompt="hi", max_tokens=4, temperature=0.0, chat=True)
-    with served(port, env={"FAKE_NO_TOKENIZE": "1"}) as url, pytest.raises(CapabilityError) as err:
+    env = {"FAKE_NO_TOKENIZE": "1", "FAKE_NO_GENERATE": "1"}
+    with served(port, env=env) as url, pytest.raises(CapabilityError) as err:
         _negotiate(url, AR, chat)
     message = str(err.value)
     assert message.startswith("this build gives no token ids:") and "\n" not in message
+    assert "/tokenize: no ids" in message and "native /generate: HTTP 404" in message
+
+
+CHAT = RequestSpec(
+    prompt_id="nt", prompt="", max_tokens=7, temperature=0.0, chat=True,
+    messages=({"role": "system", "content": "be brief"}, {"role": "user", "content": "the moon"}),
+)  # fmt: skip
+#: Builds without /tokenize: (env, workload prompt, the prompt source negotiated).
+NO_TOKENIZE = {
+    "completions": ({}, PROMPT, PROMPT_TEXT),
+    "chat": ({}, CHAT, PROMPT_CHAT_ROUTE),
+    "chat, no prompt ids": ({"FAKE_NO_PROMPT_IDS": "1"}, CHAT, PROMPT_PLAIN_CHAT),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_TOKENIZE))
+def test_without_tokenize_every_config_gets_the_same_prompt(port: int, case: str) -> None:
+    """A build without /tokenize still takes the native path with token-id verdicts: a chat
+    prompt's ids from the chat route where it gives them (the model's own template), else its
+    text (a chat prompt as plain lines); the AR baseline and the speculative server are sent
+    the same body's prompt, answer the same ids, and the capabilities name the source."""
+    extra, spec, source = NO_TOKENIZE[case]
+    env = {"FAKE_NO_TOKENIZE": "1", **extra}
+    SGLang._prompt_ids.clear()  # the run's shared ids: this test's AR server asks first
+    sent, fields = {}, {}
+    for mode, sc, args in (("ar", AR, ()), ("speculative", DDTREE, SPEC_ARGS)):
+        with served(port, *args, env=env) as url:
+            caps = _negotiate(url, sc, spec)
+            engine = SGLang(RUNTIME).bind(caps)
+            sent[mode] = engine.request(spec, "m").body
+            fields[mode] = _stream(url, engine, spec)
+        assert (caps.token_ids, caps.details["prompt"]) == ("native", source), caps.evidence
+        assert caps.acceptance == ("requests" if mode == "speculative" else "not needed")
+        assert any(line == "/tokenize: no ids" for line in caps.evidence)
+    prompt = {k: v for k, v in sent["ar"].items() if k in ("text", "input_ids")}
+    assert prompt == {k: sent["speculative"][k] for k in prompt}, sent
+    if source == PROMPT_CHAT_ROUTE:  # the ids the chat route renders: its template's
+        rendered = fake_sglang.render_chat([dict(m) for m in CHAT.messages or ()])
+        assert prompt == {"input_ids": fake_sglang.tokenize(rendered)}
+    elif source == PROMPT_PLAIN_CHAT:
+        assert prompt == {"text": "system: be brief\nuser: the moon\nassistant:"}
+        assert any("not the model's chat template" in line for line in caps.evidence)
+    else:
+        assert prompt == {"text": PROMPT.prompt}
+    assert fields["ar"]["token_ids"] == fields["speculative"]["token_ids"]
+    assert len(fields["ar"]["token_ids"]) == spec.max_tokens
+    assert fields["speculative"]["token_ids_source"] == "native" and fields["speculative"]["tau"]
 
 
 def test_read_metrics_sums_label_sets() -> None:

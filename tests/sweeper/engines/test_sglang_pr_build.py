@@ -6,16 +6,19 @@ labels the PR's rules make one server (b7-k1, b7-k4: a chain, topk unused) are m
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 import yaml
 
+from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_PLAIN_CHAT, PROMPT_TEXT
 from sweeper.results.store import RunStore
-from tests.sweeper.fake_sglang import shim_env
+from tests.sweeper.fake_sglang import render_chat, shim_env, tokenize
 
 #: The preset's flags without its effective-config rules (a fork's own mapping): the plan then
 #: measures b7-k1 and b7-k4 apart, and only the run can tell they were one server.
@@ -45,9 +48,14 @@ def _run(spec: Path, results: Path) -> tuple[Path, pd.DataFrame]:
 
 
 def _spec(
-    tmp: Path, port: int, api: str, mapping: dict | None = None, runtime: dict | None = None
+    tmp: Path,
+    port: int,
+    api: str,
+    mapping: dict | None = None,
+    runtime: dict | None = None,
+    **overrides: Any,
 ) -> Path:
-    spec = {
+    spec: dict[str, Any] = {
         "name": "prbuild",
         "hosts": ["local"],
         "runtime": {
@@ -81,6 +89,8 @@ def _spec(
             "seed": 7,
         },
     }
+    for key, value in overrides.items():  # grid or workload keys
+        spec["grid" if key in spec["grid"] else "workload"][key] = value
     path = tmp / f"prbuild-{api}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -171,3 +181,72 @@ def test_a_speed_baseline_apart_from_the_exactness_baseline(tmp_path: Path, port
     report = _sweeper("report", str(run_dir))
     html = Path(report.stdout.strip().splitlines()[-1]).read_text()
     assert "vs speed baseline" in html and "the exactness baseline" in html
+
+
+#: A chat workload with a system message and a text prompt (one user message).
+CHAT_PROMPTS: list[dict[str, Any]] = [
+    {
+        "id": "sys",
+        "messages": [
+            {"role": "system", "content": "answer in one line"},
+            {"role": "user", "content": "why is the sea salty"},
+        ],
+    },
+    {"id": "txt", "text": "tell me about tides"},
+]
+#: Builds without /tokenize: (api, the fake's switches, the prompt source negotiated).
+NO_TOKENIZE = {
+    "completions": ("completions", {}, PROMPT_TEXT),
+    "chat": ("chat", {}, PROMPT_CHAT_ROUTE),
+    "chat without prompt ids": ("chat", {"FAKE_NO_PROMPT_IDS": "1"}, PROMPT_PLAIN_CHAT),
+}
+
+
+@pytest.mark.parametrize("case", list(NO_TOKENIZE))
+def test_a_sweep_of_a_build_without_tokenize(tmp_path: Path, port: int, case: str) -> None:
+    """Issue 32: a build without /tokenize. Every point is ok with token-id verdicts; every
+    config and the AR baseline were sent the same prompt in every /generate body (ids from the
+    chat route, or the same text: a chat prompt as plain lines); the manifest and the report
+    name the prompt source, and the report says plain chat text is not the chat template."""
+    api, switches, source = NO_TOKENIZE[case]
+    log = tmp_path / "requests.jsonl"
+    env = {**shim_env(tmp_path), "FAKE_START_DELAY": "0.3", "FAKE_NO_TOKENIZE": "1"}
+    env.update(FAKE_REQUEST_LOG=str(log), **switches)
+    prompts = CHAT_PROMPTS if api == "chat" else CHAT_PROMPTS[1:]
+    spec = _spec(tmp_path, port, api, runtime={"env": env}, budget=[16], topk=[4], prompts=prompts)
+    run_dir, points = _run(spec, tmp_path / "results")
+    assert sorted(points.index) == ["local-ar-cg0-t0-c1", "local-b16-k4-bs8-cg0-t0-c1"]
+    assert (points.status == "ok").all() and (points.token_ids_source == "native").all()
+    assert points.loc["local-b16-k4-bs8-cg0-t0-c1", "determinism"] == "exact"
+    requests = pd.read_parquet(run_dir / "requests.parquet")
+    assert (requests.token_ids_source == "native").all() and (requests.output_tokens == 12).all()
+    assert (requests.groupby("prompt_id")["sha256"].nunique() == 1).all()
+    manifest = RunStore.open(run_dir).manifest
+    for label in ("ar-cg0", "b16-k4-bs8-cg0"):
+        caps = manifest.identities[f"local/{label}"].capabilities
+        assert caps is not None and caps["token_ids"] == "native", caps
+        assert caps["details"]["prompt"] == source and "/tokenize: no ids" in caps["evidence"]
+    # What every /generate body carried as its prompt, per server (probes and warm-up too).
+    sent: dict[str, set[str]] = {"ar": set(), "speculative": set()}
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["path"] == "/generate":
+            body = entry["body"]
+            prompt = {k: body[k] for k in ("text", "input_ids") if k in body}
+            sent["speculative" if entry["algorithm"] else "ar"].add(json.dumps(prompt))
+    assert sent["ar"] == sent["speculative"], sent
+    messages = [p.get("messages") or [{"role": "user", "content": p["text"]}] for p in prompts]
+    want: list[dict[str, Any]]
+    if source == PROMPT_CHAT_ROUTE:  # the ids the chat route renders with the model's template
+        want = [{"input_ids": tokenize(render_chat(m))} for m in messages]
+    elif source == PROMPT_PLAIN_CHAT:
+        want = [{"text": "".join(f"{m['role']}: {m['content']}\n" for m in ms) + "assistant:"}
+                for ms in messages]  # fmt: skip
+    else:
+        want = [{"text": p["text"]} for p in prompts]
+    assert sent["ar"] == {json.dumps(w) for w in want}
+    report = _sweeper("report", str(run_dir))
+    assert report.returncode == 0, report.stderr
+    html = Path(report.stdout.strip().splitlines()[-1]).read_text()
+    assert "prompts sent as" in html and source in html
+    assert ("not the model&#39;s chat" in html) == (source == PROMPT_PLAIN_CHAT)
