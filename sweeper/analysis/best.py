@@ -5,7 +5,8 @@ each is scored (`sweeper.analysis.objective`) at one request config. Only `ok` c
 infeasible one (a determinism violation anywhere, or a missed SLO constraint) never wins, and
 is listed apart with its reason. With intervals (2+ restarts) a winner whose interval overlaps
 the runner-up's is no winner: the two are `tied` inside the noise. A speedup against an AR
-baseline that drifted over the run (`sweeper.analysis.drift`) is withheld.
+baseline that drifted over the run (`sweeper.analysis.drift`) is withheld, as is an impossible
+one (above its tau: `sweeper.analysis.impossible`, marked after the drift so it names it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper.analysis.drift import DRIFT_COLUMNS, mark_drift
+from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, mark_impossible
 from sweeper.analysis.objective import Score, better, request_config_id, score
 from sweeper.config.labels import point_label
 from sweeper.results.records import ServerConfigColumns, extra_config_columns
@@ -66,11 +68,17 @@ def config_key(row: Mapping[str, Any], extra: Sequence[str]) -> tuple[Any, ...]:
     return tuple(None if is_missing(row.get(c)) else row.get(c) for c in (*_SERVER_COLUMNS, *extra))
 
 
+def marked(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as they are judged: a drifted baseline marked, then impossible speedups (whose
+    cause reads the drift)."""
+    return mark_impossible(mark_drift(rows))
+
+
 def group_configs(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], _Group]:
     """Point rows by server config, restarts together, in first-seen order."""
     rows = list(rows)
     extra = extra_config_columns({c for r in rows for c in r})
-    extra = [c for c in extra if c not in ("restart", *DRIFT_COLUMNS)]
+    extra = [c for c in extra if c not in ("restart", *DRIFT_COLUMNS, *IMPOSSIBLE_COLUMNS)]
     groups: dict[tuple[Any, ...], _Group] = {}
     for row in rows:
         key = config_key(row, sorted(extra))
@@ -86,7 +94,7 @@ def rank(
     at: Sequence[str] | None = None,
 ) -> list[Ranking]:
     """One ranking per request config (`at`: only those), in the order the rows name them."""
-    rows = mark_drift(rows)
+    rows = marked(rows)
     levels = list(dict.fromkeys(request_config_id(r) for r in rows))
     if at:
         unknown = [a for a in at if a not in levels]
@@ -134,7 +142,7 @@ def best_of(
     """The best feasible speculative config under the objective as a whole (its `at` request
     configs averaged), the search's answer; None when no config is feasible."""
     found: tuple[str, Score] | None = None
-    for group in group_configs(mark_drift(rows)).values():
+    for group in group_configs(marked(rows)).values():
         if group.mode == "ar":
             continue
         scored = score(group.rows, objective, constraints)

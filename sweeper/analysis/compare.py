@@ -14,10 +14,14 @@ overlap is "within noise", neither a regression nor an improvement.
 A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
 determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now);
 a newly broken config gets run B's diagnosis from `sweeper.diagnosis.compare` (a layer above).
+A point whose throughput speedup is impossible in either run (above its tau: its AR baseline ran
+slower than its own steps allow, `sweeper.analysis.impossible`) is marked with the numbers and
+the likely cause (`untrusted`): its speedup is no result, whatever the deltas say.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +35,8 @@ from sweeper.analysis.datasets import (
     dataset_requests,
     has_datasets,
 )
+from sweeper.analysis.drift import mark_drift
+from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
 from sweeper.analysis.verdicts import CLEAN_VERDICTS, OK_VERDICTS, VIOLATIONS
@@ -63,6 +69,8 @@ class PointDelta:
     diagnosis: str = ""
     #: Changes beyond the threshold but inside both runs' restart intervals (not flags).
     within_noise: list[str] = field(default_factory=list)
+    #: Numbers of this point that are no result, and why (an impossible speedup; not flags).
+    untrusted: list[str] = field(default_factory=list)
 
     @property
     def flag_text(self) -> str:
@@ -96,9 +104,11 @@ class Comparison:
         unmatched = f" ({only_a} only in A, {only_b} only in B)" if only_a or only_b else ""
         inside = sum(1 for r in self.rows if r.within_noise and not r.flags)
         within = f", {inside} changed within restart noise" if inside else ""
+        impossible = sum(1 for r in self.rows if r.untrusted)
+        marked = f", {impossible} with an impossible speedup (above tau)" if impossible else ""
         return (
             f"{len(self.rows)} points compared{unmatched}, {flagged} changed beyond noise"
-            f"{within}, {len(self.regressions)} regressions."
+            f"{within}, {len(self.regressions)} regressions{marked}."
         )
 
 
@@ -182,11 +192,12 @@ COMPARED_COLUMNS = list(dict.fromkeys([*NOISE_COLUMNS, *DATASET_REQUEST_COLUMNS]
 
 def compare_loaded(run_a: Run, run_b: Run, threshold: float) -> Comparison:
     """Compare run B against A, reading only what the comparison needs."""
-    frames = []
+    frames, impossible = [], []
     for run in (run_a, run_b):
         points = run.points
         # Judged as every judge reads a run: near-ties above the AR-vs-AR control are violations.
         points = calibrated_frame(points, run) if points is not None else None
+        impossible.append(impossible_by_point(points))
         frames.append(
             (
                 points if points is not None else pd.DataFrame(columns=["point_id"]),
@@ -196,7 +207,22 @@ def compare_loaded(run_a: Run, run_b: Run, threshold: float) -> Comparison:
     if all(has_datasets(requests) for _, requests in frames):
         frames = [(dataset_points(p, r), dataset_requests(r)) for p, r in frames]
     (points_a, requests_a), (points_b, requests_b) = frames
-    return compare_runs(points_a, points_b, requests_a, requests_b, threshold, run_a.dir.name)
+    return compare_runs(
+        points_a, points_b, requests_a, requests_b, threshold, run_a.dir.name, *impossible
+    )
+
+
+def impossible_by_point(points: pd.DataFrame | None) -> dict[str, str]:
+    """Point id -> why its speedup is impossible (`impossible.mark_impossible`, its cause read
+    from the run's baseline drift), for the points of one run that have one."""
+    if points is None or points.empty:
+        return {}
+    marked = mark_impossible(mark_drift(points.to_dict("records")))
+    return {
+        str(r["point_id"]): str(r["speedup_impossible_reason"])
+        for r in marked
+        if r.get("speedup_impossible") is True
+    }
 
 
 def compare_runs(
@@ -206,14 +232,20 @@ def compare_runs(
     requests_b: pd.DataFrame | None = None,
     threshold: float = 0.05,
     baseline_name: str = "run A",
+    impossible_a: Mapping[str, str] | None = None,
+    impossible_b: Mapping[str, str] | None = None,
 ) -> Comparison:
-    """Every point of A and B matched by identity, with deltas of B relative to A and flags."""
+    """Every point of A and B matched by identity, with deltas of B relative to A and flags;
+    `impossible_a`/`_b`: each run's impossible speedups by point id (`impossible_by_point`, of
+    the points before a per-dataset split: a dataset point answers to its point's id)."""
     # Every config column of either run: a flag column only B has must tell B's points apart
     # (left out, they would share one key and all but one would silently vanish).
     extra = extra_config_columns([*points_a.columns, *points_b.columns])
     identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra), "dataset"]
     cols = [c for c in identity if c in points_a or c in points_b]
     ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
+    held_a = _by_key(points_a, ka, impossible_a or {})
+    held_b = _by_key(points_b, kb, impossible_b or {})
     # Restarts of one config share its key: one row each, with their intervals.
     points_a, spread_a = collapse_restarts(points_a, ka, METRICS)
     points_b, spread_b = collapse_restarts(points_b, kb, METRICS)
@@ -228,8 +260,27 @@ def compare_runs(
         rb = points_b.loc[index_b[key]] if key in index_b else None
         noise = (_noise(noise_a, ra), _noise(noise_b, rb))
         spread = (spread_of(spread_a, ra), spread_of(spread_b, rb))
-        rows.append(_delta(key, ra, rb, *noise, threshold, spread))
+        delta = _delta(key, ra, rb, *noise, threshold, spread)
+        for side, held in ((baseline_name, held_a), ("this run", held_b)):
+            if key in held:
+                delta.untrusted.append(f"impossible speedup in {side}: {held[key]}")
+        rows.append(delta)
     return Comparison(baseline_name=baseline_name, threshold=threshold, rows=rows)
+
+
+def _by_key(
+    points: pd.DataFrame, keys: pd.Series, reasons: Mapping[str, str]
+) -> dict[tuple[str, ...], str]:
+    """Config key -> why its speedup is impossible; a dataset point (`<point id>/<dataset>`)
+    answers to its point's id."""
+    if not reasons or "point_id" not in points:
+        return {}
+    out: dict[tuple[str, ...], str] = {}
+    for index, pid in points["point_id"].astype(str).items():
+        reason = reasons.get(pid) or reasons.get(pid.rpartition("/")[0])
+        if reason:
+            out.setdefault(keys[index], reason)
+    return out
 
 
 def _index(keys: pd.Series) -> dict[tuple[str, ...], Any]:

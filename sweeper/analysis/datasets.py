@@ -13,7 +13,9 @@ columns, `dataset`, and numbers over that dataset's requests only:
 - `determinism`: the worst verdict of its requests; `status`: failed when any request failed.
 
 `dataset_table` lays them out as the papers do: one row per (config, dataset), per temperature
-the speedup, tau and acceptance histogram. Pure: frames in, frames out.
+the speedup, tau and acceptance histogram, and where some speedup is no result (measured on a busy
+host, or impossible: above its own tau, `sweeper.analysis.impossible`) which (`withheld`). Pure:
+frames in, frames out.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.impossible import mark_impossible
+from sweeper.analysis.objective import withheld_kind, withheld_speedup
 from sweeper.analysis.verdicts import worst_by_group
 from sweeper.config.labels import point_label
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
@@ -45,6 +49,9 @@ DATASET_REQUEST_COLUMNS = [
 LOAD_KEYS = ("host", "temperature", "concurrency", "rate", "max_tokens", "top_p", "top_k")
 #: Which restart of which server config a dataset point is (its restarts share the label).
 RESTART_KEYS = ("server_label", "restart")
+#: The host's load while its point ran: a speedup measured on a busy host (either side) is no
+#: result per dataset either (`objective.withheld_speedup`).
+HOST_LOAD_KEYS = ("host_busy", "host_busy_reason", "baseline_busy")
 
 
 def has_datasets(requests: pd.DataFrame | None) -> bool:
@@ -67,7 +74,8 @@ def dataset_points(points: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame
     req = requests.copy()
     req["dataset"] = req["dataset"].astype(object).where(req["dataset"].notna(), "-")
     req["point_id"] = req["point_id"].astype(str)
-    config = [c for c in points.columns if c in (*CONFIG_COLUMNS, *LOAD_KEYS, *RESTART_KEYS)]
+    kept = (*CONFIG_COLUMNS, *LOAD_KEYS, *RESTART_KEYS, *HOST_LOAD_KEYS)
+    config = [c for c in points.columns if c in kept]
     config += [c for c in extra_config_columns(points.columns) if c not in config]
     by_point = points.assign(point_id=points["point_id"].astype(str)).set_index("point_id")
     worst = worst_by_group(req["verdict"].astype(object), [req["point_id"], req["dataset"]])
@@ -159,7 +167,8 @@ def histogram_text(hist: Any) -> str:
 
 def dataset_table(dpoints: pd.DataFrame) -> pd.DataFrame:
     """The papers' table: rows (host, config, load, dataset) of the speculative dataset points,
-    per temperature `speedup`, `tau` and `acceptance` (histogram text)."""
+    per temperature `speedup`, `tau` and `acceptance` (histogram text), and `withheld`
+    (`impossible`, `busy` or "") when some speedup is no result."""
     if dpoints.empty or "mode" not in dpoints:
         return pd.DataFrame()
     spec = dpoints[dpoints["mode"] != "ar"].copy()
@@ -175,6 +184,14 @@ def dataset_table(dpoints: pd.DataFrame) -> pd.DataFrame:
         )
     ]
     spec["acceptance"] = [histogram_text(h) for h in spec["accepted_hist"]]
+    marked = mark_impossible(spec.to_dict("records"))  # per dataset point, over its restarts
+    spec["withheld"] = [withheld_kind(withheld_speedup(r)) for r in marked]
+    order = [
+        "speedup",
+        "tau",
+        "acceptance",
+        *(["withheld"] if (spec["withheld"] != "").any() else []),
+    ]
     rows = [k for k in ("host", "config", "load", "dataset") if k in spec]
     if "host" in rows and spec["host"].nunique() == 1:
         rows.remove("host")
@@ -183,12 +200,11 @@ def dataset_table(dpoints: pd.DataFrame) -> pd.DataFrame:
     table = spec.pivot_table(
         index=rows,
         columns="temperature",
-        values=["speedup", "tau", "acceptance"],
+        values=order,
         aggfunc="first",
         dropna=False,
         sort=False,
     )
     table = table.swaplevel(0, 1, axis=1).sort_index(axis=1, level=0, sort_remaining=False)
-    order = ["speedup", "tau", "acceptance"]
     temperatures = sorted({t for t, _ in table.columns})
     return table.reindex(columns=[(t, m) for t in temperatures for m in order])

@@ -25,7 +25,8 @@ from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
 State = Literal["ok", "infeasible", "unproven", "failed"]
-#: Ratios of two measurements: not trusted when either was taken on a busy host.
+#: Ratios of two measurements: not trusted when either was taken on a busy host, nor when the
+#: throughput one reads above the point's tau (`withheld_speedup`).
 SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
 #: Two-sided 95% Student t quantiles by degrees of freedom (1..10); beyond, the normal's.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -36,6 +37,23 @@ def request_config_id(row: Mapping[str, Any]) -> str:
     written before records carried it, as its request config columns name it."""
     recorded = row.get("request_config_id")
     return str(recorded) if not is_missing(recorded) else RequestConfig.from_columns(row).id
+
+
+def withheld_speedup(row: Mapping[str, Any]) -> str:
+    """Why a point row's speedups are no result ("" when they are one): an impossible one, above
+    its tau (`impossible.mark_impossible` marks it, with its likely cause), or one measured on a
+    busy host, either side of the ratio. The report's marks and `score` read this one rule."""
+    if row.get("speedup_impossible") is True:
+        why = row.get("speedup_impossible_reason")
+        return "an impossible speedup (above tau)" + (f": {why}" if isinstance(why, str) else "")
+    if row.get("host_busy") is True or row.get("baseline_busy") is True:
+        return "a speedup measured on a busy host (it or its baseline)"
+    return ""
+
+
+def withheld_kind(reason: str) -> str:
+    """A `withheld_speedup` reason in a word, for a mark: `impossible`, `busy` or ""."""
+    return "impossible" if reason.startswith("an impossible") else ("busy" if reason else "")
 
 
 @dataclass(frozen=True)
@@ -122,9 +140,11 @@ def score(
     interval = Interval.of(samples) if samples and not problem else None
     regimes = separate_regimes(samples)
     busy = any(r.get("host_busy") is True for r in selected)
-    untrusted = any(r.get("host_busy") is True or r.get("baseline_busy") is True for r in selected)
-    if not problem and objective.column in SPEEDUPS and untrusted:
-        problem = "withheld: a speedup measured on a busy host (it or its baseline)"
+    # An impossible one first: its reason names the busy baseline too, where that is the cause.
+    withheld = [w for r in selected if (w := withheld_speedup(r))]
+    withheld.sort(key=lambda w: not w.startswith("an impossible"))
+    if not problem and objective.column in SPEEDUPS and withheld:
+        problem = f"withheld: {withheld[0]}"
     # `drift.mark_drift`. With 2+ restarts each divides by its own round's baseline, so the
     # baseline's movement is inside the interval (and `best` names no winner inside it); one
     # ratio against a baseline that moved has no such guard.

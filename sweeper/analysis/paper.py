@@ -11,6 +11,9 @@ out the same way:
   names it. `by="config"`: AR and one column per speculative config.
 - restarts (`repeats.restarts`): each cell is the mean over the config's restarts with its 95%
   interval (`objective.Interval`); a restart's speedup divides by the AR restarts' mean rate.
+- a speedup that is no result (`objective.withheld_speedup`: measured on a busy host, or
+  impossible, above its own tau: `sweeper.analysis.impossible`, per dataset point) is never a
+  method's best while another config has one; a cell showing one says so (`withheld`).
 - a reference (`spec.reference`) puts the published speedup and tau beside each cell of its
   method, and flags a tau more than the tolerance below the published one: even the top of the
   interval, where there are restarts. Speedups are never flagged: they depend on the hardware.
@@ -28,7 +31,8 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from sweeper.analysis.objective import Interval
+from sweeper.analysis.impossible import mark_impossible
+from sweeper.analysis.objective import Interval, withheld_speedup
 from sweeper.config.columns import is_missing
 from sweeper.config.labels import first_restart_label, load_label, point_label
 from sweeper.spec.recipes import RECIPES
@@ -60,6 +64,8 @@ class PaperCell:
     reference: ReferenceRow | None = None
     #: The measured tau lies more than the tolerance below the reference's.
     tau_low: bool = False
+    #: Why its speedup is no result ("" when it is one): busy, or impossible (above its tau).
+    withheld: str = ""
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,9 @@ def _config_cells(dpoints: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     ok = dpoints[dpoints["status"] == "ok"] if "status" in dpoints else dpoints
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
-    for order, record in enumerate(ok.to_dict("records")):
+    # Per dataset point: its AR's drift is not marked (a baseline's datasets are not its
+    # re-measurements), so an impossible one's cause is a busy host or the unseen one.
+    for order, record in enumerate(mark_impossible(ok.to_dict("records"))):
         label = record.get("server_label")
         config = first_restart_label(str(label)) if not is_missing(label) else point_label(record)
         method = method_of(record)
@@ -182,21 +190,25 @@ def _config_cells(dpoints: pd.DataFrame) -> pd.DataFrame:
             "column": "ar" if method == "ar" else point_label(record),
         }
         key = (*(str(v) for v in entry.values()), config)
-        slot = rows.setdefault(key, {**entry, "order": order, "speedups": [], "taus": []})
+        slot = rows.setdefault(
+            key, {**entry, "order": order, "speedups": [], "taus": [], "withheld": ""}
+        )
         if method == "ar":  # AR is the unit: one token per step, its own speed, no spread
             slot["speedups"], slot["taus"] = [1.0], [1.0]
             continue
+        slot["withheld"] = slot["withheld"] or withheld_speedup(record)
         for name, column in (("speedups", "speedup"), ("taus", "tau")):
-            value = record.get(column)
+            value: Any = record.get(column)
             if not is_missing(value) and math.isfinite(float(value)):
                 slot[name].append(float(value))
     frame = pd.DataFrame(list(rows.values()))
     frame["speedup"] = [Interval.of(v) if v else None for v in frame["speedups"]]
     frame["tau"] = [Interval.of(v) if v else None for v in frame["taus"]]
-    # The best of a method: the highest mean speedup, else (no AR to divide by) the highest tau.
+    # The best of a method: the highest mean speedup, else (no AR to divide by) the highest tau;
+    # one whose speedup is no result only where every config of the method's is withheld.
     frame["rank"] = [
-        (s.mean if s else -1.0, t.mean if t else -1.0)
-        for s, t in zip(frame["speedup"], frame["tau"], strict=True)
+        (not w, s.mean if s else -1.0, t.mean if t else -1.0)
+        for w, s, t in zip(frame["withheld"], frame["speedup"], frame["tau"], strict=True)
     ]
     return frame
 
@@ -214,7 +226,8 @@ def _cell(
     if reference is not None and published is not None and published.tau is not None and tau:
         top = tau.high if tau.high is not None else tau.mean
         low = top < published.tau * (1 - reference.tolerance)
-    return PaperCell(str(best["config"]), method, best["speedup"], tau, published, low)
+    withheld = str(best["withheld"])
+    return PaperCell(str(best["config"]), method, best["speedup"], tau, published, low, withheld)
 
 
 def _flag(

@@ -5,13 +5,15 @@ each load.
 Pure: a points table in, tables out. Restarts of one server config are averaged first (one
 point per config and load). Only feasible points can be on a front: a config with a determinism
 violation anywhere is infeasible at every load (`sweeper.analysis.objective`), as are failed and
-client-bound points.
+client-bound points. A speedup that is no result (busy, either side of the ratio, or impossible:
+above the point's tau, `objective.withheld_speedup`) is never the best at its load.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from sweeper.analysis.objective import withheld_speedup
 from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.config.labels import load_label, point_label
 
@@ -21,9 +23,12 @@ USER_TOK_S = "user_tok_s"
 
 def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     """One row per (server config, load), restarts averaged, with `label`, `load`,
-    `user_tok_s` and `feasible` (False for every load of a config with a violation)."""
+    `user_tok_s`, `feasible` (False for every load of a config with a violation) and
+    `speedup_withheld` (a restart's speedup there is no result: busy or impossible)."""
     if points.empty:
-        return points.assign(label=[], load=[], feasible=[], **{USER_TOK_S: []})
+        return points.assign(
+            label=[], load=[], feasible=[], speedup_withheld=[], **{USER_TOK_S: []}
+        )
     frame = points.copy()
     frame["label"] = [point_label(r) for r in frame.to_dict("records")]
     frame["load"] = [load_label(r) for r in frame.to_dict("records")]
@@ -32,6 +37,7 @@ def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     wrong = frame.groupby("label")["determinism"].transform(lambda v: v.isin(VIOLATIONS).any())
     bound = frame["client_bound"].fillna(False).astype(bool) if "client_bound" in frame else False
     frame["feasible"] = ~wrong & (frame["status"] == "ok") & ~bound
+    frame["speedup_withheld"] = [bool(withheld_speedup(r)) for r in frame.to_dict("records")]
     numeric = ["output_tok_s", USER_TOK_S, "speedup", "e2e_speedup"]
     numeric = [c for c in numeric if c in frame]
     keys = ["label", "load", "mode", "temperature"]
@@ -40,6 +46,7 @@ def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     grouped = frame.groupby(keys, sort=False, dropna=False)
     out = grouped[numeric].mean()
     out["feasible"] = grouped["feasible"].all()
+    out["speedup_withheld"] = grouped["speedup_withheld"].any()
     for column in sort:
         out[column] = grouped[column].first()
     return out.reset_index()
@@ -57,9 +64,11 @@ def pareto_front(frame: pd.DataFrame, x: str, y: str) -> pd.Series:
 
 def best_per_load(frame: pd.DataFrame, column: str) -> pd.Series:
     """Whether each row is the feasible speculative config with the highest `column` at its
-    load and temperature."""
+    load and temperature, among those whose speedup is a result (not `speedup_withheld`)."""
     on = pd.Series(False, index=frame.index)
-    ok = frame[frame["feasible"] & (frame["mode"] != "ar") & frame[column].notna()]
+    withheld = frame.get("speedup_withheld", pd.Series(False, index=frame.index))
+    ok = frame[frame["feasible"] & ~withheld.astype(bool) & (frame["mode"] != "ar")]
+    ok = ok[ok[column].notna()]
     for _, level in ok.groupby(["load", "temperature"]):
         on[level[column].idxmax()] = True
     return on

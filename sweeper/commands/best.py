@@ -3,6 +3,8 @@ spread over restarts and the runner-up; never a config with a determinism violat
 above the AR-vs-AR control included) and never one that is unproven (a point of it compared
 with nothing: no baseline, unseeded, a distribution test too weak), whose reason is listed. No
 winner is named when the first two are inside each other's noise (their intervals overlap).
+A speedup objective is withheld where it is no result (a busy host, a drifted baseline measured
+once, or impossible: above the point's tau), with the reason; the lines at the top say why.
 
 The objective defaults to the run's `search.objective`, else output_tok_s maximized;
 `--objective COLUMN[:min|:max]` and `--at REQUEST_CONFIG` override it. Exit 0 with a winner
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 from sweeper.analysis.best import Entry, Ranking, rank
 from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.drift import baseline_drift, drift_line
+from sweeper.analysis.impossible import impossible_lines
 from sweeper.analysis.objective import Interval, Score
 from sweeper.commands.repair import checked
 from sweeper.commands.validate import EXIT_BAD_SPEC
@@ -73,9 +76,10 @@ def command(
             f"note: this run is {state}, not complete ({manifest.points_done} of "
             f"{manifest.points_total} points recorded): the ranking covers only those"
         )
-    drift = drift_line(baseline_drift(points.to_dict("records")))
-    if drift:
-        typer.echo(drift)
+    records = points.to_dict("records")
+    for line in [drift_line(baseline_drift(records)), *impossible_lines(records)]:
+        if line:
+            typer.echo(line)
     for ranking in rankings:
         for line in render(ranking):
             typer.echo(line)

@@ -1,4 +1,6 @@
-"""`sweeper compare RUN_A RUN_B`: per-point deltas of B against A; exit 1 on a regression."""
+"""`sweeper compare RUN_A RUN_B`: per-point deltas of B against A; exit 1 on a regression. A
+point with an impossible speedup (above its tau) in either run is listed with why, never a
+regression of its own."""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def print_table(comparison: Comparison, console: Console, everything: bool) -> N
     for name in ("host", "point", "tok/s", "Δ tok/s", "Δ tau", "Δ TTFT", "noise ±", "flags"):
         table.add_column(name, justify="left" if name in ("host", "point", "flags") else "right")
     for row in comparison.rows:
-        if not (everything or row.flags or row.within_noise):
+        if not (everything or row.flags or row.within_noise or row.untrusted):
             continue
         style = "bold red" if row.is_regression else ("green" if row.flags else "")
         table.add_row(
@@ -69,7 +71,14 @@ def print_table(comparison: Comparison, console: Console, everything: bool) -> N
             pct(row.delta.get("tau")),
             pct(row.delta.get("ttft_p50")),
             pct(row.noise.get("output_tok_s")),
-            ", ".join([*row.flags, *row.within_noise, *([row.diagnosis] if row.diagnosis else [])]),
+            ", ".join(
+                [
+                    *row.flags,
+                    *row.within_noise,
+                    *row.untrusted,
+                    *([row.diagnosis] if row.diagnosis else []),
+                ]
+            ),
             style=style,
         )
     console.print(table)

@@ -15,7 +15,10 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.calibration import calibrated_frame
+from sweeper.analysis.drift import mark_drift
+from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.indistinguishable import describe, indistinguishable_in
+from sweeper.analysis.objective import withheld_speedup
 from sweeper.analysis.verdicts import CLEAN_VERDICTS, worst_by_group
 from sweeper.config.labels import point_label, point_label_long
 from sweeper.report.outputs import Divergence, load_divergences
@@ -74,24 +77,38 @@ class RunView:
     indistinguishable: list[str] = field(default_factory=list)
 
 
+def speedup_withheld(points: pd.DataFrame) -> pd.Series:
+    """Why each point's speedups are no result (`objective.withheld_speedup`; "" when they are
+    one): busy, or impossible (above tau, `speedup_impossible` as `_normalise` marks it)."""
+    return pd.Series(
+        [withheld_speedup(r) for r in points.to_dict("records")], index=points.index, dtype=object
+    )
+
+
 def mark_best(points: pd.DataFrame) -> pd.Series:
     """True on the best proven ok point (exact, near-tie, distribution-ok; the AR baseline, the
     reference, too) per host, temperature and load: the highest
     output tok/s of a closed loop; at an open loop's rate, where throughput is the offered rate,
     the lowest median E2E among the points meeting the SLO. A client-bound point measured the
-    client, so it is never the best."""
+    client, so it is never the best; nor is a point whose speedup is withheld (busy, either side,
+    or impossible: `speedup_withheld`), nor the AR baseline beside an impossible one (the
+    measurement that made it impossible): a reader takes the star for the result."""
     best = pd.Series(False, index=points.index)
     if points.empty or "output_tok_s" not in points:
         return best
     column = lambda name, default: points.get(name, pd.Series(default, index=points.index))  # noqa: E731
+    keys = [k for k in ("host", "temperature", "concurrency", "rate") if k in points]
+    impossible = column("speedup_impossible", False).fillna(False).astype(bool)
+    beside = impossible.groupby([points[k] for k in keys], dropna=False).transform("any")
     eligible = (
         (column("status", "ok") == "ok")
         & (column("determinism", "n/a").isin(CLEAN_VERDICTS) | (column("mode", "") == "ar"))
         & ~column("client_bound", False).fillna(False).astype(bool)
         & column("meets_slo", True).fillna(True).astype(bool)
+        & (speedup_withheld(points) == "")
+        & ~(beside & (column("mode", "") == "ar"))
     )
     open_loop = column("rate", None).notna()
-    keys = [k for k in ("host", "temperature", "concurrency", "rate") if k in points]
     for is_open, metric in ((False, "output_tok_s"), (True, "e2e_p50")):
         rows = points[eligible & (open_loop == is_open)]
         rows = rows[rows[metric].notna()] if metric in rows else rows.iloc[0:0]
@@ -191,8 +208,6 @@ def _plain_chat_servers(manifest: dict[str, Any] | None) -> list[str]:
     ]
 
 
-
-
 def _failures(points: pd.DataFrame, run_dir: Path) -> list[Failure]:
     out = []
     for _, row in points[points["status"] == "failed"].iterrows():
@@ -233,6 +248,13 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     for col, value in defaults.items():
         if col not in points:
             points[col] = value
+    # Impossible speedups (above tau), their cause read from the baselines' drift: marked before
+    # anything judges the points (the best star, the figures, the summary's badges).
+    marked = mark_impossible(mark_drift(points.to_dict("records")))
+    points["speedup_impossible"] = [r.get("speedup_impossible") is True for r in marked]
+    points["speedup_impossible_reason"] = [
+        str(r.get("speedup_impossible_reason") or "") for r in marked
+    ]
     rows = points.to_dict("records")
     # A config measured once for several labels (the engine's rules) reads as all of them.
     points["config"] = [point_label(r) + _covers(r.get("covers_labels")) for r in rows]

@@ -1,6 +1,7 @@
 """The report's per-dataset section: the papers' table (dataset x temperature: speedup, tau,
-acceptance histogram) from the run's dataset points, and the points whose output lengths were
-not held. Shaped here, rendered by `datasets.html.j2`."""
+acceptance histogram; a speedup that is no result marked `[impossible]` or `[busy]` beside it) from
+the run's dataset points, and the points whose output lengths were not held. Shaped here, rendered
+by `datasets.html.j2`."""
 
 from __future__ import annotations
 
@@ -48,9 +49,19 @@ def dataset_section(run: Run, points: pd.DataFrame) -> DatasetSection | None:
     rows = []
     for index, values in table.iterrows():
         labels = [str(v) for v in (index if isinstance(index, tuple) else (index,))]
-        cells = [_cell(metric, value) for (_t, metric), value in values.items()]
+        cells = [
+            _cell(metric, value)
+            + _withheld(values.get((t, "withheld")) if metric == "speedup" else None)
+            for (t, metric), value in values.items()
+            if metric != "withheld"
+        ]
         rows.append((labels, cells))
     return DatasetSection(heads, temperatures, rows, notes)
+
+
+def _withheld(kind: Any) -> str:
+    """A speedup that is no result, marked beside it: ` [impossible]`, ` [busy]`."""
+    return f" [{kind}]" if isinstance(kind, str) and kind else ""
 
 
 def _cell(metric: str, value: Any) -> str:

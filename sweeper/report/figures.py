@@ -16,9 +16,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 
 from sweeper.analysis.verdicts import COLOURS, MATRIX_STATES  # noqa: E402
-from sweeper.report.assemble import RunView  # noqa: E402
+from sweeper.report.assemble import RunView, speedup_withheld  # noqa: E402
 from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
 from sweeper.report.pareto_figures import pareto_charts  # noqa: E402
 from sweeper.report.rate_figures import rate_charts  # noqa: E402
@@ -33,14 +34,44 @@ def _ok_ddtree(points: pd.DataFrame) -> pd.DataFrame:
     return points[keep & points["concurrency"].eq(points["concurrency"].min())]
 
 
+def withheld_kinds(points: pd.DataFrame) -> pd.Series:
+    """Per point, why its speedup is no result in a figure: "impossible" (above its tau),
+    "busy" (its host or its baseline's: `assemble.speedup_withheld`), else ""."""
+    impossible = points.get("speedup_impossible", pd.Series(False, index=points.index))
+    busy = speedup_withheld(points) != ""
+    kinds = np.where(
+        impossible.fillna(False).astype(bool), "impossible", np.where(busy, "busy", "")
+    )
+    return pd.Series(kinds, index=points.index, dtype=object)
+
+
+def speedup_grid(cell: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One heatmap panel: budget x topk, the mean speedup over a cell's points (restarts), and
+    what withholds it ("impossible", "busy", ""). A cell holding a withheld point has no value:
+    it is drawn hatched, never coloured as a result."""
+    frame = cell.assign(withheld=withheld_kinds(cell))
+    grouped = frame.groupby(["budget", "topk"])
+    values = grouped["speedup"].mean().unstack("topk")
+    kinds = grouped["withheld"].agg(_worst_kind).unstack("topk").reindex_like(values)
+    kinds = kinds.fillna("").astype(object)
+    return values.mask(kinds != ""), kinds
+
+
+def _worst_kind(kinds: pd.Series) -> str:
+    return next((k for k in ("impossible", "busy") if (kinds == k).any()), "")
+
+
 def speedup_heatmaps(points: pd.DataFrame) -> list[Chart]:
-    """Speedup vs AR over budget x topk, one panel per temperature and cuda graph, per host."""
+    """Speedup vs AR over budget x topk, one panel per temperature and cuda graph, per host;
+    busy and impossible speedups hatched and named in the caption, out of the colour scale."""
     charts: list[Chart] = []
     data = _ok_ddtree(points)
     if "speedup" not in data or data["speedup"].isna().all():
         return charts
+    data = data.assign(withheld=withheld_kinds(data))
     for host, hp in data.groupby("host"):
-        limits = (float(hp["speedup"].min()), float(hp["speedup"].max()))
+        trusted = hp.loc[hp["withheld"] == "", "speedup"].dropna()
+        limits = (float(trusted.min()), float(trusted.max())) if len(trusted) else (0.0, 1.0)
         image = None
         temps = sorted(hp["temperature"].unique())
         graphs = sorted(hp["cuda_graph"].fillna(False).astype(bool).unique())
@@ -54,18 +85,40 @@ def speedup_heatmaps(points: pd.DataFrame) -> list[Chart]:
         for i, temp in enumerate(temps):
             for j, graph in enumerate(graphs):
                 cell = hp[(hp["temperature"] == temp) & (hp["cuda_graph"].fillna(False) == graph)]
-                grid = cell.pivot_table(index="budget", columns="topk", values="speedup")
                 title = f"T={temp:g}, cuda graph {'on' if graph else 'off'}"
-                image = _heatmap(axes[i][j], grid, title, limits) or image
+                grid, kinds = speedup_grid(cell) if len(cell) else (pd.DataFrame(), None)
+                image = _heatmap(axes[i][j], grid, title, limits, kinds) or image
         if image is not None:  # one shared scale, so panels compare at a glance
             fig.colorbar(image, ax=axes, shrink=0.8, label="speedup vs AR")
         fig.suptitle(f"{host}: speedup vs AR (concurrency {int(hp['concurrency'].min())})")
-        charts.append(Chart(f"Speedup heatmap: {host}", to_data_uri(fig)))
+        charts.append(Chart(f"Speedup heatmap: {host}", to_data_uri(fig), _withheld_caption(hp)))
     return charts
 
 
+def _withheld_caption(points: pd.DataFrame) -> str:
+    """Which cells are hatched and why ("" when none is)."""
+    kinds = {"impossible": "above the point's tau", "busy": "its host or its baseline's"}
+    parts = []
+    for kind, why in kinds.items():
+        held = points[points["withheld"] == kind]
+        names = dict.fromkeys(f"{r['config']} T={r['temperature']:g}" for _, r in held.iterrows())
+        if names:
+            parts.append(f"{kind} ({why}): {', '.join(names)}")
+    if not parts:
+        return ""
+    return (
+        "Hatched cells hold a speedup that is no result, left out of the colour scale: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def _heatmap(
-    ax: plt.Axes, grid: pd.DataFrame, title: str, limits: tuple[float, float]
+    ax: plt.Axes,
+    grid: pd.DataFrame,
+    title: str,
+    limits: tuple[float, float],
+    kinds: pd.DataFrame | None = None,
 ) -> AxesImage | None:
     ax.set_title(title, fontsize=10)
     if grid.empty:
@@ -89,6 +142,11 @@ def _heatmap(
         if not np.isnan(value):  # dark text on the bright end of viridis, light on the dark end
             colour = "black" if value >= middle else "white"
             ax.text(c, r, f"{value:.2f}", ha="center", va="center", color=colour, fontsize=9)
+    for (r, c), kind in np.ndenumerate(kinds.to_numpy() if kinds is not None else np.empty((0, 0))):
+        if kind:  # withheld: hatched grey, its kind in place of a number
+            box = Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#9e9e9e")
+            ax.add_patch(box)
+            ax.text(c, r, kind, ha="center", va="center", color="#616161", fontsize=8)
     return image
 
 

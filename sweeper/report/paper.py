@@ -5,7 +5,9 @@ three print, so the HTML and the markdown read alike.
 A cell reads as the papers print it, `6.75x / 9.54` (speedup over AR / tau), with `±` the 95%
 interval's half-width over restarts, and with `by="method"` the config it shows. A reference adds
 a column of the published figures beside each of its methods' columns; a tau flagged low is
-marked (`tau low` in text, red in HTML). The CSV is long: one line per cell, every number.
+marked (`tau low` in text, red in HTML); a speedup that is no result (busy, or impossible: above
+its tau) is marked `[busy]` / `[impossible]` (struck through in HTML, why on hover). The CSV is
+long: one line per cell, every number.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sweeper.analysis.datasets import DATASET_REQUEST_COLUMNS, dataset_points, has_datasets
-from sweeper.analysis.objective import Interval
+from sweeper.analysis.objective import Interval, withheld_kind
 from sweeper.analysis.paper import By, PaperCell, PaperTable, paper_table, reference_of
 from sweeper.results.reader import Run
 
@@ -32,6 +34,8 @@ class GridCell:
     text: str
     flagged: bool = False
     reference: bool = False
+    #: Why its speedup is no result ("" when it is one).
+    withheld: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ def paper_csv(table: PaperTable) -> str:
             "reference_speedup",
             "reference_tau",
             "tau_flagged",
+            "speedup_withheld",
         ]
     )
     for row in table.rows:
@@ -147,6 +152,7 @@ def paper_csv(table: PaperTable) -> str:
                     _num(published.speedup if published else None),
                     _num(published.tau if published else None),
                     int(cell.tau_low),
+                    cell.withheld,
                 ]
             )
     return buffer.getvalue()
@@ -158,7 +164,9 @@ def _measured(cell: PaperCell | None, by: By) -> GridCell:
     text = _pair(cell.speedup, cell.tau)
     if by == "method" and cell.method != "ar":
         text += f" ({cell.config})"
-    return GridCell(text, flagged=cell.tau_low)
+    if cell.withheld:
+        text += f" [{withheld_kind(cell.withheld)}]"
+    return GridCell(text, flagged=cell.tau_low, withheld=cell.withheld)
 
 
 def _pair(speedup: Interval | float | None, tau: Interval | float | None) -> str:
@@ -200,6 +208,13 @@ def _notes(table: PaperTable) -> list[str]:
             "each method's cell shows its config with the best speedup on that dataset (the "
             "DDTree paper's entry is its best node budget); chain: one drafted path per step, "
             "tree: several children per node"
+        )
+    if any(c.withheld for r in table.rows for c in r.cells.values()):
+        notes.append(
+            "[impossible]: a speedup above its own tau (a verify round costs at least one AR step "
+            "and emits tau tokens, so its AR baseline ran slower than the config's steps allow: "
+            "measured at a busier moment); [busy]: measured on a busy host, either side; neither "
+            "is a method's best while another of its configs has a speedup that is a result"
         )
     if any(c.speedup and c.speedup.high is not None for r in table.rows for c in r.cells.values()):
         notes.append("\u00b1: the 95% interval's half-width over the config's restarts")

@@ -1,7 +1,9 @@
 """Pareto figures: per-user tok/s against total output tok/s (a line per config through its
 loads, the front drawn and its configs named), and speedup against load (the best feasible
 config at each load starred). Infeasible configs (a determinism violation) are grey crosses:
-shown, so a fast wrong config is visible, never on a front."""
+shown, so a fast wrong config is visible, never on a front. A speedup that is no result (busy,
+its host or its baseline's, or impossible: above the point's tau) is a hollow grey diamond off
+its config's line, never starred, and named in the caption."""
 
 from __future__ import annotations
 
@@ -81,12 +83,27 @@ def _speedup_vs_load(frame: pd.DataFrame, temperature: float) -> list[Chart]:
     position = {load: i for i, load in enumerate(loads)}
     best = best_per_load(data, column)
     fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
+    withheld = data["speedup_withheld"].astype(bool)
+    legend_held = False
     for label, config in data.groupby("label", sort=False):
         xs = [position[v] for v in config["load"]]
         if not config["feasible"].all():
             ax.scatter(xs, config[column], marker="x", color="#9e9e9e", zorder=2)
             continue
-        ax.plot(xs, config[column], marker="o", alpha=0.45, linewidth=1, markersize=4, label=label)
+        held = withheld[config.index].to_numpy()
+        ys = config[column].where(~held)  # a gap in the line where the speedup is withheld
+        ax.plot(xs, ys, marker="o", alpha=0.45, linewidth=1, markersize=4, label=label)
+        if held.any():
+            ax.scatter(
+                [x for x, h in zip(xs, held, strict=True) if h],
+                config.loc[held, column],
+                marker="D",
+                facecolors="none",
+                edgecolors="#9e9e9e",
+                zorder=2,
+                label=None if legend_held else "speedup withheld",
+            )
+            legend_held = True
     starred = data[best]
     ax.scatter(
         [position[v] for v in starred["load"]], starred[column], marker="*", s=220, color="#d32f2f"
@@ -107,7 +124,15 @@ def _speedup_vs_load(frame: pd.DataFrame, temperature: float) -> list[Chart]:
     ax.set_title(f"Speedup vs load, T={temperature:g}")
     ax.grid(alpha=0.3)
     names = ", ".join(f"{r['load']}: {r['label']}" for _, r in starred.iterrows())
-    caption = f"Best feasible config per load (stars): {names}. Grey crosses: infeasible."
+    caption = f"Best feasible config per load (stars): {names or 'none'}. Grey crosses: infeasible."
+    held = data[withheld & data["feasible"]]
+    if not held.empty:
+        caption += (
+            " Hollow grey diamonds: speedups withheld (busy host, either side, or impossible: "
+            "above the point's tau), never starred: "
+            + ", ".join(f"{r['label']} at {r['load']}" for _, r in held.iterrows())
+            + "."
+        )
     return [Chart(f"Pareto: speedup vs load, T={temperature:g}", to_data_uri(fig), caption)]
 
 

@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import pandas as pd
 
 from sweeper.analysis.compare import Comparison
 from sweeper.analysis.drift import DRIFT_LIMIT, Drift, baseline_drift, mark_drift
 from sweeper.analysis.goodput import Knee
+from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, IMPOSSIBLE_MARGIN
 from sweeper.analysis.knees import knee_rows, rate_text
 from sweeper.analysis.sampled import proofs
 from sweeper.analysis.verdicts import OK_VERDICTS
@@ -30,6 +32,7 @@ from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
 from sweeper.report.paper import PaperGrid, paper_grid, run_paper_table
+from sweeper.results.reader import Run
 
 #: The negotiated capabilities the report shows per server (`_servers`).
 SERVER_KEYS = ("token_ids", "acceptance", "margins", "sampling")
@@ -93,6 +96,9 @@ def _summary(view: RunView, drifted: dict[str, float]) -> list[tuple[str, list[d
                 "busy": _true(r.get("host_busy")) or _true(r.get("baseline_busy")),
                 "busy_reason": str(r.get("host_busy_reason") or "its baseline's host was busy"),
                 "drift": drifted.get(str(r.get("point_id"))),
+                "impossible": str(r.get("speedup_impossible_reason") or "")
+                if _true(r.get("speedup_impossible"))
+                else "",
                 "tau": fmt(r.get("tau")),
                 "ttft_p50": ms(r.get("ttft_p50")),
                 "ttft_p99": ms(r.get("ttft_p99")),
@@ -143,7 +149,7 @@ def _sampled(view: RunView) -> list[dict[str, Any]]:
 
 
 #: What `assemble` adds to the point records for the page.
-_VIEW_COLUMNS = ("config", "config_long", "best")
+_VIEW_COLUMNS = ("config", "config_long", "best", *IMPOSSIBLE_COLUMNS)
 
 
 def _drift(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
@@ -260,12 +266,12 @@ def render_html(
         "unproven": int(((pts["determinism"] == "unproven") & (pts["status"] == "ok")).sum()),
         "client_bound": int(sum(_true(v) for v in pts["client_bound"])),
         "busy": int(sum(_true(v) for v in pts["host_busy"])),
+        "impossible": int(sum(_true(v) for v in pts.get("speedup_impossible", []))),
     }
     spec = view.manifest.get("spec")
     # The records as written: the view's own label columns would read as grid flags.
-    drift, drifted = _drift(
-        pts.drop(columns=list(_VIEW_COLUMNS), errors="ignore").to_dict("records")
-    )
+    written = pts.drop(columns=list(_VIEW_COLUMNS), errors="ignore")
+    drift, drifted = _drift(written.to_dict("records"))
     counts["drifted"] = sum(row["drifted"] for row in drift)
     return (
         _env()
@@ -282,6 +288,7 @@ def render_html(
             summary=_summary(view, drifted),
             drift=drift,
             drift_limit=f"{DRIFT_LIMIT:.0%}",
+            impossible_margin=f"{IMPOSSIBLE_MARGIN:.0%}",
             knees=_knees(view),
             slo=(spec or {}).get("slo") if isinstance(spec, dict) else None,
             judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
@@ -289,8 +296,8 @@ def render_html(
             comparison=comparison,
             bisect=bisect,
             diagnosis=load_diagnosis(view.run, view.manifest.get("follows")),
-            datasets=dataset_section(view.run, view.points),
-            paper=_paper(view),
+            datasets=dataset_section(view.run, written),
+            paper=_paper(view.run, written),
             sampled=_sampled(view),
             alpha=_alpha(spec),
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
@@ -298,8 +305,8 @@ def render_html(
     )
 
 
-def _paper(view: RunView) -> PaperGrid | None:
-    table = run_paper_table(view.run, view.points)
+def _paper(run: Run, points: pd.DataFrame) -> PaperGrid | None:
+    table = run_paper_table(run, points)
     return paper_grid(table) if table is not None else None
 
 

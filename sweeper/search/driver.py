@@ -20,6 +20,7 @@ from typing import Any
 
 from sweeper.analysis.calibration import calibrated_points
 from sweeper.analysis.drift import Drift, baseline_drift, mark_drift
+from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import Score, score
 from sweeper.plan import HostPlan, Plan, Step
 from sweeper.results.reader import REQUESTS_LOG, read_jsonl
@@ -204,10 +205,11 @@ class SearchOrder:
     def _score(self, rows: Sequence[Mapping[str, Any]], drifts: list[Drift]) -> Score:
         """The trial's score as `best` would give it now: the drift of every AR measurement
         recorded so far (`drifts`, checks included) marks its rows, so a lone speedup against a
-        baseline that moved is withheld here too."""
+        baseline that moved is withheld here too, and so is one above its tau (marked after the
+        drift, which it names as the cause)."""
         if not rows:
             return Score("failed", "not measured")
-        marked = mark_drift(rows, drifts)
+        marked = mark_impossible(mark_drift(rows, drifts))
         return score(marked, self.search.objective, self.search.constraints)
 
     def _past_stop(self, done: Mapping[str, Mapping[str, Any]], spent_s: float) -> str:

@@ -130,3 +130,19 @@ def test_threshold_parsing(text: str, value: float) -> None:
 def test_bad_threshold_is_a_clear_error(text: str) -> None:
     with pytest.raises(ValueError, match="threshold"):
         parse_threshold(text)
+
+
+def test_an_impossible_speedup_in_either_run_is_marked_with_why(tmp_path: Path) -> None:
+    # Run B's AR baseline at T=0 ran at a third of its speed: its T=0 speedups read above tau.
+    a, b = _pair(tmp_path, slow={(0, 0, 0.0, False): 0.3})
+    comparison = compare_loaded(read_run(a), read_run(b), 0.05)
+    marked = [r for r in comparison.rows if r.untrusted]
+    assert len(marked) == 8 and all(r.label.endswith(" T=0 c=1") for r in marked)
+    why = marked[0].untrusted[0]
+    assert why.startswith("impossible speedup in this run: speedup ") and " above tau " in why
+    assert "8 with an impossible speedup (above tau)" in comparison.summary
+    # Marks, not regressions: only the slowed AR itself regressed.
+    assert [r.label for r in comparison.regressions] == ["AR T=0 c=1"]
+    result = CliRunner().invoke(app, ["compare", str(b), str(a)])  # now the earlier run has them
+    assert result.exit_code == 0, result.output
+    assert result.output.count("impossible speedup in 20261129T020000Z-bbbb") == 8

@@ -186,3 +186,26 @@ def test_a_reference_for_another_model_is_said() -> None:
         "paper's figures are for Qwen/Qwen3-8B; this run served smollm2-135m: its taus are "
         "another model's"
     )
+
+
+def test_a_withheld_speedup_is_no_method_s_best_and_says_why() -> None:
+    rates = {
+        ("ar", 0, "gsm8k"): 10.0,
+        ("b8-k1-bs8-cg0", 0, "gsm8k"): 30.0,  # 3.0x at tau 1.5: impossible
+        ("b16-k1-bs8-cg0", 0, "gsm8k"): 15.0,  # 1.5x at tau 3.0
+        ("b16-k4-bs8-cg0", 0, "gsm8k"): 30.0,  # 3.0x at tau 3.0, its baseline's host busy
+    }
+    rounds = {("b8-k1-bs8-cg0", 0, "gsm8k"): 16, ("b16-k1-bs8-cg0", 0, "gsm8k"): 8}
+    rounds[("b16-k4-bs8-cg0", 0, "gsm8k")] = 8
+    points, requests = _frames(rates, rounds)
+    points["baseline_busy"] = points["budget"] == 16
+    points.loc[points["topk"] == 1, "baseline_busy"] = False
+    (row,) = paper_table(dataset_points(points, requests)).rows
+    chain, tree = row.cells["chain"], row.cells["tree"]
+    assert chain.config == "b16 k1 bs8" and chain.withheld == ""  # not the impossible 3.0x
+    assert tree.config == "b16 k4 bs8"  # the tree's only config: shown, marked
+    assert tree.withheld == "a speedup measured on a busy host (it or its baseline)"
+    by_config = paper_table(dataset_points(points, requests), by="config").rows[0].cells
+    assert by_config["b8 k1 bs8"].withheld.startswith(
+        "an impossible speedup (above tau): speedup 3.00x above tau 1.50: "
+    )

@@ -131,3 +131,24 @@ def test_baseline_checks_between_trials_and_a_drifted_speedup_is_withheld(tmp_pa
     assert trials["b4-k2-bs4-cg0"]["state"] == "ok"  # scored before the drift was seen
     assert trials["b8-k1-bs4-cg0"]["state"] == "failed"
     assert "drifted" in trials["b8-k1-bs4-cg0"]["reason"]
+
+
+def test_an_impossible_speedup_is_withheld_with_its_numbers(tmp_path: Path) -> None:
+    spec = SPEC.format(search="{strategy: grid, objective: {column: speedup}}")
+    plan = build_plan(parse_spec(spec))
+    order = SearchOrder(plan, tmp_path, Clock())
+    done: dict[str, Any] = {}
+    for work in order(plan.hosts[0], done):
+        for point in work.points:
+            row = _measure(point)
+            if point.server_config.mode != "ar":
+                row["speedup"] = row["output_tok_s"] / 10.0
+                # b4 k1 reads 1.5x at tau 1.2: its AR baseline ran slower than its steps allow
+                row["tau"] = 1.2 if row["budget"] == 4 and row["topk"] == 1 else 3.0
+            done[point.point_id] = row
+    trials = {t["label"]: t for t in json.loads((tmp_path / SEARCH_LOG).read_text())["trials"]}
+    assert trials["b4-k1-bs4-cg0"]["state"] == "failed"
+    assert trials["b4-k1-bs4-cg0"]["reason"].startswith(
+        "withheld: an impossible speedup (above tau): speedup 1.50x above tau 1.20: "
+    )
+    assert trials["b4-k2-bs4-cg0"]["state"] == "ok"
