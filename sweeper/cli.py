@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import sys
+
 import typer
 
 app = typer.Typer(
@@ -44,9 +47,35 @@ from sweeper.commands import bisect  # noqa: E402
 app.command("bisect")(one_line(bisect.command))
 
 
+#: Options whose value may be left out, and what it then is (`--wait-for-hosts` alone waits as
+#: long as it takes). Typer has no optional option values, so the default is written in before
+#: it parses: after the option, unless a number follows.
+OPTIONAL_VALUES = {"--wait-for-hosts": str(math.inf)}
+
+
+def with_optional_values(argv: list[str]) -> list[str]:
+    """`argv` with each value-less `OPTIONAL_VALUES` option given its default."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg == "--":
+            return out + argv[i + 1 :]
+        if arg in OPTIONAL_VALUES and (i + 1 == len(argv) or not _number(argv[i + 1])):
+            out.append(OPTIONAL_VALUES[arg])
+    return out
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(args=with_optional_values(sys.argv[1:]))
 
 
 if __name__ == "__main__":

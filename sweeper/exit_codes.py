@@ -6,7 +6,8 @@ determinism violation (wins over 3); 5 the sweeper's own error: its results cann
 (disk full, no permission, a file where a directory must be) or read back; 6 nothing proven:
 every judged point is `unproven` (no baseline, no samples: a run that measured speed only is not
 "all well"); 70 a bug in the sweeper (one line, its traceback in a file; EX_SOFTWARE); 75
-another run holds the lock (try again later, EX_TEMPFAIL); 130 interrupted (resumable).
+another run holds the lock or a host's lease (try again later, EX_TEMPFAIL); 130 interrupted
+(resumable). `EXIT_MEANINGS` says each in a few words, as a run's last line does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,25 @@ EXIT_UNPROVEN = 6
 EXIT_INTERNAL = 70
 EXIT_LOCKED = 75
 EXIT_INTERRUPTED = 130
+
+#: Each code in a few words: what `sweeper run`'s last line says its exit code means.
+EXIT_MEANINGS: dict[int, str] = {
+    EXIT_OK: "all well: every point ok, no violation, something proven",
+    EXIT_REGRESSION: "a regression",
+    EXIT_BAD_SPEC: "bad spec or usage",
+    EXIT_FAILED: "a point failed (recorded with its reason)",
+    EXIT_VIOLATION: "a determinism violation: a config's output differs from the AR baseline's",
+    EXIT_IO: "the results could not be written or read",
+    EXIT_UNPROVEN: "nothing proven: every judged point is unproven",
+    EXIT_INTERNAL: "a bug in the sweeper",
+    EXIT_LOCKED: "another run holds the lock or a host's lease",
+    EXIT_INTERRUPTED: "interrupted (resumable)",
+}
+
+
+def exit_line(code: int) -> str:
+    """`exit 4: a determinism violation: ...`: a run's last line before its directory."""
+    return f"exit {code}: {EXIT_MEANINGS.get(code, 'an unexpected exit')}"
 
 
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:

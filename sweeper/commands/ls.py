@@ -1,4 +1,6 @@
-"""`sweeper ls`: the runs under a results root: sweep, run id, status, points, start time."""
+"""`sweeper ls`: the runs under a results root: sweep, run id, status, points, start time; and
+this machine's host lease (who holds it, or that it is free: `sweeper doctor SPEC` reads the
+leases of a spec's remote hosts)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.exit_codes import EXIT_BAD_SPEC
+from sweeper.hosts.local import LocalHost, local_state_dir
 from sweeper.results.reader import MANIFEST, POINTS_LOG, all_runs, run_state
+from sweeper.workers.leases import lease_state
 
 
 def command(
@@ -27,6 +31,7 @@ def command(
     broken = sorted(r.dir for r in found if r.manifest is None)
     if not runs and not broken:
         typer.echo(f"no runs under {results}")
+        typer.echo(_local_lease())
         return
     table = Table()
     for name in ("sweep", "run id", "status", "ok", "failed", "total", "started (UTC)"):
@@ -44,8 +49,19 @@ def command(
     for path in broken:  # its records may be intact: say so rather than hide the run
         table.add_row(path.parent.name, path.name, "bad manifest", "?", "?", "?", "?")
     Console(width=160, markup=False).print(table)
+    typer.echo(_local_lease())
     for path in broken:
         typer.echo(
             f"warning: {path}/{MANIFEST} is unreadable; its records ({POINTS_LOG}) are untouched",
             err=True,
         )
+
+
+def _local_lease() -> str:
+    """This machine's lease as one line (local hosts of every spec share it)."""
+    state_dir = local_state_dir()
+    try:
+        _, said = lease_state(LocalHost(), state_dir)
+    except OSError as exc:
+        said = f"unreadable ({exc})"
+    return f"host lease of this machine ({state_dir}): {said}"

@@ -5,7 +5,8 @@ many are unproven); 2 bad spec or usage; 3 some point failed; 4 a determinism vi
 (shifted, diverged, nondeterministic, garbled; near-ties above the AR-vs-AR control count as
 diverged); 5 the
 results cannot be written (disk full...: the run is marked failed and resumes); 75 another run
-of the spec holds its results directory; 130 interrupted (resumable).
+of the spec holds its results directory, or another run holds a host's lease (`--wait-for-hosts`
+waits for it instead); 130 interrupted (resumable).
 The run directory is always the last line printed (stdout).
 """
 
@@ -23,8 +24,7 @@ import typer
 from rich.console import Console
 
 from sweeper import __version__
-from sweeper.analysis.drift import baseline_drift, drift_line
-from sweeper.analysis.proof import unproven_lines
+from sweeper.analysis.ending import closing_lines
 from sweeper.bisect.history import source_commit
 from sweeper.catalog.records import RECORDS
 from sweeper.commands.errors import describe
@@ -32,7 +32,8 @@ from sweeper.commands.plan import render
 from sweeper.commands.repair import recovered
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
 from sweeper.engines.registry import engine_for
-from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED
+from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED, exit_line
+from sweeper.hosts.lease import LeaseBusy
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
 from sweeper.results.lock import LockBusy, run_lock
@@ -43,7 +44,8 @@ from sweeper.runner import Runner
 from sweeper.search import SearchOrder
 from sweeper.services.runtime_package import runtime_package_dir, runtime_source_hash
 from sweeper.spec.hub import data_files
-from sweeper.workers.backends import open_backend
+from sweeper.workers.backends import Backend, open_backend
+from sweeper.workers.leases import RunLeases, server_of, take_leases
 
 
 def _usage(message: str) -> typer.Exit:
@@ -163,8 +165,17 @@ def command(
         "--force-new-inputs",
         help="With --resume: when the inputs changed, start a new run linked to the old one.",
     ),
+    wait_for_hosts: float | None = typer.Option(
+        None,
+        "--wait-for-hosts",
+        metavar="[SECONDS]",
+        help="When another run holds a host's lease, wait for it (at most SECONDS; no value: "
+        "as long as it takes) instead of refusing.",
+    ),
 ) -> None:
     """Run a sweep: every server config started, proven and measured; results on disk."""
+    if wait_for_hosts is not None and not wait_for_hosts >= 0:
+        raise _usage("--wait-for-hosts takes a number of seconds >= 0")
     plan = load_plan(spec)
     if dry_run:
         render(plan, estimate_seconds(plan), Console(markup=False))
@@ -181,13 +192,28 @@ def command(
     lock_dir = root / plan.spec.name
     try:
         with run_lock(sweep_lock(root, plan.spec.name)):
-            store = _open_store(plan, spec, results, resume, resume_latest, force_new_inputs)
-            code = _execute_or_mark(plan, store, plain, spec)
+            # Before the run directory: a run refused a host leaves nothing behind.
+            try:
+                leases = _take_leases(plan, wait_for_hosts)
+            except KeyboardInterrupt:
+                typer.echo("interrupted while waiting for the hosts' leases; nothing ran", err=True)
+                raise typer.Exit(EXIT_INTERRUPTED) from None
+            try:
+                store = _open_store(plan, spec, results, resume, resume_latest, force_new_inputs)
+                code = _execute_or_mark(plan, store, plain, spec, leases)
+            finally:
+                for line in leases.release():
+                    typer.echo(line, err=True)
     except LockBusy as exc:
         typer.echo(
             f"error: another run of sweep {plan.spec.name!r} ({_holder(exc)}) is writing to "
             f"{lock_dir}; wait for it to end or give another --results",
             err=True,
+        )
+        raise typer.Exit(EXIT_LOCKED) from None
+    except LeaseBusy as exc:
+        typer.echo(
+            f"error: {exc}; wait for it with --wait-for-hosts [SECONDS], or try later", err=True
         )
         raise typer.Exit(EXIT_LOCKED) from None
     if code == EXIT_INTERRUPTED:
@@ -197,15 +223,24 @@ def command(
     raise typer.Exit(code)
 
 
+def _take_leases(plan: Plan, wait_s: float | None) -> RunLeases:
+    """The lease of every host the run starts servers on (none when it starts none)."""
+    if not engine_for(plan.spec.runtime).launched:
+        return RunLeases()
+    return take_leases(plan.spec, wait_s=wait_s, say=lambda line: typer.echo(line, err=True))
+
+
 def _holder(exc: LockBusy) -> str:
     return f"pid {exc.pid}" if exc.pid else "an unknown process"
 
 
-def _execute_or_mark(plan: Plan, store: RunStore, plain: bool, spec: Path) -> int:
+def _execute_or_mark(
+    plan: Plan, store: RunStore, plain: bool, spec: Path, leases: RunLeases | None = None
+) -> int:
     """Run the plan; a run that dies of anything but Ctrl-C leaves its manifest `failed` with
     the reason (never `running`), and the sweeper's own I/O error ends in one line, exit 5."""
     try:
-        return execute(plan, store, plain)
+        return execute(plan, store, plain, leases)
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
         code = EXIT_INTERRUPTED if interrupted else EXIT_IO if isinstance(exc, OSError) else 1
@@ -223,8 +258,9 @@ def _execute_or_mark(plan: Plan, store: RunStore, plain: bool, spec: Path) -> in
         return EXIT_IO
 
 
-def execute(plan: Plan, store: RunStore, plain: bool) -> int:
-    """Run a plan into a store (every host, live or plain progress on stderr); the exit code."""
+def execute(plan: Plan, store: RunStore, plain: bool, leases: RunLeases | None = None) -> int:
+    """Run a plan into a store (every host, live or plain progress on stderr); the exit code.
+    `leases` (the hosts' leases, taken) are named after the run and its servers here."""
     console = Console(stderr=True, markup=False)
     engine = engine_for(plan.spec.runtime, store.manifest.runtime_source_hash)
     state = store.dir / "service"
@@ -232,6 +268,9 @@ def execute(plan: Plan, store: RunStore, plain: bool) -> int:
         h.name: open_backend(h, plan.spec, state, launched=engine.launched, run_id=store.run_id)
         for h in plan.spec.hosts
     }
+    if leases is not None:
+        for line in leases.name_run(store.run_id, _servers(backends)):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     if not engine.launched:
         console.print(
             f"warning: engine {engine.name} measures {plan.spec.runtime.base_url}, which the "
@@ -265,13 +304,16 @@ def execute(plan: Plan, store: RunStore, plain: bool) -> int:
     console.print(
         f"{store.manifest.status}: {statuses['ok']} ok, {statuses['failed']} failed of "
         f"{plan.n_points} points; determinism "
-        + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "-")
-        + f"; exit {code}",
+        + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "-"),
         markup=False,
         highlight=False,
         soft_wrap=True,
     )
-    drift = drift_line(baseline_drift(points.values()))  # "" unless a baseline was re-measured
-    for line in [*([drift] if drift else []), *unproven_lines(points.values())]:
+    # What the report would flag (busy, drift, unproven, impossible), then the code's meaning.
+    for line in [*closing_lines(points.values()), exit_line(code)]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return code
+
+
+def _servers(backends: dict[str, Backend]) -> dict[str, dict[str, str]]:
+    return {name: server_of(backend.service) for name, backend in backends.items()}

@@ -2,8 +2,9 @@
 
 Connectivity (and the host key), systemd, the host's Python with torch / transformers (and
 sglang when asked), GPUs (nvidia-smi when present), free disk under the remote root, whether the
-runtime's port is free, and the bundled runtime's own `selftest` run on the host with a small
-config. Every check runs even when an earlier one failed, except those that need a connection.
+runtime's port is free, who holds the host's lease, and the bundled runtime's own `selftest` run
+on the host with a small config. Every check runs even when an earlier one failed, except those
+that need a connection.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sweeper.engines.registry import engine_for
 from sweeper.hosts import Host, HostError
 from sweeper.services.bundle import deploy, pack_runtime
 from sweeper.spec import LocalHostSpec, Spec, SSHHostSpec
+from sweeper.workers.leases import lease_state, site_of
 
 #: Below this much free space under the remote root a sweep may fail mid-way (logs, bundle).
 MIN_FREE_BYTES = 2 * 1024**3
@@ -75,6 +77,7 @@ def check_host(
     root = host_spec.remote_root if isinstance(host_spec, SSHHostSpec) else "."
     add("disk", lambda: disk(host, python, root))
     add("port", lambda: _port(host, spec.runtime.port))
+    add("lease", lambda: _lease(host, host_spec))
     if selftest:
         add(
             "selftest",
@@ -172,6 +175,14 @@ def _port(host: Host, port: int) -> tuple[bool, str]:
     if listening.stdout.strip():
         return False, f"port {port} is in use: {listening.stdout.strip()[:300]}"
     return True, f"port {port} is free"
+
+
+def _lease(host: Host, host_spec: LocalHostSpec | SSHHostSpec) -> tuple[bool, str]:
+    """The host's lease (`sweeper.workers.leases`): a run held off by a live holder fails."""
+    site = site_of(host_spec)
+    assert site is not None  # local and SSH hosts have one
+    held, said = lease_state(host, site.state_dir)
+    return not held, said + (": a run would wait or refuse" if held else "")
 
 
 def runtime_selftest(

@@ -8,7 +8,7 @@ line only when something needs a person, since cron mails whatever a job prints.
 Exit codes: 0 all well; 1 a regression against the previous finished run (slower beyond noise,
 a new failure, determinism newly broken); otherwise the sweep's own non-zero code (3 failed
 points, 4 determinism violation, 2 bad spec); 75 another nightly run of this spec holds the lock
-(`sweeper.exit_codes`).
+(`sweeper.exit_codes`), or another run held a host's lease for longer than `HOST_WAIT_S`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from sweeper.report.render import write_report
 from sweeper.results.lock import LockBusy, run_lock
 from sweeper.results.reader import previous_finished, prune, read_run
 from sweeper.results.repair import repaired
+
+#: Seconds the nightly sweep waits for a host another run leases (a person's sweep that ran
+#: late) before it gives up with that run's name (exit 75, mailed by cron).
+HOST_WAIT_S = 3 * 3600
 
 
 @dataclass
@@ -61,7 +65,7 @@ def run_sweep(spec: Path, results: Path, log: logging.Logger) -> tuple[int, Path
     """Run `sweeper run` in a subprocess, logging its output; returns (exit code, run dir,
     its last line: the run directory, or what stopped it)."""
     argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec), "--results", str(results)]
-    argv.append("--plain")
+    argv += ["--plain", "--wait-for-hosts", str(HOST_WAIT_S)]
     log.info("running: %s", " ".join(argv))
     last = ""
     with subprocess.Popen(

@@ -45,7 +45,7 @@ def test_doctor_checks_every_host(
     result = CliRunner().invoke(app, ["doctor", str(spec), "--no-selftest"])
     rows = _rows(result.output)
     for host in testhost_pair:
-        for check in ("connectivity", "systemd", "python", "gpus", "disk", "port"):
+        for check in ("connectivity", "systemd", "python", "gpus", "disk", "port", "lease"):
             assert rows.get((host.name, check)) == "ok", result.output
     assert result.exit_code == 0, result.output
     assert "torch 2." in result.output and "transformers" in result.output
