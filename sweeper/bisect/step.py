@@ -93,6 +93,11 @@ def finished_runs(directory: Path, sha: str, sweep: str) -> list[Path]:
     return [r for r in runs_of_sweep(root) if is_finished(r)] if root.is_dir() else []
 
 
+#: Seconds a step's run waits for a host another run leases before the step fails with exit 75
+#: (naming that run): a bisect left unattended outlasts a colleague's short sweep.
+HOST_WAIT_S = 3600
+
+
 def unfinished_run(directory: Path, sha: str, sweep: str) -> Path | None:
     root = step_dir(directory, sha) / "runs" / sweep
     left = [r for r in runs_of_sweep(root) if not is_finished(r)] if root.is_dir() else []
@@ -105,7 +110,7 @@ def run_step(
     """Run (or resume) the step's sweep; (exit code, run dir, the log's last line)."""
     here = step_dir(directory, sha)
     argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec_path), "--plain"]
-    argv += ["--results", str(here / "runs")]
+    argv += ["--results", str(here / "runs"), "--wait-for-hosts", str(HOST_WAIT_S)]
     if unfinished_run(directory, sha, sweep) is not None:
         argv.append("--resume-latest")
     log = here / "run.log"

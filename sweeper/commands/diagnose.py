@@ -27,7 +27,7 @@ from rich.table import Table
 from sweeper.analysis.sampled import proof_line, proofs
 from sweeper.commands.plan import render
 from sweeper.commands.repair import checked
-from sweeper.commands.run import create_store, execute, planned_source_hash
+from sweeper.commands.run import create_store, execute, held_hosts, planned_source_hash
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.diagnosis.evidence import EVIDENCE_COLUMNS, evidence
 from sweeper.diagnosis.followup import FollowUp, plan_followup
@@ -153,8 +153,9 @@ def command(
         )
     root = results or run_dir.parent.parent
     spec_path = _write_spec(followup.spec, root, manifest.run_id)
-    store = create_store(plan, spec_path, root, follows=str(run_dir))
-    code = execute(plan, store, plain)
+    with held_hosts(plan, None) as leases:  # its servers start on the run's hosts
+        store = create_store(plan, spec_path, root, follows=str(run_dir))
+        code = execute(plan, store, plain, leases)
     follow_up = read_run(store.dir)
     followed, _ = run_requests([follow_up])
     combined = diagnose_run(run, follow_up)

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -191,29 +192,15 @@ def command(
     root = resume.parent.parent if resume is not None else results
     lock_dir = root / plan.spec.name
     try:
-        with run_lock(sweep_lock(root, plan.spec.name)):
-            # Before the run directory: a run refused a host leaves nothing behind.
-            try:
-                leases = _take_leases(plan, wait_for_hosts)
-            except KeyboardInterrupt:
-                typer.echo("interrupted while waiting for the hosts' leases; nothing ran", err=True)
-                raise typer.Exit(EXIT_INTERRUPTED) from None
-            try:
-                store = _open_store(plan, spec, results, resume, resume_latest, force_new_inputs)
-                code = _execute_or_mark(plan, store, plain, spec, leases)
-            finally:
-                for line in leases.release():
-                    typer.echo(line, err=True)
+        # The leases before the run directory: a run refused a host leaves nothing behind.
+        with run_lock(sweep_lock(root, plan.spec.name)), held_hosts(plan, wait_for_hosts) as leases:
+            store = _open_store(plan, spec, results, resume, resume_latest, force_new_inputs)
+            code = _execute_or_mark(plan, store, plain, spec, leases)
     except LockBusy as exc:
         typer.echo(
             f"error: another run of sweep {plan.spec.name!r} ({_holder(exc)}) is writing to "
             f"{lock_dir}; wait for it to end or give another --results",
             err=True,
-        )
-        raise typer.Exit(EXIT_LOCKED) from None
-    except LeaseBusy as exc:
-        typer.echo(
-            f"error: {exc}; wait for it with --wait-for-hosts [SECONDS], or try later", err=True
         )
         raise typer.Exit(EXIT_LOCKED) from None
     if code == EXIT_INTERRUPTED:
@@ -223,11 +210,29 @@ def command(
     raise typer.Exit(code)
 
 
-def _take_leases(plan: Plan, wait_s: float | None) -> RunLeases:
-    """The lease of every host the run starts servers on (none when it starts none)."""
-    if not engine_for(plan.spec.runtime).launched:
-        return RunLeases()
-    return take_leases(plan.spec, wait_s=wait_s, say=lambda line: typer.echo(line, err=True))
+@contextlib.contextmanager
+def held_hosts(plan: Plan, wait_s: float | None) -> Iterator[RunLeases]:
+    """The lease of every host the plan starts servers on (none when it starts none) for the
+    block, given back after it; a host another run holds is one line and exit 75 (after
+    `wait_s` seconds of waiting, when given), Ctrl-C while waiting exit 130."""
+
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
+    try:
+        launched = engine_for(plan.spec.runtime).launched
+        leases = take_leases(plan.spec, wait_s=wait_s, say=say) if launched else RunLeases()
+    except LeaseBusy as exc:
+        say(f"error: {exc}; wait for it with --wait-for-hosts [SECONDS], or try later")
+        raise typer.Exit(EXIT_LOCKED) from None
+    except KeyboardInterrupt:
+        say("interrupted while waiting for the hosts' leases; nothing ran")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    try:
+        yield leases
+    finally:
+        for line in leases.release():
+            say(line)
 
 
 def _holder(exc: LockBusy) -> str:
