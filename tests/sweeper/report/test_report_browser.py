@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -150,4 +151,12 @@ def test_report_of_a_real_local_run_in_chromium(tmp_path: Path) -> None:
     assert "b8 k4 bs4" in html and "What is missing" not in html
     console, with_figures, without = open_in_chromium(report, tmp_path)
     assert console == []
-    assert with_figures > 0.005 and with_figures > 4 * without, (with_figures, without)
+    points = pd.read_parquet(run_dir / "points.parquet")
+    busy = points["host_busy"].fillna(False).astype(bool).any() or (
+        points.get("baseline_busy", pd.Series(dtype=object)).fillna(False).astype(bool).any()
+    )
+    if busy:  # beside other load: its speedups are no result, so the heatmap is hatched grey
+        assert "Hatched cells hold a speedup that is no result" in html
+        assert with_figures > 1.5 * without, (with_figures, without)
+    else:
+        assert with_figures > 0.005 and with_figures > 4 * without, (with_figures, without)
