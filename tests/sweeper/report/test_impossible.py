@@ -117,7 +117,7 @@ def test_the_paper_table_marks_them_per_dataset(tmp_path: Path) -> None:
     text = paper_markdown(table)
     assert text.count("[impossible] |") == len(cold) and "- [impossible]: a speedup above" in text
     html = render_html(build_view(run))
-    assert html.count('<td class=" withheld" title="an impossible speedup') == len(cold)
+    assert html.count('<span class="withheld" title="an impossible speedup') == len(cold)
     start = html.index("<h2>Per dataset</h2>")
     per_dataset = html[start : html.index("<h2", start + 4)]
     assert per_dataset.count("x [impossible]</td>") == 4 * 2  # 4 configs x 2 datasets at T=0
