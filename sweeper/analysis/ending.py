@@ -14,6 +14,7 @@ from typing import Any
 
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.impossible import impossible_lines
+from sweeper.analysis.objective import SPEEDUPS
 from sweeper.analysis.proof import unproven_lines
 from sweeper.config.labels import point_label_long
 from sweeper.results.rows import is_missing
@@ -39,7 +40,11 @@ def busy_lines(points: Iterable[Mapping[str, Any]], shown: int = 3) -> list[str]
     against = [p for p in rows if p.get("host_busy") is not True and p.get("baseline_busy") is True]
     if not busy and not against:
         return []
-    withheld = [p for p in [*busy, *against] if p.get("mode") != "ar" and _has_speedup(p)]
+    withheld = [
+        p
+        for p in [*busy, *against]
+        if p.get("mode") != "ar" and any(not is_missing(p.get(c)) for c in SPEEDUPS)
+    ]
     lines = [
         f"busy host: {len(busy)} point(s) measured beside other load"
         + (f", {len(against)} more against a baseline measured so" if against else "")
@@ -52,7 +57,3 @@ def busy_lines(points: Iterable[Mapping[str, Any]], shown: int = 3) -> list[str]
     if len(busy) > shown:
         lines.append(f"  ... {len(busy) - shown} more busy point(s); see the report")
     return lines
-
-
-def _has_speedup(row: Mapping[str, Any]) -> bool:
-    return any(not is_missing(row.get(c)) for c in ("speedup", "e2e_speedup", "itl_speedup"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,15 +65,16 @@ class LeaseSite:
         return ssh_host_for(self.ssh)
 
 
-def lease_sites(spec: Spec) -> list[LeaseSite]:
-    """The spec's hosts that get a lease, in taking order (one per place: two local hosts of a
-    spec are one machine)."""
-    sites: dict[str, LeaseSite] = {}
+def lease_sites(spec: Spec) -> list[tuple[LeaseSite, tuple[str, ...]]]:
+    """The places the spec's hosts lease, in taking order, each with the spec host names that
+    share it (one per place: two local hosts of a spec are one machine)."""
+    sites: dict[str, tuple[LeaseSite, tuple[str, ...]]] = {}
     for host in spec.hosts:
         site = site_of(host)
         if site is not None:
-            sites.setdefault(site.key, site)
-    return sorted(sites.values(), key=lambda s: s.key)
+            first, names = sites.get(site.key, (site, ()))
+            sites[site.key] = (first, (*names, host.name))
+    return [sites[key] for key in sorted(sites)]
 
 
 def site_of(host: HostSpec) -> LeaseSite | None:
@@ -86,32 +87,26 @@ def site_of(host: HostSpec) -> LeaseSite | None:
 
 @dataclass
 class RunLeases:
-    """The leases a run holds, by spec host name (several names may share one lease)."""
+    """The leases a run holds, each with the spec host names it covers."""
 
-    held: dict[str, Lease] = field(default_factory=dict)
-
-    def leases(self) -> Iterator[Lease]:
-        seen: set[int] = set()
-        for lease in self.held.values():
-            if id(lease) not in seen:
-                seen.add(id(lease))
-                yield lease
+    held: list[tuple[Lease, tuple[str, ...]]] = field(default_factory=list)
 
     def name_run(self, run_id: str, servers: dict[str, dict[str, str]]) -> list[str]:
-        """Write the run id and each host's server into its lease; the problems, one line each
+        """Write the run id and its hosts' servers into each lease; the problems, one line each
         (a lease lost meanwhile is said, never fatal: the run's own servers are unaffected)."""
         problems = []
-        for name, lease in self.held.items():
+        for lease, names in self.held:
+            server = {k: v for name in names for k, v in servers.get(name, {}).items()}
             try:
-                lease.update(run_id=run_id, server={**lease.holder.server, **servers.get(name, {})})
+                lease.update(run_id=run_id, server={**lease.holder.server, **server})
             except (HostError, OSError) as exc:
-                problems.append(f"warning: host {name}: {exc}")
+                problems.append(f"warning: host {lease.host.name}: {exc}")
         return problems
 
     def release(self) -> list[str]:
         """Give every lease back and close the hosts; the problems, one line each."""
         problems = []
-        for lease in self.leases():
+        for lease, _ in self.held:
             try:
                 if not lease.release():
                     problems.append(f"warning: host {lease.host.name}: its lease was taken over")
@@ -130,14 +125,10 @@ def take_leases(spec: Spec, *, wait_s: float | None, say: Callable[[str], None])
     here = Controller.here()
     run = RunLeases()
     try:
-        for site in lease_sites(spec):
+        for site, names in lease_sites(spec):
             lease = _take_one(site, spec.name, here, wait_s, say)
-            if lease is None:
-                continue
-            for host in spec.hosts:
-                other = site_of(host)
-                if other is not None and other.key == site.key:
-                    run.held[host.name] = lease
+            if lease is not None:
+                run.held.append((lease, names))
     except BaseException:
         for line in run.release():
             say(line)
