@@ -30,11 +30,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from sweeper.analysis.distribution import two_sample_test
 from sweeper.config import RequestConfig
 from sweeper.engines.registry import engine_for
 from sweeper.measure.drive import point_prompts
 from sweeper.measure.workload import run_requests_sync
+from sweeper.proof.distribution import two_sample_test
 from sweeper.services.readiness import served_model
 from sweeper.spec import load_spec
 

@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from sweeper.analysis.distribution import two_sample_test
-from sweeper.analysis.power import detectable_shift, pools_of
+from sweeper.proof.distribution import two_sample_test
+from sweeper.proof.power import detectable_shift, pools_of
 
 VOCAB = 64
 

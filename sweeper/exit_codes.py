@@ -49,8 +49,8 @@ def exit_line(code: int) -> str:
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
     """4 if any determinism violation, else 3 if any point failed, else 6 if points were left
     unproven and none was proven, else 0."""
-    # Imported here: every command imports this module, and the analysis package loads pandas.
-    from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS
+    # Imported here: every command imports this module, and the verdicts load pandas.
+    from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS
 
     rows = list(points.values())
     verdicts = {p.get("determinism") for p in rows}

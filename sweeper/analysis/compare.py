@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.datasets import (
     DATASET_REQUEST_COLUMNS,
     dataset_points,
@@ -39,8 +38,9 @@ from sweeper.analysis.drift import mark_drift
 from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
-from sweeper.analysis.verdicts import CLEAN_VERDICTS, OK_VERDICTS, VIOLATIONS
 from sweeper.config.labels import point_label_long
+from sweeper.proof.calibration import calibrated_frame
+from sweeper.proof.verdicts import CLEAN_VERDICTS, OK_VERDICTS, VIOLATIONS
 from sweeper.results.reader import Run
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 

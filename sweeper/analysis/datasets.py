@@ -27,8 +27,8 @@ import pandas as pd
 
 from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import withheld_kind, withheld_speedup
-from sweeper.analysis.verdicts import worst_by_group
 from sweeper.config.labels import point_label
+from sweeper.proof.verdicts import worst_by_group
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
 #: The request columns the split reads.

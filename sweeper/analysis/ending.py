@@ -15,8 +15,8 @@ from typing import Any
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.impossible import impossible_lines
 from sweeper.analysis.objective import SPEEDUPS
-from sweeper.analysis.proof import unproven_lines
 from sweeper.config.labels import point_label_long
+from sweeper.proof.unproven import unproven_lines
 from sweeper.results.rows import is_missing
 
 

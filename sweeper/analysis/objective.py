@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sweeper.analysis.verdicts import UNJUDGED, VIOLATIONS
 from sweeper.config import RequestConfig
+from sweeper.proof.verdicts import UNJUDGED, VIOLATIONS
 from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 

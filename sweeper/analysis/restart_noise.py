@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.objective import Interval
-from sweeper.analysis.verdicts import VIOLATIONS
+from sweeper.proof.verdicts import VIOLATIONS
 
 #: point_id of the kept row (the first restart's) -> metric -> its interval over restarts.
 Spread = dict[str, dict[str, Interval]]

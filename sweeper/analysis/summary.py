@@ -1,5 +1,5 @@
 """From one point's request rows to its judged columns and per-request verdicts: the runner's one
-call into the pure functions of `sweeper.analysis.metrics`, `sweeper.analysis.determinism` and
+call into the pure functions of `sweeper.analysis.metrics`, `sweeper.proof.determinism` and
 `sweeper.analysis.goodput`. Measuring hands the rows on (`sweeper.measure.point.request_rows`);
 the runner judges them here and gives the result back to `measured_point` for the records."""
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sweeper.analysis.determinism import SampledVerdict, judge_point
 from sweeper.analysis.goodput import goodput_columns, latency_speedups
 from sweeper.analysis.metrics import point_metrics, speedup
-from sweeper.analysis.verdicts import UNJUDGED
 from sweeper.config import RequestConfig, ServerConfig
+from sweeper.proof.determinism import SampledVerdict, judge_point
+from sweeper.proof.verdicts import UNJUDGED
 from sweeper.spec import DeterminismSpec, SloSpec
 from sweeper.spec.model import SampledCheck
 
@@ -34,7 +34,7 @@ def summarize(
     """A point's columns (metrics, speedups, determinism, goodput against `slo`) and, per row in
     order, (verdict, divergence index). `speed_baseline_point` is the production AR's
     (`runtime.speed_baseline`), when the spec names one; `sampled_check` and
-    `sampled_verdict` judge a sampled point (`sweeper.analysis.determinism.judge_point`)."""
+    `sampled_verdict` judge a sampled point (`sweeper.proof.determinism.judge_point`)."""
     columns = point_metrics(list(rows), wall_s).as_columns()
     columns["speedup"] = speedup(
         columns["output_tok_s"], (baseline_point or {}).get("output_tok_s")

@@ -1,6 +1,6 @@
 """Is a commit good or bad? A step's run directories read back and judged on the chosen points.
 
-- `verdict`: bad when any chosen point broke determinism (`analysis.verdicts.VIOLATIONS`, the
+- `verdict`: bad when any chosen point broke determinism (`proof.verdicts.VIOLATIONS`, the
   judgement behind `sweeper run`'s exit 4); the evidence is its first violating request (prompt,
   verdict, first divergent token).
 - `output_tok_s`: each chosen point's mean over its restarts with the 95% interval
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sweeper.analysis.objective import Interval
-from sweeper.analysis.verdicts import VIOLATIONS, worst
 from sweeper.bisect.state import PointEvidence
 from sweeper.config import first_restart_label, is_missing, point_id
+from sweeper.proof.verdicts import VIOLATIONS, worst
 from sweeper.results.reader import read_run
 
 Judged = Literal["good", "bad", "skip", "undecided"]

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.bisect.judge import base_id
 from sweeper.diagnosis.followup import MAX_PROMPTS
 from sweeper.plan import Plan
 from sweeper.plan.only import base_point_id
+from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.reader import read_run
 
 

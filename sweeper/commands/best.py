@@ -19,12 +19,12 @@ import typer
 from pydantic import ValidationError
 
 from sweeper.analysis.best import Entry, Ranking, rank
-from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.impossible import impossible_lines
 from sweeper.analysis.objective import Interval, Score
 from sweeper.commands.repair import checked
 from sweeper.commands.validate import EXIT_BAD_SPEC
+from sweeper.proof.calibration import calibrated_frame
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run, run_state
 from sweeper.spec.search import ObjectiveSpec, SearchSpec
 

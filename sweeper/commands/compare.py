@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.table import Table
 
 from sweeper.analysis.compare import Comparison, compare_loaded, parse_threshold, sweep_differences
-from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.commands.repair import checked
 from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.exit_codes import EXIT_BAD_SPEC as EXIT_USAGE
 from sweeper.exit_codes import EXIT_REGRESSION
+from sweeper.proof.indistinguishable import describe, indistinguishable_in
 from sweeper.report.formatting import pct
 from sweeper.results.reader import MANIFEST, Run, is_run_dir, read_run
 

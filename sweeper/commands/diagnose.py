@@ -24,7 +24,6 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.sampled import proof_line, proofs
 from sweeper.commands.plan import render
 from sweeper.commands.repair import checked
 from sweeper.commands.run import create_store, execute, held_hosts, planned_source_hash
@@ -34,6 +33,7 @@ from sweeper.diagnosis.followup import FollowUp, plan_followup
 from sweeper.diagnosis.runs import diagnose_requests, diagnose_run, run_requests
 from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
+from sweeper.proof.sampled import proof_line, proofs
 from sweeper.results.manifest import Manifest
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run
 from sweeper.spec import Spec

@@ -12,12 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.analysis.power import planned_statement
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
 from sweeper.plan.model import samples_seconds
 from sweeper.plan.sampling import sampled_check
+from sweeper.proof.power import planned_statement
 from sweeper.search import preview
 from sweeper.spec.dataset_load import dataset_sources
 

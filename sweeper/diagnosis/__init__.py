@@ -10,6 +10,6 @@ experiments that separate what its grid could not.
 - `evidence.py`: what a follow-up's arms show;
 - `compare.py`: the diagnosis line a newly broken config of a comparison carries.
 
-It stands above analysis (verdicts, calibration, labels, compare) and below report and the
-commands, which show it (`report/diagnosis.py`, `commands/diagnose.py`).
+It stands above the proof (verdicts, calibration) and analysis (compare), and below report and
+the commands, which show it (`report/diagnosis.py`, `commands/diagnose.py`).
 """

@@ -3,7 +3,7 @@
 A *judged* request is one whose verdict says something: a violation (`VIOLATIONS`: diverged,
 nondeterministic, garbled) is *broken*; exact and near-tie (`CLEAN_VERDICTS`) are *clean* (a
 near-tie is numerics, not a bug), unless its config's near-tie rate exceeds the AR-vs-AR
-control's (`near_tie_excess`, `analysis/calibration.py`): then it is broken too. An AR request at
+control's (`near_tie_excess`, `proof/calibration.py`): then it is broken too. An AR request at
 temperature 0 is the reference the others are judged against, so it counts as clean (its repeats
 agreeing is all that can be checked; if they disagree it is `nondeterministic`, a violation); any
 other `n/a` (failed, unseeded, no baseline) says nothing and is left out.
@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS
 from sweeper.config import temperature_of
+from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS
 from sweeper.results.rows import is_failed, is_missing, rows_of
 
 

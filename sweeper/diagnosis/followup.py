@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.config import SERVER_KEYS, temperature_of
 from sweeper.diagnosis.rule import Diagnosis
+from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.rows import is_missing, rows_of
 from sweeper.spec import Spec
 

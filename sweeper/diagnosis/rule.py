@@ -34,10 +34,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.diagnosis.association import fisher_exact
 from sweeper.diagnosis.factors import Condition, Population, conditions, count, levels, population
 from sweeper.diagnosis.factors import show as show_value
+from sweeper.proof.verdicts import OK_VERDICTS
 from sweeper.results.records import factor_kinds
 from sweeper.results.rows import rows_of
 

@@ -9,15 +9,15 @@ from dataclasses import replace
 
 import pandas as pd
 
-from sweeper.analysis.calibration import ar_control, calibration_text, near_tie_rates
 from sweeper.config.labels import point_label
 from sweeper.diagnosis.rule import Diagnosis, diagnose
+from sweeper.proof.calibration import ar_control, calibration_text, near_tie_rates
 from sweeper.results.reader import Run
 from sweeper.results.records import factor_kinds
 
 #: Columns a request's outcome and identity are read from, besides its factors.
 OUTCOME_COLUMNS = ["verdict", "error", "mode", "temperature", "host", "point_id", "repeat"]
-#: Read besides, for the near-tie calibration (`analysis/calibration.py`): what AR-vs-AR compares.
+#: Read besides, for the near-tie calibration (`proof/calibration.py`): what AR-vs-AR compares.
 _CONTROL_COLUMNS = ["sha256", "restart", "prompt_id", "max_tokens", "concurrency", "rate"]
 
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.calibration import calibrated_frame
 from sweeper.analysis.drift import mark_drift
 from sweeper.analysis.impossible import mark_impossible
-from sweeper.analysis.indistinguishable import describe, indistinguishable_in
 from sweeper.analysis.objective import withheld_speedup
-from sweeper.analysis.verdicts import CLEAN_VERDICTS, worst_by_group
 from sweeper.config.labels import point_label, point_label_long
+from sweeper.proof.calibration import calibrated_frame
+from sweeper.proof.indistinguishable import describe, indistinguishable_in
+from sweeper.proof.verdicts import CLEAN_VERDICTS, worst_by_group
 from sweeper.report.outputs import Divergence, load_divergences
 from sweeper.results.manifest import PROMPT_PLAIN_CHAT
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
@@ -73,7 +73,7 @@ class RunView:
     failures: list[Failure] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
     divergences_total: int = 0
-    #: Configs the run could not tell apart (`sweeper.analysis.indistinguishable`), in words.
+    #: Configs the run could not tell apart (`sweeper.proof.indistinguishable`), in words.
     indistinguishable: list[str] = field(default_factory=list)
 
 

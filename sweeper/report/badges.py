@@ -1,4 +1,4 @@
-"""The report's verdict badges: one per matrix state, in `analysis.verdicts.COLOURS`, the colours
+"""The report's verdict badges: one per matrix state, in `proof.verdicts.COLOURS`, the colours
 the matrix and the diagnosis plot use, so a verdict looks the same in a badge and a figure.
 
 Some of those colours are light (near-tie, n/a, nondeterministic, missing), so each badge gets
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from matplotlib.colors import to_rgb
 
-from sweeper.analysis.verdicts import COLOURS
+from sweeper.proof.verdicts import COLOURS
 
 #: The page's text colour (template.html.j2's body), for badges too light for white.
 INK = "#222"

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 
-from sweeper.analysis.verdicts import COLOURS
 from sweeper.diagnosis.rule import Diagnosis, Finding
 from sweeper.diagnosis.runs import diagnose_run
 from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
+from sweeper.proof.verdicts import COLOURS
 from sweeper.report.figures import Chart, to_data_uri
 from sweeper.results.reader import Run
 

@@ -18,7 +18,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.image import AxesImage  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from sweeper.analysis.verdicts import COLOURS, MATRIX_STATES  # noqa: E402
+from sweeper.proof.verdicts import COLOURS, MATRIX_STATES  # noqa: E402
 from sweeper.report.assemble import RunView, speedup_withheld  # noqa: E402
 from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
 from sweeper.report.pareto_figures import pareto_charts  # noqa: E402

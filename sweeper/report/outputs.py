@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sweeper.analysis.verdicts import QUIET_VERDICTS
+from sweeper.proof.verdicts import QUIET_VERDICTS
 from sweeper.results.reader import Run
 
 CONTEXT_CHARS = 80  # shared text shown before the divergence

@@ -1,5 +1,5 @@
-"""The paper-layout table (`sweeper.analysis.paper`) as the report's section, as markdown and as
-CSV (`sweeper report --table paper`). One shaping (`paper_grid`): heads and text cells that all
+"""The paper-layout table (`paper_layout`) as the report's section, as markdown and as CSV
+(`sweeper report --table paper`). One shaping (`paper_grid`): heads and text cells that all
 three print, so the HTML and the markdown read alike.
 
 A cell reads as the papers print it, `6.75x / 9.54` (speedup over AR / tau), with `±` the 95%
@@ -20,7 +20,7 @@ import pandas as pd
 
 from sweeper.analysis.datasets import DATASET_REQUEST_COLUMNS, dataset_points, has_datasets
 from sweeper.analysis.objective import Interval, withheld_kind
-from sweeper.analysis.paper import By, PaperCell, PaperTable, paper_table, reference_of
+from sweeper.report.paper_layout import By, PaperCell, PaperTable, paper_table, reference_of
 from sweeper.results.reader import Run
 
 #: What a flagged tau carries in text.

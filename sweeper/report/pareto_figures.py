@@ -15,13 +15,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 
-from sweeper.analysis.pareto import (  # noqa: E402
+from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
+from sweeper.report.pareto import (  # noqa: E402
     USER_TOK_S,
     best_per_load,
     feasible_points,
     pareto_front,
 )
-from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
 
 
 def pareto_charts(points: pd.DataFrame) -> list[Chart]:

@@ -19,8 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from sweeper.analysis.knees import rate_text  # noqa: E402
 from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
+from sweeper.report.knees import rate_text  # noqa: E402
 
 #: (column, axis label, scale): what each panel plots against the rate.
 PANELS = (

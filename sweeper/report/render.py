@@ -21,16 +21,16 @@ from sweeper.analysis.compare import Comparison
 from sweeper.analysis.drift import DRIFT_LIMIT, Drift, baseline_drift, mark_drift
 from sweeper.analysis.goodput import Knee
 from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, IMPOSSIBLE_MARGIN
-from sweeper.analysis.knees import knee_rows, rate_text
-from sweeper.analysis.sampled import proofs
-from sweeper.analysis.verdicts import OK_VERDICTS
 from sweeper.config.labels import load_label
+from sweeper.proof.sampled import proofs
+from sweeper.proof.verdicts import OK_VERDICTS
 from sweeper.report.assemble import RunView, negotiated
 from sweeper.report.badges import badges
 from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
+from sweeper.report.knees import knee_rows, rate_text
 from sweeper.report.paper import PaperGrid, paper_grid, run_paper_table
 from sweeper.results.reader import Run
 

@@ -5,7 +5,7 @@ The plan resolved the check (`sweeper.plan.sampling`); here it meets the server:
 check needs the server to advertise coupled sampling (else the point is `unproven`, with what
 to set), and its AR baseline is asked for sample margins; a `distribution` check draws the
 point's seeded samples after its measured requests (`sweeper.measure.samples`) and has them
-judged (`sweeper.analysis.sampled`): a speculative point's test against its baseline's samples,
+judged (`sweeper.proof.sampled`): a speculative point's test against its baseline's samples,
 an AR point's AR-vs-AR control and power.
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.analysis import sampled as sampled_analysis
-from sweeper.analysis.determinism import SampledVerdict
 from sweeper.engines.base import Engine
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.samples import draw_samples
 from sweeper.plan import Point
 from sweeper.plan.sampling import sampled_check
 from sweeper.progress import SweepProgress
+from sweeper.proof import sampled as sampled_analysis
+from sweeper.proof.determinism import SampledVerdict
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.spec import Spec
 from sweeper.spec.model import SampledCheck

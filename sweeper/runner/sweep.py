@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sweeper.analysis.calibration import calibrated_points
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.inputs import Inputs
 from sweeper.plan import HostPlan, Plan
 from sweeper.progress import SweepProgress
+from sweeper.proof.calibration import calibrated_points
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.manifest import RunStatus
 from sweeper.results.store import RunStore
@@ -108,7 +108,7 @@ class Runner:
 
     def judged_points(self, points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """The recorded points as every judge reads them: the near-tie calibration applied
-        (`sweeper.analysis.calibration.calibrated_points`)."""
+        (`sweeper.proof.calibration.calibrated_points`)."""
         rows = calibrated_points(points.values(), self.store.requests(points))
         return {row["point_id"]: row for row in rows}
 

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sweeper.analysis.calibration import calibrated_points
 from sweeper.analysis.drift import Drift, baseline_drift, mark_drift
 from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import Score, score
 from sweeper.plan import HostPlan, Plan, Step
+from sweeper.proof.calibration import calibrated_points
 from sweeper.results.reader import REQUESTS_LOG, read_jsonl
 from sweeper.results.repair import DAMAGED_DIR
 from sweeper.results.store import atomic_write

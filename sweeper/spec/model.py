@@ -36,7 +36,7 @@ class DeterminismSpec(StrictModel):
     garble_min_score: Annotated[Number, Field(ge=0, le=1)] = 0.2
     #: Characters of text shown either side of a divergence.
     excerpt_chars: Annotated[Int, Field(ge=1)] = 40
-    #: How a point at temperature > 0 is proven (`sweeper.analysis.determinism`): `coupled`
+    #: How a point at temperature > 0 is proven (`sweeper.proof.determinism`): `coupled`
     #: (token for token against AR at the same seed; needs a server that advertises coupled
     #: sampling), `distribution` (a two-sample test on `samples` seeded samples per prompt
     #: from it and from its AR baseline), `repeats` (only its repeats agree: proves nothing

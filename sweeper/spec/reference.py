@@ -10,7 +10,7 @@ carries the figures it was judged by.
 Tau is a property of the target, the drafter, the tree budget and the data, not of the hardware:
 a measured tau more than `tolerance` below the published one is a build problem (a wrong drafter,
 a wrong block size, a tree that never branches). Speedups depend on the hardware and are shown
-beside the reference, never judged (`sweeper.analysis.paper`).
+beside the reference, never judged (`sweeper.report.paper_layout`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from sweeper.spec.yaml_lines import YamlLines
 
 #: How a speculative config decodes, as the papers' columns name it: one drafted path per step
 #: (`chain`: DFlash's own decoding, a top-1 tree) or a tree of several (`tree`: DDTree).
-#: `sweeper.analysis.paper.method_of` derives a config's method from its columns.
+#: `sweeper.report.paper_layout.method_of` derives a config's method from its columns.
 Method = Literal["chain", "tree"]
 #: A tau more than this share below the reference's is flagged (default).
 DEFAULT_TOLERANCE = 0.2

@@ -4,7 +4,12 @@ module or folder of `sweeper`. Every import counts, lazy and TYPE_CHECKING ones 
 (`tests.house.imports`). The table has no loop, so the rooms still stand in layers; but a room
 may import only the rooms named for it, not everything below: analysis and diagnosis judge
 records, so they read only the config room, results and spec (diagnosis also analysis's
-verdicts), never plan, engines, hosts, services or workers.
+verdicts), never plan, engines, hosts, services or workers. The proof (whether outputs are the
+target's) stands below analysis and reads the same three, over the statistics room, which
+imports no room at all.
+
+Some rooms may import only some packages from outside `sweeper` (`OUTSIDE`): the statistics
+room numpy and the standard library, so its tests can be read and rerun anywhere.
 
 Some rooms show others only a face: their modules other rooms may import (`FACES`). The engines'
 face is the engine interface, its launch, capabilities, registry and stream reading; the
@@ -14,6 +19,7 @@ are the engines' own.
 
 from __future__ import annotations
 
+import sys
 from graphlib import TopologicalSorter
 from pathlib import Path
 
@@ -27,6 +33,8 @@ _CONTROL = (
     "report",
     "diagnosis",
     "analysis",
+    "proof",
+    "stats",
     "exit_codes",
 )
 _MACHINERY = ("measure", "workers", "services", "hosts", "engines", "doctor")
@@ -46,13 +54,13 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     "runner": (
         frozenset(
             {"analysis", "config", "engines", "exit_codes", "hosts", "measure", "plan"}
-            | {"progress", "results", "services", "spec", "workers"}
+            | {"progress", "proof", "results", "services", "spec", "workers"}
         ),
         "the order of a sweep: start, prove, measure, judge, record",
     ),
     "bisect": (
         frozenset({"analysis", "catalog", "config", "diagnosis", "exit_codes", "plan"})
-        | frozenset({"results", "services", "spec"}),
+        | frozenset({"proof", "results", "services", "spec"}),
         "which commit broke it: steps as ordinary runs, judged, searched",
     ),
     "schedule": (
@@ -60,16 +68,27 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "cron and the nightly",
     ),
     "search": (
-        frozenset({"analysis", "config", "plan", "results", "spec", "workers"}),
+        frozenset({"analysis", "config", "plan", "proof", "results", "spec", "workers"}),
         "which config to try next",
     ),
-    "report": (frozenset({"analysis", "config", "diagnosis", "results"}), "HTML, figures"),
-    "exit_codes": (frozenset({"analysis"}), "what a sweep's exit code says"),
+    "report": (
+        frozenset({"analysis", "config", "diagnosis", "proof", "results", "spec"}),
+        "HTML, figures, the tables only the report shows",
+    ),
+    "exit_codes": (frozenset({"proof"}), "what a sweep's exit code says"),
     "diagnosis": (
-        frozenset({"analysis", "config", "results", "spec"}),
+        frozenset({"analysis", "config", "proof", "results", "spec"}),
         "factors, rule, follow-up experiments, evidence",
     ),
-    "analysis": (frozenset({"config", "results", "spec"}), "records -> numbers and verdicts"),
+    "analysis": (
+        frozenset({"config", "proof", "results", "spec"}),
+        "numbers, ranking, speed credibility, compare",
+    ),
+    "proof": (
+        frozenset({"config", "results", "spec", "stats"}),
+        "is the output the target's? verdicts at T = 0 and T > 0, calibration",
+    ),
+    "stats": (frozenset(), "statistics beneath the proof: tests, bounds, combinations"),
     "measure": (
         frozenset({"config", "engines", "hosts", "plan", "poll", "results", "spec"}),
         "a point's load and client -> records",
@@ -95,6 +114,10 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     "poll": (frozenset(), "waits"),
     "progress": (frozenset(), "progress lines"),
 }
+
+#: room -> the packages from outside `sweeper` it may import, besides the standard library (a
+#: room not named may import any).
+OUTSIDE: dict[str, frozenset[str]] = {"stats": frozenset({"numpy"})}
 
 #: room -> its modules other rooms may import (a room not named shows all of them).
 FACES: dict[str, frozenset[str]] = {
@@ -122,7 +145,8 @@ def layer_order() -> list[str]:
 
 def layer_violations(root: Path) -> list[str]:
     """Every import of `sweeper` the table does not allow, every import of a module behind a
-    room's face, and every room the table does not name."""
+    room's face, every outside package a room held to some (`OUTSIDE`) imports beyond them, and
+    every room the table does not name."""
     graph = import_graph(root, ("sweeper",))
     found: set[str] = set()
     for module in sorted(graph.edges):
@@ -132,6 +156,14 @@ def layer_violations(root: Path) -> list[str]:
         if here not in MAY_IMPORT:
             found.add(f"{module}: room {here!r} is not in the table (add it to MAY_IMPORT)")
             continue
+        if here in OUTSIDE:
+            allowed_outside = OUTSIDE[here] | sys.stdlib_module_names | {"__future__"}
+            for package in sorted(graph.external[module] - allowed_outside):
+                named = ", ".join(sorted(OUTSIDE[here])) or "nothing"
+                found.add(
+                    f"{module} imports {package}: {here} may import only {named} and the "
+                    "standard library from outside sweeper"
+                )
         allowed = MAY_IMPORT[here][0]
         for target in sorted(graph.edges[module]):
             there = room_of(target)
@@ -157,5 +189,7 @@ def drawing() -> str:
     for room in reversed(layer_order()):
         allowed, what = MAY_IMPORT[room]
         may = "every room below" if room == "commands" else ", ".join(sorted(allowed)) or "-"
+        if room in OUTSIDE:
+            may += f" (outside sweeper: only {', '.join(sorted(OUTSIDE[room]))} and the stdlib)"
         lines.append(f"| {room} | {what} | {may} |")
     return "\n".join(lines)

@@ -51,7 +51,7 @@ def test_an_import_an_order_would_allow_fails_with_its_edge(tmp_path: Path) -> N
     )
     assert layer_violations(root) == [
         "sweeper.analysis.best imports sweeper.engines.base: analysis may not import engines "
-        "(analysis may import config, results, spec)",
+        "(analysis may import config, proof, results, spec)",
     ]
 
 
@@ -95,3 +95,26 @@ def test_imports_the_table_allows_pass(tmp_path: Path) -> None:
         },
     )
     assert layer_violations(root) == []
+
+
+def test_the_statistics_room_imports_only_numpy_and_the_stdlib(tmp_path: Path) -> None:
+    root = plant_tree(
+        tmp_path,
+        {
+            "sweeper/__init__.py": "",
+            "sweeper/config/__init__.py": "",
+            "sweeper/stats/__init__.py": "",
+            "sweeper/stats/fine.py": (
+                "from __future__ import annotations\nimport math\nfrom statistics import "
+                "NormalDist\nimport numpy as np\n"
+            ),
+            # A lazy import counts; pandas is no statistics dependency, a room none at all.
+            "sweeper/stats/frame.py": "def f():\n    import pandas\n    import sweeper.config\n",
+        },
+    )
+    assert layer_violations(root) == [
+        "sweeper.stats.frame imports pandas: stats may import only numpy and the standard "
+        "library from outside sweeper",
+        "sweeper.stats.frame imports sweeper.config: stats may not import config "
+        "(stats may import nothing)",
+    ]

@@ -1,4 +1,4 @@
-"""The report's verdict badges take their colours from `analysis.verdicts.COLOURS` (the matrix's
+"""The report's verdict badges take their colours from `proof.verdicts.COLOURS` (the matrix's
 and the diagnosis plot's), each with the text colour that reads best on it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sweeper.analysis.verdicts import COLOURS
+from sweeper.proof.verdicts import COLOURS
 from sweeper.report.assemble import build_view
 from sweeper.report.badges import INK, WHITE, badges, contrast
 from sweeper.report.render import render_html

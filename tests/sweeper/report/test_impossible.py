@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis.impossible import UNSEEN_CAUSE
-from sweeper.analysis.pareto import best_per_load, feasible_points
 from sweeper.report.assemble import RunView, build_view
 from sweeper.report.figures import speedup_grid, speedup_heatmaps
 from sweeper.report.paper import paper_markdown, run_paper_table
+from sweeper.report.pareto import best_per_load, feasible_points
 from sweeper.report.pareto_figures import pareto_charts
 from sweeper.report.render import render_html
 from sweeper.results.reader import read_run

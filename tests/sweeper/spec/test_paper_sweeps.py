@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.analysis.paper import method_of
 from sweeper.plan import build_plan
+from sweeper.report.paper_layout import method_of
 from sweeper.spec import load_spec
 from tests.sweeper.shipped_specs import load_shipped
 

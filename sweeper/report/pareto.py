@@ -14,8 +14,8 @@ from __future__ import annotations
 import pandas as pd
 
 from sweeper.analysis.objective import withheld_speedup
-from sweeper.analysis.verdicts import VIOLATIONS
 from sweeper.config.labels import load_label, point_label
+from sweeper.proof.verdicts import VIOLATIONS
 
 #: Per-user speed: one request's tokens per second after its first (1 / its mean ITL).
 USER_TOK_S = "user_tok_s"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper.analysis.distribution import (
+from sweeper.proof.distribution import (
     STATISTICS,
     _labellings,
     _statistics,

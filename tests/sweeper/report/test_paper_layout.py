@@ -10,7 +10,7 @@ import pytest
 
 from sweeper.analysis.datasets import dataset_points
 from sweeper.analysis.objective import Interval
-from sweeper.analysis.paper import method_of, paper_table, reference_of
+from sweeper.report.paper_layout import method_of, paper_table, reference_of
 from sweeper.spec.reference import ReferenceRow, ReferenceSpec, ReferenceTable
 
 CONFIG = {"host": "h", "engine": "ddtree_runtime", "block_size": 8, "cuda_graph": False}

@@ -1,4 +1,4 @@
-"""What a distribution test proves (`analysis/sampled.py`): shifted only with a quiet control,
+"""What a distribution test proves (`proof/sampled.py`): shifted only with a quiet control,
 distribution-ok only with a test strong enough to matter, unproven (with why) otherwise; and
 the lines the report and `diagnose` print for each sampled point."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.analysis.distribution import DistributionTest
-from sweeper.analysis.sampled import (
+from sweeper.proof.distribution import DistributionTest
+from sweeper.proof.sampled import (
     by_prompt,
     control_columns,
     judge,

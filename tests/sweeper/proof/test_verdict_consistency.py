@@ -16,11 +16,11 @@ import pytest
 
 from sweeper.analysis.compare import compare_loaded
 from sweeper.analysis.summary import summarize
-from sweeper.analysis.verdicts import MATRIX_STATES
 from sweeper.config import RequestConfig, ServerConfig
 from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point
+from sweeper.proof.verdicts import MATRIX_STATES
 from sweeper.report.assemble import build_view
 from sweeper.results.reader import read_run
 from sweeper.results.store import RunStore, utc_now

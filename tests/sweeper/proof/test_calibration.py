@@ -8,11 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.calibration import Control, ar_control, calibrated_points, near_tie_rates
 from sweeper.diagnosis.rule import diagnose
 from sweeper.diagnosis.runs import calibrated, diagnose_requests
 from sweeper.diagnosis.text import sentence
 from sweeper.exit_codes import EXIT_OK, EXIT_VIOLATION, exit_code_for
+from sweeper.proof.calibration import Control, ar_control, calibrated_points, near_tie_rates
 from sweeper.results.records import factor_kinds
 
 

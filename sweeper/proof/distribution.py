@@ -29,12 +29,10 @@ statistic more raises the bar for all.
 Each is calibrated by permutation: the 2N samples of a prompt are exchangeable when X and Y have
 one distribution, so labels are reshuffled within every prompt (B times, seeded) and a
 statistic's p-value is its rank among the reshuffles (two-sided but for `marginals`, a distance:
-large only). They are combined honestly by Westfall and Young's max-T, calibrated on
-the same reshuffles: each is standardised by its reshuffles' mean and spread, and the larger z
-of the observed labels is ranked against the larger of every reshuffle's, so the combined
-p-value is exact whatever their correlation, with no Bonferroni or Holm loss.
+large only). They are combined honestly by Westfall and Young's max-T on the same reshuffles
+(`sweeper.stats.maxt`): exact whatever their correlation, with no Bonferroni or Holm loss.
 
-How much it can see (the smallest shift it detects with 80% power) is `sweeper.analysis.power`.
+How much it can see (the smallest shift it detects with 80% power) is `sweeper.proof.power`.
 
 Pure: token ids in, numbers out (numpy only).
 """
@@ -45,6 +43,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from sweeper.stats.maxt import max_t
 
 #: The statistics in the order they are reported.
 STATISTICS = ("agreement", "diversity", "marginals")
@@ -221,21 +221,6 @@ def _labellings(n_x: int, m: int, count: int, rng: np.random.Generator) -> np.nd
 TWO_SIDED = (True, True, False)
 
 
-def _combine(stats: np.ndarray) -> tuple[float, tuple[float, ...]]:
-    """Westfall and Young's max-T over the reshuffles (row 0 observed): each statistic is
-    standardised by its reshuffles' mean and spread (|z| where both ways are extreme), and the
-    largest z of the observed row is ranked against the largest of every reshuffle. Returns
-    the combined and per-statistic p-values."""
-    centred = stats - stats[1:].mean(axis=0)
-    spread = stats[1:].std(axis=0)
-    z = centred / np.where(spread > 0, spread, 1.0)
-    z = np.where(np.array(TWO_SIDED)[None, :], np.abs(z), z)
-    z[:, spread <= 0] = 0.0  # a statistic no reshuffle moves says nothing
-    per = tuple(float(np.mean(z[:, k] >= z[0, k] - 1e-12)) for k in range(stats.shape[1]))
-    largest = z.max(axis=1)
-    return float(np.mean(largest >= largest[0] - 1e-12)), per
-
-
 def _prepared(x: Samples, y: Samples) -> list[Pooled]:
     prompts = []
     for prompt_id in sorted(set(x) & set(y)):
@@ -264,7 +249,7 @@ def permutation_test(
     stats = np.zeros((permutations + 1, len(STATISTICS)))
     for prompt in prompts:
         stats += _statistics(prompt, _labellings(prompt.n_x, prompt.m, permutations, rng))
-    combined, per = _combine(stats)
+    combined, per = max_t(stats, TWO_SIDED)
     return DistributionTest(
         p_value=combined,
         p_values=per,

@@ -25,12 +25,12 @@ it advertises) decides:
   mass: `sample_margins`) is below the policy's `sampled_near_tie_margin`: a CDF moved that
   little by numerics changes the sample;
 - `distribution` (rejection sampling: SGLang, vLLM): every request carries its point's
-  two-sample test verdict (`sweeper.analysis.distribution`, judged from the point's samples by
+  two-sample test verdict (`sweeper.proof.distribution`, judged from the point's samples by
   the caller): `distribution-ok`, `shifted`, or `unproven` with why;
 - `repeats` (asked for by name): only the repeats are compared (identical: `exact`), which says
   nothing about the distribution sampled from.
 
-A point's status is its worst request verdict in `sweeper.analysis.verdicts`' one order, except
+A point's status is its worst request verdict in `sweeper.proof.verdicts`' one order, except
 that a speculative point none of whose requests was compared with anything is `unproven`: no
 verdict without a proof.
 Records are mappings (or a DataFrame) with the request columns of the README: prompt_id, repeat,
@@ -44,8 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweeper.analysis.garble import garble_score
-from sweeper.analysis.verdicts import CLEAN_VERDICTS, VIOLATIONS, Verdict, worst
+from sweeper.proof.garble import garble_score
+from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS, Verdict, worst
 from sweeper.results.rows import is_failed, is_missing, rows_of
 from sweeper.spec import DeterminismSpec
 from sweeper.spec.model import SampledCheck

@@ -10,14 +10,14 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from sweeper.analysis.determinism import (
+from sweeper.proof.determinism import (
     PointVerdict,
     SampledVerdict,
     first_divergence,
     judge_point,
 )
-from sweeper.analysis.garble import garble_components, garble_score
-from sweeper.analysis.verdicts import worst
+from sweeper.proof.garble import garble_components, garble_score
+from sweeper.proof.verdicts import worst
 from sweeper.spec import DeterminismSpec
 
 POEM = "The tide comes in, the tide goes out,\nthe gulls cry over the sand."

@@ -4,7 +4,7 @@ The shift: a share of tokens moved onto tokens the baseline never draws at that 
 a raised temperature or an ignored top-p / top-k does to a distribution (that share is the
 total variation per token). After a run (`detectable_shift`) it is simulated on the baseline's
 own samples: one half of them against the other half with that share of its tokens moved,
-through the very test the run uses (`sweeper.analysis.distribution`). Before a run
+through the very test the run uses (`sweeper.proof.distribution`). Before a run
 (`planned_power`) there are no samples: the plan states it for a reference distribution
 (`REFERENCE`), from the diversity statistic's exact moments (fast, and an understatement of the
 whole test's power).
@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
-from sweeper.analysis.distribution import (
+from sweeper.proof.distribution import (
     STATISTICS,
     TEST_NAME,
     Samples,
@@ -32,6 +33,7 @@ from sweeper.analysis.distribution import (
     pooled,
 )
 
+_NORMAL = NormalDist()
 #: Power targeted.
 POWER = 0.8
 #: Shares of replaced tokens tried, smallest first.
@@ -167,18 +169,6 @@ def _distinct_moments(probs: np.ndarray, n: int) -> tuple[float, float]:
     return mean, float(cov.sum())
 
 
-def _normal_cdf(x: float) -> float:
-    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
-
-
-def _normal_quantile(p: float) -> float:
-    low, high = -10.0, 10.0
-    for _ in range(80):
-        mid = (low + high) / 2
-        low, high = (mid, high) if _normal_cdf(mid) < p else (low, mid)
-    return (low + high) / 2
-
-
 def _expected_power(share: float, n: int, cells: int, alpha: float) -> float:
     """The diversity statistic's power against a `share` of tokens moved onto new ones on
     `REFERENCE` (half its positions of each kind), at Bonferroni's critical value over the
@@ -191,8 +181,8 @@ def _expected_power(share: float, n: int, cells: int, alpha: float) -> float:
         var_x += share * (1 - share) * n
         effect += cells / 2 * (mean_x - mean_y)
         variance += cells / 2 * (var_x + var_y)
-    critical = _normal_quantile(1 - alpha / (2 * len(STATISTICS)))
-    return _normal_cdf(abs(effect) / math.sqrt(variance) - critical) if variance else 0.0
+    critical = _NORMAL.inv_cdf(1 - alpha / (2 * len(STATISTICS)))
+    return _NORMAL.cdf(abs(effect) / math.sqrt(variance) - critical) if variance else 0.0
 
 
 def planned_power(prompts: int, tokens: int, n: int, alpha: float) -> Power:

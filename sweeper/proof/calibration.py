@@ -16,7 +16,6 @@ Pure: request rows in (token ids by `sha256`), rates out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from sweeper.config import SPECULATIVE_KEYS, temperature_of
 from sweeper.config.labels import point_label
 from sweeper.results.reader import Run
 from sweeper.results.rows import is_missing
+from sweeper.stats.intervals import wilson_upper
 
 #: The request-config columns that make another batch shape of the same request.
 _SHAPE = ("concurrency", "rate", "arrival", "burstiness", "max_concurrency")
@@ -46,13 +46,7 @@ class Control:
     @property
     def upper(self) -> float:
         """The rate's 95% upper bound (Wilson score), so 0 of 8 is not read as 0 of 8000."""
-        n, z = self.pairs, 1.96
-        if not n:
-            return 1.0
-        p = self.rate
-        centre = p + z * z / (2 * n)
-        spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-        return min(1.0, (centre + spread) / (1 + z * z / n))
+        return wilson_upper(self.flips, self.pairs)
 
 
 @dataclass(frozen=True)

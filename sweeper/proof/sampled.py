@@ -1,7 +1,7 @@
 """A sampled point's distribution verdict from its samples (`determinism.sampled: distribution`).
 
 Pure: sample rows (`samples.jsonl`) in, a verdict and the point's columns out. The test itself
-is `sweeper.analysis.distribution`; this module decides what its outcome proves:
+is `sweeper.proof.distribution`; this module decides what its outcome proves:
 
 - `shifted`: the speculative config's samples differ from its AR baseline's (p <= alpha), and
   the AR-vs-AR control (the baseline's two seed sets against each other) did not alarm;
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sweeper.analysis.determinism import SampledVerdict
-from sweeper.analysis.distribution import TEST_NAME, DistributionTest, two_sample_test
-from sweeper.analysis.power import MEASURED, Power, detectable_shift, pools_of
 from sweeper.config import temperature_of
+from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.distribution import TEST_NAME, DistributionTest, two_sample_test
+from sweeper.proof.power import MEASURED, Power, detectable_shift, pools_of
 from sweeper.results.rows import is_failed, is_missing
 from sweeper.spec import DeterminismSpec
 

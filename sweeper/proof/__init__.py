@@ -1,0 +1,12 @@
+"""The proof: whether a server's outputs are the target's. Pure functions from records to
+verdicts, over the numpy-only statistics beneath (`sweeper.stats`).
+
+- `verdicts.py`: the one list of verdict names, their severity order, colours and sets;
+- `determinism.py`: token-exact judging (temperature 0, coupled sampling), per request and point;
+- `garble.py`: how corrupt a text looks, against the baseline's;
+- `calibration.py`: near-ties held to the AR-vs-AR control;
+- `sampled.py`, `distribution.py`, `power.py`: the two-sample distribution test at
+  temperature > 0, what its outcome proves, and how much it can see;
+- `indistinguishable.py`: configs a run could not tell apart;
+- `unproven.py`: what a run left unproven, in a few lines.
+"""
