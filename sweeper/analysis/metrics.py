@@ -1,6 +1,6 @@
 """Per-point numbers from request records (pure): throughput, latency percentiles, tau, speedup.
 
-Records are mappings or a DataFrame with the request columns of the README (ttft, itls, e2e,
+Records are mappings or a DataFrame with the request columns of docs/results.md (ttft, itls, e2e,
 output_tokens, tau, error). Failed requests (a non-empty `error`) count in `n_errors` only.
 Throughput divides by the wall time of the point's measurement window, which the caller measures
 (concurrent requests overlap, so summing their latencies would be wrong). Percentiles use linear

@@ -33,7 +33,7 @@ from sweeper.spec import RuntimeSpec
 
 
 def fingerprint_of(inputs: Mapping[str, Any]) -> str:
-    """sha256 hex of the canonical JSON of `fingerprint_inputs` (README's contract)."""
+    """sha256 hex of the canonical JSON of `fingerprint_inputs` (docs/runtime-api.md's contract)."""
     canonical = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -62,7 +62,7 @@ class DDTreeRuntime(LaunchedServer):
     def render(self, server_config: ServerConfig) -> Rendered:
         """`python -m ddtree_runtime serve` flags (without --host/--port/--launch-id), and
         what /server_info must report for them: its fingerprinted config, else its full config
-        (README, "Runtime HTTP API"), where every flag is the field of its own name. The
+        (docs/runtime-api.md), where every flag is the field of its own name. The
         mapping's environment is not passed: the runtime reads none."""
         parts = split_config(server_config, self.runtime)
         server, out = self.server, Rendered()

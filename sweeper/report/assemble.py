@@ -26,7 +26,7 @@ from sweeper.results.manifest import PROMPT_PLAIN_CHAT
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord
 
-#: The points contract's columns, from the record model (README: Results on disk).
+#: The points contract's columns, from the record model (docs/results.md).
 POINT_COLUMNS = list(PointRecord.model_fields)
 REQUEST_SCALARS = [
     "host",

@@ -1,7 +1,7 @@
 """Pydantic schemas for the rows a run writes: one request record, one sample record (a
 distribution test's seeded sample), one point record (the manifest is `manifest.py`).
 
-Column names are a contract (README, "Results on disk"): users query them and the report reads
+Column names are a contract (docs/results.md): users query them and the report reads
 them. Records allow extra fields so any further server flag of the grid becomes its own column.
 `attempt` ties a point's request rows to the one attempt that completed, so rows left by an
 attempt interrupted mid-point (SIGKILL) are dropped on resume, never counted twice.
@@ -99,7 +99,7 @@ def _factor(kind: str, default: Any = None) -> Any:
 
 class ExposureColumns(BaseModel):
     """Per request: rounds with padding, at a fixed verify shape, under a CUDA graph, batched;
-    the largest trees verified; the accepted-length histogram (README "Runtime HTTP API")."""
+    the largest trees verified; the accepted-length histogram (docs/runtime-api.md)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -128,7 +128,7 @@ EXPOSURE_COLUMNS: tuple[str, ...] = tuple(ExposureColumns.model_fields)
 
 
 class RequestRecord(ExposureColumns, _PointColumns):
-    """One measured request (README: requests columns); key, configs, exposure, then its own."""
+    """One measured request (docs/results.md: requests); key, configs, exposure, then its own."""
 
     prompt_id: str = _factor("level", ...)
     #: Where the prompt came from (`workload.datasets`): its dataset, category and turn.
@@ -207,7 +207,7 @@ class SampleRecord(PointKey):
 
 
 class PointRecord(ExposureColumns, _PointColumns):
-    """One point: a (host, server config, request config) and its numbers (README: points).
+    """One point: a (host, server config, request config) and its numbers (docs/results.md: points).
     Its exposure columns aggregate its requests': counts summed, largest sizes maxed,
     histograms added (`sweeper.measure.exposure`)."""
 

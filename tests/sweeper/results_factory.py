@@ -1,4 +1,4 @@
-"""Synthetic run directories with the README's results columns, for fast tests and the benchmark.
+"""Synthetic run directories with docs/results.md's columns, for fast tests and the benchmark.
 
 A factory run looks like what `sweeper run` writes (manifest.json, requests.parquet,
 points.parquet + points.csv, logs/<point_id>.log) and is internally consistent: point metrics

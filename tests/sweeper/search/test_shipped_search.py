@@ -1,6 +1,6 @@
 """The search example in sweeps/, sweeps/search-local.yaml, loads and plans as shipped: a real
 search (TPE) of the real runtime on this CPU (no planted package), stopping well inside its grid,
-with the first trials the dry run previews. Running it takes minutes (README, search section)."""
+with the first trials the dry run previews. Running it takes minutes (docs/search.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """What a shipped spec's comment says of its size is what `sweeper plan` prints.
 
-The convention (README, "Using it"): every spec in sweeps/ and bench/specs/ states its size in
-one comment line, the first two figures of the totals line `sweeper plan SPEC` prints:
+The convention (docs/spec.md, "Sizes stated in comments"): every spec in sweeps/ and
+bench/specs/ states its size in one comment line, the first two figures of the totals line
+`sweeper plan SPEC` prints:
 
     # sweeper plan: 18 restarts, 108 points
 
