@@ -13,6 +13,7 @@ score, in order.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -58,22 +59,57 @@ def resumable_search(run_dir: Path) -> list[str]:
             if not line.strip():
                 continue
             try:
-                json.loads(line)
+                entry = json.loads(line)
             except ValueError:
+                entry = None
+            if not isinstance(entry, dict) or "op_code" not in entry:
                 raise SearchStateError(
-                    f"{journal}:{number}: not JSON: the study cannot be resumed from it"
-                ) from None
+                    f"{journal}:{number}: not one of the study's records (a JSON object with an "
+                    "op_code): the study cannot be resumed from it; restore the file, or remove "
+                    "it to go on with a new study (configs already measured are not measured "
+                    "again)"
+                )
     log = run_dir / SEARCH_LOG
-    if log.is_file():
-        try:
-            state = json.loads(log.read_text())
-            float(state["spent_s"]), list(state["trials"])
-        except (ValueError, KeyError, TypeError):
+    if log.exists() or log.is_symlink():
+        problem = _search_log_problem(log)
+        if problem:
             raise SearchStateError(
-                f"{log} is unreadable (truncated or edited): it holds the time the search has "
-                "spent; restore it, or remove it to resume with search.stop.hours counted from now"
-            ) from None
+                f"{log} is unreadable ({problem}): it holds the time the search has spent; "
+                "restore it, or remove it to resume with search.stop.hours counted from now"
+            )
     return notes
+
+
+def _search_log_problem(log: Path) -> str:
+    """What is wrong with `search.json` ("" when it reads as the driver writes it): an object
+    with a finite, non-negative `spent_s` and `trials`, a list of objects each with `params`
+    (an object) and `restart` (a whole number)."""
+    try:
+        text = log.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read: {exc}"
+    if not text.strip():
+        return "empty"
+    try:
+        state = json.loads(text)
+    except ValueError:
+        return "truncated or not JSON"
+    if not isinstance(state, dict):
+        return f"it holds {json.dumps(state)[:40]}, not an object"
+    spent = state.get("spent_s")
+    if isinstance(spent, bool) or not isinstance(spent, (int, float)) or not 0 <= spent < math.inf:
+        return f"spent_s {spent!r} is not a number of seconds"
+    trials = state.get("trials")
+    if not isinstance(trials, list):
+        return "trials is not a list"
+    for number, trial in enumerate(trials, start=1):
+        if not (
+            isinstance(trial, dict)
+            and isinstance(trial.get("params"), dict)
+            and isinstance(trial.get("restart"), int)
+        ):
+            return f"trial {number} is not a trial (params and restart)"
+    return ""
 
 
 def _keep_aside(run_dir: Path, name: str, data: bytes) -> Path:
