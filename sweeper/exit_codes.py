@@ -1,18 +1,13 @@
-"""Every exit code the sweeper's commands end with, in one place (the README's table), and the
-code a run's recorded points earn.
-
-0 all well; 1 a regression (`compare`, `nightly`); 2 bad spec or usage; 3 a point failed; 4 a
-determinism violation (wins over 3); 5 the sweeper's own error: its results cannot be written
-(disk full, no permission, a file where a directory must be) or read back; 6 nothing proven:
-every judged point is `unproven` (no baseline, no samples: a run that measured speed only is not
-"all well"); 70 a bug in the sweeper (one line, its traceback in a file; EX_SOFTWARE); 75
-another run holds the lock or a host's lease (try again later, EX_TEMPFAIL); 130 interrupted
-(resumable). `EXIT_MEANINGS` says each in a few words, as a run's last line does.
+"""Every exit code the sweeper's commands end with, in one place, and the code a run's recorded
+points earn. `EXIT_CODES` is the one table: `EXIT_MEANINGS` (a run's last line) and the docs' table
+(`readme_table`, held to docs/exit-codes.md by a test) are drawn from it, and every command
+returns these names, never a number.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 EXIT_OK = 0
@@ -22,23 +17,88 @@ EXIT_FAILED = 3
 EXIT_VIOLATION = 4
 EXIT_IO = 5
 EXIT_UNPROVEN = 6
+EXIT_ENDS_NOT_AS_CLAIMED = 7
+EXIT_CHECK_FAILED = 8
 EXIT_INTERNAL = 70
 EXIT_LOCKED = 75
 EXIT_INTERRUPTED = 130
 
-#: Each code in a few words: what `sweeper run`'s last line says its exit code means.
-EXIT_MEANINGS: dict[int, str] = {
-    EXIT_OK: "all well: every point ok, no violation, something proven",
-    EXIT_REGRESSION: "a regression",
-    EXIT_BAD_SPEC: "bad spec or usage",
-    EXIT_FAILED: "a point failed (recorded with its reason)",
-    EXIT_VIOLATION: "a determinism violation: a config's output differs from the AR baseline's",
-    EXIT_IO: "the results could not be written or read",
-    EXIT_UNPROVEN: "nothing proven: every judged point is unproven",
-    EXIT_INTERNAL: "a bug in the sweeper",
-    EXIT_LOCKED: "another run holds the lock or a host's lease",
-    EXIT_INTERRUPTED: "interrupted (resumable)",
+
+@dataclass(frozen=True)
+class ExitCode:
+    """One code: in a few words (a run's last line) and in full (the docs' table)."""
+
+    short: str
+    detail: str
+
+
+#: The table, in the docs' order.
+EXIT_CODES: dict[int, ExitCode] = {
+    EXIT_OK: ExitCode(
+        "all well: every point ok, no violation, something proven",
+        "all well (`run`: every point ok, no violation, something proven; its last lines count "
+        "the unproven points; `bisect`: the first bad commit is named)",
+    ),
+    EXIT_REGRESSION: ExitCode("a regression", "a regression (`compare`, `nightly`)"),
+    EXIT_BAD_SPEC: ExitCode(
+        "bad spec or usage",
+        "bad spec or usage: every problem as `file:line: field: message` (also a spec selecting "
+        "no points, ids that would collide, a grid past 20,000 combinations)",
+    ),
+    EXIT_FAILED: ExitCode(
+        "a point failed (recorded with its reason)",
+        "a point failed (recorded with its reason; the sweep went on); `bisect`: an end could "
+        "not be judged (its points did not run: the line gives the recorded reason)",
+    ),
+    EXIT_VIOLATION: ExitCode(
+        "a determinism violation: a config's output differs from the AR baseline's",
+        "a determinism violation: `shifted`, `diverged`, `nondeterministic`, `garbled`, or "
+        "near-ties above the AR-vs-AR control (wins over 3)",
+    ),
+    EXIT_IO: ExitCode(
+        "the results could not be written or read",
+        "the sweeper's own I/O error: results or state cannot be written or read (disk full, a "
+        "read-only or unwritable directory, a file where a directory must be, a damaged "
+        "`bisect.json` or search state: the line names the file); a run is marked `failed` and "
+        "resumes once fixed",
+    ),
+    EXIT_UNPROVEN: ExitCode(
+        "nothing proven: every judged point is unproven",
+        "nothing proven: every judged point `unproven` (no AR baseline, no seed, no samples; "
+        '`run` lists why) and none proven: a speed-only run is not "all well"; `bisect`: the '
+        "measurements were too noisy to decide (the line names the noise and the host's load; "
+        "`--resume` measures again)",
+    ),
+    EXIT_ENDS_NOT_AS_CLAIMED: ExitCode(
+        "the bisect's ends are not as claimed",
+        "`bisect`: the ends are not as claimed (the good end is not good, or the bad end is "
+        "measured not bad); the line says how",
+    ),
+    EXIT_CHECK_FAILED: ExitCode(
+        "a host check failed", "`doctor`: a host check failed (its table says which)"
+    ),
+    EXIT_INTERNAL: ExitCode(
+        "a bug in the sweeper",
+        "a bug in the sweeper: one line (`internal error: ...`), its traceback kept in a file it "
+        "names (`SWEEPER_DEBUG=1` shows it); never 1, which means a regression",
+    ),
+    EXIT_LOCKED: ExitCode(
+        "another run holds the lock or a host's lease",
+        "another run of this spec (or nightly job, or bisect of the same question) holds the "
+        "lock, or another run holds a host's lease (`run` names it; `--wait-for-hosts` waits "
+        "instead); try again later",
+    ),
+    EXIT_INTERRUPTED: ExitCode("interrupted (resumable)", "interrupted (resumable)"),
 }
+
+#: Each code in a few words: what `sweeper run`'s last line says its exit code means.
+EXIT_MEANINGS: dict[int, str] = {code: entry.short for code, entry in EXIT_CODES.items()}
+
+
+def readme_table() -> str:
+    """The docs' exit-code table (docs/exit-codes.md), drawn from `EXIT_CODES`."""
+    rows = [f"| {code} | {entry.detail} |" for code, entry in EXIT_CODES.items()]
+    return "\n".join(["| code | meaning |", "| --- | --- |", *rows])
 
 
 def exit_line(code: int) -> str:

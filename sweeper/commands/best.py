@@ -24,11 +24,13 @@ from sweeper.analysis.impossible import impossible_lines
 from sweeper.analysis.objective import Interval, Score
 from sweeper.commands.repair import checked
 from sweeper.commands.validate import EXIT_BAD_SPEC
+from sweeper.exit_codes import EXIT_FAILED
 from sweeper.proof.calibration import calibrated_frame
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run, run_state
 from sweeper.spec.search import ObjectiveSpec, SearchSpec
 
-EXIT_NONE_FEASIBLE = 3
+#: No config may win (each failed, is infeasible or unproven): the table's "a point failed".
+EXIT_NONE_FEASIBLE = EXIT_FAILED
 
 
 def command(

@@ -1,7 +1,7 @@
 """`sweeper doctor SPEC`: check every host of a spec before a sweep; a table of ok / fail.
 
-Hosts are checked in parallel. Exit 0 when every check passed, 1 when one failed, 2 for a bad
-spec.
+Hosts are checked in parallel. Exit 0 when every check passed, 8 when one failed, 2 for a bad
+spec (`sweeper.exit_codes`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.text import Text
 
 from sweeper.commands.validate import EXIT_BAD_SPEC
 from sweeper.doctor.checks import Check, check_host
+from sweeper.exit_codes import EXIT_CHECK_FAILED, EXIT_OK
 from sweeper.hosts import Host
 from sweeper.hosts.local import LocalHost
 from sweeper.spec import (
@@ -28,8 +29,6 @@ from sweeper.spec import (
     SSHHostSpec,
     load_spec,
 )
-
-EXIT_CHECK_FAILED = 1
 
 
 def _open(host_spec: LocalHostSpec | SSHHostSpec) -> Host:
@@ -95,4 +94,4 @@ def command(
     console.print(table)
     failed = [c for c in results if not c.ok]
     console.print(f"{len(results) - len(failed)} ok, {len(failed)} failed", highlight=False)
-    raise typer.Exit(EXIT_CHECK_FAILED if failed else 0)
+    raise typer.Exit(EXIT_CHECK_FAILED if failed else EXIT_OK)

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import typer
 
+from sweeper.exit_codes import EXIT_BAD_SPEC
 from sweeper.plan import Plan, PlanError, build_plan
 from sweeper.search import plan_problems
 from sweeper.spec import SpecError, load_spec, resolve_secrets
 
-#: Exit code for a bad spec or bad usage, shared by every command.
-EXIT_BAD_SPEC = 2
 #: Notes printed by `validate` (the plan lists every one).
 NOTES_SHOWN = 5
 

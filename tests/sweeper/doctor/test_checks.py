@@ -12,6 +12,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.exit_codes import EXIT_CHECK_FAILED
 from sweeper.hosts.ssh import SSHHost
 from tests.sweeper.testhost_fixture import hosts_yaml
 from tests.testhosts import TestHost
@@ -70,7 +71,7 @@ def test_doctor_fails_on_a_busy_port_and_an_unknown_host_key(
     finally:
         host_a.run(["systemctl", "stop", unit], check=False)
     rows = _rows(result.output)
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_CHECK_FAILED
     assert rows[(first.name, "port")] == "fail"
     assert rows[(first.name, "connectivity")] == "ok"
     assert rows[(second.name, "connectivity")] == "fail"

@@ -14,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.exit_codes import EXIT_CHECK_FAILED
 from tests.slurm_cluster import SlurmCluster
 from tests.sweeper.doctor.test_checks import _rows
 from tests.sweeper.slurm_sweep import hosts_yaml
@@ -61,5 +62,5 @@ def test_doctor_names_a_partition_the_cluster_lacks(
     assert rows[("cluster", "partition")] == "fail"
     assert rows[("cluster", "allocation")] == "fail"
     assert "Invalid partition name specified" in result.output  # sbatch's own words
-    assert result.exit_code == 1
+    assert result.exit_code == EXIT_CHECK_FAILED
     assert _doctor_jobs(slurm_cluster) == []

@@ -18,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.exit_codes import EXIT_CHECK_FAILED
 from sweeper.results.reader import POINTS_LOG
 from tests.sweeper.doctor.test_checks import _rows
 from tests.sweeper.runner.test_remote_sweep import FAKE_DIR, _install_shim, _workload, _write_spec
@@ -87,7 +88,7 @@ def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
         assert len(said) == 1 and "is leased to sweep 'leasealpha' run " in said[0], said
         # `doctor` reads each host's lease: held, so the check fails naming the holder.
         doctor = CliRunner().invoke(app, ["doctor", str(beta), "--no-selftest"])
-        assert doctor.exit_code == 1, doctor.output
+        assert doctor.exit_code == EXIT_CHECK_FAILED, doctor.output
         rows = _rows(doctor.output)
         assert [rows[(h.name, "lease")] for h in testhost_pair] == ["fail", "fail"], doctor.output
         assert "held by sweep 'leasealpha'" in doctor.output
