@@ -112,15 +112,18 @@ class Comparison:
         )
 
 
-def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' -> 0.05; refuses negatives and nonsense with a clear message."""
+def parse_threshold(text: str, above_zero: bool = False, below: float = 10.0) -> float:
+    """'5%' or '0.05' -> 0.05, at least 0 (above 0 with `above_zero`) and under `below`;
+    refuses nonsense with one message naming the bounds, the same words for every command."""
     raw = text.strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         raise ValueError(f"threshold {text!r} is not a number or percentage like 5%") from None
-    if not 0 <= value < 10:
-        raise ValueError(f"threshold {text!r} must be between 0% and 1000%")
+    low_ok = value > 0 if above_zero else value >= 0
+    if not (low_ok and value < below):
+        lower = "above 0%" if above_zero else "at least 0%"
+        raise ValueError(f"threshold {text!r} must be {lower} and below {below * 100:g}%")
     return value
 
 

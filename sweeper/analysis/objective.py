@@ -28,8 +28,23 @@ State = Literal["ok", "infeasible", "unproven", "failed"]
 #: Ratios of two measurements: not trusted when either was taken on a busy host, nor when the
 #: throughput one reads above the point's tau (`withheld_speedup`).
 SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
-#: Two-sided 95% Student t quantiles by degrees of freedom (1..10); beyond, the normal's.
-_T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+#: Two-sided 95% Student t quantiles by degrees of freedom (1..30).
+_T95 = (
+    (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+    + (2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086)
+    + (2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+)
+_Z95 = 1.959964
+
+
+def t95(df: float) -> float:
+    """The two-sided 95% Student t quantile at `df` degrees of freedom (at least 1), rounded
+    down to a whole df (a wider interval, never a narrower one); past 30, the normal's with
+    its first Cornish-Fisher correction (within 0.1%)."""
+    whole = max(1, int(df))
+    if whole <= len(_T95):
+        return _T95[whole - 1]
+    return _Z95 + (_Z95**3 + _Z95) / (4 * whole)
 
 
 def request_config_id(row: Mapping[str, Any]) -> str:
@@ -73,8 +88,7 @@ class Interval:
         if len(samples) < 2:
             return cls(mean, None, None, len(samples), None)
         sd = statistics.stdev(samples)
-        df = len(samples) - 1
-        half = (_T95[df - 1] if df <= len(_T95) else 1.96) * sd / math.sqrt(len(samples))
+        half = t95(len(samples) - 1) * sd / math.sqrt(len(samples))
         return cls(mean, mean - half, mean + half, len(samples), sd / mean if mean else None)
 
     def overlaps(self, other: Interval) -> bool:

@@ -1,57 +1,36 @@
 """The runtime's git history, read without touching the user's checkout.
 
-Every question is a `git -C REPO ...` plumbing call: the commits between two revisions (first
-parent, the order a bisect walks), one commit's subject and date, its `git show --stat`, and
-its tree at a path written elsewhere (`git archive`, unpacked with tarfile): the work tree, the
-index and HEAD are never read or changed, so the user may go on editing while a bisect runs.
+Every question is a `git -C REPO ...` plumbing call: the commits between two revisions along
+first parents (the order a bisect walks), the commits a merge brought in (its branch, for
+`--all-parents`), one commit's `git show --stat`, and its tree at a path written elsewhere
+(`git archive`, unpacked with tarfile): the work tree, the index and HEAD are never read or
+changed, so the user may go on editing while a bisect runs.
 """
 
 from __future__ import annotations
 
 import io
-import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeper.services.git_source import GitError, git, git_bytes
 
-class GitError(RuntimeError):
-    """A git command failed; the message is git's own last line."""
+__all__ = ["Commit", "GitError", "Source", "git"]
+
+_FORMAT = "--format=%H%x00%P%x00%an%x00%aI%x00%s"
 
 
 @dataclass(frozen=True)
 class Commit:
-    """One commit of the range: what the answer names."""
+    """One commit of a range: what the answer names."""
 
     sha: str
     subject: str
     author: str
     date: str  # author date, ISO 8601
-
-    @property
-    def short(self) -> str:
-        return self.sha[:10]
-
-
-def git(repo: Path, *args: str, binary: bool = False) -> str:
-    """`git -C repo args...`'s stdout; a failure is a `GitError` with git's message."""
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=120
-    )
-    if done.returncode != 0:
-        lines = done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
-        raise GitError(f"git {' '.join(args[:2])} in {repo}: {lines[-1]}")
-    return done.stdout.decode(errors="replace")
-
-
-def _git_bytes(repo: Path, *args: str) -> bytes:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, check=False, timeout=300
-    )
-    if done.returncode != 0:
-        message = done.stderr.decode(errors="replace").strip().splitlines() or ["(no message)"]
-        raise GitError(f"git {args[0]} in {repo}: {message[-1]}")
-    return done.stdout
+    #: Its parents' shas, first parent first (two or more: a merge).
+    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -80,34 +59,40 @@ class Source:
             raise GitError(f"{rev!r} names no commit in {self.repo}") from None
 
     def commits(self, good: str, bad: str) -> list[Commit]:
-        """The commits after `good` up to and including `bad`, oldest first, along the first
-        parent; a GitError when `good` is not an ancestor of `bad`."""
+        """The commits after `good` up to and including `bad`, oldest first, along first
+        parents; a GitError when `good` is not on `bad`'s first-parent line (not an ancestor at
+        all, or one only through a merged branch: walking first parents from `bad` would never
+        reach it, and the commits before its merge are no descendants of it)."""
         good_sha, bad_sha = self.resolve(good), self.resolve(bad)
-        done = subprocess.run(
-            ["git", "-C", str(self.repo), "merge-base", "--is-ancestor", good_sha, bad_sha],
-            capture_output=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise GitError(f"{good} is not an ancestor of {bad}: nothing to bisect between them")
-        out = git(
-            self.repo,
-            "log",
-            "--first-parent",
-            "--reverse",
-            "--format=%H%x00%an%x00%aI%x00%s",
-            f"{good_sha}..{bad_sha}",
-        )
-        return [self._parse(line) for line in out.splitlines() if line]
+        try:
+            git(self.repo, "merge-base", "--is-ancestor", good_sha, bad_sha)
+        except GitError:
+            raise GitError(
+                f"{good} is not an ancestor of {bad}: nothing to bisect between them"
+            ) from None
+        found = self._log("--first-parent", f"{good_sha}..{bad_sha}")
+        if found and found[0].parents[:1] != (good_sha,):
+            raise GitError(
+                f"{good} is an ancestor of {bad} only through a merged branch, not along its "
+                "first parents (the line a bisect walks): give a good end on that line, a "
+                "main-line commit before the merge; --all-parents walks into a merge it names"
+            )
+        return found
 
-    def commit(self, rev: str) -> Commit:
-        out = git(self.repo, "log", "-1", "--format=%H%x00%an%x00%aI%x00%s", rev)
-        return self._parse(out.strip())
+    def branch(self, first: str, second: str) -> list[Commit]:
+        """What a merge of `second` into `first` (its parents) brought in: the commits
+        reachable from `second` but not from `first`, oldest first along the branch's first
+        parents, its tip last."""
+        return self._log("--first-parent", f"{first}..{second}")
+
+    def _log(self, *args: str) -> list[Commit]:
+        out = git(self.repo, "log", "--reverse", _FORMAT, *args)
+        return [self._parse(line) for line in out.splitlines() if line]
 
     @staticmethod
     def _parse(line: str) -> Commit:
-        sha, author, date, subject = line.split("\0", 3)
-        return Commit(sha, subject, author, date)
+        sha, parents, author, date, subject = line.split("\0", 4)
+        return Commit(sha, subject, author, date, tuple(parents.split()))
 
     def show_stat(self, sha: str) -> str:
         """`git show --stat` of a commit (its message and the files it changed)."""
@@ -118,8 +103,13 @@ class Source:
     def materialise(self, sha: str, dest: Path) -> Path:
         """The package directory's tree at `sha`, written under `dest` (which then holds
         `ddtree_runtime/` as the step's `runtime.package`); `dest` itself is returned."""
-        data = _git_bytes(
-            self.repo, "archive", "--format=tar", sha, *([self.prefix] if self.prefix else [])
+        data = git_bytes(
+            self.repo,
+            "archive",
+            "--format=tar",
+            sha,
+            *([self.prefix] if self.prefix else []),
+            timeout=300,
         )
         dest.mkdir(parents=True, exist_ok=True)
         strip = len(self.prefix.split("/")) if self.prefix else 0
@@ -138,16 +128,3 @@ class Source:
                 target.write_bytes(source.read())
                 target.chmod(member.mode & 0o755)
         return dest
-
-
-def source_commit(package: Path) -> str | None:
-    """The commit a runtime package's source is at (`<sha>`, `<sha>-dirty` when its files
-    differ from it), None outside a git repository: what a run's manifest records, so a
-    nightly regression can be bisected between two runs' commits."""
-    try:
-        source = Source.of(package)
-        sha = source.resolve("HEAD")
-        status = git(source.repo, "status", "--porcelain", "--", source.prefix or ".")
-    except (GitError, OSError, subprocess.SubprocessError):
-        return None
-    return f"{sha}-dirty" if status.strip() else sha

@@ -3,10 +3,10 @@
 - `verdict`: bad when any chosen point broke determinism (`proof.verdicts.VIOLATIONS`, the
   judgement behind `sweeper run`'s exit 4); the evidence is its first violating request (prompt,
   verdict, first divergent token).
-- `output_tok_s`: each chosen point's mean over its restarts with the 95% interval
-  (`analysis.objective.Interval`), against the good end's mean: bad when the whole interval lies
-  below the good mean by more than the threshold, good when it lies wholly above that line, and
-  undecided while the line falls inside it: the step is measured again, never guessed.
+- `output_tok_s`: each chosen point's restarts, pooled over the commit's runs, against the good
+  end's, pooled over its runs (`speed.compare`: the ratio of geometric means with both ends'
+  noise in its interval): bad when the ratio lies wholly below `1 - threshold`, good when
+  wholly above, and undecided otherwise, naming the end(s) to measure again, never a guess.
 A commit none of whose chosen points ran (the server never started, the package did not import)
 is a skip, with the recorded reason.
 """
@@ -16,22 +16,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from sweeper.analysis.objective import Interval
+from sweeper.bisect.search import Outcome
+from sweeper.bisect.speed import End, LogInterval, SpeedVerdict, compare
 from sweeper.bisect.state import PointEvidence
 from sweeper.config import first_restart_label, is_missing, point_id
 from sweeper.proof.verdicts import VIOLATIONS, worst
 from sweeper.results.reader import read_run
 
-Judged = Literal["good", "bad", "skip", "undecided"]
-
 
 @dataclass(frozen=True)
 class Judgement:
-    outcome: Judged
+    """What a commit's runs showed: its outcome (None: not decided yet), why, each chosen
+    point's evidence, and while undecided which ends to measure again."""
+
+    outcome: Outcome | None
     reason: str
     points: list[PointEvidence]
+    again: frozenset[End] = frozenset()
 
 
 def base_id(row: Mapping[str, Any]) -> str:
@@ -122,73 +125,99 @@ def judge_verdict(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
     )
 
 
-def intervals(
+def samples(
     runs: Iterable[Path], chosen: Sequence[str], metric: str = "output_tok_s"
-) -> tuple[dict[str, Interval], list[dict[str, Any]]]:
-    """Each chosen point's metric over every ok restart in the runs, by base id."""
+) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
+    """Each chosen point's metric over every ok restart in the runs (pooled), by base id, and
+    the point rows they came from. A value that is not positive is no measurement of speed."""
     points, _ = _rows(runs, chosen, with_requests=False)
     values: dict[str, list[float]] = {}
     for row in points:
         value: Any = row.get(metric)
-        if row.get("status") == "ok" and not is_missing(value):
+        if row.get("status") == "ok" and not is_missing(value) and float(value) > 0:
             values.setdefault(base_id(row), []).append(float(value))
-    return {k: Interval.of(v) for k, v in values.items()}, points
-
-
-def judge_speed(
-    runs: Iterable[Path], chosen: Sequence[str], good: Mapping[str, Interval], threshold: float
-) -> Judgement:
-    """Slower than the good end by more than `threshold` (a fraction) outside restart noise."""
-    runs = list(runs)
-    found, points = intervals(runs, chosen)
-    skipped = _skip_if_nothing_ran(points, chosen)
-    if skipped is not None:
-        return skipped
-    evidence: list[PointEvidence] = []
-    verdicts: list[tuple[Judged, str]] = []
-    for pid in chosen:
-        got, ref = found.get(pid), good.get(pid)
-        if got is None or ref is None:
-            verdicts.append(("undecided", f"{pid}: no measurement to compare"))
-            continue
-        line = ref.mean * (1 - threshold)
-        change = got.mean / ref.mean - 1 if ref.mean else 0.0
-        measured = f"{_interval(got)} vs good {ref.mean:.1f} ({change:+.1%}; line {line:.1f})"
-        shown = f"{pid}: {measured}"
-        evidence.append(_measured(pid, got, measured))
-        if got.low is None or got.high is None:
-            verdicts.append(("undecided", f"{shown}: one restart has no interval"))
-        elif got.high < line and not got.overlaps(ref):
-            verdicts.append(("bad", shown))
-        elif got.low >= line:
-            verdicts.append(("good", shown))
-        else:
-            verdicts.append(("undecided", f"{shown}: the threshold lies inside its interval"))
-    outcome: Judged
-    for outcome in ("bad", "undecided"):
-        hits = [why for o, why in verdicts if o == outcome]
-        if hits:
-            return Judgement(outcome, "; ".join(hits), evidence)
-    return Judgement("good", "; ".join(why for _, why in verdicts), evidence)
+    return values, points
 
 
 def judge_reference(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
-    """The good end under `output_tok_s`: every chosen point measured with an interval (2+
-    restarts), which every later step is held against; else undecided (measured again)."""
-    runs = list(runs)
-    found, points = intervals(runs, chosen)
+    """The good end under `output_tok_s`: every chosen point measured on 2+ restarts (an
+    interval, which every later step is held against); else undecided (measured again). How
+    wide it may be is decided against each commit (`speed.compare`), where both ends' noise
+    counts."""
+    found, points = samples(runs, chosen)
     skipped = _skip_if_nothing_ran(points, chosen)
     if skipped is not None:
         return skipped
-    evidence = [_measured(pid, i, f"{_interval(i)} (reference)") for pid, i in found.items()]
-    missing = [pid for pid in chosen if pid not in found or found[pid].low is None]
+    intervals = {pid: LogInterval.of(v) for pid, v in found.items()}
+    evidence = [_measured(pid, i, f"{i.said()} (reference)") for pid, i in intervals.items()]
+    missing = [pid for pid in chosen if pid not in intervals or intervals[pid].n < 2]
     if missing:
-        return Judgement("undecided", f"no interval yet for {', '.join(missing)}", evidence)
+        reason = f"no interval yet (fewer than 2 ok restarts) for {', '.join(missing)}"
+        return Judgement(None, reason, evidence, frozenset({"good"}))
     said = "; ".join(f"{e.point_id}: {e.detail}" for e in evidence)
     return Judgement("good", f"reference: {said}", evidence)
 
 
-def _measured(point_id: str, interval: Interval, detail: str) -> PointEvidence:
+def judge_speed(
+    runs: Iterable[Path], good_runs: Iterable[Path], chosen: Sequence[str], threshold: float
+) -> Judgement:
+    """Slower than the good end by more than `threshold` (a fraction), judged on both ends'
+    restarts pooled over their runs (`speed.compare`): bad when any chosen point is, undecided
+    (with the ends to measure again) when any is undecided, else good."""
+    found, points = samples(runs, chosen)
+    skipped = _skip_if_nothing_ran(points, chosen)
+    if skipped is not None:
+        return skipped
+    reference, _ = samples(good_runs, chosen)
+    evidence: list[PointEvidence] = []
+    verdicts: list[tuple[str, SpeedVerdict]] = []
+    for pid in chosen:
+        if pid not in found or pid not in reference:
+            sides: tuple[tuple[End, dict[str, list[float]]], ...] = (
+                ("commit", found),
+                ("good", reference),
+            )
+            which = frozenset(e for e, f in sides if pid not in f)
+            verdicts.append((pid, SpeedVerdict(None, "no ok restart to compare", which)))
+            continue
+        got = LogInterval.of(found[pid])
+        verdict = compare(got, LogInterval.of(reference[pid]), threshold)
+        verdicts.append((pid, verdict))
+        evidence.append(_measured(pid, got, verdict.reason))
+    for outcome in ("bad", None):
+        hits = [(pid, v) for pid, v in verdicts if v.outcome == outcome]
+        if hits:
+            reason = "; ".join(f"{pid}: {v.reason}" for pid, v in hits)
+            again = frozenset(e for _, v in hits for e in v.again)
+            return Judgement(outcome, reason, evidence, again if outcome is None else frozenset())
+    return Judgement("good", "; ".join(f"{p}: {v.reason}" for p, v in verdicts), evidence)
+
+
+def host_load(runs: Iterable[Path], chosen: Sequence[str]) -> str:
+    """How busy each host was while the runs measured the chosen points, from what each point
+    recorded (`measure.hostload`): the most CPU other processes used, and how many restarts
+    were measured on a busy host."""
+    points, _ = _rows(runs, chosen, with_requests=False)
+    said = []
+    for host in dict.fromkeys(str(p.get("host")) for p in points):
+        rows = [p for p in points if str(p.get("host")) == host and p.get("status") == "ok"]
+        others = [
+            float(p["host_other_cpu"]) for p in rows if not is_missing(p.get("host_other_cpu"))
+        ]
+        if not others:
+            said.append(f"host {host}: its load was not recorded")
+            continue
+        cpus = next((int(p["host_cpus"]) for p in rows if not is_missing(p.get("host_cpus"))), 0)
+        busy = sum(p.get("host_busy") is True for p in rows)
+        of = f" of {cpus}" if cpus else ""
+        said.append(
+            f"host {host}: other processes used up to {max(others):.2f}{of} CPUs, "
+            f"{busy} of {len(rows)} restart(s) measured busy"
+        )
+    return "; ".join(said) or "no host's load was recorded"
+
+
+def _measured(point_id: str, interval: LogInterval, detail: str) -> PointEvidence:
     """A point's evidence under `output_tok_s`: its interval over restarts, said `detail`."""
     return PointEvidence(
         point_id=point_id,
@@ -199,9 +228,3 @@ def _measured(point_id: str, interval: Interval, detail: str) -> PointEvidence:
         n=interval.n,
         detail=detail,
     )
-
-
-def _interval(interval: Interval) -> str:
-    if interval.low is None or interval.high is None:
-        return f"{interval.mean:.1f} tok/s (n={interval.n})"
-    return f"{interval.mean:.1f} tok/s [{interval.low:.1f}, {interval.high:.1f}] (n={interval.n})"

@@ -1,6 +1,12 @@
 """A bisect's question, settled before anything runs: where the history is, which points and
 prompts reproduce the fault, and the state a new or resumed bisect starts from. Every refusal
-is a `BisectUsage` with the line to print (the command exits 2)."""
+is a `BisectUsage` with the line to print (the command exits 2); a state on disk that cannot
+be read is a `BisectStateError` (exit 5).
+
+A bisect's directory is named by its range and a hash of its whole question (`BisectState.key`:
+the metric, threshold, points, prompts, starts per commit, and the spec as resolved with its
+input files' digests), so a bisect of an edited spec is another directory, and `--resume` with
+an edited spec finds the one it would have continued and names what changed."""
 
 from __future__ import annotations
 
@@ -8,14 +14,22 @@ from pathlib import Path
 
 from sweeper.bisect.history import Commit, GitError, Source, git
 from sweeper.bisect.reproducer import Reproducer, every_speculative, from_run
-from sweeper.bisect.state import STATE_FILE, BisectState, CommitRecord, Metric
+from sweeper.bisect.state import (
+    STATE_FILE,
+    BisectState,
+    BisectStateError,
+    CommitRecord,
+    Metric,
+)
 from sweeper.catalog.records import RECORDS
 from sweeper.plan import Plan
-from sweeper.results.reader import latest_run
+from sweeper.results.reader import MANIFEST, is_run_dir, latest_run
 from sweeper.services.runtime_package import runtime_package_dir
 from sweeper.spec import Spec
+from sweeper.spec.load import PACKAGE_MARKER
 
-MARKER = "ddtree_runtime/__main__.py"
+#: What a tree holding the bundled runtime holds (`load_spec` checks `runtime.package` by it).
+MARKER = "/".join(PACKAGE_MARKER)
 
 
 class BisectUsage(ValueError):
@@ -57,6 +71,12 @@ def choose_points(
     if points:
         ids = [p.strip() for p in points.split(",") if p.strip()]
         return Reproducer(ids, [], "--points")
+    if from_run_dir is not None and not is_run_dir(from_run_dir):
+        missing = "does not exist" if not from_run_dir.exists() else "is not a run directory"
+        raise BisectUsage(
+            f"--from-run {from_run_dir} {missing} (no {MANIFEST}): give a run directory, or "
+            "--points"
+        )
     if metric == "verdict":
         run = from_run_dir or latest_run(results, plan.spec.name)
         found = from_run(run) if run is not None else None
@@ -67,48 +87,96 @@ def choose_points(
     return every_speculative(plan)
 
 
-def start_state(
-    directory: Path,
-    resume: bool,
-    fresh: BisectState,
-) -> BisectState:
-    """The state to walk: a new one (saved), or with `resume` the one on disk, which must ask
-    the same question."""
-    if (directory / STATE_FILE).exists():
+def bisect_dir(results: Path, fresh: BisectState) -> Path:
+    """`results/bisect/<sweep>-<good>-<bad>-<question key>`."""
+    return results / "bisect" / f"{_range_name(fresh)}-{fresh.key()}"
+
+
+def _range_name(state: BisectState) -> str:
+    return f"{state.spec['name']}-{state.good[:10]}-{state.bad[:10]}"
+
+
+def start_state(results: Path, resume: bool, fresh: BisectState) -> tuple[Path, BisectState]:
+    """The directory and the state to walk: a new one (saved), or with `resume` the one on
+    disk for the same question. A resume whose question changed (an edited spec or input file,
+    other points...) is refused naming what changed, as is a directory whose state is gone."""
+    directory = bisect_dir(results, fresh)
+    state_file = directory / STATE_FILE
+    if state_file.exists() or state_file.is_symlink():
         if not resume:
             raise BisectUsage(
                 f"a bisect of this range exists in {directory}; --resume continues it"
             )
         state = BisectState.load(directory)
-        if state.question() != fresh.question():
-            raise BisectUsage(f"{directory} bisects another question; start without --resume")
-        return state
+        changed = state.changes(fresh)
+        if changed:  # the same key yet another question: the file was edited
+            said = "; ".join(changed)
+            raise BisectStateError(
+                f"{state_file} asks another question than its directory's name says ({said}): "
+                f"it was edited; restore it, or move {directory} aside"
+            )
+        if fresh.all_parents and not state.all_parents:
+            state.all_parents = True
+            state.save(directory)
+        return directory, state
+    if (directory / "steps").exists():
+        raise BisectStateError(
+            f"{directory} holds steps but no {STATE_FILE} (deleted?): restore it, or move "
+            f"{directory} aside to start the bisect afresh"
+        )
     if resume:
-        raise BisectUsage(f"no bisect to resume in {directory}")
+        raise BisectUsage(_nothing_to_resume(results, fresh))
     directory.mkdir(parents=True, exist_ok=True)
     fresh.save(directory)
-    return fresh
+    return directory, fresh
+
+
+def _nothing_to_resume(results: Path, fresh: BisectState) -> str:
+    """Why `--resume` finds no bisect of this question: the newest bisect of the same range
+    and what changed since it, or that there is none."""
+    root = results / "bisect"
+    others = sorted(
+        (p for p in root.glob(f"{_range_name(fresh)}-*") if (p / STATE_FILE).exists()),
+        key=lambda p: (p / STATE_FILE).stat().st_mtime,
+        reverse=True,
+    )
+    if not others:
+        return f"no bisect of this range to resume under {root}"
+    changed = BisectState.load(others[0]).changes(fresh)
+    more = f" ({len(others) - 1} other bisect(s) of this range there too)" if others[1:] else ""
+    return (
+        f"--resume: the bisect of this range in {others[0]} asked another question: "
+        f"{'; '.join(changed)} changed since{more}. Restore them to resume it, or run "
+        "without --resume to bisect the question as it is now"
+    )
 
 
 def new_state(
     spec_path: Path,
+    plan: Plan,
+    input_files: dict[str, str],
     source: Source,
-    good: str,
-    bad: str,
     commits: list[Commit],
     metric: Metric,
     threshold: float | None,
     restarts: int,
     chosen: Reproducer,
+    all_parents: bool,
 ) -> BisectState:
+    """The question as asked now: the range (first parents, `commits`), the spec as resolved
+    and its input files' digests (`input_files`), and how each commit is judged."""
     return BisectState(
         spec_path=str(spec_path.resolve()),
+        spec=plan.spec.model_dump(mode="json"),
+        input_files=input_files,
         repo=str(source.repo),
         prefix=source.prefix,
-        good=good,
-        bad=bad,
+        good=commits[0].parents[0],
+        bad=commits[-1].sha,
         commits=[
-            CommitRecord(sha=c.sha, subject=c.subject, author=c.author, date=c.date)
+            CommitRecord(
+                sha=c.sha, subject=c.subject, author=c.author, date=c.date, parents=[*c.parents]
+            )
             for c in commits
         ],
         metric=metric,
@@ -116,4 +184,5 @@ def new_state(
         restarts=restarts,
         points=chosen.points,
         prompts=chosen.prompts,
+        all_parents=all_parents,
     )

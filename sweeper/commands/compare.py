@@ -45,10 +45,10 @@ def refuse_other_sweeps(run_a: Run, run_b: Run, force: bool) -> None:
     raise typer.Exit(EXIT_USAGE)
 
 
-def threshold_option(text: str) -> float:
-    """Parse --threshold or exit 2 with the reason."""
+def threshold_option(text: str, above_zero: bool = False, below: float = 10.0) -> float:
+    """Parse --threshold (`parse_threshold`'s bounds) or exit 2 with the reason."""
     try:
-        return parse_threshold(text)
+        return parse_threshold(text, above_zero, below)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from None

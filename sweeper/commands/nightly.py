@@ -6,7 +6,10 @@ from pathlib import Path
 
 import typer
 
+from sweeper.analysis.compare import parse_threshold
+from sweeper.bisect.speed import THRESHOLD_BELOW
 from sweeper.commands.compare import threshold_option
+from sweeper.exit_codes import EXIT_BAD_SPEC
 
 #: Shared with `cron install --bisect`, which puts the flag on the nightly's command line.
 BISECT_HELP = (
@@ -25,4 +28,11 @@ def command(
     """Run the sweep once under a lock, report, compare with the last finished run, prune."""
     from sweeper.schedule.nightly import nightly  # matplotlib: only when the job runs
 
-    raise typer.Exit(nightly(spec, results, keep, threshold_option(threshold), bisect))
+    limit = threshold_option(threshold)
+    if bisect:  # a speed regression is bisected at this threshold: the bisect's bounds hold
+        try:
+            parse_threshold(threshold, above_zero=True, below=THRESHOLD_BELOW)
+        except ValueError as exc:
+            typer.echo(f"error: --bisect: {exc} (a speed bisect's bounds)", err=True)
+            raise typer.Exit(EXIT_BAD_SPEC) from None
+    raise typer.Exit(nightly(spec, results, keep, limit, bisect))

@@ -26,14 +26,13 @@ from rich.console import Console
 
 from sweeper import __version__
 from sweeper.analysis.ending import closing_lines
-from sweeper.bisect.history import source_commit
 from sweeper.catalog.records import RECORDS
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
 from sweeper.commands.repair import recovered
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
 from sweeper.engines.registry import engine_for
-from sweeper.exit_codes import EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED, exit_line
+from sweeper.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED, exit_line
 from sweeper.hosts.lease import LeaseBusy
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
@@ -42,7 +41,8 @@ from sweeper.results.pinned import changed_inputs, file_hashes
 from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
-from sweeper.search import SearchOrder
+from sweeper.search import SearchOrder, SearchStateError
+from sweeper.services.git_source import source_commit
 from sweeper.services.runtime_package import runtime_package_dir, runtime_source_hash
 from sweeper.spec.hub import data_files
 from sweeper.workers.backends import Backend, open_backend
@@ -76,6 +76,9 @@ def _open_store(
             for line in recovered(resume):
                 typer.echo(f"note: {resume}: {line}", err=True)
             store = RunStore.open(resume)
+        except SearchStateError as exc:  # state that cannot be read: the table's I/O code
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(EXIT_IO) from None
         except (FileNotFoundError, ValueError) as exc:
             raise _usage(str(exc)) from None
         if store.manifest.sweep != spec.name:
@@ -248,7 +251,13 @@ def _execute_or_mark(
         return execute(plan, store, plain, leases)
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
-        code = EXIT_INTERRUPTED if interrupted else EXIT_IO if isinstance(exc, OSError) else 1
+        code = (
+            EXIT_INTERRUPTED
+            if interrupted
+            else EXIT_IO
+            if isinstance(exc, OSError)
+            else EXIT_INTERNAL
+        )
         # The disk may be beyond even the manifest; the records are what counts then.
         with contextlib.suppress(OSError):
             store.mark_failed(describe(exc), code, "interrupted" if interrupted else "failed")

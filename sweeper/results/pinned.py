@@ -11,6 +11,7 @@ outside `RESUMABLE_CHANGES` is a different experiment, refused with what changed
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,21 +52,46 @@ def changed_inputs(
     """What differs between the run's pinned inputs and these (empty: the same experiment).
     `source_hash`: the bundled runtime's source the plan would run (None where the engine
     does not run it); `files`: `file_hashes` of the input files now."""
+    changed = spec_changes(manifest.spec, spec)
+    if files is not None:
+        changed += file_changes(manifest.input_files, files)
+    pinned = manifest.runtime_source_hash
+    if source_hash is not None and pinned and pinned != source_hash:
+        changed.append(f"the runtime's source (hash {pinned[:12]} -> {source_hash[:12]})")
+    return changed
+
+
+def spec_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Where a resolved spec differs from the one pinned, outside `RESUMABLE_CHANGES`:
+    `spec PATH` (dotted) for at most `SHOWN` of them, then how many more."""
     paths = [
         path
-        for path in _differences(manifest.spec, spec, "")
+        for path in _differences(old, new, "")
         if not any(path == key or path.startswith(f"{key}.") for key in RESUMABLE_CHANGES)
     ]
     changed = [f"spec {path}" for path in paths[:SHOWN]]
     if len(paths) > SHOWN:
         changed.append(f"{len(paths) - SHOWN} more spec field(s)")
-    for path, digest in manifest.input_files.items():
-        if files is not None and files.get(path) != digest:
-            changed.append(f"the file {path}")
-    pinned = manifest.runtime_source_hash
-    if source_hash is not None and pinned and pinned != source_hash:
-        changed.append(f"the runtime's source (hash {pinned[:12]} -> {source_hash[:12]})")
     return changed
+
+
+def file_changes(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """The pinned input files (`old`, path -> sha256) whose bytes differ now or that are gone:
+    `the file PATH`. A file only `new` names comes with a spec change, which names it."""
+    return [f"the file {path}" for path, digest in old.items() if new.get(path) != digest]
+
+
+def resumable(spec: dict[str, Any]) -> dict[str, Any]:
+    """A resolved spec without the fields a resume may change (`RESUMABLE_CHANGES`)."""
+    out = json.loads(json.dumps(spec))
+    for key in RESUMABLE_CHANGES:
+        *parents, last = key.split(".")
+        node = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return out
 
 
 def _differences(old: Any, new: Any, path: str) -> Iterator[str]:

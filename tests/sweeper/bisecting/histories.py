@@ -182,3 +182,23 @@ def sglang_history(repo: Path, commits: int, *, events: dict[int, str] | None = 
             subject = f"change {k}: new kernel build"
         shas.append(_commit(repo, k, subject))
     return shas
+
+
+def merged_history(repo: Path) -> dict[str, str]:
+    """A history with a merged feature branch (the fake runtime's package): `base`; a branch
+    `b1`, `b2`, `b3` off it; on main `c1`, then `merge` (first parent `c1`, second `b3`), then
+    `c2`. Returns each name's sha. Which commit holds a fault is the test's to say."""
+    shas = {"base": runtime_history(repo, 0, fake=True)[0]}
+    changelog = repo / "ddtree_runtime" / "changelog.py"
+    git(repo, "checkout", "-q", "-b", "feature")
+    for name in ("b1", "b2", "b3"):
+        (repo / "ddtree_runtime" / "feature.py").write_text(f"STEP = {name!r}\n")
+        shas[name] = _commit(repo, len(shas), f"{name}: feature work")
+    git(repo, "checkout", "-q", "main")
+    changelog.write_text("CHANGE = 'c1'\n")
+    shas["c1"] = _commit(repo, len(shas), "c1: routine edit")
+    git(repo, "merge", "-q", "--no-ff", "--no-edit", "feature")
+    shas["merge"] = git(repo, "rev-parse", "HEAD")
+    changelog.write_text("CHANGE = 'c2'\n")
+    shas["c2"] = _commit(repo, len(shas), "c2: routine edit")
+    return shas

@@ -1,7 +1,7 @@
 """`sweeper bisect` end to end on histories of the fake runtime's shim package (cheap starts):
 a commit that cannot start is skipped and reported, never blamed; a slow commit is found by
-`--metric output_tok_s` with every step's restart-noise interval printed; the ends are checked
-before anything else; `--dry-run` measures nothing."""
+`--metric output_tok_s` with every step's restart-noise interval printed. (Ends not as claimed,
+and the dry run: `test_walk.py` and `test_bisect_cli.py`, without starting servers.)"""
 
 from __future__ import annotations
 
@@ -65,17 +65,3 @@ def test_a_slow_commit_is_found_with_intervals(tmp_path: Path, port: int) -> Non
     slow_mean, good_mean = slow.points[0].mean, good.points[0].mean
     assert slow_mean is not None and good_mean is not None
     assert slow_mean < 0.8 * good_mean  # the planted delay, measured
-
-
-def test_ends_that_do_not_differ_stop_at_once(tmp_path: Path, port: int) -> None:
-    shas = runtime_history(tmp_path / "repo", 4, fake=True)
-    spec = bisect_spec(tmp_path, port, tmp_path / "repo", fake=True)
-    code, directory, stderr = run_bisect(spec, shas[0], shas[-1], tmp_path / "results")
-    assert code == 1, stderr[-3000:]
-    assert f"the bad end {shas[-1][:10]} is not bad: no violation" in stderr
-    assert [s.role for s in state_of(directory).steps] == ["good end", "bad end"]
-    # --dry-run says what it would do and measures nothing
-    code, planned, stderr = run_bisect(
-        spec, shas[0], shas[-1], tmp_path / "dry", "--dry-run", timeout=60
-    )
-    assert code == 0 and "at most 4 measured steps" in stderr and not planned.exists()

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.bisect.history import GitError, Source, source_commit
-from tests.sweeper.bisecting.histories import git, runtime_history
+from sweeper.bisect.history import GitError, Source
+from sweeper.services.git_source import source_commit
+from tests.sweeper.bisecting.histories import git, merged_history, runtime_history
 
 COMMITS = 5
 
@@ -67,7 +68,7 @@ def test_commits_are_the_range_after_good_oldest_first(history: tuple[Path, list
     assert [c.subject for c in commits] == [f"change {k}: routine edit" for k in range(1, 6)]
     assert {c.author for c in commits} == {"Runtime Dev"}
     assert commits[0].date == "2026-07-01T11:00:00+00:00"
-    assert commits[0].short == shas[1][:10]
+    assert [c.parents for c in commits] == [(a,) for a in shas[:-1]]
     # Any revision names its commit; a range inside the history is just that part.
     assert [c.sha for c in source.commits("HEAD~3", "HEAD~1")] == shas[3:5]
     assert source.commits(shas[2], shas[2]) == []
@@ -100,15 +101,9 @@ def test_resolve_names_a_commit_or_raises(history: tuple[Path, list[str]]) -> No
         source.commits("no-such-branch", "HEAD")
 
 
-def test_commit_and_show_stat(history: tuple[Path, list[str]]) -> None:
+def test_show_stat(history: tuple[Path, list[str]]) -> None:
     repo, shas = history
     source = Source.of(repo)
-    commit = source.commit(shas[3])
-    assert (commit.sha, commit.subject, commit.author) == (
-        shas[3],
-        "change 3: routine edit",
-        "Runtime Dev",
-    )
     stat = source.show_stat(shas[3])
     assert stat.startswith(f"commit {shas[3]}\n")
     assert "change 3: routine edit" in stat
@@ -212,3 +207,19 @@ def test_source_commit_outside_git_is_none(tmp_path: Path) -> None:
     (plain / "ddtree_runtime").mkdir(parents=True)
     assert source_commit(plain) is None
     assert source_commit(tmp_path / "missing") is None
+
+
+def test_item4_first_parents_and_a_merged_branch(tmp_path: Path) -> None:
+    """The range is walked along first parents (a merge is one commit of it, with both its
+    parents); `branch` lists what the merge brought in, oldest first; a good end that is an
+    ancestor only through the merged branch is refused, never walked as if on the line."""
+    repo = tmp_path / "merged"
+    shas = merged_history(repo)
+    source = Source.of(repo)
+    commits = source.commits(shas["base"], shas["c2"])
+    assert [c.sha for c in commits] == [shas["c1"], shas["merge"], shas["c2"]]
+    merge = commits[1]
+    assert merge.parents == (shas["c1"], shas["b3"])
+    assert [c.sha for c in source.branch(*merge.parents)] == [shas["b1"], shas["b2"], shas["b3"]]
+    with pytest.raises(GitError, match="only through a merged branch, not along its first"):
+        source.commits(shas["b1"], shas["c2"])
