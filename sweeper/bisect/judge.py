@@ -5,8 +5,10 @@
   verdict, first divergent token).
 - `output_tok_s`: each chosen point's restarts, pooled over the commit's runs, against the good
   end's, pooled over its runs (`speed.compare`: the ratio of geometric means with both ends'
-  noise in its interval): bad when the ratio lies wholly below `1 - threshold`, good when
-  wholly above, and undecided otherwise, naming the end(s) to measure again, never a guess.
+  noise in its interval, each end narrower than the threshold): bad when the ratio lies wholly
+  below `1 - threshold`, good when wholly above, and undecided otherwise, naming the end(s) to
+  measure again, never a guess. Only restarts measured on a quiet host are judged: a restart
+  beside other load (`host_busy`) says how busy the host was, not how fast the commit is.
 A commit none of whose chosen points ran (the server never started, the package did not import)
 is a skip, with the recorded reason.
 """
@@ -125,22 +127,49 @@ def judge_verdict(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
     )
 
 
+@dataclass(frozen=True)
+class Restarts:
+    """One point's restarts at one end: the metric of those measured on a quiet host, and
+    how many were measured on a busy one (kept on disk, never judged: as `best` withholds a
+    speedup measured beside other load, a bisect never blames a commit for the host's load)."""
+
+    quiet: list[float]
+    busy: int
+
+    def enough(self) -> bool:
+        """Two quiet restarts at least: an interval."""
+        return len(self.quiet) >= 2
+
+    def said(self, end: str) -> str:
+        total = len(self.quiet) + self.busy
+        return (
+            f"{end} has {len(self.quiet)} of its {total} restart(s) measured on a quiet host "
+            f"({self.busy} on a busy one, not judged)"
+        )
+
+
 def samples(
     runs: Iterable[Path], chosen: Sequence[str], metric: str = "output_tok_s"
-) -> tuple[dict[str, list[float]], list[dict[str, Any]]]:
-    """Each chosen point's metric over every ok restart in the runs (pooled), by base id, and
-    the point rows they came from. A value that is not positive is no measurement of speed."""
+) -> tuple[dict[str, Restarts], list[dict[str, Any]]]:
+    """Each chosen point's restarts over every run (pooled), by base id, and the point rows
+    they came from. A restart counts when ok with a positive value; it is judged only when its
+    host was not busy (`host_busy`, `measure.hostload`)."""
     points, _ = _rows(runs, chosen, with_requests=False)
-    values: dict[str, list[float]] = {}
+    found: dict[str, Restarts] = {}
     for row in points:
         value: Any = row.get(metric)
-        if row.get("status") == "ok" and not is_missing(value) and float(value) > 0:
-            values.setdefault(base_id(row), []).append(float(value))
-    return values, points
+        if row.get("status") != "ok" or is_missing(value) or not float(value) > 0:
+            continue
+        restarts = found.setdefault(base_id(row), Restarts([], 0))
+        if row.get("host_busy") is True:
+            found[base_id(row)] = Restarts(restarts.quiet, restarts.busy + 1)
+        else:
+            restarts.quiet.append(float(value))
+    return found, points
 
 
 def judge_reference(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
-    """The good end under `output_tok_s`: every chosen point measured on 2+ restarts (an
+    """The good end under `output_tok_s`: every chosen point measured on 2+ quiet restarts (an
     interval, which every later step is held against); else undecided (measured again). How
     wide it may be is decided against each commit (`speed.compare`), where both ends' noise
     counts."""
@@ -148,12 +177,16 @@ def judge_reference(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
     skipped = _skip_if_nothing_ran(points, chosen)
     if skipped is not None:
         return skipped
-    intervals = {pid: LogInterval.of(v) for pid, v in found.items()}
-    evidence = [_measured(pid, i, f"{i.said()} (reference)") for pid, i in intervals.items()]
-    missing = [pid for pid in chosen if pid not in intervals or intervals[pid].n < 2]
+    evidence, missing = [], []
+    for pid in chosen:
+        restarts = found.get(pid, Restarts([], 0))
+        if restarts.quiet:
+            interval = LogInterval.of(restarts.quiet)
+            evidence.append(_measured(pid, interval, f"{interval.said()} (reference)"))
+        if not restarts.enough():
+            missing.append(f"{pid}: {restarts.said('the good end')}")
     if missing:
-        reason = f"no interval yet (fewer than 2 ok restarts) for {', '.join(missing)}"
-        return Judgement(None, reason, evidence, frozenset({"good"}))
+        return Judgement(None, "; ".join(missing), evidence, frozenset({"good"}))
     said = "; ".join(f"{e.point_id}: {e.detail}" for e in evidence)
     return Judgement("good", f"reference: {said}", evidence)
 
@@ -162,8 +195,8 @@ def judge_speed(
     runs: Iterable[Path], good_runs: Iterable[Path], chosen: Sequence[str], threshold: float
 ) -> Judgement:
     """Slower than the good end by more than `threshold` (a fraction), judged on both ends'
-    restarts pooled over their runs (`speed.compare`): bad when any chosen point is, undecided
-    (with the ends to measure again) when any is undecided, else good."""
+    quiet restarts pooled over their runs (`speed.compare`): bad when any chosen point is,
+    undecided (with the ends to measure again) when any is undecided, else good."""
     found, points = samples(runs, chosen)
     skipped = _skip_if_nothing_ran(points, chosen)
     if skipped is not None:
@@ -172,16 +205,17 @@ def judge_speed(
     evidence: list[PointEvidence] = []
     verdicts: list[tuple[str, SpeedVerdict]] = []
     for pid in chosen:
-        if pid not in found or pid not in reference:
-            sides: tuple[tuple[End, dict[str, list[float]]], ...] = (
-                ("commit", found),
-                ("good", reference),
-            )
-            which = frozenset(e for e, f in sides if pid not in f)
-            verdicts.append((pid, SpeedVerdict(None, "no ok restart to compare", which)))
+        ends: tuple[tuple[End, str, Restarts], ...] = (
+            ("commit", "the commit", found.get(pid, Restarts([], 0))),
+            ("good", "the good end", reference.get(pid, Restarts([], 0))),
+        )
+        short = [(e, name, r) for e, name, r in ends if not r.enough()]
+        if short:
+            reason = "; ".join(r.said(name) for _, name, r in short)
+            verdicts.append((pid, SpeedVerdict(None, reason, frozenset(e for e, _, _ in short))))
             continue
-        got = LogInterval.of(found[pid])
-        verdict = compare(got, LogInterval.of(reference[pid]), threshold)
+        got = LogInterval.of(ends[0][2].quiet)
+        verdict = compare(got, LogInterval.of(ends[1][2].quiet), threshold)
         verdicts.append((pid, verdict))
         evidence.append(_measured(pid, got, verdict.reason))
     for outcome in ("bad", None):

@@ -7,11 +7,13 @@ below zero however noisy the restarts. Two ends are compared by the ratio of the
 means, commit / good, with Welch's 95% interval on the difference of the log means: the noise of
 both ends, each with its own spread and count, is in it.
 
-- bad: the whole ratio interval lies below the line `1 - threshold`;
-- good: it lies wholly at or above the line;
-- undecided otherwise; then the end(s) to measure again are named: each end whose own interval
-  is wider than the threshold (its high / low above `1 / (1 - threshold)`: wider than the gap
-  it must resolve), or both when neither is (more restarts of both narrow the ratio).
+- an end whose own interval is wider than the threshold (its high / low above
+  `1 / (1 - threshold)`: noisier than the gap it must resolve) decides nothing, whatever the
+  ratio says: it is measured again. Restart noise that wide is not a sample of one speed (a
+  host whose load comes and goes), so a ratio test on it would blame commits for the load;
+- else bad when the whole ratio interval lies below the line `1 - threshold`, good when it
+  lies wholly at or above the line, and undecided otherwise (both ends measured again: more
+  restarts of both narrow the ratio).
 An end with fewer than two restarts has no interval: it is measured again.
 """
 
@@ -118,19 +120,19 @@ def compare(commit: LogInterval, good: LogInterval, threshold: float) -> SpeedVe
         return SpeedVerdict(None, f"{shown}: {names} has one restart, no interval", short)
     change = f"ratio {found.value:.3f} [{found.low:.3f}, {found.high:.3f}], {found.value - 1:+.1%}"
     said = f"{shown}: {change}"
-    if found.high < line:
-        return SpeedVerdict("bad", f"{said}: wholly below the line {line:.3f}")
-    if found.low >= line:
-        return SpeedVerdict("good", f"{said}: wholly at or above the line {line:.3f}")
     wide = frozenset(e for e, i in ends if i.too_wide(threshold))
-    if wide:
+    if wide:  # an end noisier than the gap to resolve decides nothing, whatever the ratio says
         blockers = "; ".join(
             f"{_end_name(e)}'s interval spans x{_spread(i):.2f}, wider than the "
             f"{percent(threshold)} threshold can resolve (x{1 / line:.2f})"
             for e, i in ends
             if e in wide
         )
-        return SpeedVerdict(None, f"{said}: the line {line:.3f} lies inside it: {blockers}", wide)
+        return SpeedVerdict(None, f"{said}: {blockers}", wide)
+    if found.high < line:
+        return SpeedVerdict("bad", f"{said}: wholly below the line {line:.3f}")
+    if found.low >= line:
+        return SpeedVerdict("good", f"{said}: wholly at or above the line {line:.3f}")
     return SpeedVerdict(
         None,
         f"{said}: the line {line:.3f} lies inside it, both ends narrow: the commit is about "

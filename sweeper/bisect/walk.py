@@ -267,10 +267,12 @@ class Walk:
         self.state.save(self.directory)
 
     def _undecided(self, sha: str, role: str, judgement: Judgement) -> str:
-        runs = [
-            *finished_runs(self.directory, sha, self.sweep),
-            *finished_runs(self.directory, self.state.good, self.sweep),
-        ]
+        runs = dict.fromkeys(
+            [
+                *finished_runs(self.directory, sha, self.sweep),
+                *finished_runs(self.directory, self.state.good, self.sweep),
+            ]
+        )
         load = host_load(runs, self.state.points)
         return (
             f"could not decide: {role} {sha[:10]} stays undecided after {self._runs[sha]} "
