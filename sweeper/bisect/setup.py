@@ -109,6 +109,8 @@ def start_state(results: Path, resume: bool, fresh: BisectState) -> tuple[Path, 
             )
         state = BisectState.load(directory)
         changed = state.changes(fresh)
+        if [c.sha for c in state.commits] != [c.sha for c in fresh.commits]:
+            changed.append(f"its commits are not the {len(fresh.commits)} of the range")
         if changed:  # the same key yet another question: the file was edited
             said = "; ".join(changed)
             raise BisectStateError(

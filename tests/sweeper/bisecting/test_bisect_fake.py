@@ -45,6 +45,7 @@ def test_a_commit_that_cannot_start_is_skipped_not_blamed(tmp_path: Path, port: 
     assert manifest["spec"]["only"] == ["local-b8-k4-bs4-cg0-t0-c1"]
 
 
+@pytest.mark.quiet  # a speed bisect judges only restarts measured on a quiet host
 def test_a_slow_commit_is_found_with_intervals(tmp_path: Path, port: int) -> None:
     shas = runtime_history(tmp_path / "repo", 4, events={3: "slow"}, fake=True)
     spec = bisect_spec(tmp_path, port, tmp_path / "repo", fake=True, baseline=False)

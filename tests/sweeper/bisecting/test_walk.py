@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from sweeper.bisect.history import Source
+from sweeper.bisect.setup import bisect_dir, start_state
 from sweeper.bisect.state import BisectState, BisectStateError
 from sweeper.bisect.step import StepBroken, step_dir
 from sweeper.bisect.walk import MAX_RUNS, Walk
@@ -90,6 +91,10 @@ def test_item1_a_step_refused_for_the_bisects_own_inputs_is_never_its_outcome(
     answer = BisectState.load(first.directory).answer
     assert answer is not None and answer.culprits == [shas[1]]
     assert dict(fixed.runs) == {shas[1]: 1}
+    assert any(  # item 13: never "2 commit(s) measured of 1 in range"
+        line.startswith("2 commit(s) measured: the good end, the bad end and 0 of the 0 between")
+        for line in said
+    )
 
 
 def test_item2_a_good_end_too_wide_to_decide_is_measured_again_and_pooled(
@@ -249,3 +254,34 @@ def test_item16_ends_not_as_claimed_exit_with_their_own_code(
     bisect = walk(tmp_path / "b", repo, shas[0], commits, steps, said, **question)
     assert bisect.run() == EXIT_ENDS_NOT_AS_CLAIMED != 1
     assert said[-1].startswith(line.format(good=shas[0][:10], bad=shas[1][:10]))
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"commits": []}, "its commits are not the 1 of the range"),
+        ({"threshold": 0.5}, "--threshold 0.5 -> None"),
+        ({"spec": {"name": "other"}}, "spec name"),
+    ],
+)
+def test_item6_a_bisect_json_edited_to_another_question_is_refused(
+    tmp_path: Path, edit: dict[str, object], said: str
+) -> None:
+    """A `bisect.json` that still parses but no longer asks its directory's question (a hand
+    edit): refused naming what differs, never walked (an empty range crashed the walk)."""
+    repo, shas = two_commits(tmp_path)
+    said_lines: list[str] = []
+    fresh = walk(
+        tmp_path / "scratch",
+        repo,
+        shas[0],
+        records(Source.of(repo), *shas),
+        SyntheticSteps(bad_from(repo, shas[1])),
+        said_lines,
+    ).state
+    directory = bisect_dir(tmp_path / "results", fresh)
+    directory.mkdir(parents=True)
+    fresh.model_copy(update=edit).save(directory)
+    with pytest.raises(BisectStateError, match="asks another question than its directory") as e:
+        start_state(tmp_path / "results", True, fresh)
+    assert said in str(e.value)
