@@ -47,6 +47,8 @@ UNSEEN_CAUSE = (
     "the AR baseline ran slower than this config's own verify steps allow: measured at a busier "
     "moment than the config (re-measure with repeats.restarts)"
 )
+#: The unseen cause in a few words.
+UNSEEN_BRIEF = "cause unrecorded: re-measure with repeats.restarts"
 #: How many points a closing line names before "and N more".
 _NAMED = 4
 
@@ -63,6 +65,8 @@ class Impossible:
     speedup: Interval
     tau: float
     cause: str
+    #: The cause in a few words (`busy baseline`), for a run's closing line.
+    brief: str
     point_ids: tuple[str, ...]
     #: What its rows share (`_point_key`): how `mark_impossible` finds them.
     key: tuple[Any, ...] = field(default=(), repr=False)
@@ -102,6 +106,7 @@ def impossible_speedups(rows: Iterable[Mapping[str, Any]]) -> list[Impossible]:
             beyond = interval.mean > tau * (1.0 + IMPOSSIBLE_MARGIN)
         if beyond:
             first = measured[0]
+            cause, brief = _cause(measured)
             found.append(
                 Impossible(
                     host=str(first.get("host")),
@@ -109,7 +114,8 @@ def impossible_speedups(rows: Iterable[Mapping[str, Any]]) -> list[Impossible]:
                     at=request_config_id(first),
                     speedup=interval,
                     tau=tau,
-                    cause=_cause(measured),
+                    cause=cause,
+                    brief=brief,
                     point_ids=tuple(str(r.get("point_id")) for r in measured),
                     key=key,
                 )
@@ -199,18 +205,21 @@ def _point_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def _cause(rows: list[Mapping[str, Any]]) -> str:
-    """The likely cause, from the evidence the rows carry (several: all of them)."""
-    causes = []
+def _cause(rows: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """The likely cause, from the evidence the rows carry (several: all of them), as a sentence
+    and in a few words."""
+    causes: list[tuple[str, str]] = []
     if any(r.get("baseline_busy") is True for r in rows):
-        causes.append("its AR baseline was measured on a busy host")
+        causes.append(("its AR baseline was measured on a busy host", "busy baseline"))
     drifts = [float(r["baseline_drift"]) for r in rows if _finite(r.get("baseline_drift"))]
     if any(r.get("baseline_drifted") is True for r in rows):
         by = f" {max(drifts):.0%}" if drifts else ""
-        causes.append(f"its AR baseline drifted{by} over the run")
+        causes.append((f"its AR baseline drifted{by} over the run", f"baseline drifted{by}"))
     busy = [r for r in rows if r.get("host_busy") is True]
     if busy:
         why = busy[0].get("host_busy_reason")
         detail = f" ({why})" if isinstance(why, str) and why else ""
-        causes.append(f"the point itself was measured on a busy host{detail}")
-    return "; ".join(causes) or UNSEEN_CAUSE
+        causes.append((f"the point itself was measured on a busy host{detail}", "busy point"))
+    if not causes:
+        return UNSEEN_CAUSE, UNSEEN_BRIEF
+    return "; ".join(c for c, _ in causes), ", ".join(b for _, b in causes)

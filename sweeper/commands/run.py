@@ -16,7 +16,6 @@ import contextlib
 import os
 import signal
 import sys
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
@@ -313,18 +312,11 @@ def execute(plan: Plan, store: RunStore, plain: bool, leases: RunLeases | None =
         for backend in backends.values():
             backend.host.close()
     points = runner.judged or runner.judged_points(store.points())
-    statuses = Counter(p["status"] for p in points.values())
-    verdicts = Counter(p["determinism"] for p in points.values() if p["status"] == "ok")
-    console.print(
-        f"{store.manifest.status}: {statuses['ok']} ok, {statuses['failed']} failed of "
-        f"{plan.n_points} points; determinism "
-        + (", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())) or "-"),
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
+    # The summary of what the report flags, the report's command, then the code's meaning.
+    ending = closing_lines(
+        points.values(), status=store.manifest.status, planned=plan.n_points, run_dir=str(store.dir)
     )
-    # What the report would flag (busy, drift, unproven, impossible), then the code's meaning.
-    for line in [*closing_lines(points.values()), exit_line(code)]:
+    for line in [*ending, exit_line(code)]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return code
 

@@ -494,7 +494,7 @@ RESULT_CASES = [
         "issue 28 #4: every point unproven, exit 0",
         _nothing_proven,
         EXIT_UNPROVEN,
-        "point(s) unproven",
+        "unproven: ",
     ),
     Case(
         "markup_in_a_category",

@@ -124,7 +124,7 @@ def test_an_uncoupled_server_leaves_sampled_points_unproven(tmp_path: Path, port
     sampled = points[(points["temperature"] > 0) & (points["mode"] != "ar")]
     assert set(sampled["determinism"]) == {"unproven"}
     assert all("does not advertise" in r for r in sampled["unproven_reason"])
-    assert "2 point(s) unproven" in done.stderr
+    assert "unproven: 2 point(s)" in done.stderr
 
 
 def test_no_baseline_proves_nothing_and_best_says_why(tmp_path: Path, port: int) -> None:
