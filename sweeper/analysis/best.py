@@ -19,6 +19,7 @@ from sweeper.analysis.drift import DRIFT_COLUMNS, mark_drift
 from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, mark_impossible
 from sweeper.analysis.objective import Score, better, request_config_id, score
 from sweeper.config.labels import point_label
+from sweeper.proof.calibration import CALIBRATED_COLUMNS
 from sweeper.results.records import ServerConfigColumns, extra_config_columns
 from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
@@ -78,7 +79,8 @@ def group_configs(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], _G
     """Point rows by server config, restarts together, in first-seen order."""
     rows = list(rows)
     extra = extra_config_columns({c for r in rows for c in r})
-    extra = [c for c in extra if c not in ("restart", *DRIFT_COLUMNS, *IMPOSSIBLE_COLUMNS)]
+    derived = ("restart", *DRIFT_COLUMNS, *IMPOSSIBLE_COLUMNS, *CALIBRATED_COLUMNS)
+    extra = [c for c in extra if c not in derived]
     groups: dict[tuple[Any, ...], _Group] = {}
     for row in rows:
         key = config_key(row, sorted(extra))

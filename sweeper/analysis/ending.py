@@ -63,15 +63,19 @@ def closing_lines(
 def status_line(rows: list[dict[str, Any]], status: str, planned: int) -> str:
     """`complete: 30 ok, 0 failed of 30 points; determinism exact 22, n/a 8`."""
     statuses = Counter(p.get("status") for p in rows)
-    verdicts = Counter(p.get("determinism") for p in rows if p.get("status") == "ok")
-    known = [v for v in SEVERITY if verdicts[v]] + sorted(
-        str(v) for v in verdicts if v not in SEVERITY
-    )
-    counts = ", ".join(f"{v} {verdicts[v]}" for v in known) or "-"
+    counts = ", ".join(f"{v} {n}" for v, n in verdict_counts(rows)) or "-"
     return (
         f"{status}: {statuses['ok']} ok, {statuses['failed']} failed of {planned} points; "
         f"determinism {counts}"
     )
+
+
+def verdict_counts(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """The ok points per determinism verdict, least to most severe (a name the verdict list
+    does not hold last): what a run's status line and its report's header count."""
+    verdicts = Counter(str(p.get("determinism")) for p in rows if p.get("status") == "ok")
+    known = [v for v in SEVERITY if verdicts[v]]
+    return [(v, verdicts[v]) for v in [*known, *sorted(set(verdicts) - set(known))]]
 
 
 def report_line(run_dir: str) -> str:

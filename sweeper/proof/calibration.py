@@ -166,6 +166,10 @@ def excess_labels(requests: Iterable[Mapping[str, Any]]) -> set[str]:
     return {label for label, rate in near_tie_rates(rows, ar_control(rows)).items() if rate.flagged}
 
 
+#: What `calibrated_points` adds to a row: derived per point, never a grid flag.
+CALIBRATED_COLUMNS = ("near_tie_excess",)
+
+
 def calibrated_points(
     points: Iterable[Mapping[str, Any]], requests: Iterable[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:

@@ -15,17 +15,21 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.drift import mark_drift
-from sweeper.analysis.impossible import mark_impossible
+from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, mark_impossible
 from sweeper.analysis.objective import withheld_speedup
 from sweeper.config.labels import point_label, point_label_long
 from sweeper.proof.calibration import calibrated_frame
 from sweeper.proof.indistinguishable import describe, indistinguishable_in
-from sweeper.proof.verdicts import CLEAN_VERDICTS, worst_by_group
+from sweeper.proof.verdicts import SEVERITY, VIOLATIONS, worst_by_group
+from sweeper.report.answer import Answer, Blocker, answers, blockers, starred
 from sweeper.report.outputs import Divergence, load_divergences
 from sweeper.results.manifest import PROMPT_PLAIN_CHAT
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord
+from sweeper.spec.search import ConstraintsSpec
 
+#: What `build_view` adds to the point records for the page (never grid flags).
+VIEW_COLUMNS = ("config", "config_long", "best", *IMPOSSIBLE_COLUMNS)
 #: The points contract's columns, from the record model (docs/results.md).
 POINT_COLUMNS = list(PointRecord.model_fields)
 REQUEST_SCALARS = [
@@ -75,6 +79,9 @@ class RunView:
     divergences_total: int = 0
     #: Configs the run could not tell apart (`sweeper.proof.indistinguishable`), in words.
     indistinguishable: list[str] = field(default_factory=list)
+    #: The first section: the config to deploy per host and load level, and what stops others.
+    answers: list[Answer] = field(default_factory=list)
+    blockers: list[Blocker] = field(default_factory=list)
 
 
 def speedup_withheld(points: pd.DataFrame) -> pd.Series:
@@ -83,41 +90,6 @@ def speedup_withheld(points: pd.DataFrame) -> pd.Series:
     return pd.Series(
         [withheld_speedup(r) for r in points.to_dict("records")], index=points.index, dtype=object
     )
-
-
-def mark_best(points: pd.DataFrame) -> pd.Series:
-    """True on the best proven ok point (exact, near-tie, distribution-ok; the AR baseline, the
-    reference, too) per host, temperature and load: the highest
-    output tok/s of a closed loop; at an open loop's rate, where throughput is the offered rate,
-    the lowest median E2E among the points meeting the SLO. A client-bound point measured the
-    client, so it is never the best; nor is a point whose speedup is withheld (busy, either side,
-    or impossible: `speedup_withheld`), nor the AR baseline beside an impossible one (the
-    measurement that made it impossible): a reader takes the star for the result."""
-    best = pd.Series(False, index=points.index)
-    if points.empty or "output_tok_s" not in points:
-        return best
-    column = lambda name, default: points.get(name, pd.Series(default, index=points.index))  # noqa: E731
-    keys = [k for k in ("host", "temperature", "concurrency", "rate") if k in points]
-    impossible = column("speedup_impossible", False).fillna(False).astype(bool)
-    beside = impossible.groupby([points[k] for k in keys], dropna=False).transform("any")
-    eligible = (
-        (column("status", "ok") == "ok")
-        & (column("determinism", "n/a").isin(CLEAN_VERDICTS) | (column("mode", "") == "ar"))
-        & ~column("client_bound", False).fillna(False).astype(bool)
-        & column("meets_slo", True).fillna(True).astype(bool)
-        & (speedup_withheld(points) == "")
-        & ~(beside & (column("mode", "") == "ar"))
-    )
-    open_loop = column("rate", None).notna()
-    for is_open, metric in ((False, "output_tok_s"), (True, "e2e_p50")):
-        rows = points[eligible & (open_loop == is_open)]
-        rows = rows[rows[metric].notna()] if metric in rows else rows.iloc[0:0]
-        if rows.empty:
-            continue
-        grouped = rows.groupby(keys, dropna=False)[metric]
-        winners = grouped.idxmin() if is_open else grouped.idxmax()
-        best[winners.to_numpy()] = True
-    return best
 
 
 def _calibrated_requests(requests: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
@@ -259,7 +231,6 @@ def _normalise(points: pd.DataFrame) -> pd.DataFrame:
     # A config measured once for several labels (the engine's rules) reads as all of them.
     points["config"] = [point_label(r) + _covers(r.get("covers_labels")) for r in rows]
     points["config_long"] = [point_label_long(r) for r in rows]
-    points["best"] = mark_best(points)
     sort_keys = [k for k in ("host", "temperature", "concurrency", "rate", "mode") if k in points]
     return points.sort_values(sort_keys, kind="stable").reset_index(drop=True)
 
@@ -284,6 +255,11 @@ def build_view(run: Run, max_divergences: int = 200) -> RunView:
         rows = points["host"].astype(str) + " " + rows
     matrix = build_verdict_matrix(points.assign(config=rows), requests)
     divergences, total = load_divergences(run, points, max_divergences)
+    # The answer is `sweeper best`'s, from the points as written (the view's own columns would
+    # read as grid flags); its winners are the summary table's stars.
+    written = points.drop(columns=list(VIEW_COLUMNS), errors="ignore").to_dict("records")
+    found = answers(written, _slo((manifest or {}).get("spec")))
+    points["best"] = points["point_id"].astype(str).isin(starred(found))
     return RunView(
         run_dir=run_dir,
         run=run,
@@ -300,4 +276,22 @@ def build_view(run: Run, max_divergences: int = 200) -> RunView:
         divergences=divergences,
         divergences_total=total,
         indistinguishable=describe(indistinguishable_in(run)),
+        answers=found,
+        blockers=blockers(written, _first_violation(divergences)),
     )
+
+
+def _slo(spec: Any) -> ConstraintsSpec | None:
+    """The spec's SLO as the answer's constraint at a rate (None: no `slo:`)."""
+    return ConstraintsSpec(slo=True) if isinstance(spec, dict) and spec.get("slo") else None
+
+
+def _first_violation(divergences: list[Divergence]) -> tuple[str, str, str] | None:
+    """The worst violating output's (where, reference, output) from its first difference: the
+    one the answer shows (the violations' line names the worst first too)."""
+    violating = [d for d in divergences if d.verdict in VIOLATIONS]
+    if not violating:
+        return None
+    d = max(violating, key=lambda d: SEVERITY.index(d.verdict))  # the first of the worst
+    at = f", token {d.token_index}" if d.token_index is not None else ""
+    return f"{d.config}, prompt {d.prompt_id}{at}", d.reference_rest, d.output_rest

@@ -19,12 +19,12 @@ import pandas as pd
 
 from sweeper.analysis.compare import Comparison
 from sweeper.analysis.drift import DRIFT_LIMIT, Drift, baseline_drift, mark_drift
+from sweeper.analysis.ending import verdict_counts
 from sweeper.analysis.goodput import Knee
-from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, IMPOSSIBLE_MARGIN
+from sweeper.analysis.impossible import IMPOSSIBLE_MARGIN
 from sweeper.config.labels import load_label
 from sweeper.proof.sampled import proofs
-from sweeper.proof.verdicts import OK_VERDICTS
-from sweeper.report.assemble import RunView, negotiated
+from sweeper.report.assemble import VIEW_COLUMNS, RunView, negotiated
 from sweeper.report.badges import badges
 from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
@@ -148,10 +148,6 @@ def _sampled(view: RunView) -> list[dict[str, Any]]:
     return out
 
 
-#: What `assemble` adds to the point records for the page.
-_VIEW_COLUMNS = ("config", "config_long", "best", *IMPOSSIBLE_COLUMNS)
-
-
 def _drift(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """The AR baselines' drift table, and the points whose baseline drifted (point id -> drift)."""
     drifts = baseline_drift(records)
@@ -259,10 +255,7 @@ def render_html(
     hosts, host_columns = _hosts(view.manifest)
     pts = view.points
     counts = {
-        "points": len(pts),
-        "ok": int((pts["status"] == "ok").sum()),
-        "failed": int((pts["status"] == "failed").sum()),
-        "non_exact": int((~pts["determinism"].isin(OK_VERDICTS)).sum()),
+        "header": header_counts(pts.to_dict("records")),
         "unproven": int(((pts["determinism"] == "unproven") & (pts["status"] == "ok")).sum()),
         "client_bound": int(sum(_true(v) for v in pts["client_bound"])),
         "busy": int(sum(_true(v) for v in pts["host_busy"])),
@@ -270,7 +263,7 @@ def render_html(
     }
     spec = view.manifest.get("spec")
     # The records as written: the view's own label columns would read as grid flags.
-    written = pts.drop(columns=list(_VIEW_COLUMNS), errors="ignore")
+    written = pts.drop(columns=list(VIEW_COLUMNS), errors="ignore")
     drift, drifted = _drift(written.to_dict("records"))
     counts["drifted"] = sum(row["drifted"] for row in drift)
     return (
@@ -286,6 +279,7 @@ def render_html(
             servers=_servers(view.manifest),
             spec_text=json.dumps(spec, indent=2, default=str) if spec else "",
             summary=_summary(view, drifted),
+            answer_hosts=len({a.host for a in view.answers}),
             drift=drift,
             drift_limit=f"{DRIFT_LIMIT:.0%}",
             impossible_margin=f"{IMPOSSIBLE_MARGIN:.0%}",
@@ -303,6 +297,16 @@ def render_html(
             generated_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
         )
     )
+
+
+def header_counts(rows: list[dict[str, Any]]) -> str:
+    """What the report's header counts, each named: `4 points: 3 exact, 1 n/a (the AR
+    baseline), 0 failed` (every verdict the ok points have, least to most severe)."""
+    ar = all(r.get("mode") == "ar" for r in rows if r.get("determinism") == "n/a")
+    named = {"n/a": "n/a (the AR baseline)" if ar else "n/a (compared with nothing)"}
+    parts = [f"{n} {named.get(v, v)}" for v, n in verdict_counts(rows)]
+    failed = sum(r.get("status") == "failed" for r in rows)
+    return f"{len(rows)} points: " + ", ".join([*parts, f"{failed} failed"])
 
 
 def _paper(run: Run, points: pd.DataFrame) -> PaperGrid | None:

@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-m", "sweeper.cli"]
 #: The flagged cells' background (`td.tau-low`, and the flag's `div.bad`) in the report's CSS.
 FLAG_RGB = (0xFD, 0xEC, 0xEA)
+#: The answer section's background (`#answer`).
+ANSWER_RGB = (0xF4, 0xF8, 0xFB)
 REFERENCE_TAU = 2.8
 
 
@@ -164,9 +166,9 @@ def _render(report: Path, png: Path) -> str:
     return dom.stdout
 
 
-def _flag_pixels(png: Path) -> int:
+def _pixels(png: Path, colour: tuple[int, int, int] = FLAG_RGB) -> int:
     rgb = np.asarray(Image.open(png).convert("RGB"))
-    return int((rgb == np.array(FLAG_RGB, dtype=rgb.dtype)).all(axis=2).sum())
+    return int((rgb == np.array(colour, dtype=rgb.dtype)).all(axis=2).sum())
 
 
 def test_the_html_report_shows_the_table_and_the_flag_in_chromium(
@@ -180,7 +182,7 @@ def test_the_html_report_shows_the_table_and_the_flag_in_chromium(
         assert made.returncode == 0, made.stderr
         png = tmp_path / f"{name}.png"
         doms[name] = _render(Path(made.stdout.strip().splitlines()[-1]), png)
-        pixels[name] = _flag_pixels(png)
+        pixels[name] = _pixels(png)
     assert '<h2 id="paper-table">Paper table</h2>' in doms["normal"]
     assert '<td class="l">handwritten</td>' in doms["normal"]
     assert "Acceptance below the reference" not in doms["normal"]
@@ -189,3 +191,38 @@ def test_the_html_report_shows_the_table_and_the_flag_in_chromium(
     # The flag is drawn: its colour covers a cell and a banner on the planted run's page only.
     assert pixels["normal"] == 0, pixels
     assert pixels["planted"] > 5000, pixels
+
+
+def test_the_report_opens_with_the_answer_on_the_first_screen(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    report = tmp_path / "normal.html"
+    made = subprocess.run(
+        [*CLI, "report", str(runs["normal"]), "-o", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr
+    png = tmp_path / "first-screen.png"
+    assert CHROMIUM is not None
+    with tempfile.TemporaryDirectory() as profile:
+        common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1280,900"]
+        subprocess.run(
+            [*common, f"--screenshot={png}", report.as_uri()], capture_output=True, timeout=120
+        )
+    with tempfile.TemporaryDirectory() as profile:
+        common = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}"]
+        dom = subprocess.run(
+            [*common, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120
+        ).stdout
+    # The first section is the answer: the one speculative config, proven exact, with its tau.
+    first = dom.index("<section")
+    assert dom[first:].startswith('<section id="answer">') and first < dom.index("<h2")
+    answer = dom[first : dom.index("</section>", first)]
+    row = answer[answer.index('<td class="deploy">') :]
+    assert row.startswith('<td class="deploy">b8 k4 bs8') and ">exact</span>" in row
+    assert "Provenance" not in dom[: dom.index('id="summary"')]
+    # ... and it fills the first screen: its background is most of a 1280 x 900 window's pixels
+    # above the fold (the header and the counts take the rest).
+    assert _pixels(png, ANSWER_RGB) > 1280 * 900 // 4, _pixels(png, ANSWER_RGB)

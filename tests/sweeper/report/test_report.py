@@ -165,7 +165,9 @@ def test_report_cli_options(tmp_path: Path) -> None:
 
 def test_the_diagnosis_section_sits_above_the_outputs(planted_run: Path) -> None:
     html = render_html(build_view(read_run(planted_run)))
-    assert html.index("<h2>Diagnosis</h2>") < html.index("<h2>Outputs that are not exact")
+    assert html.index("<h2>Diagnosis</h2>") < html.index(
+        '<h2 id="outputs">Outputs that are not exact'
+    )
     # Two configs broke on one prompt each: too few to single out a factor, and it says so.
     assert "4 of " in html and " judged requests are violations (diverged 2, garbled 2)" in html
 
@@ -174,7 +176,9 @@ def test_a_separable_run_shows_its_rule_and_the_plot(tmp_path: Path) -> None:
     broken = {(b, k, 0.0, True): "garbled" for b in (8, 16) for k in (1, 4)}
     run = make_run(tmp_path, RunShape(diverge=broken, n_prompts=1, repeats=4, temperatures=(0.0,)))
     html = render_html(build_view(read_run(run)))
-    section = html[html.index("<h2>Diagnosis</h2>") : html.index("<h2>Outputs that are not exact")]
+    section = html[
+        html.index("<h2>Diagnosis</h2>") : html.index('<h2 id="outputs">Outputs that are not exact')
+    ]
     assert "violations only where cuda_graph = on" in section
     assert 'alt="Violations against the implicated factors" src="data:image/png;base64,' in section
     assert "16 of 36 judged requests are violations (garbled 16)" in section

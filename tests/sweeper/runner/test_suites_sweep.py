@@ -71,7 +71,7 @@ def test_a_fault_in_later_turns_only_is_diagnosed_to_turn_2(tmp_path: Path, port
     assert any(p.turn == 2 for p in kept.values()) and not followup.spec.workload.datasets
     # The report's per-dataset table: one row per (config, dataset); compare matches per dataset.
     html = render_html(build_view(read_run(store.dir)))
-    section = html[html.index("<h2>Per dataset</h2>") : html.index("<h2>Figures</h2>")]
+    section = html[html.index("<h2>Per dataset</h2>") : html.index('<h2 id="figures">Figures</h2>')]
     assert section.count('<td class="l">mt-bench</td>') == 2  # two speculative configs
     assert "humaneval" in section and "synthetic" in section and "T=0" in section
     labels = {
