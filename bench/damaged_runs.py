@@ -1,4 +1,4 @@
-"""Print the damaged-run corpus as the README's table: every read command's exit code and line
+"""Print the damaged-run corpus as docs/results.md's table: every read command's exit code and line
 on every damaged run (tests/sweeper/faults/damaged.py; the read-only case needs root).
 
     python bench/damaged_runs.py

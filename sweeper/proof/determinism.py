@@ -33,8 +33,8 @@ it advertises) decides:
 A point's status is its worst request verdict in `sweeper.proof.verdicts`' one order, except
 that a speculative point none of whose requests was compared with anything is `unproven`: no
 verdict without a proof.
-Records are mappings (or a DataFrame) with the request columns of the README: prompt_id, repeat,
-token_ids, text, top2_margins, sample_margins, error.
+Records are mappings (or a DataFrame) with the request columns of docs/results.md: prompt_id,
+repeat, token_ids, text, top2_margins, sample_margins, error.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from its AR baseline (Y). Each sequence is read as L positions (the longest samp
 sample's later positions holding an END symbol, so a change of length is a change of tokens.
 
 Three statistics, each summed over prompts (every prompt weighs the same), each for a kind of
-shift the others see poorly, chosen by their power on planted faults (README, "Sampled
-outputs"):
+shift the others see poorly, chosen by their power on planted faults (docs/exactness.md,
+"Sampled outputs"):
 
 - `agreement`: at every prefix both sides reach twice or more (a node of the samples' trie), the
   chance that two of X's samples there take the same next token, minus Y's, weighted by how

@@ -10,7 +10,7 @@ through the very test the run uses (`sweeper.proof.distribution`). Before a run
 whole test's power).
 
 Colder sampling (mass moved onto the likeliest token) is not this shift: how often the test
-sees it was measured on planted faults and is stated in the README, not per run.
+sees it was measured on planted faults and is stated in docs/exactness.md, not per run.
 
 Pure: token ids in, numbers out (numpy only).
 """

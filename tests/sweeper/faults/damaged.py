@@ -1,6 +1,6 @@
 """The damaged-run corpus: every read command against every way a run directory is found
 damaged, each ending in its exit code and one line, never a traceback, never writing into the
-run (`test_damaged_runs.py` runs it in CI; `bench/damaged_runs.py` prints it as the README's
+run (`test_damaged_runs.py` runs it in CI; `bench/damaged_runs.py` prints it as docs/results.md's
 table).
 
 Each case damages a copy of one finished two-point run of the fake runtime the way the world
