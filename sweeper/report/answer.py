@@ -180,13 +180,14 @@ def _brief_why(reason: str) -> str:
 
 
 def _nothing(ranking: Ranking) -> str:
-    """Why no config is named: every one excluded, by its commonest state."""
-    states = [e.score.state for e in ranking.excluded]
-    if not states:
+    """Why no config is named: the excluded configs per state, each with its first reason."""
+    if not ranking.excluded:
         return "no config scored here"
-    counts = {s: states.count(s) for s in dict.fromkeys(states)}
-    said = ", ".join(f"{n} {s}" for s, n in counts.items())
-    return f"no config proven right here ({said})"
+    by_state: dict[str, list[Entry]] = {}
+    for entry in ranking.excluded:
+        by_state.setdefault(entry.score.state, []).append(entry)
+    said = "; ".join(f"{len(e)} {s} ({e[0].score.reason})" for s, e in by_state.items())
+    return f"no config proven right here: {said}"
 
 
 def blockers(
