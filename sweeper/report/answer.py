@@ -114,11 +114,11 @@ def _answer(
     base = Answer(host, level, f"{float(first.get('temperature') or 0):g}", load_label(first))
     ar = [r for r in here if r.get("mode") == "ar" and r.get("status") == "ok"]
     base = replace(base, ar_tok_s=_mean_text(ar, "output_tok_s", 1))
+    if not any(r.get("mode") != "ar" for r in here):
+        return replace(base, note="no speculative config measured here")
     objective = OPEN if opened else CLOSED
     slo = constraints if opened else None
     (ranking,) = rank(mine, objective, slo, at=[level])
-    if not any(r.get("mode") != "ar" for r in here):
-        return replace(base, note="no speculative config measured here")
     if ranking.tied:
         a, b = ranking.ranked[0], ranking.ranked[1]
         return replace(
