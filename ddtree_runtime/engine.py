@@ -41,6 +41,7 @@ from ddtree_runtime.algo.verify import (
     RowSampling,
     Verdict,
     blind_tree,
+    cold_draft_choices,
     hot_draft_choices,
     target_choices,
     untruncated_draft_choices,
@@ -270,6 +271,8 @@ class Engine:
             choices = unverified_choices(tree, choices)
         if "hot_drafts" in mask_module._FAULTS:  # planted fault, tests only
             choices = hot_draft_choices(logits, tree, rows, choices)
+        if "cold_drafts" in mask_module._FAULTS:  # planted fault, tests only
+            choices = cold_draft_choices(logits, tree, rows, choices)
         if "untruncated_drafts" in mask_module._FAULTS:  # planted fault, tests only
             choices = untruncated_draft_choices(logits, tree, rows, choices)
         if "blind_drafts" in mask_module._FAULTS:  # planted fault, tests only

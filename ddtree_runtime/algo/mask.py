@@ -11,13 +11,12 @@ Planted faults (tests only): ``_FAULTS`` holds the names of deliberate bugs, so 
 the exactness checks catch a broken mask: "pad_visible" lets real rows see padding columns,
 "stale_positions" skips the position update; "unverified_b<N>" (e.g. "unverified_b16", checked by
 the engine) accepts drafts unverified on a server started with budget N only, the fast-but-wrong
-config a search must never return; "hot_drafts" / "untruncated_drafts" (checked by the engine)
-sample drafted positions (tree depth >= 1) at temperature x 1.6 / without top-k and top-p, so
-only sampled DDTree output differs from AR (greedy and AR servers stay exact); "blind_drafts"
-(checked by the engine) accepts no drafted token: exact output at tau 1, a drafter that proposes
-nothing. In-process tests
-add a name to the set. To plant one
-in a *copy* of the package (a runtime to deploy), replace the one line of this file that reads
+config a search must never return; "hot_drafts" / "cold_drafts" / "untruncated_drafts" (checked
+by the engine) sample drafted positions (tree depth >= 1) at temperature x 1.6 / x 0.6 / without
+top-k and top-p, so only sampled DDTree output differs from AR (greedy and AR servers stay
+exact); "blind_drafts" (checked by the engine) accepts no drafted token: exact output at tau 1, a
+drafter that proposes nothing. In-process tests add a name to the set. To plant one in a *copy*
+of the package (a runtime to deploy), replace the one line of this file that reads
 exactly ``_FAULTS: set[str] = set()`` with ``_FAULTS: set[str] = {"pad_visible"}`` (or
 ``{"stale_positions"}``). That line is part of the contract: a test checks it occurs exactly once
 and that the patched copy carries the fault.

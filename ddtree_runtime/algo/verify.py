@@ -97,6 +97,7 @@ def blind_tree(tree: TreeBatch) -> TreeBatch:
 
 
 HOT_DRAFT_SCALE = 1.6  # "hot_drafts": temperature factor on drafted positions
+COLD_DRAFT_SCALE = 0.6  # "cold_drafts": the same, colder
 
 
 def redrawn_drafted_choices(
@@ -132,6 +133,14 @@ def hot_draft_choices(
     """Planted fault (tests only, ``hot_drafts`` in ``mask._FAULTS``): drafted positions are
     sampled at temperature x ``HOT_DRAFT_SCALE`` (same uniforms, top-k, top-p)."""
     return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=HOT_DRAFT_SCALE)
+
+
+def cold_draft_choices(
+    logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
+) -> torch.Tensor:
+    """Planted fault (tests only, ``cold_drafts`` in ``mask._FAULTS``): drafted positions are
+    sampled at temperature x ``COLD_DRAFT_SCALE`` (same uniforms, top-k, top-p)."""
+    return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=COLD_DRAFT_SCALE)
 
 
 def untruncated_draft_choices(

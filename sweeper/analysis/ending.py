@@ -1,7 +1,8 @@
 """What a run's last lines say: a summary of what its report flags, one line per kind of finding.
 
 The person watching a sweep reads its last lines, not always its report. So they say what the
-report says, in its order of weight: the determinism violations, failed points, points left
+report says, in its order of weight: the determinism violations (and the first token each
+sampled point drew that the target never draws), failed points, points left
 unproven, busy points and the speedups withheld for them, the AR baseline's drift, impossible
 speedups (above tau). Each kind is one line: its count, what it covers, and at most `EXAMPLES`
 examples, worst first, none of the lines wider than `WIDTH` (examples are shortened, or left to
@@ -89,6 +90,7 @@ def findings(rows: list[dict[str, Any]]) -> list[Finding]:
     """Every kind of finding the rows hold, in order of weight ([] for a clean run)."""
     found = [
         _violations(rows),
+        _impossible_tokens(rows),
         _failed(rows),
         _unproven(rows),
         _busy(rows),
@@ -176,6 +178,26 @@ def _violations(rows: list[dict[str, Any]]) -> Finding | None:
         len(bad),
         f"point(s) ({kinds})",
         tuple((_label(p, hosts), str(p.get("determinism"))) for p in bad),
+    )
+
+
+def _impossible_tokens(rows: list[dict[str, Any]]) -> Finding | None:
+    """The sampled points that drew a token the target never draws, each with the first one's
+    evidence (the scored test's: prompt, sample, position, token, rank, the nucleus)."""
+    found = [
+        p
+        for p in rows
+        if p.get("status") == "ok" and isinstance(p.get("scored_impossible"), str)
+        and p.get("scored_impossible")
+    ]  # fmt: skip
+    if not found:
+        return None
+    hosts = _hosts(rows)
+    return Finding(
+        "impossible tokens",
+        len(found),
+        "point(s)",
+        tuple((_label(p, hosts), str(p["scored_impossible"])) for p in found),
     )
 
 

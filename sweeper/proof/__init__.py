@@ -8,5 +8,6 @@ verdicts, over the numpy-only statistics beneath (`sweeper.stats`).
 - `sampled.py`, `distribution.py`, `power.py`: the two-sample distribution test at
   temperature > 0, what its outcome proves, and how much it can see;
 - `indistinguishable.py`: configs a run could not tell apart;
-- `unproven.py`: what a run left unproven, in a few lines.
+- `lines.py`: what a run proved, in a few lines: impossible tokens, points left unproven;
+- `scoring.py`, `scored.py`: the scored test (every sampled token scored by the target's prefill).
 """

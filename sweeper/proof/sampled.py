@@ -13,6 +13,7 @@ is `sweeper.proof.distribution`; this module decides what its outcome proves:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -140,10 +141,23 @@ def _number(value: Any) -> float | None:
     return None if is_missing(value) else float(value)
 
 
+#: The scored test's columns a proof shows (`sweeper.proof.scored`), numbers then words.
+_SCORED_NUMBERS = (
+    "scored_p",
+    "scored_n_tokens",
+    "scored_power",
+    "scored_exact_share",
+    "scored_control_p",
+)
+_SCORED_WORDS = ("scored_direction", "scored_impossible")
+
+
 def proofs(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """How each speculative ok point at temperature > 0 was proven, for the report and
-    `diagnose`: its check, verdict, and the distribution test's p-value, samples a side,
-    detectable shift and control p-value (None where it had none), and why it is unproven."""
+    `diagnose`: its check, verdict, the distribution test's p-value, samples a side, detectable
+    shift and control p-value, the scored test's p-value, tokens, detectable temperature
+    change, exact share, control p-value, direction and first impossible token (None where it
+    had none), and why it is unproven."""
     out = []
     for row in points:
         if temperature_of(row) <= 0 or str(row.get("mode")) == "ar":
@@ -159,6 +173,8 @@ def proofs(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "determinism": str(row.get("determinism")),
                 **{c: _number(row.get(c)) for c in COLUMNS if c != "distribution_test"},
                 "test": _text(row.get("distribution_test")),
+                **{c: _number(row.get(c)) for c in _SCORED_NUMBERS},
+                **{c: _text(row.get(c)) or None for c in _SCORED_WORDS},
                 "why": why if isinstance(why, str) else "",
             }
         )
@@ -167,7 +183,9 @@ def proofs(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def proof_line(proof: Mapping[str, Any]) -> str:
     """One point's proof in a line: `<point>: distribution-ok (distribution: p 0.41, N 48 a
-    side, detects >= 4.0% per token, control p 0.62)`."""
+    side, detects >= 4.0% per token, control p 0.62)`; a scored point's `scored p 0.41 over
+    8448 tokens (100% exact), detects 1.07x hotter or colder, control p 0.62`, and its first
+    impossible token."""
     parts = [proof["check"]]
     if proof.get("distribution_p") is not None:
         parts.append(f"p {proof['distribution_p']:.4g}")
@@ -177,5 +195,27 @@ def proof_line(proof: Mapping[str, Any]) -> str:
         parts.append(f"detects >= {proof['distribution_shift']:.1%} per token")
     if proof.get("distribution_control_p") is not None:
         parts.append(f"control p {proof['distribution_control_p']:.4g}")
+    parts += _scored_parts(proof)
     line = f"{proof['point_id']}: {proof['determinism']} ({', '.join(parts)})"
+    if proof.get("scored_impossible"):
+        line += f"; first impossible token: {proof['scored_impossible']}"
     return line + (f": {proof['why']}" if proof.get("why") else "")
+
+
+def _scored_parts(proof: Mapping[str, Any]) -> list[str]:
+    """The scored test's figures in `proof_line`'s words ([] where it did not run)."""
+    if proof.get("scored_p") is None:
+        return []
+    head = f"scored p {proof['scored_p']:.4g}"
+    if proof.get("scored_n_tokens") is not None:
+        head += f" over {int(proof['scored_n_tokens'])} tokens"
+    if proof.get("scored_exact_share") is not None:
+        head += f" ({proof['scored_exact_share']:.0%} exact)"
+    if proof.get("scored_direction"):
+        head += f", {proof['scored_direction']}"
+    parts = [head]
+    if proof.get("scored_power") is not None:
+        parts.append(f"detects {math.exp(proof['scored_power']):.3g}x hotter or colder")
+    if proof.get("scored_control_p") is not None:
+        parts.append(f"scored control p {proof['scored_control_p']:.4g}")
+    return parts

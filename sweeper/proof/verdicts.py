@@ -11,8 +11,10 @@ not tell from the AR baseline's: proven in distribution, not token for token) < 
 nothing was compared with: the baseline itself, a failed request) < `unproven` (a config none of
 whose outputs were compared with anything: no baseline, unseeded, a test too weak to detect a
 useful shift; never feasible, never a violation) < `shifted` (sampled outputs whose distribution
-differs from AR's) < `diverged` (deterministic wrong output) < `nondeterministic` (temperature 0
-is not even self-consistent) < `garbled` (visibly corrupt text, the worst a user can see).
+differs from the target's: a test's rejection at its alpha) < `impossible-token` (a sampled token
+the target's processed distribution gives probability 0: a proof, at one token) < `diverged`
+(deterministic wrong output) < `nondeterministic` (temperature 0 is not even self-consistent) <
+`garbled` (visibly corrupt text, the worst a user can see).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ Verdict = Literal[
     "n/a",
     "unproven",
     "shifted",
+    "impossible-token",
     "diverged",
     "nondeterministic",
     "garbled",
@@ -40,7 +43,9 @@ SEVERITY: tuple[Verdict, ...] = get_args(Verdict)
 CLEAN_VERDICTS: frozenset[str] = frozenset({"exact", "near-tie", "distribution-ok"})
 #: Verdicts that make `sweeper run` exit 4, `compare` call determinism broken and a config
 #: infeasible.
-VIOLATIONS: frozenset[str] = frozenset({"shifted", "diverged", "nondeterministic", "garbled"})
+VIOLATIONS: frozenset[str] = frozenset(
+    {"shifted", "impossible-token", "diverged", "nondeterministic", "garbled"}
+)
 #: Verdicts that prove nothing either way: never feasible, never a violation.
 UNJUDGED: frozenset[str] = frozenset({"n/a", "unproven"})
 #: Verdicts with no violation found, proven or not.
@@ -60,6 +65,7 @@ COLOURS: dict[str, str] = {
     "n/a": "#cfd8dc",
     "unproven": "#8d6e63",
     "shifted": "#f4511e",
+    "impossible-token": "#d81b60",
     "diverged": "#e53935",
     "nondeterministic": "#ffb300",
     "garbled": "#6a1b9a",

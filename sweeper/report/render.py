@@ -8,6 +8,7 @@ The file is written atomically: a reader never sees half a report.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -142,10 +143,25 @@ def _sampled(view: RunView) -> list[dict[str, Any]]:
                 "n": fmt(proof["distribution_n"], 0),
                 "shift": "\u2014" if shift is None else f"{shift:.1%}",
                 "control": fmt(proof["distribution_control_p"], 4),
+                **_scored(proof),
                 "why": proof["why"],
             }
         )
     return out
+
+
+def _scored(proof: dict[str, Any]) -> dict[str, str]:
+    """The scored test's cells (empty where it did not run): p, tokens and exact share, the
+    temperature change it detects, its control's p and the first impossible token."""
+    power, share = proof["scored_power"], proof["scored_exact_share"]
+    tokens = fmt(proof["scored_n_tokens"], 0)
+    return {
+        "scored_p": fmt(proof["scored_p"], 4) + f" {proof['scored_direction'] or ''}".rstrip(),
+        "scored_n": tokens + (f" ({share:.0%} exact)" if share is not None else ""),
+        "scored_shift": "\u2014" if power is None else f"{math.exp(power):.3g}x",
+        "scored_control": fmt(proof["scored_control_p"], 4),
+        "impossible": proof["scored_impossible"] or "",
+    }
 
 
 def _drift(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, float]]:

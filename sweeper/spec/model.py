@@ -47,6 +47,15 @@ class DeterminismSpec(StrictModel):
     #: A coupled divergence where the baseline's sample margin (probability mass between its
     #: uniform and the chosen token's CDF edge) is below this is a sampled near tie.
     sampled_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.001
+    #: A scored token outside a truncation boundary (top-k, top-p, min-p) by less than this, in
+    #: tempered probability mass, is a near tie (prefill and decode numerics), never a proof;
+    #: a point with more such near ties per token than its AR server's own samples (95% upper
+    #: bound) has them counted as violations (`sweeper.proof.scored`).
+    scored_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.005
+    #: A scored pass proves something only if the test detects a sampler this much hotter or
+    #: colder at every token (the log of the temperature factor: 0.15 is 1.16x) with 80% power
+    #: on the point's own tokens; a weaker test's pass is `unproven`.
+    scored_max_shift: Annotated[Number, Field(gt=0, le=2)] = 0.15
     #: Seeded samples per prompt drawn from each speculative config (and twice as many from
     #: its AR baseline: the test's and the AR-vs-AR control's) for `distribution`.
     samples: Annotated[Int, Field(ge=4, le=2000)] = 96

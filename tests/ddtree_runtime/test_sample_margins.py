@@ -32,6 +32,7 @@ SAMPLED = {"temperature": 0.9}
 #: must truncate for "untruncated_drafts" to change anything.
 FAULT_PARAMS: dict[str, dict[str, Any]] = {
     "hot_drafts": {"temperature": 0.9},
+    "cold_drafts": {"temperature": 0.9},
     "untruncated_drafts": {"temperature": 1.0, "top_k": 3},
 }
 

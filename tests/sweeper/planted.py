@@ -23,7 +23,14 @@ from pathlib import Path
 from sweeper.services.runtime_package import runtime_package_dir
 
 FAULT_LINE = "_FAULTS: set[str] = " + "set()"  # split, so this file never holds the line itself
-FAULTS = ("pad_visible", "stale_positions", "hot_drafts", "untruncated_drafts", "blind_drafts")
+FAULTS = (
+    "pad_visible",
+    "stale_positions",
+    "hot_drafts",
+    "cold_drafts",
+    "untruncated_drafts",
+    "blind_drafts",
+)
 #: `unverified_b<N>`: drafts accepted unverified at budget N only (fast and wrong there).
 UNVERIFIED = re.compile(r"^unverified_b[0-9]+$")
 NUMERICS = "rounded_logits"

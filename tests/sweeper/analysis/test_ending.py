@@ -101,3 +101,19 @@ def test_details_shrink_then_examples_go_to_the_count_to_fit_the_width() -> None
     assert len(narrow) <= 40 and narrow.endswith("more") and "why" not in narrow
     repeated = Finding("kind", 2, "point(s)", (("same", "a"), ("same", "a")))  # two restarts
     assert finding_line(repeated) == "kind: 2 point(s): same (a)"
+
+
+def test_a_sampled_violation_shows_its_first_impossible_token() -> None:
+    evidence = (
+        "prompt poem sample 3 position 7: token 1234 (rank 57) outside the top-p nucleus "
+        "(mass 0.912) by 0.031"
+    )
+    rows = [
+        _point(None),
+        _point(4, temperature=0.7, determinism="impossible-token", scored_impossible=evidence),
+        _point(8, temperature=0.7, determinism="shifted"),
+    ]
+    lines = _lines(rows)
+    assert lines[1].startswith("violations: 2 point(s) (impossible-token 1, shifted 1): ")
+    assert lines[2] == f"impossible tokens: 1 point(s): b4 k2 bs4 T=0.7 c=1 ({evidence})"
+    assert all(len(line) <= WIDTH for line in lines)

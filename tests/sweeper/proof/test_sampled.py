@@ -131,3 +131,28 @@ def test_proofs_of_sampled_speculative_points() -> None:
         "control p 0.62)"
     )
     assert proof_line(found[1]) == "u: unproven (coupled): unseeded sampling: nothing to compare"
+
+
+def test_a_scored_points_proof_says_its_figures_and_its_first_impossible_token() -> None:
+    evidence = "prompt poem sample 3 position 7: token 1234 (rank 57) outside the top-p nucleus"
+    point = {
+        "point_id": "s",
+        "mode": "speculative",
+        "temperature": 0.7,
+        "status": "ok",
+        "sampled_check": "scored",
+        "determinism": "impossible-token",
+        "scored_p": 0.0012,
+        "scored_n_tokens": 8448,
+        "scored_exact_share": 1.0,
+        "scored_direction": "hotter",
+        "scored_power": 0.0677,
+        "scored_control_p": 0.62,
+        "scored_impossible": evidence,
+    }
+    (found,) = proofs([point])
+    assert proof_line(found) == (
+        "s: impossible-token (scored, scored p 0.0012 over 8448 tokens (100% exact), hotter, "
+        "detects 1.07x hotter or colder, scored control p 0.62); first impossible token: "
+        + evidence
+    )

@@ -1,0 +1,218 @@
+"""Pools of seeded samples from the bundled runtime, in process, each scored by the target's own
+prefill: the material of the scored test's power table (`bench/scored_power.py`).
+
+A pool is one engine setting (AR, or DDTree b16 k4 with n-gram drafts, with or without a planted
+fault on its drafted positions) at one sampling setting, `--size` samples per prompt of
+`--tokens` tokens, each with its own seed. Every sample is then scored as the runtime's exact
+route scores it (one plain forward over prompt + sample; per token its raw logprob and rank,
+its processed probability `p` under the runtime's own `processed_probs`, the processed mass
+`above` it, and `gap` where p is 0), and the raw top `--top` logprobs per position, what an
+engine that returns only its top k would give (the `topk` basis). Pools are cached as .npz in
+`--out` (default .cache/scored-power/), keyed by their settings.
+
+    python bench/scored_pools.py [--size 192] [--tokens 24] [--batch 32] [--out DIR] POOL...
+
+POOL is `name:fault:temperature:top_p:seed_base`, e.g. `ar:none:0.7:1.0:0` or
+`hot:hot_drafts:0.7:1.0:500000000`; fault `none` for a correct engine, `ar` in the name for
+budget 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ddtree_runtime.algo import mask
+from ddtree_runtime.algo.sampling import processed_probs
+from ddtree_runtime.drafters import make_drafter
+from ddtree_runtime.engine import Engine
+from ddtree_runtime.models import LoadedModel, load_model
+from ddtree_runtime.params import EngineConfig, SamplingParams
+
+#: The prompts of sweeps/local-sampled.yaml (its chat workload), which the distribution test's
+#: power table was measured on.
+PROMPTS = {
+    "poem": "Write a short poem about the sea with the refrain 'the tide comes in, the tide goes "
+    "out'.",
+    "quicksort": "Write a Python function quicksort(items) that returns a sorted list.",
+    "repeat-list": "Repeat this list exactly, one item per line: apple, banana, cherry, apple, "
+    "banana, cherry.",
+    "count": "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
+}
+MODEL = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    name: str
+    fault: str
+    temperature: float
+    top_p: float
+    seed_base: int
+
+    @classmethod
+    def parse(cls, text: str) -> PoolSpec:
+        name, fault, temperature, top_p, seed_base = text.split(":")
+        return cls(name, fault, float(temperature), float(top_p), int(seed_base))
+
+    def path(self, out: Path, size: int, tokens: int, top: int) -> Path:
+        key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
+        return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
+
+
+def chat_ids(loaded: LoadedModel, text: str) -> list[int]:
+    """The prompt ids the runtime's chat route sends (its chat template)."""
+    rendered = loaded.tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+    )
+    return list(loaded.tokenizer.encode(rendered, add_special_tokens=False))
+
+
+def generate(
+    loaded: LoadedModel,
+    pool: PoolSpec,
+    prompts: list[list[int]],
+    size: int,
+    tokens: int,
+    batch: int,
+) -> list[list[list[int]]]:
+    """[prompt][sample] token ids, seeded per sample, every prompt's samples in one batch."""
+    ar = pool.name.startswith("ar")
+    config = EngineConfig(
+        speculative="none" if ar else "ddtree",
+        budget=0 if ar else 16,
+        topk=4,
+        block_size=8,
+        max_batch=batch,
+        max_model_len=max(len(p) for p in prompts) + tokens + 32,
+    )
+    engine = Engine(loaded, make_drafter("ngram", loaded), config)
+    requests = [(i, k) for k in range(size) for i in range(len(prompts))]
+    params = [
+        SamplingParams(
+            max_tokens=tokens,
+            temperature=pool.temperature,
+            top_p=pool.top_p,
+            seed=pool.seed_base + 1_000_003 * i + k,
+        )
+        for i, k in requests
+    ]
+    if pool.fault != "none":
+        mask._FAULTS.add(pool.fault)
+    try:
+        results = engine.generate([prompts[i] for i, _ in requests], params)
+    finally:
+        mask._FAULTS.discard(pool.fault)
+    out: list[list[list[int]]] = [[] for _ in prompts]
+    for (i, _), result in zip(requests, results, strict=True):
+        out[i].append(result.token_ids)
+    rounds = sum(r.stats.verify_rounds or 0 for r in results)
+    drawn = sum(len(r.token_ids) for r in results)
+    print(f"  {drawn} tokens in {rounds} rounds (tau {drawn / max(rounds, 1):.2f})", flush=True)
+    return out
+
+
+@torch.inference_mode()
+def score(
+    loaded: LoadedModel,
+    prompt: list[int],
+    samples: list[list[int]],
+    temperature: float,
+    top_p: float,
+    tokens: int,
+    top: int,
+) -> dict[str, np.ndarray]:
+    """Per sample and position (padded to `tokens`, `length` says how many are real): the exact
+    route's fields and the raw top `top`."""
+    s = len(samples)
+    out = {name: np.full((s, tokens), np.nan) for name in ("logprob", "p", "above", "gap", "rank")}
+    out["token"] = np.full((s, tokens), -1, dtype=np.int64)
+    out["top_ids"] = np.zeros((s, tokens, top), dtype=np.int64)
+    out["top_lp"] = np.zeros((s, tokens, top))
+    out["length"] = np.array([len(x) for x in samples])
+    for start in range(0, s, 8):
+        chunk = samples[start : start + 8]
+        rows = slice(start, start + len(chunk))
+        ids = torch.tensor([prompt + x + [0] * (tokens - len(x)) for x in chunk])
+        logits = loaded.model(input_ids=ids, use_cache=False, logits_to_keep=tokens + 1).logits
+        logits = logits[:, :tokens].to(torch.float64)  # row t predicts sample token t
+        index = ids[:, len(prompt) :, None]
+        raw = torch.log_softmax(logits, dim=-1)
+        own = raw.gather(-1, index)
+        vocab = torch.arange(raw.shape[-1])
+        rank = 1 + (raw > own).sum(-1) + ((raw == own) & (vocab < index)).sum(-1)
+        probs = processed_probs(logits, temperature, 0, top_p)
+        p = probs.gather(-1, index)[..., 0]
+        above = _mass_above(probs, index)
+        gap = torch.full_like(p, float("nan"))
+        if top_p < 1.0:  # outside the nucleus by this much tempered mass
+            gap = _mass_above(torch.softmax(logits / temperature, dim=-1), index) - top_p
+        best = torch.topk(raw, top, dim=-1)
+        valid = np.arange(tokens)[None, :] < out["length"][rows, None]
+        for name, value in (
+            ("logprob", own[..., 0]),
+            ("rank", rank),
+            ("p", p),
+            ("above", torch.where(p > 0, above, torch.ones_like(above))),
+            ("gap", torch.where(p > 0, torch.full_like(gap, float("nan")), gap)),
+        ):
+            out[name][rows] = np.where(valid, value.numpy(), np.nan)
+        out["token"][rows] = np.where(valid, index[..., 0].numpy(), -1)
+        out["top_ids"][rows] = best.indices.numpy()
+        out["top_lp"][rows] = best.values.numpy()
+    return out
+
+
+def _mass_above(probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The mass strictly above each token (probability descending, ties by id), no sort."""
+    own = probs.gather(-1, index)
+    ids = torch.arange(probs.shape[-1])
+    higher = (probs > own) | ((probs == own) & (ids < index))
+    return (probs * higher).sum(-1)
+
+
+def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path:
+    path = pool.path(args.out, args.size, args.tokens, args.top)
+    if path.exists():
+        return path
+    prompts = [chat_ids(loaded, text) for text in PROMPTS.values()]
+    started = time.perf_counter()
+    print(f"{pool}: drawing", flush=True)
+    samples = generate(loaded, pool, prompts, args.size, args.tokens, args.batch)
+    drawn = time.perf_counter() - started
+    parts = [
+        score(loaded, prompt, found, pool.temperature, pool.top_p, args.tokens, args.top)
+        for prompt, found in zip(prompts, samples, strict=True)
+    ]
+    arrays = {k: np.stack([part[k] for part in parts]) for k in parts[0]}
+    took = time.perf_counter() - started
+    args.out.mkdir(parents=True, exist_ok=True)
+    arrays["prompts"] = np.array(list(PROMPTS))
+    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
+    n = sum(len(x) for found in samples for x in found)
+    print(f"{pool}: {n} tokens drawn in {drawn:.0f} s, scored by {took - drawn:.0f} s -> {path}")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pools", nargs="+", type=PoolSpec.parse)
+    parser.add_argument("--size", type=int, default=192)
+    parser.add_argument("--tokens", type=int, default=24)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path(".cache/scored-power"))
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # 2 shared cores: more threads only oversubscribe
+    loaded = load_model(MODEL)
+    for pool in args.pools:
+        build(pool, args, loaded)
+
+
+if __name__ == "__main__":
+    main()

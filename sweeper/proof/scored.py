@@ -1,0 +1,378 @@
+"""A sampled point's scored verdict: every token it sampled, scored by the target's own prefill
+(`determinism.sampled: scored`).
+
+Pure: scored sample rows (`scores.jsonl`, `ScoreRecord`) in, a verdict and the point's columns
+out. Each token's randomized PIT is `sweeper.proof.scoring`'s (V drawn from a generator seeded by
+the point, so a verdict is reproducible); under the null the PITs are i.i.d. uniform, whatever
+the prefixes, so every token of every sample counts and no AR samples are needed. The verdict:
+
+- `impossible-token` (a violation): a token the processed distribution gives probability 0,
+  outside a truncation by at least the near-tie margin (`scored_near_tie_margin`, tempered
+  mass); its evidence is the first such token (prompt, sample, position, token, rank, the mass
+  it fell outside). Tokens outside by less are near ties, numerics of a prefill against a
+  decode, never a proof: but, as greedy near ties are held to the AR-vs-AR control
+  (`calibration`), a point whose near-tie rate per token is above the AR server's own (its 95%
+  Wilson upper bound) has them counted as impossible tokens;
+- `shifted` (a violation): the uniformity test rejects at `alpha`. Two parts, Bonferroni-split:
+  the direction (Neyman's first component, the mean of u: a sampler too hot draws tokens lower in
+  the ranking, so u is pushed up, `hotter`; too cold or leaning to the likeliest token pushes it
+  down, `colder`) at (1 - `GOF_SHARE`) alpha, and the shape (components 2 to 4, chi-squared with
+  3 degrees of freedom: spread, skew, peaks, for faults that move no mean) at `GOF_SHARE` alpha.
+  Where u is an interval (a top-k scorer), each part takes the value least favourable to an
+  alarm, so the test keeps its level;
+- `distribution-ok`: neither, by a test that detects a shift of the mean of u of `max_shift` or
+  less with 80% power (`ScoredPower`, measured on the point's own tokens and intervals);
+- `unproven` (with why): no scored samples, a failed scorer, no AR control, a control that fails
+  the same test (the scoring path does not match the sampler: wrong order, parameters or
+  numerics), or a test too weak to see the shift it must.
+
+The AR server's own samples scored the same way are the control of every run (`control`): their
+p-value, impossible tokens and near-tie rate, stored on the AR point.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.scoring import Impossible, Sampling, pit, temperature_signal
+from sweeper.results.rows import is_missing
+from sweeper.spec import DeterminismSpec
+from sweeper.stats.intervals import wilson_upper
+from sweeper.stats.uniformity import (
+    chi2_sf,
+    component_bounds,
+    least_square,
+)
+
+_NORMAL = NormalDist()
+#: The test's name as records and reports give it.
+TEST_NAME = "scored: randomized PIT, Neyman smooth (mean; shape, 3 df), Bonferroni"
+#: The share of alpha given to the shape part (the rest goes to the direction).
+GOF_SHARE = 0.2
+#: The shape components (Neyman's 2 to 4).
+SHAPE = (2, 3, 4)
+#: Power targeted by the stated power.
+POWER = 0.8
+
+#: The point columns a scored verdict fills (`PointRecord`).
+SCORED_COLUMNS = (
+    "scored_p",
+    "scored_direction",
+    "scored_n_tokens",
+    "scored_impossible",
+    "scored_impossible_n",
+    "scored_near_ties",
+    "scored_power",
+    "scored_exact_share",
+    "scored_control_p",
+    "scored_control_tokens",
+    "scored_control_impossible",
+    "scored_control_near_ties",
+)
+#: The AR point's columns from its own samples (`control`).
+CONTROL_COLUMNS = tuple(c for c in SCORED_COLUMNS if c.startswith("scored_control_"))
+
+
+@dataclass(frozen=True)
+class Found:
+    """An impossible (or near-tie) token and where it was."""
+
+    prompt_id: str
+    index: int
+    position: int
+    evidence: Impossible
+
+    def text(self) -> str:
+        return (
+            f"prompt {self.prompt_id} sample {self.index} position {self.position}: "
+            f"{self.evidence.text()}"
+        )
+
+
+@dataclass(frozen=True)
+class ScoredPower:
+    """The smallest change of temperature at every token (log of the factor: 0.1 is a sampler
+    1.105x hotter, or 1.105x colder) the direction part detects with `POWER`."""
+
+    shift: float | None
+    tokens: int
+    alpha: float
+    #: What the conservative treatment of interval-valued u costs, in z (0 where u was exact).
+    slack: float = 0.0
+    basis: str = "measured on this point's tokens"
+    #: Why there is no shift, when there is none.
+    why: str = ""
+
+    def text(self) -> str:
+        if self.shift is None:
+            return f"{self.tokens} tokens: {self.why or 'too few to detect any shift'}"
+        factor = math.exp(self.shift)
+        widths = f", {self.slack:.2f} z lost to top-k intervals" if self.slack > 0 else ""
+        return (
+            f"detects a sampler {factor:.3g}x hotter or colder at every token with {POWER:.0%} "
+            f"power over {self.tokens} tokens at alpha {self.alpha:g}{widths} ({self.basis})"
+        )
+
+
+#: The mean squared temperature signal per token (`temperature_signal`) the plan assumes
+#: before any token is scored: measured on smollm2-135m at temperature 0.7 on
+#: sweeps/local-sampled.yaml's four prompts (most of its positions near-certain), so larger
+#: models and open prompts see more than the plan states.
+SIGNAL_PER_TOKEN = 0.1
+_BASIS_PLANNED = "expected: smollm2-135m's signal per token at temperature 0.7"
+
+
+def temperature_power(
+    norm: float, tokens: int, alpha: float, slack: float = 0.0, *, basis: str = ""
+) -> ScoredPower:
+    """The detectable log temperature factor when the weights' norm is `norm` (sqrt of the
+    summed squared signals): E[z] = log(factor) * norm to first order, unit variance."""
+    if norm <= 0:
+        why = "every position near-certain: no temperature to see"
+        return ScoredPower(None, tokens, alpha, slack, why=why)
+    critical = _NORMAL.inv_cdf(1 - alpha * (1 - GOF_SHARE) / 2)
+    shift = (critical + _NORMAL.inv_cdf(POWER) + slack) / norm
+    return ScoredPower(shift, tokens, alpha, slack, basis or "measured on this point's tokens")
+
+
+def expected_power(tokens: int, policy: DeterminismSpec) -> ScoredPower:
+    """What the plan states before the run: the detectable temperature change over `tokens`
+    scored tokens of `SIGNAL_PER_TOKEN` each, u exact (a top-k scorer's intervals lower it)."""
+    norm = math.sqrt(max(tokens, 0) * SIGNAL_PER_TOKEN)
+    return temperature_power(norm, tokens, policy.alpha, basis=_BASIS_PLANNED)
+
+
+@dataclass
+class Scored:
+    """One role's tokens of one point, scored and tested."""
+
+    samples: int = 0
+    failed: list[str] = field(default_factory=list)
+    lo: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    hi: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Each tested token's weight in the direction part (`temperature_signal`), or None where
+    #: some position has no returned top k (then every token weighs the same).
+    weights: np.ndarray | None = None
+    exact: int = 0
+    impossible: list[Found] = field(default_factory=list)
+    near_ties: list[Found] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.lo.size)
+
+    @property
+    def positions(self) -> int:
+        """Every scored position: tested, impossible or near tie."""
+        return self.tokens + len(self.impossible) + len(self.near_ties)
+
+    def direction(self) -> tuple[float, float]:
+        """The (weighted) mean component's bounds (z)."""
+        return component_bounds(1, self.lo, self.hi, self.weights)
+
+    def p_values(self) -> tuple[float, float, str]:
+        """The direction's and the shape's conservative p-values, and the direction."""
+        z_lo, z_hi = self.direction()
+        hot, cold = 1 - _NORMAL.cdf(z_lo), _NORMAL.cdf(z_hi)
+        p_direction = min(1.0, 2 * min(hot, cold))
+        shape = sum(least_square(component_bounds(j, self.lo, self.hi)) for j in SHAPE)
+        way = "hotter" if hot < cold else "colder"
+        return p_direction, chi2_sf(shape, len(SHAPE)), way
+
+    def combined(self) -> tuple[float, str]:
+        """The Bonferroni-combined p-value and what drives it ("hotter", "colder", "shape")."""
+        if not self.tokens:
+            return 1.0, ""
+        p_direction, p_shape, way = self.p_values()
+        by_direction, by_shape = p_direction / (1 - GOF_SHARE), p_shape / GOF_SHARE
+        if by_direction <= by_shape:
+            return min(1.0, by_direction), way
+        return min(1.0, by_shape), "shape"
+
+    def power(self, alpha: float) -> ScoredPower:
+        """What the direction part can see, on these tokens and intervals."""
+        w = np.ones_like(self.lo) if self.weights is None else self.weights
+        norm = math.sqrt(float(np.sum(w * w)))
+        slack = 0.0
+        if norm > 0:
+            slack = 2 * math.sqrt(3) * float(np.sum(w * (self.hi - self.lo))) / norm
+        if self.weights is None:
+            why = "no top logprobs returned, so the test's power cannot be stated"
+            return ScoredPower(None, self.tokens, alpha, slack, why=why)
+        return temperature_power(norm, self.tokens, alpha, slack)
+
+    @property
+    def exact_share(self) -> float | None:
+        return self.exact / self.positions if self.positions else None
+
+
+def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str) -> Scored:
+    """`role`'s records of one point (`ScoreRecord` rows), every token's PIT at its V."""
+    records = sorted(
+        (r for r in rows if r.get("role") == role),
+        key=lambda r: (str(r.get("prompt_id")), int(r.get("index") or 0)),
+    )
+    out = Scored()
+    if not records:
+        return out
+    rng = np.random.default_rng(zlib.crc32(str(records[0].get("point_id")).encode()))
+    lo: list[float] = []
+    hi: list[float] = []
+    weights: list[float | None] = []
+    margin = policy.scored_near_tie_margin
+    for record in records:
+        if not is_missing(record.get("error")) and record.get("error"):
+            out.failed.append(str(record["error"]))
+            continue
+        out.samples += 1
+        sampling = Sampling.of(record)
+        basis = str(record.get("basis"))
+        positions = list(record.get("positions") or [])
+        draws = rng.random(len(positions))
+        for at, (position, v) in enumerate(zip(positions, draws, strict=True)):
+            token = pit(position, basis, sampling, margin)
+            if token.impossible is not None:
+                found = Found(str(record.get("prompt_id")), int(record.get("index") or 0), at,
+                              token.impossible)  # fmt: skip
+                (out.near_ties if token.near_tie else out.impossible).append(found)
+                continue
+            low, high = token.bounds(float(v))
+            lo.append(low)
+            hi.append(high)
+            weights.append(temperature_signal(position, sampling))
+            out.exact += token.exact
+    out.lo, out.hi = np.array(lo), np.array(hi)
+    if weights and all(w is not None for w in weights):
+        out.weights = np.array(weights, dtype=float)
+    return out
+
+
+def control(
+    rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str = "ar"
+) -> dict[str, Any]:
+    """The AR point's columns from its own scored samples (the false-alarm control): the test's
+    p-value, its impossible tokens and near ties, and its tokens ({} with none)."""
+    found = scored(rows, policy, role)
+    if not found.positions:
+        return {}
+    p, _ = found.combined()
+    return {
+        "scored_control_p": p,
+        "scored_control_tokens": found.positions,
+        "scored_control_impossible": len(found.impossible),
+        "scored_control_near_ties": len(found.near_ties),
+    }
+
+
+def judge(
+    rows: Iterable[Mapping[str, Any]],
+    policy: DeterminismSpec,
+    role: str = "test",
+    *,
+    control_point: Mapping[str, Any] | None = None,
+) -> tuple[SampledVerdict, dict[str, Any]]:
+    """A point's verdict from its `role` samples' scores (module docstring); `control_point`:
+    the AR point's columns (`control`), the run's false-alarm control."""
+    found = scored(rows, policy, role)
+    if not found.samples:
+        why = "no scored samples" + (
+            f": scoring failed ({found.failed[0]})" if found.failed else ""
+        )
+        return _unproven(why), {}
+    p, way = found.combined()
+    power = found.power(policy.alpha)
+    own = dict(control_point or {})
+    columns = {
+        "scored_p": p,
+        "scored_direction": way if p <= policy.alpha else None,
+        "scored_n_tokens": found.tokens,
+        "scored_impossible": found.impossible[0].text() if found.impossible else None,
+        "scored_impossible_n": len(found.impossible),
+        "scored_near_ties": len(found.near_ties),
+        "scored_power": power.shift,
+        "scored_exact_share": found.exact_share,
+        **{c: _number(own.get(c)) for c in CONTROL_COLUMNS},
+    }
+    return verdict_of(found, p, way, power, own, policy), columns
+
+
+def verdict_of(
+    found: Scored,
+    p: float,
+    way: str,
+    power: ScoredPower,
+    control_point: Mapping[str, Any],
+    policy: DeterminismSpec,
+) -> SampledVerdict:
+    """What the scored test's outcome proves, given the run's control (module docstring)."""
+    alpha, margin = policy.alpha, policy.scored_near_tie_margin
+    facts = (
+        f"{found.positions} tokens of {found.samples} sample(s) scored, "
+        f"{_share(found.exact_share)} exact; p = {p:.4g}"
+    )
+    control_p = _number(control_point.get("scored_control_p"))
+    if control_p is None:
+        return _unproven(f"{facts}; no AR control scored the same way, so no false-alarm check")
+    control_impossible = int(_number(control_point.get("scored_control_impossible")) or 0)
+    if control_p <= alpha or control_impossible:
+        return _unproven(
+            f"{facts}; the AR server's own samples fail the same test (p = {control_p:.4g}, "
+            f"{control_impossible} impossible token(s)): the scoring path does not match the "
+            "sampler (order, parameters or numerics)"
+        )
+    ties = _tie_excess(found, control_point)
+    if found.impossible or ties:
+        shown = (found.impossible or found.near_ties)[0]
+        count = len(found.impossible) + (len(found.near_ties) if ties else 0)
+        why = f"; {ties}" if ties else f" (near-tie margin {margin:g})"
+        return SampledVerdict(
+            "impossible-token", f"{count} impossible token(s), first: {shown.text()}{why}; {facts}"
+        )
+    if p <= alpha:
+        said = {"hotter": "hotter: u pushed up", "colder": "colder: u pushed down"}
+        return SampledVerdict(
+            "shifted", f"{facts} <= alpha {alpha:g}, {said.get(way, 'the shape of u moved')}"
+        )
+    if power.shift is None or power.shift > policy.scored_max_shift:
+        return _unproven(
+            f"{facts}; too few tokens to prove anything: {power.text()} (a pass needs "
+            f"{policy.scored_max_shift:g} or less; raise determinism.samples)"
+        )
+    return SampledVerdict("distribution-ok", f"{facts} > alpha {alpha:g}; {power.text()}")
+
+
+def _tie_excess(found: Scored, control_point: Mapping[str, Any]) -> str:
+    """Why the point's near ties count as impossible tokens ("" when they do not): a rate per
+    token above the AR control's 95% upper bound."""
+    if not found.near_ties:
+        return ""
+    ties = int(_number(control_point.get("scored_control_near_ties")) or 0)
+    tokens = int(_number(control_point.get("scored_control_tokens")) or 0)
+    upper = wilson_upper(ties, tokens)
+    rate = len(found.near_ties) / found.positions
+    if rate <= upper:
+        return ""
+    return (
+        f"{len(found.near_ties)} near ties in {found.positions} tokens ({rate:.2%}), above the "
+        f"AR control's {ties} in {tokens} (95% upper bound {upper:.2%}): counted as violations"
+    )
+
+
+def _share(value: float | None) -> str:
+    return "no token" if value is None else f"{value:.0%}"
+
+
+def _unproven(why: str) -> SampledVerdict:
+    return SampledVerdict("unproven", why)
+
+
+def _number(value: Any) -> float | None:
+    return None if is_missing(value) else float(value)

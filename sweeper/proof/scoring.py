@@ -1,0 +1,382 @@
+"""Where one scored token fell in the distribution the target samples from: its randomized
+probability integral transform (PIT), and the evidence when it could not have been sampled.
+
+A lossless server at temperature > 0 draws every token from the target's processed distribution
+(temperature, top-k, top-p, min-p applied) given the tokens before it. Order the tokens by
+processed probability (descending; ties by id); a token with processed probability p and mass
+`above` strictly above it has u = above + V * p, V uniform on [0, 1]: uniform on [0, 1] under
+the null, whatever the prefix, so the u of every token of every sample are i.i.d. uniform
+(`sweeper.proof.scored` tests that). A token with p = 0 is a proof of a violation, unless it
+fell outside a truncation boundary by less than the near-tie margin (numerics of a prefill
+against a decode): a near tie, never a proof.
+
+Two bases, as the scorer gives them (`ScoreRecord.basis`):
+
+- `exact` (the bundled runtime computes the processed distribution itself): p, above and gap as
+  given; u is exact.
+- `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
+  and rank): the processed distribution is rebuilt from the top k under the engine's processing
+  `order`. Every step keeps a prefix of the tokens by probability (temperature keeps the order;
+  top-k, top-p and min-p each keep the likeliest tokens), so the kept set is the top J tokens
+  and a kept known token's u is (C[r-1] + V w_r) / Z: its tempered weight w_r, the weights C[r-1]
+  above it, and the kept weight Z. Only Z (and J) depend on the tokens the engine did not
+  return, the tail: its raw mass R = 1 - the top k's is known exactly (raw logprobs are
+  normalised), each of its tokens is at most the k-th's raw probability m, so its tempered
+  weight lies in [0, R m^(1/T - 1)] below temperature 1 (vocabulary-bounded above it). The steps
+  carry Z's interval through, and u comes out as an interval: exact where the tail cannot
+  matter (top-k at most k, a nucleus closed inside the top k, temperature 1 untruncated). A
+  token outside the returned top k has u uniform on [Q, 1] under the null, Q the processed mass
+  of the top k: used exactly, with Q's interval.
+
+Temperature must come first in `order` (as in every engine supported); a step named `a+b`
+applies a and b to the same distribution and keeps what both keep (a joint filter), otherwise
+each step acts on what the previous one left, renormalised.
+
+Pure: numbers in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: The steps an engine's processing `order` may name.
+STEPS = ("temperature", "top_k", "top_p", "min_p")
+#: The vocabulary bound used where the tail's tempered weight grows with the vocabulary (above
+#: temperature 1): larger than any served model's (Gemma 3: 262,144).
+VOCAB_BOUND = 1 << 20
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The parameters a sample was drawn with, and the order the scorer's engine applies them."""
+
+    temperature: float
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    order: tuple[str, ...] = ("temperature", "top_k", "top_p", "min_p")
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> Sampling:
+        """From a `ScoreRecord` row."""
+        return cls(
+            temperature=float(record["temperature"]),
+            top_p=_maybe(record.get("top_p"), float),
+            top_k=_maybe(record.get("top_k"), int),
+            min_p=_maybe(record.get("min_p"), float),
+            order=tuple(record.get("order") or cls.order),
+        )
+
+    def active(self, step: str) -> bool:
+        """Whether `step` changes anything at these parameters."""
+        if step == "top_k":
+            return self.top_k is not None and self.top_k > 0
+        if step == "top_p":
+            return self.top_p is not None and self.top_p < 1.0
+        if step == "min_p":
+            return self.min_p is not None and self.min_p > 0.0
+        return step == "temperature"
+
+
+@dataclass(frozen=True)
+class Impossible:
+    """A token the target's processed distribution gives probability 0, and how far out."""
+
+    token: int
+    rank: int | None
+    #: How far outside the truncation it fell, in tempered probability mass (a lower bound
+    #: where the tail was not returned); None where the scorer did not say.
+    gap: float | None
+    #: The step that removed it ("top_k", "top_p", "min_p"), where known.
+    step: str | None
+    #: The tempered mass kept by the truncation it fell outside (the nucleus), where known.
+    kept: float | None
+
+    def text(self) -> str:
+        """`token 1234 (rank 57) outside the top-p nucleus (mass 0.912) by 0.031`: the
+        nucleus's share and the gap in tempered probability mass."""
+        rank = f" (rank {self.rank})" if self.rank is not None else ""
+        where = _WHERE.get(self.step or "", "outside the truncation")
+        kept = f" (mass {self.kept:.3g})" if self.kept is not None else ""
+        gap = f" by {self.gap:.3g}" if self.gap is not None else ""
+        return f"token {self.token}{rank} {where}{kept}{gap}"
+
+
+_WHERE = {"top_k": "below top-k", "top_p": "outside the top-p nucleus", "min_p": "below min-p"}
+
+
+@dataclass(frozen=True)
+class TokenPit:
+    """One token's PIT as bounds linear in V: u lies in [lo0 + V lo1, hi0 + V hi1]. `exact`:
+    the bounds are one (the tail could not matter). `impossible`: p = 0 (then the bounds are
+    unused); `near_tie`: impossible by less than the margin, never a proof."""
+
+    lo0: float
+    lo1: float
+    hi0: float
+    hi1: float
+    exact: bool
+    impossible: Impossible | None = None
+    near_tie: bool = False
+
+    def bounds(self, v: float) -> tuple[float, float]:
+        lo, hi = self.lo0 + v * self.lo1, self.hi0 + v * self.hi1
+        return min(max(lo, 0.0), 1.0), min(max(hi, 0.0), 1.0)
+
+
+def pit(
+    position: Mapping[str, Any], basis: str, sampling: Sampling, margin: float, vocab: int = 0
+) -> TokenPit:
+    """The PIT and evidence of one `PositionScore` row (module docstring); `margin`: the
+    near-tie margin in tempered mass; `vocab`: the vocabulary size where known (else
+    `VOCAB_BOUND`)."""
+    if basis == "exact":
+        return _exact(position, sampling, margin)
+    if basis == "topk":
+        return _from_top(position, sampling, margin, vocab or VOCAB_BOUND)
+    raise ValueError(f"unknown scoring basis {basis!r} (exact | topk)")
+
+
+def _exact(position: Mapping[str, Any], sampling: Sampling, margin: float) -> TokenPit:
+    p, above = float(position["p"]), float(position["above"])
+    if p > 0.0:
+        return TokenPit(above, p, above, p, exact=True)
+    gap = _maybe(position.get("gap"), float)
+    rank = _maybe(position.get("rank"), int)
+    evidence = Impossible(int(position["token"]), rank, gap, _exact_step(rank, sampling), None)
+    near = gap is not None and gap < margin
+    return TokenPit(1.0, 0.0, 1.0, 0.0, exact=True, impossible=evidence, near_tie=near)
+
+
+def _exact_step(rank: int | None, sampling: Sampling) -> str | None:
+    """Which step removed a token the exact scorer gave p = 0, as far as its rank tells:
+    top-k where it ranks below it, else the only other truncation asked for."""
+    if sampling.active("top_k") and rank is not None and rank > int(sampling.top_k or 0):
+        return "top_k"
+    others = [step for step in ("top_p", "min_p") if sampling.active(step)]
+    return others[0] if len(others) == 1 and not sampling.active("top_k") else None
+
+
+@dataclass
+class _State:
+    """What the steps have kept so far: the top `j_lo`..`j_hi` known tokens, and a kept tail
+    weight in [t_lo, t_hi] (nonzero only where every known token is kept)."""
+
+    j_lo: int
+    j_hi: int
+    t_lo: float
+    t_hi: float
+
+
+@dataclass
+class _Top:
+    """A position's returned top k as tempered weights relative to the top token's."""
+
+    weights: list[float]
+    cumulative: list[float]  # cumulative[j]: the first j tokens' weight
+    tail_max: float  # the largest a tail token's weight can be (the k-th's)
+    total_lo: float  # the untruncated tempered total's bounds
+    total_hi: float
+
+    @property
+    def k(self) -> int:
+        return len(self.weights)
+
+
+def _top_of(position: Mapping[str, Any], temperature: float, vocab: int, own: float) -> _Top:
+    """The top k's tempered weights and the tail's bounds (module docstring)."""
+    top = [(int(t), float(lp)) for t, lp in position["top"]]
+    first = top[0][1]
+    a = 1.0 / temperature
+    weights = [math.exp((lp - first) * a) for _, lp in top]
+    cumulative = [0.0]
+    for w in weights:
+        cumulative.append(cumulative[-1] + w)
+    raw_tail = max(0.0, 1.0 - sum(math.exp(lp) for _, lp in top))
+    smallest = math.exp(top[-1][1])
+    scale = math.exp(-first * a)  # tempered weights are relative to the top token's
+    others = max(vocab - len(top), 1)
+    if raw_tail <= 0.0:
+        lo = hi = 0.0
+    elif a == 1.0:  # untempered: the tail's weight is its raw mass, known exactly
+        lo = hi = raw_tail * scale
+    elif a > 1.0:  # convex: the most weight with the tail packed into tokens at m
+        lo, hi = 0.0, raw_tail * smallest ** (a - 1.0) * scale
+    else:  # concave: the most weight with the tail spread over the vocabulary
+        lo = raw_tail * smallest ** (a - 1.0) * scale
+        hi = others ** (1.0 - a) * raw_tail**a * scale
+    lo = max(lo, own)  # a token outside the top k is itself in the tail
+    return _Top(weights, cumulative, weights[-1], cumulative[-1] + lo, cumulative[-1] + hi)
+
+
+def _from_top(
+    position: Mapping[str, Any], sampling: Sampling, margin: float, vocab: int
+) -> TokenPit:
+    token = int(position["token"])
+    ids = [int(t) for t, _ in position["top"]]
+    rank = ids.index(token) + 1 if token in ids else None
+    first = float(position["top"][0][1])
+    a = 1.0 / sampling.temperature
+    own = 0.0 if rank is not None else math.exp((float(position["logprob"]) - first) * a)
+    top = _top_of(position, sampling.temperature, vocab, own)
+    given_rank = _maybe(position.get("rank"), int)
+    tail_rank = given_rank if rank is None and given_rank is not None else top.k + 1
+    state = _State(
+        top.k, top.k, top.total_lo - top.cumulative[-1], top.total_hi - top.cumulative[-1]
+    )
+    removed: Impossible | None = None
+    steps = list(sampling.order)
+    if not steps or steps[0] != "temperature":
+        raise ValueError(f"order {steps}: temperature must come first")
+    for step in steps[1:]:
+        names = step.split("+")
+        if any(n not in STEPS[1:] for n in names):
+            raise ValueError(f"order {steps}: unknown step {step!r} (known: {', '.join(STEPS)})")
+        active = [n for n in names if sampling.active(n)]
+        if not active:
+            continue
+        if removed is None:
+            for name in active:
+                removed = _removes(name, sampling, top, state, rank, own, tail_rank, token)
+                if removed is not None:
+                    break
+        after = [_apply(name, sampling, top, state) for name in active]
+        state = _State(
+            min(s.j_lo for s in after),
+            min(s.j_hi for s in after),
+            min(s.t_lo for s in after),
+            min(s.t_hi for s in after),
+        )
+    if removed is not None:
+        evidence = Impossible(token, rank or given_rank, removed.gap, removed.step, removed.kept)
+        near = removed.gap is not None and removed.gap < margin
+        return TokenPit(1.0, 0.0, 1.0, 0.0, exact=False, impossible=evidence, near_tie=near)
+    z_lo = top.cumulative[state.j_lo] + state.t_lo
+    z_hi = top.cumulative[state.j_hi] + state.t_hi
+    exact = z_lo == z_hi
+    if rank is not None:
+        above, weight = top.cumulative[rank - 1], top.weights[rank - 1]
+        low = (above / z_hi, weight / z_hi)
+        if rank <= state.j_lo:
+            return TokenPit(*low, above / z_lo, weight / z_lo, exact=exact)
+        return TokenPit(*low, 1.0, 0.0, exact=False)  # kept in some tails only: at the edge
+    # Outside the returned top k: uniform on [Q, 1], Q the top k's processed share.
+    known = top.cumulative[-1]
+    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, own))
+    return TokenPit(q_lo, 1.0 - q_lo, q_hi, 1.0 - q_hi, exact=q_lo == q_hi)
+
+
+def _apply(name: str, sampling: Sampling, top: _Top, state: _State) -> _State:
+    """One filter on the kept set (module docstring): each keeps a prefix."""
+    k, c = top.k, top.cumulative
+    if name == "top_k":
+        cut = int(sampling.top_k or 0)
+        if cut <= k:
+            return _State(min(state.j_lo, cut), min(state.j_hi, cut), 0.0, 0.0)
+        return _State(state.j_lo, state.j_hi, 0.0, min(state.t_hi, (cut - k) * top.tail_max))
+    if name == "min_p":
+        floor = float(sampling.min_p or 0.0)  # relative to the top token, whose weight is 1
+        keep = sum(1 for w in top.weights if w >= floor)
+        tail_hi = state.t_hi if top.tail_max >= floor else 0.0
+        return _State(min(state.j_lo, keep), min(state.j_hi, keep), 0.0, tail_hi)
+    share = float(sampling.top_p if sampling.top_p is not None else 1.0)
+    z_lo, z_hi = c[state.j_lo] + state.t_lo, c[state.j_hi] + state.t_hi
+    j_lo = min(state.j_lo, sum(1 for i in range(k) if c[i] < share * z_lo))
+    j_hi = min(state.j_hi, sum(1 for i in range(k) if c[i] < share * z_hi))
+    if state.t_hi <= 0.0 or c[k] >= share * z_hi:
+        return _State(j_lo, j_hi, 0.0, 0.0)
+    t_hi = min(state.t_hi, share * z_hi - c[k] + top.tail_max)
+    t_lo = max(0.0, min(state.t_lo, share * z_lo - c[k])) if state.j_lo == k else 0.0
+    return _State(j_lo, j_hi, t_lo, t_hi)
+
+
+def _removes(
+    name: str,
+    sampling: Sampling,
+    top: _Top,
+    state: _State,
+    rank: int | None,
+    own: float,
+    tail_rank: int,
+    token: int,
+) -> Impossible | None:
+    """The evidence if step `name` certainly removes the token (whatever the tail), with the
+    smallest gap any tail allows (so a near tie is never called a proof), in tempered mass."""
+    k, c = top.k, top.cumulative
+    weight = top.weights[rank - 1] if rank is not None else own
+    where = rank if rank is not None else tail_rank
+    total = top.total_hi
+    if name == "top_k":
+        cut = int(sampling.top_k or 0)
+        if where <= cut:
+            return None
+        last = top.weights[cut - 1] if cut <= k else weight  # a tail token's bound: no gap
+        kept = c[min(cut, k)]
+        return Impossible(token, where, max(0.0, last - weight) / total, name, kept / total)
+    if name == "min_p":
+        floor = float(sampling.min_p or 0.0)
+        if weight >= floor:
+            return None
+        return Impossible(token, where, (floor - weight) / total, name, None)
+    share = float(sampling.top_p if sampling.top_p is not None else 1.0)
+    z_hi = c[state.j_hi] + state.t_hi
+    above = c[rank - 1] if rank is not None else c[k] + max(0, tail_rank - k - 1) * own
+    if above < share * z_hi:
+        return None
+    nucleus = c[sum(1 for i in range(state.j_hi) if c[i] < share * z_hi)]
+    return Impossible(token, where, (above - share * z_hi) / total, name, nucleus / total)
+
+
+def _maybe(value: Any, kind: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return kind(value)
+
+
+def positions(record: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """A `ScoreRecord` row's positions (an empty list when scoring failed)."""
+    return list(record.get("positions") or [])
+
+
+def temperature_signal(position: Mapping[str, Any], sampling: Sampling) -> float | None:
+    """How much a change of temperature moves this position's PIT: the expected
+    phi_1(u) = sqrt(3) (2u - 1) per unit of log(temperature factor) at no change, from the
+    position's returned top k taken as the whole distribution (processed by `sampling`). It
+    weighs the position in the direction test: a position whose top token is near-certain says
+    nothing about temperature. None without a returned top k. It depends on the position only,
+    never on the token drawn there, so any error in it costs power, never level."""
+    top = position.get("top")
+    if not top:
+        return None
+    scaled = [float(lp) / sampling.temperature for _, lp in top]
+    first = scaled[0]
+    weights = [math.exp(s - first) for s in scaled]
+    keep = len(weights)
+    for step in sampling.order[1:]:
+        for name in step.split("+"):
+            if not sampling.active(name):
+                continue
+            total = sum(weights[:keep])
+            if name == "top_k":
+                keep = min(keep, int(sampling.top_k or keep))
+            elif name == "min_p":
+                keep = min(keep, sum(1 for w in weights[:keep] if w >= float(sampling.min_p or 0)))
+            else:
+                above, cut = 0.0, 0
+                while cut < keep and above < float(sampling.top_p or 1.0) * total:
+                    above += weights[cut]
+                    cut += 1
+                keep = cut
+    total = sum(weights[:keep])
+    q = [w / total for w in weights[:keep]]
+    above, mean_g, mean_l, mean_gl = 0.0, 0.0, 0.0, 0.0
+    for p, s in zip(q, scaled, strict=False):
+        g = math.sqrt(3.0) * (2.0 * (above + p / 2.0) - 1.0)
+        mean_g, mean_l, mean_gl = mean_g + p * g, mean_l + p * s, mean_gl + p * g * s
+        above += p
+    return max(0.0, -(mean_gl - mean_g * mean_l))

@@ -1,0 +1,141 @@
+"""The scored test (`proof/scored.py`) on synthetic samplers whose fault is known: a correct one
+passes with its power stated, a hotter or colder one is shifted (and says which way), one that
+ignores top-p draws impossible tokens (shown with their evidence); without a quiet AR control
+nothing is proven; near ties above the control's rate count as violations."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+import pytest
+
+from sweeper.proof.scored import SCORED_COLUMNS, control, expected_power, judge
+from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
+from sweeper.spec import DeterminismSpec
+from tests.sweeper.proof.scored_data import records, target
+
+POLICY = DeterminismSpec()
+LOGITS = target(4, 24, 64, seed=1)
+#: Samples per prompt: 3,072 tokens a point.
+N = 32
+
+
+@functools.cache
+def control_point(basis: str, k: int) -> dict[str, Any]:
+    return control(records(LOGITS, N, role="ar", basis=basis, k=k, seed=1), POLICY)
+
+
+def verdict(basis: str = "exact", k: int = 8, **drawn: Any) -> tuple[str, str, dict[str, Any]]:
+    rows = records(LOGITS, N, basis=basis, k=k, seed=2, **drawn)
+    found, columns = judge(rows, POLICY, control_point=control_point(basis, k))
+    assert set(columns) == set(SCORED_COLUMNS)
+    return found.verdict, found.detail, columns
+
+
+def test_a_correct_sampler_passes_with_its_power_stated() -> None:
+    found, detail, columns = verdict()
+    assert found == "distribution-ok", detail
+    assert "hotter or colder at every token with 80% power" in detail
+    assert 0 < columns["scored_power"] <= POLICY.scored_max_shift
+    assert columns["scored_exact_share"] == 1.0 and columns["scored_n_tokens"] == 4 * 24 * N
+    assert columns["scored_control_p"] > POLICY.alpha
+
+
+@pytest.mark.parametrize(
+    ("basis", "k", "factor", "way"),
+    [("exact", 8, 1.6, "hotter"), ("exact", 8, 0.6, "colder"), ("topk", 32, 1.6, "hotter"),
+     ("topk", 32, 0.6, "colder")],
+)  # fmt: skip
+def test_a_hotter_or_colder_sampler_is_shifted_and_says_which_way(
+    basis: str, k: int, factor: float, way: str
+) -> None:
+    found, detail, columns = verdict(basis, k, drawn_as={"temperature": 0.7 * factor})
+    assert found == "shifted", detail
+    assert columns["scored_direction"] == way and way in detail
+    assert columns["scored_p"] <= POLICY.alpha
+
+
+def test_a_correct_sampler_on_the_top_k_basis_is_no_violation() -> None:
+    found, detail, columns = verdict("topk", 32)
+    assert found not in VIOLATIONS, detail
+    assert columns["scored_exact_share"] == 0.0  # the tail always matters untruncated
+
+
+@pytest.mark.parametrize("basis", ["exact", "topk"])
+def test_ignoring_top_p_draws_impossible_tokens_shown_with_their_evidence(basis: str) -> None:
+    found, detail, columns = verdict(basis, 16, top_p=0.9, drawn_as={"top_p": None})
+    assert found == "impossible-token", detail
+    first = columns["scored_impossible"]
+    assert re.match(r"prompt q\d sample \d+ position \d+: token \d+ \(rank \d+\)", first)
+    assert "(rank " in first and "outside the top-p nucleus" in first
+    assert columns["scored_impossible_n"] > 0 and first in detail
+
+
+def test_the_same_sampler_truncated_as_asked_draws_none() -> None:
+    found, detail, columns = verdict("exact", 8, top_p=0.9)
+    assert found == "distribution-ok", detail
+    assert columns["scored_impossible_n"] == 0
+
+
+def test_nothing_is_proven_without_a_quiet_control() -> None:
+    rows = records(LOGITS, N, seed=2)
+    alone, _ = judge(rows, POLICY)
+    assert alone.verdict == "unproven" and "no AR control" in alone.detail
+    # An AR server whose own samples fail (here: scored as if drawn 1.6x colder than they were).
+    hot_ar = control(records(LOGITS, N, role="ar", seed=1, drawn_as={"temperature": 1.12}), POLICY)
+    assert hot_ar["scored_control_p"] <= POLICY.alpha
+    alarmed, _ = judge(rows, POLICY, control_point=hot_ar)
+    assert alarmed.verdict == "unproven" and "fail the same test" in alarmed.detail
+
+
+def test_no_samples_or_a_failed_scorer_prove_nothing() -> None:
+    none, columns = judge([], POLICY, control_point=control_point("exact", 8))
+    assert none.verdict == "unproven" and columns == {}
+    failed = [{**records(LOGITS, 1, seed=2)[0], "positions": [], "error": "HTTP 400: logprobs"}]
+    verdict_, _ = judge(failed, POLICY, control_point=control_point("exact", 8))
+    assert verdict_.verdict == "unproven" and "HTTP 400: logprobs" in verdict_.detail
+
+
+def _with_near_ties(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
+    """Every `every`-th sample's first token made impossible by less than the margin."""
+    out = []
+    for i, row in enumerate(rows):
+        if i % every == 0:
+            tie = {**row["positions"][0], "p": 0.0, "above": 1.0, "gap": 0.001}
+            row = {**row, "positions": [tie, *row["positions"][1:]]}
+        out.append(row)
+    return out
+
+
+def test_near_ties_are_numerics_unless_above_the_controls_rate() -> None:
+    ar_rows = records(LOGITS, N, role="ar", seed=1)
+    rows = _with_near_ties(records(LOGITS, N, seed=2), every=2)
+    quiet = control(ar_rows, POLICY)
+    tied, _ = judge(rows, POLICY, control_point=quiet)
+    assert tied.verdict == "impossible-token" and "counted as violations" in tied.detail
+    numerics = control(_with_near_ties(ar_rows, every=2), POLICY)
+    assert numerics["scored_control_near_ties"] == 64
+    calm, columns = judge(rows, POLICY, control_point=numerics)
+    assert calm.verdict == "distribution-ok", calm.detail
+    assert columns["scored_near_ties"] == 64
+
+
+def test_a_verdict_is_reproducible() -> None:
+    rows = records(LOGITS, 8, seed=3)
+    first = judge(rows, POLICY, control_point=control_point("exact", 8))[1]["scored_p"]
+    assert judge(rows, POLICY, control_point=control_point("exact", 8))[1]["scored_p"] == first
+
+
+def test_the_plans_power_grows_with_the_tokens() -> None:
+    few, many = expected_power(500, POLICY), expected_power(20_000, POLICY)
+    assert few.shift is not None and many.shift is not None and many.shift < few.shift
+    assert "hotter or colder at every token" in many.text() and "expected" in many.text()
+
+
+def test_impossible_token_is_a_violation_between_shifted_and_diverged() -> None:
+    assert "impossible-token" in VIOLATIONS
+    assert (
+        SEVERITY.index("shifted") < SEVERITY.index("impossible-token") < SEVERITY.index("diverged")
+    )
