@@ -13,18 +13,26 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   decode, never a proof: but, as greedy near ties are held to the AR-vs-AR control
   (`calibration`), a point whose near-tie rate per token is above the AR server's own (its 95%
   Wilson upper bound) has them counted as impossible tokens;
-- `shifted` (a violation): the uniformity test rejects at `alpha`. Two parts, Bonferroni-split:
-  the direction (Neyman's first component, the mean of u: a sampler too hot draws tokens lower in
-  the ranking, so u is pushed up, `hotter`; too cold or leaning to the likeliest token pushes it
-  down, `colder`) at (1 - `GOF_SHARE`) alpha, and the shape (components 2 to 4, chi-squared with
-  3 degrees of freedom: spread, skew, peaks, for faults that move no mean) at `GOF_SHARE` alpha.
-  Where u is an interval (a top-k scorer), each part takes the value least favourable to an
-  alarm, so the test keeps its level;
-- `distribution-ok`: neither, by a test that detects a shift of the mean of u of `max_shift` or
-  less with 80% power (`ScoredPower`, measured on the point's own tokens and intervals);
+- `shifted` (a violation): the tokens' PITs are not uniform at `alpha`. Two parts,
+  Bonferroni-split. The direction, at (1 - `GOF_SHARE`) alpha: the score for temperature
+  summed over the tokens (`TemperatureScore`: on each position, the token's tempered logit
+  below its mean, as a step function of u; the locally most powerful statistic against a
+  sampler hotter or colder than asked, weighing each position by how much temperature moves it
+  there, so near-certain positions add no noise); `hotter` where it is large (tokens drawn from
+  the tail: u pushed up), `colder` where small (the likeliest tokens drawn too often). Its law
+  under the null is simulated from the same steps (`sweeper.stats.steps`): rare large tail
+  steps skew it. The shape, at `GOF_SHARE` alpha: Neyman's components 2 to 4 of u
+  (chi-squared, 3 degrees of freedom: spread, skew, peaks), for faults that move no
+  temperature. Where u is an interval (a top-k scorer) each part takes the value least
+  favourable to an alarm (the score rises with u), so the test keeps its level;
+- `distribution-ok`: neither, by a test that detects a sampler `scored_max_shift` hotter or
+  colder (log of the factor) at every token with 80% power (`ScoredPower`, measured on the
+  point's own positions: the summed score's variance is the Fisher information for
+  temperature, less what the intervals cost);
 - `unproven` (with why): no scored samples, a failed scorer, no AR control, a control that fails
   the same test (the scoring path does not match the sampler: wrong order, parameters or
-  numerics), or a test too weak to see the shift it must.
+  numerics), no top logprobs to state the power with, or a test too weak to see the shift it
+  must.
 
 The AR server's own samples scored the same way are the control of every run (`control`): their
 p-value, impossible tokens and near-tie rate, stored on the AR point.
@@ -42,10 +50,17 @@ from typing import Any
 import numpy as np
 
 from sweeper.proof.determinism import SampledVerdict
-from sweeper.proof.scoring import Impossible, Sampling, pit, temperature_signal
+from sweeper.proof.scoring import (
+    Impossible,
+    Sampling,
+    TemperatureScore,
+    pit,
+    temperature_score,
+)
 from sweeper.results.rows import is_missing
 from sweeper.spec import DeterminismSpec
 from sweeper.stats.intervals import wilson_upper
+from sweeper.stats.steps import simulated_sums, tail_p_values
 from sweeper.stats.uniformity import (
     chi2_sf,
     component_bounds,
@@ -54,13 +69,15 @@ from sweeper.stats.uniformity import (
 
 _NORMAL = NormalDist()
 #: The test's name as records and reports give it.
-TEST_NAME = "scored: randomized PIT, Neyman smooth (mean; shape, 3 df), Bonferroni"
+TEST_NAME = "scored: randomized PIT, temperature score + Neyman shape (3 df), Bonferroni"
 #: The share of alpha given to the shape part (the rest goes to the direction).
 GOF_SHARE = 0.2
 #: The shape components (Neyman's 2 to 4).
 SHAPE = (2, 3, 4)
 #: Power targeted by the stated power.
 POWER = 0.8
+#: Draws of the direction statistic's null law (its smallest two-sided p-value is 2 / 1000).
+SIMULATIONS = 999
 
 #: The point columns a scored verdict fills (`PointRecord`).
 SCORED_COLUMNS = (
@@ -122,11 +139,10 @@ class ScoredPower:
         )
 
 
-#: The mean squared temperature signal per token (`temperature_signal`) the plan assumes
-#: before any token is scored: measured on smollm2-135m at temperature 0.7 on
-#: sweeps/local-sampled.yaml's four prompts (most of its positions near-certain), so larger
-#: models and open prompts see more than the plan states.
-SIGNAL_PER_TOKEN = 0.1
+#: The temperature score's variance per token (`TemperatureScore`: the Fisher information for
+#: temperature) the plan assumes before any token is scored: measured on smollm2-135m's own
+#: samples at temperature 0.7 on sweeps/local-sampled.yaml's four prompts.
+SIGNAL_PER_TOKEN = 1.5
 _BASIS_PLANNED = "expected: smollm2-135m's signal per token at temperature 0.7"
 
 
@@ -158,10 +174,12 @@ class Scored:
     failed: list[str] = field(default_factory=list)
     lo: np.ndarray = field(default_factory=lambda: np.zeros(0))
     hi: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    #: Each tested token's weight in the direction part (`temperature_signal`), or None where
-    #: some position has no returned top k (then every token weighs the same).
-    weights: np.ndarray | None = None
+    #: Each tested token's position's score for temperature (`TemperatureScore`), or None
+    #: where some position has no returned top k (then the direction is the mean of u).
+    scores: list[TemperatureScore] | None = None
     exact: int = 0
+    #: Seeds the simulations (the point's, so a verdict is reproducible).
+    seed: int = 0
     impossible: list[Found] = field(default_factory=list)
     near_ties: list[Found] = field(default_factory=list)
 
@@ -175,39 +193,63 @@ class Scored:
         return self.tokens + len(self.impossible) + len(self.near_ties)
 
     def direction(self) -> tuple[float, float]:
-        """The (weighted) mean component's bounds (z)."""
-        return component_bounds(1, self.lo, self.hi, self.weights)
+        """The direction statistic's bounds (z): the temperature score summed over the tokens
+        at the least and the most u each can be (the score rises with u), else the mean of u
+        (Neyman's first component) where no top k was returned."""
+        if self.scores is None:
+            return component_bounds(1, self.lo, self.hi)
+        norm = self.norm()
+        if norm <= 0:
+            return 0.0, 0.0
+        low = sum(score.at(float(u)) for score, u in zip(self.scores, self.lo, strict=True))
+        high = sum(score.at(float(u)) for score, u in zip(self.scores, self.hi, strict=True))
+        return low / norm, high / norm
+
+    def norm(self) -> float:
+        """The direction statistic's standard deviation under the null (unstandardised)."""
+        if self.scores is None:
+            return math.sqrt(self.tokens)
+        return math.sqrt(sum(score.variance for score in self.scores))
 
     def p_values(self) -> tuple[float, float, str]:
-        """The direction's and the shape's conservative p-values, and the direction."""
+        """The direction's and the shape's conservative p-values, and the direction. The
+        temperature score's law is simulated (`SIMULATIONS` fresh uniforms per token, seeded):
+        its rare large tail steps skew it; the mean of u's is normal."""
         z_lo, z_hi = self.direction()
-        hot, cold = 1 - _NORMAL.cdf(z_lo), _NORMAL.cdf(z_hi)
+        if self.scores is not None and self.norm() > 0:
+            sums = simulated_sums(
+                [s.edges for s in self.scores],
+                [s.values for s in self.scores],
+                SIMULATIONS,
+                np.random.default_rng(self.seed),
+            )
+            hot, cold = tail_p_values(z_lo * self.norm(), z_hi * self.norm(), sums)
+        else:
+            hot, cold = 1 - _NORMAL.cdf(z_lo), _NORMAL.cdf(z_hi)
         p_direction = min(1.0, 2 * min(hot, cold))
         shape = sum(least_square(component_bounds(j, self.lo, self.hi)) for j in SHAPE)
         way = "hotter" if hot < cold else "colder"
         return p_direction, chi2_sf(shape, len(SHAPE)), way
 
-    def combined(self) -> tuple[float, str]:
-        """The Bonferroni-combined p-value and what drives it ("hotter", "colder", "shape")."""
+    def combined(self, alpha: float) -> tuple[float, str]:
+        """The Bonferroni-combined p-value, and what rejects at `alpha` ("hotter" or "colder"
+        where the direction does, else "shape" where the shape does, else "")."""
         if not self.tokens:
             return 1.0, ""
         p_direction, p_shape, way = self.p_values()
         by_direction, by_shape = p_direction / (1 - GOF_SHARE), p_shape / GOF_SHARE
-        if by_direction <= by_shape:
-            return min(1.0, by_direction), way
-        return min(1.0, by_shape), "shape"
+        label = way if by_direction <= alpha else "shape" if by_shape <= alpha else ""
+        return min(1.0, by_direction, by_shape), label
 
     def power(self, alpha: float) -> ScoredPower:
-        """What the direction part can see, on these tokens and intervals."""
-        w = np.ones_like(self.lo) if self.weights is None else self.weights
-        norm = math.sqrt(float(np.sum(w * w)))
-        slack = 0.0
-        if norm > 0:
-            slack = 2 * math.sqrt(3) * float(np.sum(w * (self.hi - self.lo))) / norm
-        if self.weights is None:
+        """What the direction part can see, on these tokens and intervals: a change of
+        temperature by a factor f moves the summed score by log(f) times its variance (the
+        Fisher information), less what the intervals cost."""
+        if self.scores is None:
             why = "no top logprobs returned, so the test's power cannot be stated"
-            return ScoredPower(None, self.tokens, alpha, slack, why=why)
-        return temperature_power(norm, self.tokens, alpha, slack)
+            return ScoredPower(None, self.tokens, alpha, why=why)
+        low, high = self.direction()
+        return temperature_power(self.norm(), self.tokens, alpha, max(0.0, high - low))
 
     @property
     def exact_share(self) -> float | None:
@@ -223,10 +265,11 @@ def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str
     out = Scored()
     if not records:
         return out
-    rng = np.random.default_rng(zlib.crc32(str(records[0].get("point_id")).encode()))
+    out.seed = zlib.crc32(str(records[0].get("point_id")).encode())
+    rng = np.random.default_rng(out.seed)
     lo: list[float] = []
     hi: list[float] = []
-    weights: list[float | None] = []
+    scores: list[TemperatureScore | None] = []
     margin = policy.scored_near_tie_margin
     for record in records:
         if not is_missing(record.get("error")) and record.get("error"):
@@ -247,11 +290,11 @@ def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str
             low, high = token.bounds(float(v))
             lo.append(low)
             hi.append(high)
-            weights.append(temperature_signal(position, sampling))
+            scores.append(temperature_score(position, sampling))
             out.exact += token.exact
     out.lo, out.hi = np.array(lo), np.array(hi)
-    if weights and all(w is not None for w in weights):
-        out.weights = np.array(weights, dtype=float)
+    if scores and all(score is not None for score in scores):
+        out.scores = [score for score in scores if score is not None]
     return out
 
 
@@ -263,7 +306,7 @@ def control(
     found = scored(rows, policy, role)
     if not found.positions:
         return {}
-    p, _ = found.combined()
+    p, _ = found.combined(policy.alpha)
     return {
         "scored_control_p": p,
         "scored_control_tokens": found.positions,
@@ -287,12 +330,12 @@ def judge(
             f": scoring failed ({found.failed[0]})" if found.failed else ""
         )
         return _unproven(why), {}
-    p, way = found.combined()
+    p, way = found.combined(policy.alpha)
     power = found.power(policy.alpha)
     own = dict(control_point or {})
     columns = {
         "scored_p": p,
-        "scored_direction": way if p <= policy.alpha else None,
+        "scored_direction": way or None,
         "scored_n_tokens": found.tokens,
         "scored_impossible": found.impossible[0].text() if found.impossible else None,
         "scored_impossible_n": len(found.impossible),

@@ -28,6 +28,9 @@ Two bases, as the scorer gives them (`ScoreRecord.basis`):
   token outside the returned top k has u uniform on [Q, 1] under the null, Q the processed mass
   of the top k: used exactly, with Q's interval.
 
+Beside its PIT, each position gets its score for temperature (`TemperatureScore`), a step
+function of u built from the returned top k: the scored test's direction statistic.
+
 Temperature must come first in `order` (as in every engine supported); a step named `a+b`
 applies a and b to the same distribution and keeps what both keep (a joint filter), otherwise
 each step acts on what the previous one left, renormalised.
@@ -37,8 +40,9 @@ Pure: numbers in, numbers out.
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -338,45 +342,78 @@ def _maybe(value: Any, kind: Any) -> Any:
     return kind(value)
 
 
-def positions(record: Mapping[str, Any]) -> Sequence[Mapping[str, Any]]:
-    """A `ScoreRecord` row's positions (an empty list when scoring failed)."""
-    return list(record.get("positions") or [])
+@dataclass(frozen=True)
+class TemperatureScore:
+    """A position's score for temperature as a step function of its PIT u: on the interval a
+    token takes in [0, 1] (tokens by probability, best first), minus the token's tempered logit
+    centred on its mean: d/d(log T) of the token's log-probability, the locally most powerful
+    statistic against a sampler hotter or colder than asked. Large where a hot sampler draws
+    (the tail: u near 1), negative at the likeliest tokens. Built from the position's returned
+    top k (processed by the asked parameters, the unreturned tail one step of its own), so it is
+    fixed before the token is drawn: under the null u is uniform and the step function's mean
+    (0) and variance below are exact whatever the top k left out; only power rests on it."""
+
+    #: Upper edges of the steps in u (the last is 1), and the value on each.
+    edges: tuple[float, ...]
+    values: tuple[float, ...]
+    #: The variance of the value at a uniform u (its mean is 0).
+    variance: float
+
+    def at(self, u: float) -> float:
+        """The value at u (a step's upper edge belongs to the next step)."""
+        return self.values[min(bisect.bisect_right(self.edges, u), len(self.values) - 1)]
 
 
-def temperature_signal(position: Mapping[str, Any], sampling: Sampling) -> float | None:
-    """How much a change of temperature moves this position's PIT: the expected
-    phi_1(u) = sqrt(3) (2u - 1) per unit of log(temperature factor) at no change, from the
-    position's returned top k taken as the whole distribution (processed by `sampling`). It
-    weighs the position in the direction test: a position whose top token is near-certain says
-    nothing about temperature. None without a returned top k. It depends on the position only,
-    never on the token drawn there, so any error in it costs power, never level."""
+def temperature_score(position: Mapping[str, Any], sampling: Sampling) -> TemperatureScore | None:
+    """The position's `TemperatureScore` (None without a returned top k)."""
     top = position.get("top")
     if not top:
         return None
-    scaled = [float(lp) / sampling.temperature for _, lp in top]
-    first = scaled[0]
-    weights = [math.exp(s - first) for s in scaled]
+    a = 1.0 / sampling.temperature
+    logprobs = [float(lp) for _, lp in top]
+    first = logprobs[0]
+    weights = [math.exp((lp - first) * a) for lp in logprobs]
+    raw_tail = max(0.0, 1.0 - sum(math.exp(lp) for lp in logprobs))
+    smallest = math.exp(logprobs[-1])
+    # The tail as one step: half its largest tempered weight below temperature 1 (where it
+    # lies between 0 and that), its least above; its logit a notch below the k-th token's.
+    bound = raw_tail * smallest ** (a - 1.0) * math.exp(-first * a)
+    weights.append(bound / 2 if a > 1.0 else bound)
+    scaled = [lp * a for lp in logprobs] + [(logprobs[-1] - 1.0) * a]
+    keep = _kept(weights, sampling, tail_weight=smallest**a * math.exp(-first * a))
+    total = sum(weights[:keep])
+    q = [w / total for w in weights[:keep]] + [0.0] * (len(weights) - keep)
+    mean = sum(p * x for p, x in zip(q, scaled, strict=True))
+    values = [mean - x for x in scaled]  # -(logit - mean): d log p / d log T, up to a factor
+    edges, above = [], 0.0
+    for p in q:
+        above += p
+        edges.append(above)
+    edges[-1] = 1.0
+    variance = sum(p * v * v for p, v in zip(q, values, strict=True))
+    return TemperatureScore(tuple(edges), tuple(values), variance)
+
+
+def _kept(weights: list[float], sampling: Sampling, tail_weight: float) -> int:
+    """How many of `weights` (best first, the tail last) the asked filters keep, each on what
+    the previous left (a joint step: the least any of them keeps)."""
     keep = len(weights)
     for step in sampling.order[1:]:
+        kept = [keep]
         for name in step.split("+"):
             if not sampling.active(name):
                 continue
-            total = sum(weights[:keep])
             if name == "top_k":
-                keep = min(keep, int(sampling.top_k or keep))
+                kept.append(min(keep, int(sampling.top_k or keep)))
             elif name == "min_p":
-                keep = min(keep, sum(1 for w in weights[:keep] if w >= float(sampling.min_p or 0)))
+                floor = float(sampling.min_p or 0.0)
+                sizes = [w if i < len(weights) - 1 else tail_weight for i, w in enumerate(weights)]
+                kept.append(sum(1 for w in sizes[:keep] if w >= floor))
             else:
-                above, cut = 0.0, 0
+                total, above, cut = sum(weights[:keep]), 0.0, 0
                 while cut < keep and above < float(sampling.top_p or 1.0) * total:
                     above += weights[cut]
                     cut += 1
-                keep = cut
-    total = sum(weights[:keep])
-    q = [w / total for w in weights[:keep]]
-    above, mean_g, mean_l, mean_gl = 0.0, 0.0, 0.0, 0.0
-    for p, s in zip(q, scaled, strict=False):
-        g = math.sqrt(3.0) * (2.0 * (above + p / 2.0) - 1.0)
-        mean_g, mean_l, mean_gl = mean_g + p * g, mean_l + p * s, mean_gl + p * g * s
-        above += p
-    return max(0.0, -(mean_gl - mean_g * mean_l))
+                kept.append(cut)
+        keep = max(1, min(kept))
+    return keep
