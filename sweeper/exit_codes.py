@@ -51,9 +51,9 @@ EXIT_CODES: dict[int, ExitCode] = {
         "not be judged (its points did not run: the line gives the recorded reason)",
     ),
     EXIT_VIOLATION: ExitCode(
-        "a determinism violation: a config's output differs from the AR baseline's",
-        "a determinism violation: `shifted`, `diverged`, `nondeterministic`, `garbled`, or "
-        "near-ties above the AR-vs-AR control (wins over 3)",
+        "a determinism violation: a config's output is not the target's",
+        "a determinism violation: `shifted`, `impossible-token`, `diverged`, `nondeterministic`, "
+        "`garbled`, or near-ties above the AR-vs-AR control (wins over 3)",
     ),
     EXIT_IO: ExitCode(
         "the results could not be written or read",

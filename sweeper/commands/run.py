@@ -2,9 +2,9 @@
 
 Exit codes (`sweeper.exit_codes`): 0 every point ok and no violation (the last lines say how
 many are unproven); 2 bad spec or usage; 3 some point failed; 4 a determinism violation
-(shifted, diverged, nondeterministic, garbled; near-ties above the AR-vs-AR control count as
-diverged); 5 the
-results cannot be written (disk full...: the run is marked failed and resumes); 75 another run
+(shifted, impossible-token, diverged, nondeterministic, garbled; near-ties above the AR-vs-AR
+control count as diverged); 5 the results cannot be written (disk full...: the run is marked
+failed and resumes); 75 another run
 of the spec holds its results directory, or another run holds a host's lease (`--wait-for-hosts`
 waits for it instead); 130 interrupted (resumable).
 The run directory is always the last line printed (stdout).

@@ -275,13 +275,17 @@ def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str
         if not is_missing(record.get("error")) and record.get("error"):
             out.failed.append(str(record["error"]))
             continue
-        out.samples += 1
-        sampling = Sampling.of(record)
-        basis = str(record.get("basis"))
         positions = list(record.get("positions") or [])
         draws = rng.random(len(positions))
-        for at, (position, v) in enumerate(zip(positions, draws, strict=True)):
-            token = pit(position, basis, sampling, margin)
+        try:
+            sampling = Sampling.of(record)
+            tokens = [pit(p, str(record.get("basis")), sampling, margin) for p in positions]
+            steps = [temperature_score(p, sampling) for p in positions]
+        except (KeyError, TypeError, ValueError) as exc:  # a record this judge cannot read
+            out.failed.append(f"cannot score sample {record.get('index')}: {exc!r}")
+            continue
+        out.samples += 1
+        for at, (token, step, v) in enumerate(zip(tokens, steps, draws, strict=True)):
             if token.impossible is not None:
                 found = Found(str(record.get("prompt_id")), int(record.get("index") or 0), at,
                               token.impossible)  # fmt: skip
@@ -290,7 +294,7 @@ def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str
             low, high = token.bounds(float(v))
             lo.append(low)
             hi.append(high)
-            scores.append(temperature_score(position, sampling))
+            scores.append(step)
             out.exact += token.exact
     out.lo, out.hi = np.array(lo), np.array(hi)
     if scores and all(score is not None for score in scores):
@@ -383,6 +387,11 @@ def verdict_of(
         said = {"hotter": "hotter: u pushed up", "colder": "colder: u pushed down"}
         return SampledVerdict(
             "shifted", f"{facts} <= alpha {alpha:g}, {said.get(way, 'the shape of u moved')}"
+        )
+    if found.failed:
+        return _unproven(
+            f"{facts}; {len(found.failed)} sample(s) could not be scored ({found.failed[0]}): a "
+            "pass over the others proves nothing of them"
         )
     if power.shift is None or power.shift > policy.scored_max_shift:
         return _unproven(

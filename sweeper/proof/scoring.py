@@ -13,7 +13,8 @@ against a decode): a near tie, never a proof.
 Two bases, as the scorer gives them (`ScoreRecord.basis`):
 
 - `exact` (the bundled runtime computes the processed distribution itself): p, above and gap as
-  given; u is exact.
+  given (and `kept`, the tempered mass of the truncation a p = 0 token fell outside, where the
+  scorer says); u is exact.
 - `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
   and rank): the processed distribution is rebuilt from the top k under the engine's processing
   `order`. Every step keeps a prefix of the tokens by probability (temperature keeps the order;
@@ -73,6 +74,16 @@ class Sampling:
             min_p=_maybe(record.get("min_p"), float),
             order=tuple(record.get("order") or cls.order),
         )
+
+    def __post_init__(self) -> None:
+        steps = list(self.order)
+        if not steps or steps[0] != "temperature":
+            raise ValueError(f"order {steps}: temperature must come first")
+        for step in steps[1:]:
+            if any(name not in STEPS[1:] for name in step.split("+")):
+                raise ValueError(
+                    f"order {steps}: unknown step {step!r} (known: {', '.join(STEPS)})"
+                )
 
     def active(self, step: str) -> bool:
         """Whether `step` changes anything at these parameters."""
@@ -137,6 +148,8 @@ def pit(
     """The PIT and evidence of one `PositionScore` row (module docstring); `margin`: the
     near-tie margin in tempered mass; `vocab`: the vocabulary size where known (else
     `VOCAB_BOUND`)."""
+    if sampling.temperature <= 0:
+        raise ValueError(f"temperature {sampling.temperature:g}: only sampled tokens are scored")
     if basis == "exact":
         return _exact(position, sampling, margin)
     if basis == "topk":
@@ -150,7 +163,8 @@ def _exact(position: Mapping[str, Any], sampling: Sampling, margin: float) -> To
         return TokenPit(above, p, above, p, exact=True)
     gap = _maybe(position.get("gap"), float)
     rank = _maybe(position.get("rank"), int)
-    evidence = Impossible(int(position["token"]), rank, gap, _exact_step(rank, sampling), None)
+    kept = _maybe(position.get("kept"), float)
+    evidence = Impossible(int(position["token"]), rank, gap, _exact_step(rank, sampling), kept)
     near = gap is not None and gap < margin
     return TokenPit(1.0, 0.0, 1.0, 0.0, exact=True, impossible=evidence, near_tie=near)
 
@@ -190,9 +204,14 @@ class _Top:
         return len(self.weights)
 
 
+def top_of(position: Mapping[str, Any]) -> list[tuple[int, float]]:
+    """A position's returned top k as (id, raw logprob), best first (ties: the lower id)."""
+    return sorted(((int(t), float(lp)) for t, lp in position["top"]), key=lambda x: (-x[1], x[0]))
+
+
 def _top_of(position: Mapping[str, Any], temperature: float, vocab: int, own: float) -> _Top:
     """The top k's tempered weights and the tail's bounds (module docstring)."""
-    top = [(int(t), float(lp)) for t, lp in position["top"]]
+    top = top_of(position)
     first = top[0][1]
     a = 1.0 / temperature
     weights = [math.exp((lp - first) * a) for _, lp in top]
@@ -220,9 +239,10 @@ def _from_top(
     position: Mapping[str, Any], sampling: Sampling, margin: float, vocab: int
 ) -> TokenPit:
     token = int(position["token"])
-    ids = [int(t) for t, _ in position["top"]]
+    returned = top_of(position)
+    ids = [t for t, _ in returned]
     rank = ids.index(token) + 1 if token in ids else None
-    first = float(position["top"][0][1])
+    first = returned[0][1]
     a = 1.0 / sampling.temperature
     own = 0.0 if rank is not None else math.exp((float(position["logprob"]) - first) * a)
     top = _top_of(position, sampling.temperature, vocab, own)
@@ -232,14 +252,8 @@ def _from_top(
         top.k, top.k, top.total_lo - top.cumulative[-1], top.total_hi - top.cumulative[-1]
     )
     removed: Impossible | None = None
-    steps = list(sampling.order)
-    if not steps or steps[0] != "temperature":
-        raise ValueError(f"order {steps}: temperature must come first")
-    for step in steps[1:]:
-        names = step.split("+")
-        if any(n not in STEPS[1:] for n in names):
-            raise ValueError(f"order {steps}: unknown step {step!r} (known: {', '.join(STEPS)})")
-        active = [n for n in names if sampling.active(n)]
+    for step in sampling.order[1:]:
+        active = [n for n in step.split("+") if sampling.active(n)]
         if not active:
             continue
         if removed is None:
@@ -366,11 +380,10 @@ class TemperatureScore:
 
 def temperature_score(position: Mapping[str, Any], sampling: Sampling) -> TemperatureScore | None:
     """The position's `TemperatureScore` (None without a returned top k)."""
-    top = position.get("top")
-    if not top:
+    if not position.get("top"):
         return None
     a = 1.0 / sampling.temperature
-    logprobs = [float(lp) for _, lp in top]
+    logprobs = [lp for _, lp in top_of(position)]
     first = logprobs[0]
     weights = [math.exp((lp - first) * a) for lp in logprobs]
     raw_tail = max(0.0, 1.0 - sum(math.exp(lp) for lp in logprobs))

@@ -96,6 +96,12 @@ def test_no_samples_or_a_failed_scorer_prove_nothing() -> None:
     failed = [{**records(LOGITS, 1, seed=2)[0], "positions": [], "error": "HTTP 400: logprobs"}]
     verdict_, _ = judge(failed, POLICY, control_point=control_point("exact", 8))
     assert verdict_.verdict == "unproven" and "HTTP 400: logprobs" in verdict_.detail
+    # A pass over the samples that were scored says nothing of one that was not.
+    rows = records(LOGITS, N, seed=2)
+    unreadable = {**rows[0], "order": ["top_p", "temperature"]}
+    partial, _ = judge([unreadable, *rows[1:]], POLICY, control_point=control_point("exact", 8))
+    assert partial.verdict == "unproven" and "could not be scored" in partial.detail
+    assert "temperature must come first" in partial.detail
 
 
 def _with_near_ties(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:

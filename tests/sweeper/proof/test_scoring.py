@@ -30,10 +30,16 @@ def test_the_exact_basis_is_above_plus_v_times_p() -> None:
     token = pit({"token": 5, "p": 0.25, "above": 0.5}, "exact", Sampling(0.7), 0.005)
     assert token.exact and token.impossible is None
     assert token.bounds(0.5) == (0.625, 0.625)
-    out = pit(
-        {"token": 5, "rank": 40, "p": 0.0, "above": 1.0, "gap": 0.03}, "exact", Sampling(0.7), 0.005
-    )
+    removed = {"token": 5, "rank": 40, "p": 0.0, "above": 1.0, "gap": 0.03, "kept": 0.91}
+    out = pit(removed, "exact", Sampling(0.7, top_p=0.9), 0.005)
     assert out.impossible is not None and not out.near_tie and out.impossible.rank == 40
+    assert out.impossible.text() == (
+        "token 5 (rank 40) outside the top-p nucleus (0.91 of the tempered mass) by 0.03 "
+        "tempered mass"
+    )
+    # Ranked below an asked top-k: that is what removed it, whatever else was asked.
+    below = pit(removed, "exact", Sampling(0.7, top_p=0.9, top_k=20), 0.005).impossible
+    assert below is not None and below.step == "top_k"
     tie = pit({"token": 5, "p": 0.0, "above": 1.0, "gap": 0.001}, "exact", Sampling(0.7), 0.005)
     assert tie.impossible is not None and tie.near_tie
 
@@ -133,16 +139,13 @@ def test_top_k_within_the_returned_k_is_exact() -> None:
 
 
 def test_the_order_is_checked() -> None:
-    z = np.arange(10.0)
     with pytest.raises(ValueError, match="temperature must come first"):
-        pit(
-            _position(z, 9, 4),
-            "topk",
-            Sampling(0.7, top_p=0.9, order=("top_p", "temperature")),
-            0.0,
-        )
+        Sampling(0.7, top_p=0.9, order=("top_p", "temperature"))
     with pytest.raises(ValueError, match="unknown step"):
-        pit(_position(z, 9, 4), "topk", Sampling(0.7, order=("temperature", "typical_p")), 0.0)
+        Sampling(0.7, order=("temperature", "typical_p"))
+    z = np.arange(10.0)
     with pytest.raises(ValueError, match="unknown scoring basis"):
         pit({"token": 1}, "full", Sampling(0.7), 0.0)
+    with pytest.raises(ValueError, match="only sampled tokens"):
+        pit(_position(z, 9, 4), "topk", Sampling(0.0), 0.0)
     assert math.isfinite(pit(_position(z, 9, 4), "topk", Sampling(0.7), 0.0).bounds(0.5)[0])
