@@ -3,7 +3,8 @@
 
 Pure: scored sample rows (`scores.jsonl`, `ScoreRecord`) in, a verdict and the point's columns
 out. Each token's randomized PIT is `sweeper.proof.scoring`'s (V drawn from a generator seeded by
-the point, so a verdict is reproducible); under the null the PITs are i.i.d. uniform, whatever
+the output: its point, role, prompt and index, so a verdict is reproducible and no two outputs
+share their V); under the null the PITs are i.i.d. uniform, whatever
 the prefixes, so every token of every sample counts and no AR samples are needed. The verdict:
 
 - `impossible-token` (a violation): a token the processed distribution gives probability 0,
@@ -127,6 +128,9 @@ class ScoredPower:
     basis: str = "measured on this point's tokens"
     #: Why there is no shift, when there is none.
     why: str = ""
+
+    def __str__(self) -> str:
+        return self.text()
 
     def text(self) -> str:
         if self.shift is None:
@@ -256,17 +260,18 @@ class Scored:
         return self.exact / self.positions if self.positions else None
 
 
-def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str) -> Scored:
-    """`role`'s records of one point (`ScoreRecord` rows), every token's PIT at its V."""
+def scored(
+    rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, roles: tuple[str, ...]
+) -> Scored:
+    """The records of one point (`ScoreRecord` rows) of these roles, every token's PIT at its V."""
     records = sorted(
-        (r for r in rows if r.get("role") == role),
+        (r for r in rows if r.get("role") in roles),
         key=lambda r: (str(r.get("prompt_id")), int(r.get("index") or 0)),
     )
     out = Scored()
     if not records:
         return out
     out.seed = zlib.crc32(str(records[0].get("point_id")).encode())
-    rng = np.random.default_rng(out.seed)
     lo: list[float] = []
     hi: list[float] = []
     scores: list[TemperatureScore | None] = []
@@ -276,7 +281,7 @@ def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str
             out.failed.append(str(record["error"]))
             continue
         positions = list(record.get("positions") or [])
-        draws = rng.random(len(positions))
+        draws = np.random.default_rng(_seed_of(record)).random(len(positions))
         try:
             sampling = Sampling.of(record)
             tokens = [pit(p, str(record.get("basis")), sampling, margin) for p in positions]
@@ -302,12 +307,18 @@ def scored(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str
     return out
 
 
-def control(
-    rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str = "ar"
-) -> dict[str, Any]:
-    """The AR point's columns from its own scored samples (the false-alarm control): the test's
-    p-value, its impossible tokens and near ties, and its tokens ({} with none)."""
-    found = scored(rows, policy, role)
+def _seed_of(record: Mapping[str, Any]) -> int:
+    """The seed of one scored output's V: its point, source, role, prompt and index, so a token's
+    V is the same whichever other outputs are judged with it, and no two outputs share one."""
+    key = "/".join(str(record.get(k)) for k in ("point_id", "source", "role", "prompt_id", "index"))
+    return zlib.crc32(key.encode())
+
+
+def control(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec) -> dict[str, Any]:
+    """The AR point's columns from its own scored samples, whatever their role (`ar`,
+    `control`): the false-alarm control's p-value, impossible tokens, near ties and tokens ({}
+    with none)."""
+    found = scored(rows, policy, ("ar", "control"))
     if not found.positions:
         return {}
     p, _ = found.combined(policy.alpha)
@@ -328,7 +339,7 @@ def judge(
 ) -> tuple[SampledVerdict, dict[str, Any]]:
     """A point's verdict from its `role` samples' scores (module docstring); `control_point`:
     the AR point's columns (`control`), the run's false-alarm control."""
-    found = scored(rows, policy, role)
+    found = scored(rows, policy, (role,))
     if not found.samples:
         why = "no scored samples" + (
             f": scoring failed ({found.failed[0]})" if found.failed else ""
