@@ -53,9 +53,10 @@ class DeterminismSpec(StrictModel):
     #: bound) has them counted as violations (`sweeper.proof.scored`).
     scored_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.005
     #: A scored pass proves something only if the test detects a sampler this much hotter or
-    #: colder at every token (the log of the temperature factor: 0.15 is 1.16x) with 80% power
-    #: on the point's own tokens; a weaker test's pass is `unproven`.
-    scored_max_shift: Annotated[Number, Field(gt=0, le=2)] = 0.15
+    #: colder at every token (the log of the temperature factor: 0.2 is 1.22x) with 80% power
+    #: on the point's own tokens; a weaker test's pass is `unproven`. (Under top-p or top-k a
+    #: hotter sampler also draws impossible tokens: the stated power leaves them out.)
+    scored_max_shift: Annotated[Number, Field(gt=0, le=2)] = 0.2
     #: Seeded samples per prompt drawn from each speculative config (and twice as many from
     #: its AR baseline: the test's and the AR-vs-AR control's) for `distribution`.
     samples: Annotated[Int, Field(ge=4, le=2000)] = 96
