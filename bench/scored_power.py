@@ -157,29 +157,39 @@ def main() -> None:
     parser.add_argument("--alarm-draws", type=int, default=100)
     parser.add_argument("--basis", default="exact,topk")
     parser.add_argument("--distribution", action="store_true", help="also today's test")
+    parser.add_argument("--only", default="", help="only the fault rows whose label holds this")
+    parser.add_argument("--seed", type=int, default=0, help="draws from another seed")
+    parser.add_argument("--no-alarms", dest="alarms", action="store_false")
     args = parser.parse_args()
     policy = DeterminismSpec()
     sizes = [int(n) for n in args.n.split(",")]
     bases = args.basis.split(",")
 
-    def load(stem: str, top_p: float) -> Pool:
+    def load(stem: str, top_p: float) -> Pool | None:
         found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"))
-        return Pool(found[-1], 0.7, top_p)
+        return Pool(found[-1], 0.7, top_p) if found else None
 
     ars = {"ar1": load(AR["ar1"], 1.0), "ar09": load(AR["ar09"], 0.9)}
-    rows = [(label, load(stem, ars[ar].top_p), ars[ar], args.draws) for label, stem, ar in FAULTS]
+    rows = [
+        (label, load(stem, 0.9 if ar == "ar09" else 1.0), ars[ar], args.draws)
+        for label, stem, ar in FAULTS
+        if args.only in label
+    ]
     rows += [
         ("false alarms: AR scored against itself (top-p 1.0)", ars["ar1"], ars["ar1"],
          args.alarm_draws),
         ("false alarms: AR scored against itself (top-p 0.9)", ars["ar09"], ars["ar09"],
          args.alarm_draws),
-    ]  # fmt: skip
+    ] if args.alarms else []  # fmt: skip
     head = ["shift, temperature 0.7, 4 prompts x 24 tokens"]
     for n in sizes:
         head += [f"N = {n}: {b}" for b in bases] + (["distribution"] if args.distribution else [])
     print("| " + " | ".join(head) + " |")
     print("|" + " --- |" * len(head))
     for label, test, ar, draws in rows:
+        if test is None or ar is None:
+            print(f"| {label} | (no pool in {args.pools}) |")
+            continue
         cells = [label]
         for n in sizes:
             if n > test.size or (test is ar and 2 * n > ar.size):
@@ -187,7 +197,7 @@ def main() -> None:
                 continue
             started = time.perf_counter()
             for basis in bases:
-                rng = np.random.default_rng(n)
+                rng = np.random.default_rng(args.seed + n)
                 verdicts = [
                     scored_verdict(test, ar, n, basis, rng, policy)[0] for _ in range(draws)
                 ]
@@ -195,7 +205,7 @@ def main() -> None:
                 unproven = sum(v == "unproven" for v in verdicts)
                 cells.append(f"{hits}/{draws}" + (f" ({unproven} unproven)" if unproven else ""))
             if args.distribution:
-                rng = np.random.default_rng(1000 + n)
+                rng = np.random.default_rng(args.seed + 1000 + n)
                 hits = sum(
                     distribution_found(test, ar, n, rng, policy.alpha, seed)
                     for seed in range(draws)

@@ -69,8 +69,6 @@ from sweeper.stats.uniformity import (
 )
 
 _NORMAL = NormalDist()
-#: The test's name as records and reports give it.
-TEST_NAME = "scored: randomized PIT, temperature score + Neyman shape (3 df), Bonferroni"
 #: The share of alpha given to the shape part (the rest goes to the direction).
 GOF_SHARE = 0.2
 #: The shape components (Neyman's 2 to 4).
@@ -144,17 +142,19 @@ class ScoredPower:
 
 
 #: The temperature score's variance per token (`TemperatureScore`: the Fisher information for
-#: temperature) the plan assumes before any token is scored: measured on smollm2-135m's own
-#: samples at temperature 0.7 on sweeps/local-sampled.yaml's four prompts.
-SIGNAL_PER_TOKEN = 1.5
-_BASIS_PLANNED = "expected: smollm2-135m's signal per token at temperature 0.7"
+#: temperature) the plan assumes before any token is scored: measured on the bundled runtime's
+#: AR samples of smollm2-135m at temperature 0.7 and top-p 0.9 on sweeps/local-sampled.yaml's
+#: four prompts (11,663 tokens; 1.28 at top-p 1.0: a nucleus leaves temperature less to move).
+SIGNAL_PER_TOKEN = 0.47
+_BASIS_PLANNED = "expected: smollm2-135m's signal per token at temperature 0.7, top-p 0.9"
 
 
 def temperature_power(
     norm: float, tokens: int, alpha: float, slack: float = 0.0, *, basis: str = ""
 ) -> ScoredPower:
-    """The detectable log temperature factor when the weights' norm is `norm` (sqrt of the
-    summed squared signals): E[z] = log(factor) * norm to first order, unit variance."""
+    """The detectable log temperature factor when the summed score's standard deviation under
+    the null is `norm`: a factor f moves its z by log(f) * norm to first order (its variance is
+    the Fisher information), less `slack` where u is an interval."""
     if norm <= 0:
         why = "every position near-certain: no temperature to see"
         return ScoredPower(None, tokens, alpha, slack, why=why)
@@ -172,7 +172,7 @@ def expected_power(tokens: int, policy: DeterminismSpec) -> ScoredPower:
 
 @dataclass
 class Scored:
-    """One role's tokens of one point, scored and tested."""
+    """A point's tokens (of the roles judged), scored and tested."""
 
     samples: int = 0
     failed: list[str] = field(default_factory=list)
