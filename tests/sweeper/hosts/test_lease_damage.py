@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from sweeper.cli import app
 from sweeper.hosts.lease import (
     Controller,
     Holder,
@@ -23,7 +25,11 @@ from sweeper.hosts.lease import (
     take,
 )
 from sweeper.hosts.local import LocalHost
+from sweeper.hosts.ssh import SSHHost
+from tests.sweeper.doctor.test_checks import _rows
 from tests.sweeper.hosts.lease_damage import DAMAGES, GONE, Damage, damage, gone_text
+from tests.sweeper.testhost_fixture import hosts_yaml
+from tests.testhosts import TestHost
 
 
 def _put(path: str, data: bytes) -> None:
@@ -103,3 +109,54 @@ def test_a_fifo_lease_is_refused_without_blocking(tmp_path: Path) -> None:
     with pytest.raises(LeaseDamaged, match="is not a regular file"):
         take(host, str(path), new_holder("beta", here, boot_id(host)), here)
     assert time.monotonic() - started < 10
+
+
+# --- on an SSH test host ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in DAMAGES])
+def test_a_damaged_lease_on_an_ssh_host(case: Damage, host_a: SSHHost) -> None:
+    """The same damages on a real sshd: read over SFTP (a directory, a file for a directory
+    and a missing file look alike there), swapped by the host's own sh, flock and sha256sum."""
+    here = Controller.here()
+    state = f"/opt/lease-damage/{case.name}"
+    host_a.run(["rm", "-rf", state])
+    path = damage(case, state, host_a.put_file, lambda p: host_a.run(["mkdir", "-p", p]))
+    mine = new_holder("beta", here, boot_id(host_a))
+    if not case.taken:
+        with pytest.raises(LeaseDamaged) as refused:
+            take(host_a, path, mine, here)
+        line = str(refused.value)
+        assert case.said in line and line.startswith(f"host {host_a.name}: the lease file {path} ")
+        listing = host_a.run(["ls", "-la", state], check=False).stdout
+        assert ".new" not in listing, listing
+        return
+    lease = take(host_a, path, mine, here)
+    assert lease.took_over is not None and lease.took_over[0] == Holder.model_validate(GONE)
+    assert host_a.read_file(path) == mine.text().encode()
+    assert lease.release()
+    with pytest.raises(FileNotFoundError):
+        host_a.read_file(path)
+
+
+def test_run_and_doctor_stop_on_an_ssh_hosts_damaged_lease(
+    testhost_pair: list[TestHost], session_known_hosts: str, tmp_path: Path
+) -> None:
+    host = testhost_pair[0]
+    root = "/opt/lease-damage-cli"
+    hosts = hosts_yaml([host], session_known_hosts).replace("/opt/ddtree-sweeper", root)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: damagedlease\n" + hosts + "runtime: {model: fake, port: 18331}\n"
+        "workload:\n  prompts: [{id: a, text: hi}]\n  max_tokens: 4\n"
+    )
+    exec_ = host.exec(["sh", "-c", f"rm -rf {root} && mkdir -p {root} && : > {root}/lease.json"])
+    assert exec_.returncode == 0, exec_
+    said = f"host {host.name}: the lease file {root}/lease.json is empty; if no run is using "
+    said += f"host {host.name}, remove it (rm {root}/lease.json) and start again"
+    run = CliRunner().invoke(app, ["run", str(spec), "--results", str(tmp_path / "r"), "--plain"])
+    assert (run.exit_code, run.output.strip()) == (5, f"error: {said}"), run.output
+    doctor = CliRunner().invoke(app, ["doctor", str(spec), "--no-selftest"])
+    assert doctor.exit_code == 1 and _rows(doctor.output)[(host.name, "lease")] == "fail"
+    assert " ".join(doctor.output.split()).count("is empty; if no run is using") == 1
+    assert host.exec(["cat", f"{root}/lease.json"]).stdout == ""
