@@ -194,7 +194,7 @@ def _vet(site: LeaseSite) -> Callable[[Holder], None]:
                 raise LeaseDamaged(
                     site.name, lease_path(site.state_dir),
                     f"names {previous.describe()}, which is gone, but not the server it kept: "
-                    f"{exc}", f"then remove {lease_path(site.state_dir)} and start again",
+                    f"{exc}", "then start again (the lease is taken over)",
                 ) from None  # fmt: skip
 
     return vet
