@@ -8,13 +8,13 @@ from pathlib import Path
 import typer
 
 from sweeper.analysis.compare import Comparison, compare_loaded
-from sweeper.analysis.paper import StoredReferenceError, reference_of
 from sweeper.commands.compare import EXIT_USAGE, FORCE_HELP, refuse_other_sweeps, threshold_option
 from sweeper.commands.repair import checked
 from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.exit_codes import EXIT_IO
 from sweeper.report.assemble import build_view
 from sweeper.report.paper import paper_csv, paper_markdown, run_paper_table
+from sweeper.report.paper_layout import StoredReferenceError, reference_of
 from sweeper.results.reader import (
     MANIFEST,
     Run,

@@ -6,7 +6,7 @@ dataset: `sweeper` imports without them (the `hub` extra installs them).
 - A hub id (`openai/gsm8k`): `datasets.load_dataset(id, config, split=, revision=)`, which
   itself reads its cache when offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE are datasets' own).
   The hub's endpoint is first asked one HTTP request (through the environment's proxy), for
-  at most `PROBE_S` seconds: where no answer comes, the load runs in offline mode, so a
+  at most `hub_access.PROBE_S` seconds: where no answer comes, the load runs in offline mode, so a
   machine without a network reads its cache at once instead of retrying for half a minute.
   Failing that, the huggingface_hub cache's snapshot of the repo (`snapshot_download(...,
   local_files_only=True)`) loaded as a directory; failing both, one line saying which dataset,
@@ -25,25 +25,19 @@ The revision read (`HubData.revision`, written into the resolved spec): the hub 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
 import subprocess
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from sweeper.spec.datasets import HUB_ID, DatasetSpec
+from sweeper.spec.hub_access import caches, hub_unreachable, offline, offline_mode
 
 INSTALL = "pip install 'ddtree-sweeper[hub]' (or make setup)"
 SHA = re.compile(r"^[0-9a-f]{40}$")
-#: Seconds a TCP connection to the hub (or its proxy) may take before the hub counts as
-#: unreachable: a name that does not resolve or a refused port answer in milliseconds.
-PROBE_S = 3.0
 
 
 class HubProblem(ValueError):
@@ -155,7 +149,7 @@ def _load_local(datasets: Any, spec: DatasetSpec, directory: Path) -> tuple[Any,
 def _load_hub_id(datasets: Any, spec: DatasetSpec) -> tuple[Any, str, str | None]:
     assert spec.hf is not None
     unreachable = None if offline() else hub_unreachable()
-    with _offline(unreachable is not None):
+    with offline_mode(unreachable is not None):
         try:
             loaded = datasets.load_dataset(
                 spec.hf, spec.config, split=spec.split, revision=spec.revision
@@ -172,70 +166,6 @@ def _load_hub_id(datasets: Any, spec: DatasetSpec) -> tuple[Any, str, str | None
     return loaded, _cache_sha(loaded) or spec.revision or "unknown", None
 
 
-def hub_unreachable(timeout: float = PROBE_S) -> str | None:
-    """Why the hub cannot be reached from here (None: its endpoint answered an HTTP request,
-    whatever the status, within `timeout` seconds; through the environment's proxy, as
-    huggingface_hub goes). The request runs in a thread: a resolver that never answers costs
-    `timeout`, not its own minutes."""
-    import httpx
-    import huggingface_hub.constants
-
-    endpoint = huggingface_hub.constants.ENDPOINT
-    host = urlsplit(endpoint).hostname or endpoint
-    said: list[str] = []
-
-    def ask() -> None:
-        try:
-            httpx.head(endpoint, timeout=timeout)
-            said.append("")
-        except httpx.HTTPError as exc:
-            cause = exc.__cause__ or exc.__context__
-            said.append(_os_reason(cause) or str(exc) or type(exc).__name__)
-
-    thread = threading.Thread(target=ask, name="hub-probe", daemon=True)
-    thread.start()
-    thread.join(timeout + 1)
-    if not said:
-        return f"{host}: no answer in {timeout:g} s"
-    return f"{host}: {said[0]}" if said[0] else None
-
-
-def _os_reason(exc: BaseException | None) -> str:
-    """The OS's words for a failed connection ("Connection refused"), found down the chain."""
-    while exc is not None:
-        if isinstance(exc, OSError) and exc.strerror:
-            return exc.strerror
-        exc = exc.__cause__ or exc.__context__
-    return ""
-
-
-@contextlib.contextmanager
-def _offline(on: bool) -> Iterator[None]:
-    """datasets and huggingface_hub in offline mode for the block (their module constants,
-    which they read at each call), then as they were."""
-    if not on:
-        yield
-        return
-    import datasets.config
-    import huggingface_hub.constants
-
-    saved = (
-        datasets.config.HF_HUB_OFFLINE,
-        datasets.config.HF_DATASETS_OFFLINE,
-        huggingface_hub.constants.HF_HUB_OFFLINE,
-    )
-    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
-    huggingface_hub.constants.HF_HUB_OFFLINE = True
-    try:
-        yield
-    finally:
-        (
-            datasets.config.HF_HUB_OFFLINE,
-            datasets.config.HF_DATASETS_OFFLINE,
-            huggingface_hub.constants.HF_HUB_OFFLINE,
-        ) = saved
-
-
 def _cached_snapshot(spec: DatasetSpec) -> Path | None:
     """The huggingface_hub cache's snapshot of the repo at the revision, if it holds one."""
     assert spec.hf is not None
@@ -248,16 +178,6 @@ def _cached_snapshot(spec: DatasetSpec) -> Path | None:
     except Exception:  # not cached (LocalEntryNotFoundError), or no huggingface_hub at all
         return None
     return Path(path)
-
-
-def offline() -> bool:
-    """Whether datasets (or huggingface_hub) is in offline mode."""
-    try:
-        import datasets.config
-        import huggingface_hub.constants
-    except ImportError:
-        return False
-    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
 
 
 def _named(spec: DatasetSpec) -> str:
@@ -278,17 +198,9 @@ def _not_found(spec: DatasetSpec, exc: Exception, unreachable: str | None) -> st
     else:
         mode = f"not readable ({_reason(exc)})"
     return (
-        f"dataset {_named(spec)}: {mode} ({_caches()}); get it by running once online, or "
+        f"dataset {_named(spec)}: {mode} ({caches()}); get it by running once online, or "
         f"`hf download --repo-type dataset {spec.hf}`, or point 'hf' at a local copy"
     )
-
-
-def _caches() -> str:
-    """The caches a hub id is looked for in: datasets' and huggingface_hub's."""
-    import datasets.config
-    import huggingface_hub.constants
-
-    return f"{datasets.config.HF_DATASETS_CACHE}, {huggingface_hub.constants.HF_HUB_CACHE}"
 
 
 def _reason(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sweeper.hosts.lease import MAX_LEASE_BYTES, Holder
 
@@ -65,7 +66,7 @@ DAMAGES = [
 
 
 def damage(
-    case: Damage, state_dir: str, put: Callable[[str, bytes], None], mkdir: Callable[[str], None]
+    case: Damage, state_dir: str, put: Callable[[str, bytes], Any], mkdir: Callable[[str], Any]
 ) -> str:
     """Lay `case` down under `state_dir` (which must not exist yet); the lease's path."""
     lease = f"{state_dir}/lease.json"

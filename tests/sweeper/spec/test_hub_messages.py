@@ -20,8 +20,8 @@ import huggingface_hub.constants
 import pytest
 
 from sweeper.spec import SpecError, parse_spec
-from sweeper.spec.hub import hub_unreachable
-from tests.sweeper.spec.test_hub import _spec, gsm_clone, offline  # noqa: F401 (a fixture)
+from sweeper.spec.hub_access import hub_unreachable
+from tests.sweeper.spec.test_hub import gsm_clone, offline  # noqa: F401 (a fixture)
 
 ROWS = [
     {"q": f"question {i}", "n": i, "l": [i, i], "z": None, "topic": "ab"[i % 2]} for i in range(5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ DAMAGED_PIDFILES = [
 
 
 @pytest.fixture
-def bystander() -> subprocess.Popen[bytes]:
+def bystander() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     yield proc
     proc.kill()
@@ -92,7 +93,9 @@ def test_a_sound_pidfile_of_a_recycled_pid_is_dropped_unsignalled(
     tmp_path: Path, bystander: subprocess.Popen[bytes]
 ) -> None:
     pidfile = tmp_path / "runtime.pid"
-    record = {"pid": bystander.pid, "start_ticks": process_start_ticks(bystander.pid) - 1}
+    ticks = process_start_ticks(bystander.pid)
+    assert ticks is not None
+    record = {"pid": bystander.pid, "start_ticks": ticks - 1}
     pidfile.write_text(json.dumps(record))
     assert reap_pidfile(pidfile, timeout=1) is False
     assert bystander.poll() is None and not pidfile.exists()
