@@ -109,6 +109,12 @@ def command(
             typer.echo(f"error: {target} is read-only: give -o FILE for the report", err=True)
             raise typer.Exit(EXIT_IO)
         run = checked(read_run(target))
+        if run.manifest is None:  # the records still report; what was run is unknown
+            typer.echo(
+                f"warning: {target / MANIFEST} is unreadable (empty, cut or edited): the report "
+                "shows the records without what was run (spec, engine, provenance unknown)",
+                err=True,
+            )
         reference_of(run.manifest.spec if run.manifest else None)  # before any figure is drawn
         comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
         path = write_report(build_view(run), out or target / "report.html", comparison)

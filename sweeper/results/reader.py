@@ -48,12 +48,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
-    """A JSONL file's objects, and its damaged lines as (line number, text verbatim: bytes that
-    are not UTF-8 kept as surrogate escapes). Split on "\\n" only: a JSON string may hold
-    U+2028 and other separators that `str.splitlines` would cut at. Absent: nothing."""
+    """A record file's records (JSON objects naming their point: every record line does), and
+    its damaged lines as (line number, text verbatim: bytes that are not UTF-8 kept as surrogate
+    escapes). Split on "\\n" only: a JSON string may hold U+2028 and other separators that
+    `str.splitlines` would cut at. Absent: nothing; there but unreadable (a directory, no
+    permission): the OSError, never read as absent."""
     try:
         data = path.read_bytes()
-    except OSError:
+    except FileNotFoundError:
         return [], []
     rows: list[dict[str, Any]] = []
     damaged: list[tuple[int, str]] = []
@@ -65,7 +67,7 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]
             row = json.loads(text)
         except ValueError:
             row = None
-        if isinstance(row, dict):
+        if isinstance(row, dict) and isinstance(row.get("point_id"), str):
             rows.append(row)
         else:
             damaged.append((number, text))
@@ -245,7 +247,7 @@ class Run:
     def broken_views(self) -> list[str]:
         """The derived views that are missing, unreadable or behind the records (a run that
         died before rewriting them); none for a run without records."""
-        if not (self.dir / POINTS_LOG).is_file():
+        if not (self.dir / POINTS_LOG).exists():  # there but no file: read, and said
             return []
         broken = []
         data = self._points_bytes

@@ -1,0 +1,68 @@
+"""Issue 40's damaged-state corpus, in CI: every state file (lease, bisect, search, manifest,
+records) times every damage kind (`states.py`), each command that reads it ending in its exit
+code and one line, never a traceback, never exit 70; a lease, bisect or search state that is
+not one stops naming the file (exit 5), and a readable one is read as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sweeper.faults.context import Shared
+from tests.sweeper.faults.states import KINDS, STATE_FILES, Kind, StateFile, answers
+
+#: Exit codes per (state file, kind), in the file's commands' order (see `STATE_FILES`).
+#: lease.json (run, ls): refused, 5, unless readable (CRLF: a gone run's lease, taken over).
+#: bisect.json (bisect --resume): 5 unless readable (CRLF, white space: another question, 2).
+#: search.json (repair): 5 unless readable. manifest.json (diagnose, ls, repair): no run to
+#: diagnose (2), listed as a bad manifest (0), not rebuildable (5). Records (diagnose,
+#: repair): rebuilt from the views with a note (0); a directory in their place is said (5; a
+#: requests.jsonl directory is not read by diagnose, which reads the views); no run directory
+#: at all is no run (2).
+EXPECTED: dict[tuple[str, str], tuple[int, ...]] = {
+    **{("lease.json", k.name): (5, 5) for k in KINDS},
+    ("lease.json", "crlf"): (0, 0),
+    **{("bisect.json", k.name): (5,) for k in KINDS},
+    ("bisect.json", "crlf"): (2,),
+    ("bisect.json", "huge"): (2,),
+    **{("search.json", k.name): (5,) for k in KINDS},
+    ("search.json", "crlf"): (0,),
+    ("search.json", "huge"): (0,),
+    ("search.json", "parent_a_file"): (2,),
+    **{("manifest.json", k.name): (2, 0, 5) for k in KINDS},
+    ("manifest.json", "crlf"): (0, 0, 0),
+    ("manifest.json", "huge"): (0, 0, 0),
+    ("manifest.json", "directory"): (2, 0, 2),
+    ("manifest.json", "parent_a_file"): (2, 0, 2),
+    **{(f, k.name): (0, 0) for f in ("points.jsonl", "requests.jsonl") for k in KINDS},
+    ("points.jsonl", "directory"): (5, 5),
+    ("requests.jsonl", "directory"): (0, 5),
+    **{(f, "parent_a_file"): (2, 2) for f in ("points.jsonl", "requests.jsonl")},
+}
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    yield Shared(tmp_path_factory.mktemp("damaged-states"))
+
+
+def test_every_cell_has_its_codes() -> None:
+    assert set(EXPECTED) == {(s.name, k.name) for s in STATE_FILES for k in KINDS}
+
+
+@pytest.mark.parametrize(
+    ("state", "kind"),
+    [pytest.param(s, k, id=f"{s.name}-{k.name}") for s in STATE_FILES for k in KINDS],
+)
+def test_a_damaged_state_file(state: StateFile, kind: Kind, shared: Shared, tmp_path: Path) -> None:
+    found = answers(state, kind, tmp_path, shared)
+    codes = tuple(found[verb].code for verb in state.commands)
+    shown = {verb: (a.code, a.line) for verb, a in found.items()}
+    assert codes == EXPECTED[(state.name, kind.name)], shown
+    for answer in found.values():
+        assert not answer.traceback and answer.line and "Traceback" not in answer.line, shown
+    if state.name in ("lease.json", "bisect.json", "search.json") and 5 in codes:
+        refused = [a.line for a in found.values() if a.code == 5]
+        assert all(state.name in line for line in refused), shown
