@@ -42,21 +42,27 @@ CATEGORICAL = ("host", "point_id", "prompt_id", "verdict")
 Filters = list[tuple[str, str, Any]]
 
 
+#: What every line of a record file holds, as strings: its point, and a point line its status.
+#: A line without them is damaged (kept verbatim), never a row every reader then trips on.
+RECORD_KEYS: dict[str, tuple[str, ...]] = {POINTS_LOG: ("point_id", "status")}
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The records of an append-only JSONL file; a torn line (a killed writer) is skipped."""
     return jsonl_lines(path)[0]
 
 
 def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
-    """A record file's records (JSON objects naming their point: every record line does), and
-    its damaged lines as (line number, text verbatim: bytes that are not UTF-8 kept as surrogate
-    escapes). Split on "\\n" only: a JSON string may hold U+2028 and other separators that
-    `str.splitlines` would cut at. Absent: nothing; there but unreadable (a directory, no
-    permission): the OSError, never read as absent."""
+    """A record file's records (JSON objects holding its `RECORD_KEYS`), and its damaged lines
+    as (line number, text verbatim: bytes that are not UTF-8 kept as surrogate escapes). Split
+    on "\\n" only: a JSON string may hold U+2028 and other separators that `str.splitlines`
+    would cut at. Absent: nothing; there but unreadable (a directory, no permission): the
+    OSError, never read as absent."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], []
+    keys = RECORD_KEYS.get(path.name, ("point_id",))
     rows: list[dict[str, Any]] = []
     damaged: list[tuple[int, str]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
@@ -67,7 +73,7 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]
             row = json.loads(text)
         except ValueError:
             row = None
-        if isinstance(row, dict) and isinstance(row.get("point_id"), str):
+        if isinstance(row, dict) and all(isinstance(row.get(k), str) for k in keys):
             rows.append(row)
         else:
             damaged.append((number, text))

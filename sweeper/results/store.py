@@ -256,7 +256,7 @@ class RunStore:
     def requests(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Request rows of completed points only, from the attempt that completed."""
         points = self.points() if points is None else points
-        keep = {(pid, p["attempt"]) for pid, p in points.items()}
+        keep = {(pid, p.get("attempt")) for pid, p in points.items()}
         return [
             upgrade_legacy_row(r, self.engine)
             for r in read_jsonl(self.dir / REQUESTS_LOG)
@@ -266,7 +266,7 @@ class RunStore:
     def samples(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Sample rows of completed points only, from the attempt that completed."""
         points = self.points() if points is None else points
-        keep = {(pid, p["attempt"]) for pid, p in points.items()}
+        keep = {(pid, p.get("attempt")) for pid, p in points.items()}
         return [
             r
             for r in read_jsonl(self.dir / SAMPLES_LOG)
