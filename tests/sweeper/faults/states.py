@@ -270,6 +270,9 @@ def _one_line(output: list[str], scene: Scene) -> str:
     text = [line for line in output if line.strip(_BOX)]
     picked = next((ln for ln in text if ln.startswith(("error:", "internal error:"))), None)
     picked = picked or next((ln for ln in text if ln.startswith(("note:", "warning:"))), None)
+    row = next((ln for ln in text if scene.run is not None and scene.run.name in ln), "")
+    if picked is None and row.count("│") > 3:  # ls: the run's status, not the lease line
+        picked = f"status: {row.split('│')[3].strip()}"
     picked = picked or (text[-1] if text else "")
     for path, name in sorted(scene.names.items(), key=lambda item: -len(item[0])):
         picked = picked.replace(path, name)
