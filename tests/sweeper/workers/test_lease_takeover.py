@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,9 +35,10 @@ DAMAGED_PIDFILES = [
 ]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def bystander() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    """A live process the damaged pidfiles half-name: it must outlive every case."""
+    proc = subprocess.Popen(["sleep", "600"])
     yield proc
     proc.kill()
     proc.wait()
