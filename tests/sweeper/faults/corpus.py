@@ -33,7 +33,6 @@ from tests.sweeper.faults.context import (
     point_ids,
     sweeper,
 )
-from tests.sweeper.faults.state_cases import STATE_CASES
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
 # --- results and run cases ----------------------------------------------------------------------
@@ -573,7 +572,7 @@ RESULT_CASES = [
     ),
 ]
 
-CASES = [*SPEC_CASES, *INPUT_CASES, *RESULT_CASES, *STATE_CASES]
+CASES = [*SPEC_CASES, *INPUT_CASES, *RESULT_CASES]
 
 
 def run_case(case: Case, ctx: Ctx) -> tuple[str, Outcome, str]:

@@ -76,6 +76,8 @@ KINDS = [
     Kind("empty", "empty", _bytes(lambda data: b"")),
     Kind("truncated", "cut at half its length", _bytes(lambda data: data[: len(data) // 2])),
     Kind("empty_object", "`{}`", _bytes(lambda data: b"{}\n")),
+    Kind("null", "`null`", _bytes(lambda data: b"null\n")),
+    Kind("list", "`[]`", _bytes(lambda data: b"[]\n")),
     Kind("crlf", "CRLF line ends", _bytes(_crlf)),
     Kind("not_utf8", "a byte that is not UTF-8 first", _bytes(lambda data: b"\xff" + data)),
     Kind("huge", f"{HUGE // 1000} KB of white space added", _bytes(lambda d: d + b" " * HUGE)),
@@ -141,6 +143,13 @@ def _search(scene: Scene) -> Path:
     return path
 
 
+def _journal(scene: Scene) -> Path:
+    path = _run_file("search.optuna.jsonl")(scene)
+    entry = {"op_code": 0, "worker_id": "w", "study_name": "s", "directions": [1]}
+    path.write_text(json.dumps(entry) + "\n")  # the study's creation, as Optuna writes it
+    return path
+
+
 def _bisect(scene: Scene) -> Path:
     """The state `sweeper bisect` saved before its first step (made once: the bisect stopped
     there), with another `points` in its question, under this scene's results: a resume that
@@ -191,6 +200,12 @@ def _on_run(verb: str, *more: str) -> Callable[[Scene], list[str]]:
     return lambda scene: [verb, str(scene.run), *more]
 
 
+def _resume(scene: Scene) -> list[str]:
+    assert scene.run is not None
+    spec = json.loads((scene.shared.base_run() / "manifest.json").read_text())["spec_path"]
+    return ["run", spec, "--resume", str(scene.run), "--plain"]
+
+
 STATE_FILES = [
     StateFile(
         "lease.json", "this machine's host lease (a gone run's)", _lease,
@@ -202,7 +217,11 @@ STATE_FILES = [
     ),
     StateFile(
         "search.json", "a search's log of its trials and time spent", _search,
-        {"repair": _on_run("repair")},
+        {"run --resume": _resume, "repair": _on_run("repair")},
+    ),
+    StateFile(
+        "search.optuna.jsonl", "a search's study journal", _journal,
+        {"run --resume": _resume, "repair": _on_run("repair")},
     ),
     StateFile(
         "manifest.json", "a run's manifest", _run_file("manifest.json"),

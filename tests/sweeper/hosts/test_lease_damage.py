@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.exit_codes import EXIT_CHECK_FAILED
 from sweeper.hosts.lease import (
     Controller,
     Holder,
@@ -158,6 +159,7 @@ def test_run_and_doctor_stop_on_an_ssh_hosts_damaged_lease(
     assert (run.exit_code, run.output.strip()) == (5, f"error: {said}"), run.output
     wide = {"COLUMNS": "600"}  # the detail on one line
     doctor = CliRunner().invoke(app, ["doctor", str(spec), "--no-selftest"], env=wide)
-    assert doctor.exit_code == 1 and _rows(doctor.output)[(host.name, "lease")] == "fail"
+    assert doctor.exit_code == EXIT_CHECK_FAILED
+    assert _rows(doctor.output)[(host.name, "lease")] == "fail"
     assert said in doctor.output, doctor.output
     assert host.exec(["cat", f"{root}/lease.json"]).stdout == ""
