@@ -163,6 +163,7 @@ def test_generate_and_openai_completions_give_the_same_ids(hand_started: str) ->
             assert completion["usage"]["completion_tokens"] == len(native["output_ids"])
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_sglang_0523_cannot_serve_on_a_cpu_from_pypi_alone() -> None:
     """Why the CPU sweep runs 0.5.15: 0.5.23's CPU engine imports sgl_kernel's CPU ops when its
     KV cache module loads, on any CPU (AMX or not). PyPI's sglang-kernel is a CUDA build (its

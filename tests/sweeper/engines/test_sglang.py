@@ -48,6 +48,7 @@ def _for_oracle(spec: Spec) -> tuple[SGLang, dict[str, str]]:
     return SGLang(runtime), {"{target}": spec.runtime.model, "{draft}": spec.runtime.draft}
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_every_stock_sglang_config_parses_resolves_unchanged_and_proves() -> None:
     specs = _specs("sglang-dflash")
     assert specs, "no shipped stock-SGLang spec"
@@ -78,6 +79,7 @@ def _prove(engine: SGLang, sc: ServerConfig, info: dict[str, Any]) -> None:
     assert proof.fingerprint and proof.proven[0].startswith("/server_info reports every requested")
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_a_value_sglang_overrides_fails_the_identity_proof() -> None:
     """A fork mapping that puts topk on --speculative-eagle-topk under DFLASH: SGLang resolves
     it to 1 with only a warning, and the proof refuses to measure that server as topk 4."""
@@ -138,6 +140,7 @@ def test_the_ddtree_preset_speaks_pr_29907() -> None:
                 assert full[full.index(flag) + 1] in choice, (flag, choice)
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_the_ddtree_specs_baselines_parse_with_stock_sglang() -> None:
     """Their AR configs carry no DDTREE flag: the whole command, extra_args included, goes
     through 0.5.23's parser and resolver unchanged."""
@@ -185,6 +188,7 @@ REQUESTS = {
 }
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_request_bodies_pass_sglang_and_its_streams_read_back() -> None:
     engine = SGLang(_specs("sglang-dflash")[0].runtime)
     argv = ["--model-path", "{target}", "--device", "cuda", "--speculative-algorithm", "DFLASH"]

@@ -54,6 +54,7 @@ def test_acceptance_counters_are_read_from_the_metrics_page() -> None:
     assert read_counters("vllm:num_requests_running 0.0\n") is None  # an AR server has none
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_every_shipped_config_and_preset_resolves_with_vllms_own_code(
     tmp_path: Path,
 ) -> None:
