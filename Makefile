@@ -70,13 +70,16 @@ run: setup
 # then the quiet lane (timing-sensitive tests, `@pytest.mark.quiet`) with nothing beside it.
 # PYTEST_ARGS go to both lanes; a lane with no test selected (exit 5) is no failure unless both are.
 # Each lane's per-test times land in $(TIMES)/LANE.xml; `make durations` tabulates them.
+# OMP_NUM_THREADS=1 in the parallel lane: two workers already fill both cores, and torch's two
+# OpenMP threads per process would spin at every barrier against the other worker.
 TEST_WORKERS ?= 2
 TIMES := .pytest_cache/last-run
 PARALLEL_LANE := -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL_ENV := OMP_NUM_THREADS=1
 test: setup
 	rm -rf $(TIMES)
 	rc=0; \
-	$(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not quiet" --durations=25 \
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not quiet" --durations=25 \
 		--junitxml=$(TIMES)/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
 	$(BIN)/python -m pytest -q -rs -m quiet --durations=10 \
 		--junitxml=$(TIMES)/quiet.xml $(PYTEST_ARGS) || rc2=$$?; \
@@ -89,7 +92,7 @@ test: setup
 # servers or build root test hosts (CI still runs everything).
 test-quick: setup
 	rm -rf $(TIMES)
-	$(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not slow and not root and not quiet" \
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not slow and not root and not quiet" \
 		--durations=10 --junitxml=$(TIMES)/quick.xml $(PYTEST_ARGS)
 
 # The last `make test`'s (or test-quick's) slowest tests and per-file totals, as tables.
