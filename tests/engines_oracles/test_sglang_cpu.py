@@ -26,7 +26,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from ddtree_runtime.export import export_model
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
 from sweeper.poll import wait_until
@@ -38,6 +37,7 @@ from tests.engines_oracles.oracle_process import (
     SGLANG_VERSION,
     require_sglang,
 )
+from tests.exported_model import SMOLLM2_HF, smollm2_hf
 from tests.sweeper.conftest import free_port
 
 SPEC = REPO / "sweeps" / "sglang-cpu.yaml"
@@ -49,9 +49,8 @@ def spec_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = require_sglang(OLD_SGLANG_VERSION)
     data = yaml.safe_load(SPEC.read_text())
     assert data["runtime"]["python"] == str(python.relative_to(REPO))
-    model = REPO / data["runtime"]["model"]
-    if not (model / "model.safetensors").exists():
-        export_model("smollm2-135m", model)  # what `make sglang-model` does
+    assert data["runtime"]["model"] == str(SMOLLM2_HF)
+    smollm2_hf()  # what `make sglang-model` does
     data["runtime"]["port"] = _sglang_port()
     path = tmp_path_factory.mktemp("spec") / "sglang-cpu.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -68,6 +67,8 @@ def _sglang_port() -> int:
 
 
 @pytest.mark.slow
+# A unit of its own (tests/lanes.py): it shares nothing with the hand-started server below.
+@pytest.mark.xdist_group("sglang-cpu-sweep")
 def test_a_real_sglang_sweep(spec_file: Path, tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec_file), "--plain"]
     argv += ["--results", str(tmp_path / "results")]
@@ -165,24 +166,21 @@ def test_generate_and_openai_completions_give_the_same_ids(hand_started: str) ->
             assert completion["usage"]["completion_tokens"] == len(native["output_ids"])
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_sglang_0523_cannot_serve_on_a_cpu_from_pypi_alone() -> None:
     """Why the CPU sweep runs 0.5.15: 0.5.23's CPU engine imports sgl_kernel's CPU ops when its
     KV cache module loads, on any CPU (AMX or not). PyPI's sglang-kernel is a CUDA build (its
     ops need libcuda.so.1 to import) and SGLang's CPU kernels are built from source only, so the
-    server dies at start; 0.5.15 imports them only on AMX CPUs and falls back to torch here."""
+    server dies at start; 0.5.15 imports them only on AMX CPUs and falls back to torch here
+    (the same module under 0.5.15 is what the sweep above serves with)."""
     module = "sglang.srt.mem_cache.memory_pool"
-    results = {}
-    for version in (SGLANG_VERSION, OLD_SGLANG_VERSION):
-        done = subprocess.run(
-            [str(require_sglang(version)), "-c", f"import {module}"],
-            env={**os.environ, **ORACLE_ENV, "SGLANG_USE_CPU_ENGINE": "1"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        results[version] = done
-    failed = results[SGLANG_VERSION]
+    failed = subprocess.run(
+        [str(require_sglang(SGLANG_VERSION)), "-c", f"import {module}"],
+        env={**os.environ, **ORACLE_ENV, "SGLANG_USE_CPU_ENGINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert failed.returncode != 0
     assert "kernels/ops/kvcache/cache_move.py" in failed.stderr
     assert "No module named 'sgl_kernel'" in failed.stderr.splitlines()[-1]
-    assert results[OLD_SGLANG_VERSION].returncode == 0, results[OLD_SGLANG_VERSION].stderr[-2000:]

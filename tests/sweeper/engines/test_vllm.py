@@ -28,6 +28,7 @@ from sweeper.engines.vllm import VLLM, read_counters
 from sweeper.plan import build_plan
 from sweeper.spec import load_spec
 from tests.engines_oracles.vllm_oracle import require_vllm, run_vllm_oracle
+from tests.exported_model import SMOLLM2_HF, smollm2_hf
 from tests.sweeper.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,6 +54,7 @@ def test_acceptance_counters_are_read_from_the_metrics_page() -> None:
     assert read_counters("vllm:num_requests_running 0.0\n") is None  # an AR server has none
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_every_shipped_config_and_preset_resolves_with_vllms_own_code(
     tmp_path: Path,
 ) -> None:
@@ -91,10 +93,8 @@ def test_every_shipped_config_and_preset_resolves_with_vllms_own_code(
 def vllm_model() -> str:
     """smollm2-135m as vLLM loads it (`make vllm-model`), exported once if absent."""
     require_vllm()
-    path = ROOT / ".cache" / "smollm2-hf"
-    if not (path / "model.safetensors").exists():
-        export_model("smollm2-135m", path)
-    return ".cache/smollm2-hf"
+    smollm2_hf()
+    return str(SMOLLM2_HF)
 
 
 def _run(spec: Path, results: Path) -> tuple[int, Path, str]:
@@ -105,6 +105,8 @@ def _run(spec: Path, results: Path) -> tuple[int, Path, str]:
 
 
 @pytest.mark.slow
+# A unit of its own (tests/lanes.py): it shares nothing with the hand-started server below.
+@pytest.mark.xdist_group("vllm-sweep")
 def test_a_real_vllm_sweep(vllm_model: str, tmp_path: Path) -> None:
     code, run, stderr = _run(SPEC, tmp_path / "results")
     points = pd.read_parquet(run / "points.parquet").set_index("point_id")

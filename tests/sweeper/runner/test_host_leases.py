@@ -21,7 +21,9 @@ from sweeper.results.reader import POINTS_LOG
 from tests.sweeper.hosts.lease_damage import gone_text
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
-pytestmark = pytest.mark.slow
+# quiet (tests/lanes.py): the second sweep must find the first one still running and say it
+# waits within a deadline; beside the parallel lane the first one can finish before that.
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
 
 
 def _sweeper(spec: Path, results: Path, *extra: str) -> list[str]:
