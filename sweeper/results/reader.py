@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from sweeper.results.lock import live_holder
 from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
+from sweeper.results.scores import current_scores, settled_points
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -34,6 +35,8 @@ POINTS_PARQUET = "points.parquet"
 POINTS_CSV = "points.csv"
 REQUESTS_PARQUET = "requests.parquet"
 SAMPLES_LOG = "samples.jsonl"
+SCORES_LOG = "scores.jsonl"
+SETTLED_LOG = "settled.jsonl"
 #: The views rewritten from the append-only records (never the source of truth).
 DERIVED_VIEWS = (POINTS_PARQUET, POINTS_CSV, REQUESTS_PARQUET)
 #: Request columns read as categoricals: repeated strings, a fraction of the memory.
@@ -136,7 +139,20 @@ class Run:
             if not self.point_lines:
                 return None
             points = pd.DataFrame(self.point_lines).drop_duplicates("point_id")
-        return self.upgrade_legacy(points)
+        return self.upgrade_legacy(self._settled(points))
+
+    @cached_property
+    def settled(self) -> list[dict[str, Any]]:
+        """settled.jsonl: verdict columns settled after their point lines ([] for most runs)."""
+        return read_jsonl(self.dir / SETTLED_LOG)
+
+    def _settled(self, points: pd.DataFrame) -> pd.DataFrame:
+        """The frame with each point's latest settled columns (views written since hold them
+        already; a view written before a settlement, or none, gets them here)."""
+        if not self.settled or "point_id" not in points.columns:
+            return points
+        rows = {str(r["point_id"]): r for r in points.to_dict("records")}
+        return pd.DataFrame(list(settled_points(rows, self.settled).values()))
 
     def upgrade_legacy(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Rows written before `mode` existed (`engine` was ar|ddtree): today's engine, mode."""
@@ -157,6 +173,13 @@ class Run:
             for row in read_jsonl(self.dir / SAMPLES_LOG)
             if (row.get("point_id"), row.get("attempt")) in keep
         ]
+
+    @cached_property
+    def scores(self) -> list[dict[str, Any]]:
+        """scores.jsonl's rows of completed points' attempts, each output and scorer once (the
+        scored check's records; [] for a run that scored nothing)."""
+        points = {str(row.get("point_id")): row for row in self.point_lines}
+        return current_scores(read_jsonl(self.dir / SCORES_LOG), points)
 
     # -- requests ----------------------------------------------------------------------------
 
