@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from sweeper.catalog.scoring import SCORING
 from sweeper.catalog.records import ServerCommand
+from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated

@@ -168,9 +168,7 @@ class SGLang(ModuleServer):
         self, client: httpx.Client, base_url: str, server_config: ServerConfig,
         probe: RequestSpec, model: str | None, version: str | None,
     ) -> tuple[str, int | None, tuple[str, ...], str]:  # fmt: skip
-        return sglang_score.negotiate_scoring(
-            self, client, base_url, server_config, model, version
-        )
+        return sglang_score.negotiate_scoring(self, client, base_url, server_config, model, version)
 
     def score(
         self,

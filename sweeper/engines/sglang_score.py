@@ -94,14 +94,11 @@ def _prompt(
         return list(spec.prompt_token_ids)
     caps = engine.capabilities
     details = caps.details if caps is not None else {}
-    if details.get("prompt") in (PROMPT_TOKENIZE, PROMPT_CHAT_ROUTE) and details.get(
-        PROMPT_IDS_AT
-    ):
+    if details.get("prompt") in (PROMPT_TOKENIZE, PROMPT_CHAT_ROUTE) and details.get(PROMPT_IDS_AT):
         return engine.prompt_ids(spec, model, str(details[PROMPT_IDS_AT]))
     ids = tokenize(client, base_url, spec, model)
     if not ids:
         raise ScoringError(
-            "no token ids for the prompt (the build has no /tokenize): its outputs cannot be "
-            "scored"
+            "no token ids for the prompt (the build has no /tokenize): its outputs cannot be scored"
         )
     return ids

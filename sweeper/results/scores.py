@@ -5,11 +5,11 @@ A `ScoreRecord` is one sampled output (a seeded sample, or a coupled server's me
 scored token by token by a server's own prefill: the server that drew it (`scorer: self`) or
 another config (the AR server, by its config id). It names the point whose record it scores and
 that point's attempt, so a score of an attempt that never completed never counts; a sample is
-scored once per scorer (`score_key`: the first line wins, so a resumed run that scores again
-adds nothing). A `SettledRecord` carries the verdict columns of a point whose samples were
-scored after its point line was written (by the AR server, after the speculative configs): the
-point line stays as it was recorded, and readers see it with its latest settled columns
-(`settled_points`).
+scored once per scorer (`score_key`: the first line that scored it wins, so a resumed run adds
+nothing; one that failed is scored again). A `SettledRecord` carries the verdict columns of a
+point whose samples were scored after its point line was written (by the AR server, after the
+speculative configs): the point line stays as it was recorded, and readers see it with its
+latest settled columns (`settled_points`).
 """
 
 from __future__ import annotations
@@ -88,13 +88,16 @@ def score_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
 def current_scores(
     rows: Iterable[Mapping[str, Any]], points: Mapping[str, Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The score rows of recorded points' completed attempts, each output and scorer once
-    (the first line wins)."""
+    """The score rows of recorded points' completed attempts, each output and scorer once:
+    the first line that scored it, else the first that failed to (a resumed run scores a
+    failed one again; both lines stay on disk)."""
     keep = {(pid, p.get("attempt")) for pid, p in points.items()}
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         if (row.get("point_id"), row.get("attempt")) in keep:
-            seen.setdefault(score_key(row), dict(row))
+            key = score_key(row)
+            if key not in seen or (seen[key].get("error") and not row.get("error")):
+                seen[key] = dict(row)
     return list(seen.values())
 
 

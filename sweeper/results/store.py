@@ -7,9 +7,10 @@ fsync'd, so a SIGKILL loses at most a torn last line (cut off on reopening). A p
 score and request rows are written before its point line; on load, they count only when their
 `(point_id, attempt)` matches a completed point line, so rows from an interrupted attempt are
 dropped and redone. Scores a later server adds to a recorded point, and the verdict they settle
-(`settled.jsonl`), come after its point line (`sweeper.results.scores`). `requests.parquet`, `points.parquet` and `points.csv`
-are derived views rewritten with temp + rename after each point and at the end. Reading a run
-after the fact (report, compare, ls) goes through `reader.py`'s `Run`.
+(`settled.jsonl`), come after its point line (`sweeper.results.scores`). `requests.parquet`,
+`points.parquet` and `points.csv` are derived views rewritten with temp + rename after each
+point and at the end. Reading a run after the fact (report, compare, ls) goes through
+`reader.py`'s `Run`.
 """
 
 from __future__ import annotations

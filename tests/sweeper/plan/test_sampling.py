@@ -41,8 +41,9 @@ def plan_of(body: str, workload: str = WORKLOAD) -> Plan:
     return build_plan(spec_of(body, workload))
 
 
-def distribution_plan(samples: int = 8) -> Plan:
-    return plan_of(VLLM + SAMPLED_GRID + f"determinism: {{samples: {samples}}}\n")
+def distribution_plan(samples: int = 8, concurrency: int = 8) -> Plan:
+    policy = f"sampled: distribution, samples: {samples}, sample_concurrency: {concurrency}"
+    return plan_of(VLLM + SAMPLED_GRID + f"determinism: {{{policy}}}\n")
 
 
 def draws(plan: Plan) -> dict[str, tuple[tuple[str, ...], str | None]]:
@@ -56,12 +57,12 @@ def draws(plan: Plan) -> dict[str, tuple[tuple[str, ...], str | None]]:
 def test_auto_resolves_by_the_engines_catalog_record(engine: str) -> None:
     spec = spec_of(RUNTIMES[engine])
     assert spec.runtime.engine == engine
-    expected = "coupled" if engine == "ddtree_runtime" else "distribution"
+    expected = {"ddtree_runtime": "coupled", "openai": "distribution"}.get(engine, "scored")
     assert sampled_check(spec) == expected
     assert RECORDS[engine].coupled_sampling is (engine == "ddtree_runtime")
 
 
-@pytest.mark.parametrize("asked", ["coupled", "distribution", "repeats"])
+@pytest.mark.parametrize("asked", ["coupled", "scored", "distribution", "repeats"])
 @pytest.mark.parametrize("engine", ["ddtree_runtime", "vllm"])
 def test_a_named_check_is_kept_whatever_the_engine(engine: str, asked: str) -> None:
     spec = spec_of(RUNTIMES[engine] + f"determinism: {{sampled: {asked}}}\n")
@@ -92,7 +93,7 @@ def test_sample_seeds_are_distinct_stable_and_disjoint_between_roles() -> None:
 
 def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
     plan = distribution_plan()
-    assert all(host.draws_samples for host in plan.hosts)
+    assert all(host.baseline_roles == ("ar", "control") for host in plan.hosts)
     assert draws(plan) == {
         # Greedy points draw nothing.
         "local-ar-cg0-t0-c1": ((), None),
@@ -115,7 +116,7 @@ def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
 @pytest.mark.parametrize("check", ["coupled", "repeats"])
 def test_no_point_draws_unless_the_check_is_distribution(check: str) -> None:
     plan = plan_of(VLLM + SAMPLED_GRID + f"determinism: {{sampled: {check}}}\n")
-    assert not any(host.draws_samples for host in plan.hosts)
+    assert not any(host.baseline_roles for host in plan.hosts)
     assert all(v == ((), None) for v in draws(plan).values())
     assert plan.n_samples == 0
     assert "n_samples" not in plan.to_dict()
@@ -147,7 +148,7 @@ def test_an_ar_point_draws_only_where_a_speculative_point_samples_alike() -> Non
         _point(spec, sampled),
         _point(spec, greedy),
     ]
-    out = with_samples(points)
+    out = with_samples(points, ("ar", "control"))
     assert [(p.samples, p.samples_from) for p in out] == [
         (("ar", "control"), None),
         ((), None),
@@ -165,7 +166,7 @@ def test_a_point_at_another_load_but_other_sampling_draws_its_own() -> None:
     c1, c4 = RequestConfig.make(0.7, 24, 1), RequestConfig.make(0.7, 24, 4)
     hotter = RequestConfig.make(1.0, 24, 4)
     cut = RequestConfig.make(0.7, 24, 4, top_k=40)
-    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)])
+    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)], ("control",))
     first = out[0].point_id
     assert [(p.samples, p.samples_from) for p in out] == [
         (("test",), None),
@@ -197,7 +198,7 @@ def test_estimate_seconds_grows_with_the_samples() -> None:
     assert estimate_seconds(small) - estimate_seconds(none) == pytest.approx(6 * 24 / 12)
     assert small.estimated_seconds == estimate_seconds(small)
     # More in flight: fewer rounds.
-    wide = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8, sample_concurrency: 32}\n")
+    wide = distribution_plan(samples=8, concurrency=32)
     assert estimate_seconds(wide) - estimate_seconds(none) == pytest.approx(2 * 24 / 12)
 
 
@@ -241,7 +242,9 @@ def test_repeats_note_says_the_distribution_is_not_checked() -> None:
 
 
 def test_no_baseline_note_says_unproven() -> None:
-    plan = plan_of(VLLM + "baseline: false\n" + SAMPLED_GRID)
+    plan = plan_of(
+        VLLM + "baseline: false\n" + SAMPLED_GRID + "determinism: {sampled: distribution}\n"
+    )
     assert plan.hosts[0].steps[0].server_config.mode == "speculative"
     notes = sampled_notes(plan)
     assert any("no AR baseline" in n and "unproven" in n for n in notes)
@@ -337,7 +340,9 @@ def _plan_json(tmp_path: Path, body: str) -> dict:
 
 
 def test_plan_json_states_the_sampled_power(tmp_path: Path) -> None:
-    data = _plan_json(tmp_path, VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    data = _plan_json(
+        tmp_path, VLLM + SAMPLED_GRID + "determinism: {sampled: distribution, samples: 8}\n"
+    )
     assert data["n_samples"] == 48
     assert data["sampled_power"].startswith("distribution test:")
     assert "alpha 0.01 per config" in data["sampled_power"]
@@ -360,7 +365,9 @@ def test_plan_json_has_no_sampled_power_without_samples(tmp_path: Path) -> None:
 
 def test_plan_table_prints_the_sampled_power(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
-    path.write_text("name: s\n" + VLLM + SAMPLED_GRID + WORKLOAD)
+    path.write_text(
+        "name: s\n" + VLLM + SAMPLED_GRID + "determinism: {sampled: distribution}\n" + WORKLOAD
+    )
     result = CliRunner().invoke(app, ["plan", str(path)])
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())
