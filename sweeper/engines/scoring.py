@@ -6,8 +6,8 @@ and reading their answers into `PositionScore` fields (`sweeper.results.scores`)
   `prompt_logprobs` k: per position the raw logprob and rank of the token there and the top k
   (basis `topk`; k up to the server's `--max-logprobs`, which the launch sets);
 - SGLang: native `/generate` with `input_ids`, `return_logprob`, `logprob_start_len` at the
-  output's first token and `top_logprobs_num` k: `meta_info.input_token_logprobs` and
-  `input_top_logprobs` (basis `topk`).
+  prompt's last token and `top_logprobs_num` k: `meta_info.input_token_logprobs` and
+  `input_top_logprobs`, one entry per token from that start, the first None (basis `topk`).
 Which of them a server answers is probed after its proof (`negotiate_scoring` of each engine);
 what each engine's code does is data in `sweeper.catalog.scoring`.
 """
@@ -116,9 +116,10 @@ def vllm_positions(
 def sglang_positions(
     meta: Mapping[str, Any], continuation: Sequence[int], k: int
 ) -> list[dict[str, Any]]:
-    """The output's positions of a `/generate` answer's `meta_info` asked from the output's
-    first token: `input_token_logprobs` [logprob, id, text] and `input_top_logprobs` (a list
-    of [logprob, id, text] per position), which must name the output's own tokens."""
+    """The output's positions of a `/generate` answer's `meta_info`: `input_token_logprobs`
+    [logprob, id, text] and `input_top_logprobs` (a list of [logprob, id, text] per position)
+    from the prompt's last token on (its entry None), which must end with the output's own
+    tokens, each with a logprob."""
     tokens = list(meta.get("input_token_logprobs") or [])
     tops = list(meta.get("input_top_logprobs") or [])
     ids = [int(t[1]) for t in tokens if t]
@@ -130,6 +131,8 @@ def sglang_positions(
     start = len(tokens) - len(continuation)
     out = []
     for token, own, top in zip(continuation, tokens[start:], tops[start:], strict=True):
+        if own[0] is None:
+            raise ScoringError(f"no input logprob for output token {token}")
         pairs = [(int(t[1]), _logprob(t[0])) for t in (top or [])]
         ranked = _top(pairs)[:k]
         above = sum(1 for _, lp in ranked if lp > float(own[0]))

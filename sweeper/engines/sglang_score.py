@@ -1,6 +1,7 @@
 """Scoring sampled outputs on SGLang: native `/generate` over prompt + output as `input_ids`,
-`return_logprob`, `logprob_start_len` at the output's first token, `top_logprobs_num` k, one
-new token at temperature 0 (`sweeper.engines.scoring`). Input-token logprobs are the raw
+`return_logprob`, `logprob_start_len` at the prompt's last token (SGLang's entry at the start is
+None: the output's first logprob comes next), `top_logprobs_num` k, one new token at temperature
+0 (`sweeper.engines.scoring`). Input-token logprobs are the raw
 log-softmax on 0.5.15, 0.5.23 and PR #29907's branch (`sweeper.catalog.scoring`). Only an AR
 server is asked: a speculative one's samples are scored by the AR server, started again after
 the speculative configs (PR #29907's scheduler refuses logprobs on DDTREE requests).
@@ -74,7 +75,9 @@ def score(
         "input_ids": [*prompt, *continuation],
         "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
         "return_logprob": True,
-        "logprob_start_len": len(prompt),
+        # SGLang gives no logprob for the token at logprob_start_len itself (its entry is
+        # None): start one before the output, at the prompt's last token.
+        "logprob_start_len": len(prompt) - 1,
         "top_logprobs_num": k,
         "stream": False,
     }

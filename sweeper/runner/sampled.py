@@ -23,7 +23,7 @@ from sweeper.progress import SweepProgress
 from sweeper.proof import sampled as sampled_analysis
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.results.baseline import EarlierBaseline
-from sweeper.results.scores import SELF
+from sweeper.results.scores import SELF, score_key
 from sweeper.spec import Spec
 from sweeper.spec.model import SampledCheck
 
@@ -48,7 +48,16 @@ class Known:
         return list(self.scores.get(point_id or "", []))
 
     def add_score(self, row: dict[str, Any]) -> None:
-        self.scores.setdefault(str(row["point_id"]), []).append(row)
+        """A score of one output by one scorer, as the store reads them back: the first that
+        scored it stands, a failed one gives way to a success (`current_scores`)."""
+        rows = self.scores.setdefault(str(row["point_id"]), [])
+        key = score_key(row)
+        for n, old in enumerate(rows):
+            if score_key(old) == key:
+                if old.get("error") and not row.get("error"):
+                    rows[n] = row
+                return
+        rows.append(row)
 
     def ar_points(self, point: Point | None) -> list[Point]:
         """The AR points whose outputs a scorer rescores to prove it agrees with the AR's own

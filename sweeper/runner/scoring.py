@@ -12,7 +12,9 @@ and has them judged (`sweeper.proof.scored`): who scores, when, and what the poi
   server, started once more after the host's speculative configs (a scoring step of the plan),
   scores its samples and every AR point's first output per prompt (the agreement), then appends
   the verdict as a settled line (`sweeper.results.scores`): records stay append-only, and a run
-  killed mid-way scores, on resume, only what has no score yet, then settles.
+  killed mid-way scores, on resume, only what has no score yet, then settles. A point whose
+  samples could not all be scored (a scorer that failed to start, a request that failed) stays
+  pending, its settled line saying why, and a resumed run scores what is missing.
 - Coupled points keep their token-for-token verdict; the scored one is a second proof beside it
   (`scored_verdict`), and a violation there makes the point's verdict that violation.
 """
@@ -288,26 +290,41 @@ class ScoredProof:
         for point in pending:
             source = point.samples_from or point.point_id
             mine = [r for r in known.scores_of(source) if r.get("scorer") == serving.scorer]
+            failed = [r for r in mine if r.get("error")]
+            if failed:  # still pending: a resumed run scores what failed
+                why = f"{len(failed)} of {len(mine)} samples: {failed[0]['error']}"
+                settled += self.unscored([point], known, why)
+                continue
             verdict, columns = self._judged(mine, ar_points, serving.scorer, serving.label, known)
             settled.append(self._settled(known.done[point.point_id], verdict, columns))
         return records, settled
 
     def unscored(self, points: Sequence[Point], known: Known, reason: str) -> list[SettledRecord]:
-        """Settled lines for recorded points awaiting a scorer that could not score them."""
+        """Settled lines for recorded points whose scorer could not score them (yet): still
+        pending, with why, so a resumed run scores them."""
         out = []
         for point in points:
             row = known.done.get(point.point_id) or {}
             if row.get("scored_pending"):
-                why = f"its samples could not be scored: {reason}"
-                out.append(self._settled(row, SampledVerdict("unproven", why), {}))
+                why = (
+                    f"its samples could not be scored yet ({reason}); `sweeper run --resume` "
+                    "scores them"
+                )
+                verdict = SampledVerdict("unproven", why)
+                out.append(self._settled(row, verdict, {"scored_detail": why}, pending=True))
         return out
 
     def _settled(
-        self, row: Mapping[str, Any], verdict: SampledVerdict, columns: Mapping[str, Any]
+        self,
+        row: Mapping[str, Any],
+        verdict: SampledVerdict,
+        columns: Mapping[str, Any],
+        *,
+        pending: bool = False,
     ) -> SettledRecord:
         fields = {
             **columns,
-            "scored_pending": False,
+            "scored_pending": pending,
             "determinism": verdict.verdict,
             "sampled_detail": verdict.detail,
             "unproven_reason": verdict.detail if verdict.verdict == "unproven" else "",

@@ -165,7 +165,7 @@ class Runner:
             return self._run_step(on, host_plan.name, item, previous, known, gate)
 
         def fail(points: list[Point], reason: str) -> None:
-            """Unrecorded points fail; recorded ones awaiting a scorer are settled unproven."""
+            """Unrecorded points fail; recorded ones awaiting a scorer say why they still do."""
             self._recorder.settle([], self.scoring.unscored(points, known, reason))
             unrecorded = [p for p in points if p.point_id not in done]
             self._recorder.fail(backend, unrecorded, reason, None)
