@@ -6,7 +6,8 @@ differ in --schedule-policy, each at temperature {0, 0.7} x concurrency {1, 4}; 
 proven from /proc and from SGLang's /server_info. 0.5.15 has no OpenAI token-id extension, so the
 engine must negotiate the native `/generate` path. Then one server started by hand answers the
 same greedy prompts through `/generate` (ids) and `/v1/completions` (text only on this release:
-its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree. And why
+its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree; and it
+scores a sampled output through its input-token logprobs, as the scored check asks. And why
 not 0.5.23: its CPU engine cannot start without SGLang's source-built CPU kernels (last test).
 Without `make sglang-0.5.15-venv` these skip (fail under SWEEPER_REQUIRE_SGLANG=1, as CI sets).
 """
@@ -26,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
 from sweeper.poll import wait_until
@@ -164,6 +166,40 @@ def test_generate_and_openai_completions_give_the_same_ids(hand_started: str) ->
             ).json()["tokens"]
             assert tokens == native["output_ids"], (prompt, tokens, native["output_ids"])
             assert completion["usage"]["completion_tokens"] == len(native["output_ids"])
+
+
+@pytest.mark.slow
+def test_the_ar_server_scores_a_sample_through_its_input_token_logprobs(
+    hand_started: str, spec_file: Path
+) -> None:
+    """The scored check's route on 0.5.15 itself: the AR server negotiates top-64 input-token
+    logprobs, and a seeded sample drawn at temperature 1 (where 0.5.15's output logprobs, divided
+    by the temperature, are raw too) scores, token for token, the logprob the sample reported:
+    the start offset is right (SGLang's entry at logprob_start_len is None) and the values are
+    the raw log-softmax. The order is the catalog's for SGLang (joint top-k / top-p)."""
+    url = hand_started
+    spec = load_spec(spec_file)
+    engine = SGLang(spec.runtime)
+    config = build_plan(spec).hosts[0].steps[0].server_config
+    text = "Continue the sequence: 1, 2, 3, 4,"
+    with httpx.Client(timeout=300) as client:
+        basis, k, order, said = engine.negotiate_scoring(
+            client, url, config, RequestSpec("probe", text, 1, 0.0), None, OLD_SGLANG_VERSION
+        )
+        assert (basis, k, order) == ("topk", 64, ("temperature", "top_k+top_p", "min_p")), said
+        prompt = client.post(url + "/tokenize", json={"prompt": text}).json()["tokens"]
+        sampling = {"max_new_tokens": 12, "temperature": 1.0, "sampling_seed": 9}
+        body = {"input_ids": prompt, "sampling_params": sampling, "return_logprob": True}
+        drawn = client.post(url + "/generate", json=body).json()
+        tokens = drawn["output_ids"]
+        reported = [entry[0] for entry in drawn["meta_info"]["output_token_logprobs"]]
+        caps = Capabilities("native", "not needed", "logprobs", scoring=basis, scoring_k=k)
+        request = RequestSpec("count", text, 12, 1.0, prompt_token_ids=tuple(prompt))
+        positions = engine.bind(caps).score(client, url, request, tokens, None).positions
+    assert [p["token"] for p in positions] == tokens
+    assert [p["logprob"] for p in positions] == pytest.approx(reported, abs=1e-4)
+    assert all(len(p["top"]) == 64 for p in positions)
+    assert all(p["rank"] is None or p["top"][p["rank"] - 1][0] == p["token"] for p in positions)
 
 
 @pytest.mark.slow  # runs the engine's own code (seconds to import)

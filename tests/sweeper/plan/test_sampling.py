@@ -380,3 +380,48 @@ def test_coupled_forced_on_a_rejection_sampling_engine_says_it_will_be_unproven(
     notes = sampled_notes(plan)
     assert any("not expected to advertise coupled sampling" in n for n in notes)
     assert plan.n_samples == 0
+
+
+# --- scored ---------------------------------------------------------------------------------------
+
+SGLANG = RUNTIMES["sglang"]
+
+
+def test_scored_draws_the_speculative_samples_and_only_the_ar_control() -> None:
+    """Scored needs no AR reference set: the AR baseline draws its control once, half the AR
+    samples of a distribution test; each sample is scored once, plus one AR sample per prompt
+    rescored by the speculative server (its scoring path's agreement)."""
+    scored = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    distribution = distribution_plan(samples=8)
+    assert sampled_check(scored.spec) == "scored"
+    assert all(host.baseline_roles == ("control",) for host in scored.hosts)
+    assert draws(scored)["local-ar-cg0-t0.7-c1"] == (("control",), None)
+    assert draws(scored)["local-b2-cg0-t0.7-c1"] == (("test",), None)
+    assert (scored.n_samples, distribution.n_samples) == (32, 48)
+    assert scored.n_scores == 32 + 2 and distribution.n_scores == 0
+    assert scored.restarts == distribution.restarts  # vLLM scores its own: no extra start
+    (note,) = sampled_notes(scored)
+    assert "scored: 1 of them draw 8 seeded samples per prompt" in note
+    assert "each server scores its own samples" in note
+
+
+def test_sglang_scored_adds_an_ar_start_after_the_speculative_configs_of_each_host() -> None:
+    body = SGLANG + "hosts: [local, {name: b, address: b}]\nshard: true\n"
+    grid = "grid: {budget: [7, 16], topk: [1], block_size: [8], temperature: [0, 0.7]}\n"
+    plan = plan_of(body + grid)
+    for host in plan.hosts:
+        *measured, scorer = host.steps
+        assert scorer.scoring and not scorer.request_configs
+        assert scorer.server_config.mode == "ar" and scorer.server_config.label == "ar-cg0-rs1"
+        assert all(not s.scoring for s in measured)
+        scored = host.scored_by(scorer)
+        assert scored and {p.server_config.mode for p in scored} == {"speculative"}
+        assert {p.request_config.temperature for p in scored} == {0.7}
+    greedy = plan_of(body + grid.replace("[0, 0.7]", "[0]"))
+    assert plan.restarts == greedy.restarts + 2  # one per host
+    assert not any(s.scoring for h in greedy.hosts for s in h.steps)
+    assert not any("baseline checks" in n for n in plan.notes)
+    (note,) = sampled_notes(plan)
+    assert "scored by the AR server, started once more on each host" in note
+    steps = plan.to_dict()["hosts"][0]["steps"]
+    assert steps[-1]["scoring"] is True and steps[-1]["request_configs"] == []
