@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -232,7 +233,7 @@ def test_both_vllms_score_a_sampled_output_through_prompt_logprobs(
     model = spec.runtime.model
     with httpx.Client(timeout=300) as client:
         for url in (ngram_url, ar_url):
-            wait_until(lambda u=url: _healthy(client, u), timeout_s=300, interval_s=2.0)
+            wait_until(partial(_healthy, client, url), timeout_s=300, interval_s=2.0)
         prompt = "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"
         body = {"model": model, "prompt": prompt, "max_tokens": 16, "temperature": 0.7}
         body.update(seed=5, logprobs=1, return_token_ids=True)

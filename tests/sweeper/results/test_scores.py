@@ -12,7 +12,7 @@ import pandas as pd
 
 from sweeper.results.reader import SCORES_LOG, SETTLED_LOG, Run
 from sweeper.results.records import PointRecord
-from sweeper.results.scores import ScoreRecord, SettledRecord
+from sweeper.results.scores import PositionScore, ScoreRecord, SettledRecord
 from sweeper.results.store import RunStore
 
 
@@ -30,7 +30,7 @@ def _point(point: str, attempt: str, **columns: Any) -> PointRecord:
 
 
 def _score(point: str, attempt: str, index: int, scorer: str = "self", **more: Any) -> ScoreRecord:
-    positions = [] if more.get("error") else [{"token": 5, "logprob": -0.5, "top": [(5, -0.5)]}]
+    positions = [] if more.get("error") else [PositionScore(token=5, logprob=-0.5, top=[(5, -0.5)])]
     return ScoreRecord(
         run_id="r", host="local", point_id=point, attempt=attempt, role="test", prompt_id="a",
         index=index, scorer=scorer, basis="topk", temperature=0.7, order=["temperature"], k=1,
@@ -64,10 +64,9 @@ def test_a_settled_verdict_is_what_every_reader_sees_for_its_attempt(tmp_path: P
     store = _store(tmp_path)
     pending = {"determinism": "unproven", "scored_pending": True, "scored_by": "ar-cg0-rs1"}
     store.commit_point(_point("p", "a1", **pending), [])
-    settled = {"determinism": "shifted", "scored_pending": False, "scored_p": 0.001}
-    store.settle(
-        [SettledRecord(point_id="p", attempt="other", settled_at="t", determinism="exact")]
-    )
+    settled: dict[str, Any] = {"determinism": "shifted", "scored_pending": False, "scored_p": 0.001}
+    other: dict[str, Any] = {"determinism": "exact"}
+    store.settle([SettledRecord(point_id="p", attempt="other", settled_at="t", **other)])
     store.settle([SettledRecord(point_id="p", attempt="a1", settled_at="t2", **settled)])
     row = store.points()["p"]
     assert (row["determinism"], row["scored_pending"], row["scored_p"]) == ("shifted", False, 0.001)
@@ -78,7 +77,8 @@ def test_a_settled_verdict_is_what_every_reader_sees_for_its_attempt(tmp_path: P
     assert view.loc["p", "determinism"] == "shifted"
     (store.dir / "points.parquet").unlink()
     (store.dir / "points.csv").unlink()
-    assert Run(store.dir).points.set_index("point_id").loc["p", "determinism"] == "shifted"
+    points = Run(store.dir).points
+    assert points is not None and points.set_index("point_id").loc["p", "determinism"] == "shifted"
 
 
 def test_a_torn_score_or_settled_line_is_cut_on_reopening(tmp_path: Path) -> None:
