@@ -25,7 +25,8 @@ TOP_K = 64
 class Order:
     """One engine version's processing order (module docstring), and where the code says so."""
 
-    #: Versions it holds for (a version string starting with any of these), or "*" for all.
+    #: The versions whose code it was read from (a version string starting with one of these
+    #: matches), or "*" for all; a version none matches gets the newest known order.
     versions: tuple[str, ...]
     #: Without min-p (what the sweeper sends: no request config has one).
     steps: tuple[str, ...]
@@ -143,7 +144,7 @@ SCORING: dict[str, Scoring] = {
         ),
         orders=(
             Order(
-                ("0.5.15", "0.5.23", "0.5.1", "0.5.2"),
+                ("0.5.15", "0.5.23"),
                 ("temperature", "top_k+top_p", "min_p"),
                 ("temperature", "top_k", "top_p", "min_p"),
                 _SGLANG_JOINT + " (0.5.15 and 0.5.23 alike; PR #29907's branch, cut between "

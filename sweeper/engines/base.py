@@ -154,6 +154,11 @@ class Scored:
     positions: list[dict[str, Any]]
 
 
+#: What negotiating scoring found: (basis `exact` | `topk` | `none`, top k, the sampler's
+#: processing order, the evidence in words).
+ScoringPath = tuple[str, int | None, tuple[str, ...], str]
+
+
 class ScoringError(EngineError):
     """A scoring request failed; the message says why (recorded with the sample's score)."""
 
@@ -229,7 +234,7 @@ class Engine(Protocol):
         probe: RequestSpec,
         model: str | None,
         version: str | None,
-    ) -> tuple[str, int | None, tuple[str, ...], str]:
+    ) -> ScoringPath:
         """How this proven server scores sampled outputs, probed with one short request:
         (basis `exact` | `topk` | `none`, top k, processing order, evidence in words). A
         speculative server of an engine whose speculative servers do not score their own is

@@ -45,6 +45,7 @@ from sweeper.engines.base import (
     RequestSpec,
     Scored,
     ScoringError,
+    ScoringPath,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ class Negotiated:
     def negotiate_scoring(
         self, client: httpx.Client, base_url: str, server_config: ServerConfig,
         probe: RequestSpec, model: str | None, version: str | None,
-    ) -> tuple[str, int | None, tuple[str, ...], str]:  # fmt: skip
+    ) -> ScoringPath:  # fmt: skip
         """Engines without a scoring path (an endpoint nobody here started) score nothing."""
         return "none", None, (), "scoring: none (this engine has no scoring path)"
 

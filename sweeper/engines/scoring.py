@@ -23,18 +23,16 @@ import httpx
 
 from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
-from sweeper.engines.base import RequestSpec, Scored, ScoringError
+from sweeper.engines.base import RequestSpec, Scored, ScoringError, ScoringPath
 from sweeper.engines.capabilities import PROBE_TIMEOUT_S, error_message
 
-#: Scoring answers that say "none": (basis, k, order, evidence).
-Negotiated = tuple[str, int | None, tuple[str, ...], str]
 #: vLLM's refusal of more logprobs than its limit names the limit.
 _LIMIT = re.compile(r"max allowed: (\d+)")
 #: Logprobs a little above 0 are rounding; above this they are logits (a logits mode).
 _LOGPROB_SLACK = 1e-3
 
 
-def not_asked(engine: str, server_config: ServerConfig) -> Negotiated | None:
+def not_asked(engine: str, server_config: ServerConfig) -> ScoringPath | None:
     """`none`, with why, for a speculative server whose engine's speculative servers do not
     score their own samples (the AR server does); None when it is to be asked."""
     scoring = SCORING.get(engine)

@@ -35,6 +35,7 @@ from sweeper.engines.base import (
     HttpRequest,
     RequestSpec,
     Scored,
+    ScoringPath,
     register,
 )
 from sweeper.engines.capabilities import Capabilities
@@ -167,7 +168,7 @@ class SGLang(ModuleServer):
     def negotiate_scoring(
         self, client: httpx.Client, base_url: str, server_config: ServerConfig,
         probe: RequestSpec, model: str | None, version: str | None,
-    ) -> tuple[str, int | None, tuple[str, ...], str]:  # fmt: skip
+    ) -> ScoringPath:  # fmt: skip
         return sglang_score.negotiate_scoring(self, client, base_url, server_config, model, version)
 
     def score(

@@ -19,7 +19,7 @@ import httpx
 
 from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
-from sweeper.engines.base import RequestSpec, Scored, ScoringError
+from sweeper.engines.base import RequestSpec, Scored, ScoringError, ScoringPath
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.scoring import not_asked, post_json, sglang_positions
 from sweeper.engines.sglang_negotiate import PROMPT_IDS_AT, tokenize
@@ -42,7 +42,7 @@ def negotiate_scoring(
     server_config: ServerConfig,
     model: str | None,
     version: str | None,
-) -> tuple[str, int | None, tuple[str, ...], str]:
+) -> ScoringPath:
     """`topk` when the server answers input-token logprobs (module docstring), else `none`."""
     skipped = not_asked(ENGINE, server_config)
     if skipped is not None:

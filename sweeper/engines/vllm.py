@@ -42,6 +42,7 @@ from sweeper.engines.base import (
     RequestSpec,
     Scored,
     ScoringError,
+    ScoringPath,
     register,
 )
 from sweeper.engines.common import (
@@ -171,7 +172,7 @@ class VLLM(ModuleServer):
     def negotiate_scoring(
         self, client: httpx.Client, base_url: str, server_config: ServerConfig,
         probe: RequestSpec, model: str | None, version: str | None,
-    ) -> tuple[str, int | None, tuple[str, ...], str]:  # fmt: skip
+    ) -> ScoringPath:  # fmt: skip
         skipped = not_asked(self.name, server_config)
         if skipped is not None:
             return skipped

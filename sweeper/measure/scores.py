@@ -20,7 +20,7 @@ from sweeper.engines.base import Engine, EngineError, RequestSpec
 from sweeper.measure.drive import point_prompts
 from sweeper.measure.samples import sample_specs
 from sweeper.plan import Point
-from sweeper.results.scores import ScoreRecord
+from sweeper.results.scores import ScoreRecord, score_key
 from sweeper.spec import DeterminismSpec, WorkloadSpec
 
 #: Seconds one scoring request may take (a cold server's first prefill compiles kernels).
@@ -44,15 +44,8 @@ class Output:
 
     def key(self, scorer: str) -> tuple[Any, ...]:
         """Its score's key (`sweeper.results.scores.score_key`) for `scorer`."""
-        return (
-            self.point_id,
-            self.attempt,
-            self.source,
-            self.role,
-            self.prompt_id,
-            self.index,
-            scorer,
-        )
+        fields = ("point_id", "attempt", "source", "role", "prompt_id", "index")
+        return score_key({**{f: getattr(self, f) for f in fields}, "scorer": scorer})
 
 
 def sample_outputs(

@@ -12,6 +12,7 @@ is a violation; else a two-sided Kolmogorov-Smirnov test of u against uniform at
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -70,14 +71,16 @@ def _interval(position: Mapping[str, Any], row: Mapping[str, Any]) -> tuple[floa
     return float(kept.sum()) / z, 1.0, False
 
 
-def _us(rows: Iterable[Mapping[str, Any]], role: str, seed: int = 0):
-    rng = np.random.default_rng(seed)
+def _us(rows: Iterable[Mapping[str, Any]], role: str):
     us: list[float] = []
     impossible: list[str] = []
     exact = total = 0
     for row in rows:
         if row.get("role") != role or row.get("error"):
             continue
+        # V per token: reproducible, and independent between the outputs of a draw.
+        key = f"{row.get('prompt_id')}/{row.get('index')}/{row.get('source')}/{row.get('seed')}"
+        rng = np.random.default_rng(zlib.crc32(key.encode()))
         for j, position in enumerate(row.get("positions") or []):
             lo, hi, was_exact = _interval(position, row)
             total += 1

@@ -41,19 +41,9 @@ from sweeper.spec import Spec
 if TYPE_CHECKING:
     from sweeper.runner.sampled import Known
 
-#: The point columns scoring writes beside the judge's (`scored_proof.SCORED_COLUMNS`).
-COLUMNS = (
-    "scored_verdict",
-    "scored_detail",
-    "scored_by",
-    "scored_pending",
-    "score_agreement",
-    "score_agreement_n",
-)
-
 
 @dataclass
-class Scored:
+class PointScores:
     """What scoring gave a point at its measurement: its score records (appended before its
     point line), its sampled verdict (None: keep the check's own) and its columns."""
 
@@ -99,8 +89,8 @@ def _prob(logprob: Any) -> float:
 
 
 def _output_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    keys = ("point_id", "attempt", "source", "role", "prompt_id", "index")
-    return tuple(row.get(k) for k in keys)
+    """Which output a score is of, whoever scored it (`score_key` without its scorer)."""
+    return score_key(row)[:-1]
 
 
 @dataclass
@@ -122,11 +112,11 @@ class ScoredProof:
         drawn: Sequence[Mapping[str, Any]],
         requests: Sequence[Mapping[str, Any]],
         known: Known,
-    ) -> Scored:
+    ) -> PointScores:
         """Score the point's outputs on its own server where it scores them (module docstring)
         and judge them; else the provisional columns of a point the AR server scores later."""
         if not self.applies(point):
-            return Scored()
+            return PointScores()
         ar = point.server_config.mode == "ar"
         caps = serving.engine.capabilities
         if not ar and ar_scores_speculative(self.spec):
@@ -136,21 +126,21 @@ class ScoredProof:
             )
             scorer = known.scorer_label or "the AR server"
             columns = {"scored_pending": True, "scored_by": scorer, "scored_detail": why}
-            return Scored([], SampledVerdict("unproven", why), columns)
+            return PointScores([], SampledVerdict("unproven", why), columns)
         if caps is None or caps.scoring == "none":
             why = "this server does not score its outputs (" + _evidence(caps) + ")"
             verdict = None if ar else SampledVerdict("unproven", why)
-            return self._beside(Scored([], verdict, {"scored_detail": why}))
+            return self._beside(PointScores([], verdict, {"scored_detail": why}))
         outputs = self._outputs(point, serving, drawn, requests)
         records = self._score(serving, outputs, SELF, known)
         source = point.samples_from or point.point_id
         rows = [r for r in known.scores_of(source) if r.get("scorer") == SELF]
         if ar:
-            return Scored(records, None, {**self._control(rows), "scored_by": SELF})
+            return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
         ar_points = known.ar_points(point)
         rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
         verdict, columns = self._judged(rows, ar_points, serving.scorer, SELF, known)
-        return self._beside(Scored([*records, *rescored], verdict, columns))
+        return self._beside(PointScores([*records, *rescored], verdict, columns))
 
     def _score(
         self, serving: Serving, outputs: Sequence[Output], scorer: str | None, known: Known
@@ -258,12 +248,12 @@ class ScoredProof:
             verdict = SampledVerdict("unproven", why)
         return verdict, columns
 
-    def _beside(self, scored: Scored) -> Scored:
+    def _beside(self, scored: PointScores) -> PointScores:
         """Coupled: the scored verdict is a second proof beside the token-for-token one (it
         decides only where it finds a violation: `merge`)."""
         if sampled_check(self.spec) != "coupled":
             return scored
-        return Scored(scored.records, None, scored.columns)
+        return PointScores(scored.records, None, scored.columns)
 
     # -- a scoring restart ---------------------------------------------------------------------
 
@@ -337,7 +327,7 @@ class ScoredProof:
         )
 
 
-def merge(columns: Mapping[str, Any], scored: Scored) -> dict[str, Any]:
+def merge(columns: Mapping[str, Any], scored: PointScores) -> dict[str, Any]:
     """A coupled point's columns with the scored proof beside them: its verdict becomes the
     scored one where that is a violation the token-for-token comparison did not see."""
     out = {**columns, **scored.columns}
