@@ -136,15 +136,20 @@ def scored_note(spec: Spec, head: str, drawing: int, samples: int) -> str:
     """The scored check's plan note: what is drawn, who scores it, what that costs."""
     policy, engine = spec.determinism, spec.runtime.engine
     scoring = SCORING.get(engine)
+    if scoring is None:
+        return (
+            f"{head}: scored, but {engine} has no scoring path (sweeper/catalog/scoring.py): "
+            "they will be unproven; distribution proves them"
+        )
     how = (
         "the processed distribution itself (exact)"
-        if scoring is not None and scoring.basis == "exact"
-        else f"raw logprobs of each token and its top {scoring.top_k if scoring else '?'}"
+        if scoring.basis == "exact"
+        else f"raw logprobs of each token and its top {scoring.top_k}"
     )
     if ar_scores_speculative(spec):
         who = (
             "scored by the AR server, started once more on each host after the speculative "
-            f"configs ({scoring.self_scoring_why if scoring else ''})"
+            f"configs ({scoring.self_scoring_why})"
         )
     else:
         who = "each server scores its own samples; the AR point's are its false-alarm control"

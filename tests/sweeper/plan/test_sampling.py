@@ -425,3 +425,11 @@ def test_sglang_scored_adds_an_ar_start_after_the_speculative_configs_of_each_ho
     assert "scored by the AR server, started once more on each host" in note
     steps = plan.to_dict()["hosts"][0]["steps"]
     assert steps[-1]["scoring"] is True and steps[-1]["request_configs"] == []
+
+
+def test_scored_forced_on_an_engine_without_a_scoring_path_says_it_will_be_unproven() -> None:
+    plan = plan_of(
+        RUNTIMES["openai"] + "grid: {temperature: [0.7]}\ndeterminism: {sampled: scored}\n"
+    )
+    (note,) = sampled_notes(plan)
+    assert "openai has no scoring path" in note and "unproven" in note
