@@ -120,13 +120,20 @@ class ScoredProof:
         ar = point.server_config.mode == "ar"
         caps = serving.engine.capabilities
         if not ar and ar_scores_speculative(self.spec):
+            if known.scorer_label is None:
+                why = (
+                    "its samples need the AR server to score them, and this plan starts none "
+                    "after the speculative configs (a search, or no AR baseline)"
+                )
+                return PointScores([], SampledVerdict("unproven", why), {"scored_detail": why})
             why = (
                 "its samples are scored by the AR server, started once more after the "
                 "speculative configs; the verdict is settled then"
             )
-            scorer = known.scorer_label or "the AR server"
-            columns = {"scored_pending": True, "scored_by": scorer, "scored_detail": why}
-            return PointScores([], SampledVerdict("unproven", why), columns)
+            columns = {"scored_pending": True, "scored_by": known.scorer_label}
+            return PointScores(
+                [], SampledVerdict("unproven", why), {**columns, "scored_detail": why}
+            )
         if caps is None or caps.scoring == "none":
             why = "this server does not score its outputs (" + _evidence(caps) + ")"
             verdict = None if ar else SampledVerdict("unproven", why)
