@@ -77,7 +77,7 @@ def sampled_power(plan: Plan) -> str:
     tokens = max(policy.sample_length(p.request_config.max_tokens) for p in drawing)
     prompts = len(plan.spec.workload.prompts)
     if check == "scored":
-        return str(scored.expected_power(prompts * policy.samples * tokens, policy))
+        return scored.expected_power(prompts * policy.samples * tokens, policy).text()
     line, _ = planned_statement(prompts, tokens, policy.samples, policy.alpha, policy.max_shift)
     return line
 

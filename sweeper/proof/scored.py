@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -118,7 +119,11 @@ def _columns(rows: Sequence[Mapping[str, Any]], role: str) -> tuple[dict[str, An
 
 
 def judge(
-    rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str = "test"
+    rows: Iterable[Mapping[str, Any]],
+    policy: DeterminismSpec,
+    role: str = "test",
+    *,
+    control_point: Mapping[str, Any] | None = None,
 ) -> tuple[SampledVerdict, dict[str, Any]]:
     rows = list(rows)
     columns, impossible = _columns(rows, role)
@@ -131,9 +136,19 @@ def judge(
     return SampledVerdict("distribution-ok", f"PIT KS p = {columns['scored_p']:.4g}"), columns
 
 
-def control(rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec) -> dict[str, Any]:
-    return _columns(list(rows), "control")[0]
+def control(
+    rows: Iterable[Mapping[str, Any]], policy: DeterminismSpec, role: str = "ar"
+) -> dict[str, Any]:
+    return _columns(list(rows), role)[0]
 
 
-def expected_power(tokens: int, policy: DeterminismSpec) -> str:
-    return f"scored: {tokens} tokens a config (stand-in: no power statement)"
+@dataclass(frozen=True)
+class ScoredPower:
+    tokens: int
+
+    def text(self) -> str:
+        return f"scored: {self.tokens} tokens a config (stand-in: no power statement)"
+
+
+def expected_power(tokens: int, policy: DeterminismSpec) -> ScoredPower:
+    return ScoredPower(tokens)

@@ -146,7 +146,7 @@ class ScoredProof:
             return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
         ar_points = known.ar_points(point)
         rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
-        verdict, columns = self._judged(rows, ar_points, serving.scorer, SELF, known)
+        verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
         return self._beside(PointScores([*records, *rescored], verdict, columns))
 
     def _score(
@@ -220,20 +220,23 @@ class ScoredProof:
         return out
 
     def _control(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        return dict(scored_proof.control(rows, self.spec.determinism))
+        """The AR point's own scored outputs (role `control`): the false-alarm control."""
+        return dict(scored_proof.control(rows, self.spec.determinism, role="control"))
 
     def _judged(
         self,
+        point: Point,
         rows: Sequence[Mapping[str, Any]],
         ar_points: Sequence[Point],
         scorer: str,
         scorer_label: str,
         known: Known,
     ) -> tuple[SampledVerdict, dict[str, Any]]:
-        """The judge's verdict and columns, with the scoring path's agreement on the AR
-        points' outputs: beyond the tolerance, `unproven`."""
+        """The judge's verdict and columns (against its AR baseline's control), with the
+        scoring path's agreement on the AR points' outputs: beyond the tolerance, `unproven`."""
         policy = self.spec.determinism
-        verdict, columns = scored_proof.judge(rows, policy, role="test")
+        control = known.done.get(point.baseline_point_id or "")
+        verdict, columns = scored_proof.judge(rows, policy, role="test", control_point=control)
         ar_rows = [r for a in ar_points for r in known.scores_of(a.point_id)]
         mine = [r for r in ar_rows if r.get("scorer") == scorer]
         delta, n = agreement(mine, [r for r in ar_rows if r.get("scorer") == SELF])
@@ -292,7 +295,9 @@ class ScoredProof:
                 why = f"{len(failed)} of {len(mine)} samples: {failed[0]['error']}"
                 settled += self.unscored([point], known, why)
                 continue
-            verdict, columns = self._judged(mine, ar_points, serving.scorer, serving.label, known)
+            verdict, columns = self._judged(
+                point, mine, ar_points, serving.scorer, serving.label, known
+            )
             settled.append(self._settled(known.done[point.point_id], verdict, columns))
         return records, settled
 
