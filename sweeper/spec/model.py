@@ -51,14 +51,9 @@ class DeterminismSpec(StrictModel):
     #: A coupled divergence where the baseline's sample margin (probability mass between its
     #: uniform and the chosen token's CDF edge) is below this is a sampled near tie.
     sampled_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.001
-    #: Seeded samples per prompt drawn from each speculative config, and from its AR baseline:
-    #: once for `scored` (its false-alarm control), twice for `distribution` (the test's and
-    #: the AR-vs-AR control's).
+    #: Seeded samples per prompt drawn from each speculative config (and twice as many from
+    #: its AR baseline: the test's and the AR-vs-AR control's) for `distribution`.
     samples: Annotated[Int, Field(ge=4, le=2000)] = 96
-    #: Two servers scoring the same samples (the AR point's own, rescored by every other scorer
-    #: of the run) must agree on each token's raw probability within this: else the scoring
-    #: path is not the AR's, and the scored verdicts it gave are unproven.
-    score_agreement: Annotated[Number, Field(gt=0, le=1)] = 0.01
     #: Output tokens of each sample (default: the workload's max_tokens, at most 64: the test's
     #: power comes from the first positions, where samples still share a prefix).
     sample_tokens: Annotated[Int, Field(ge=1, le=4096)] | None = None
@@ -70,6 +65,11 @@ class DeterminismSpec(StrictModel):
     #: onto tokens AR never samples there: total variation per token) with 80% power on the
     #: run's own baseline samples; a weaker test's pass is `unproven`.
     max_shift: Annotated[Number, Field(gt=0, le=1)] = 0.1
+    #: `scored`: the AR baseline draws `samples` per prompt once (its false-alarm control),
+    #: and two servers scoring the same samples (the AR point's own, rescored by every other
+    #: scorer of the run) must agree on each token's raw probability within this: else the
+    #: scoring path is not the AR's, and the scored verdicts it gave are unproven.
+    score_agreement: Annotated[Number, Field(gt=0, le=1)] = 0.01
 
     def sample_length(self, max_tokens: int) -> int:
         """Output tokens of each sample at a point asking `max_tokens`."""
