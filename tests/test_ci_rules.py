@@ -31,7 +31,9 @@ def test_ok():
 """
 
 
-def _pytest(tmp_path: Path, ci: str | None, body: str = PLANTED) -> subprocess.CompletedProcess:
+def _pytest(
+    tmp_path: Path, ci: str | None, body: str = PLANTED, *args: str
+) -> subprocess.CompletedProcess:
     (tmp_path / "test_planted.py").write_text(body)
     env = {k: v for k, v in os.environ.items() if k != "SWEEPER_CI"}
     if ci is not None:
@@ -39,7 +41,7 @@ def _pytest(tmp_path: Path, ci: str | None, body: str = PLANTED) -> subprocess.C
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "tests.ci_rules", "-c", os.devnull,
-         "--rootdir", str(tmp_path), "-p", "no:cacheprovider", str(tmp_path)],
+         "--rootdir", str(tmp_path), "-p", "no:cacheprovider", *args, str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
     )  # fmt: skip
 
@@ -57,6 +59,20 @@ def test_module_skip_fails_under_sweeper_ci(tmp_path: Path) -> None:
     out = _pytest(tmp_path, "1", body)
     assert out.returncode != 0, out.stdout
     assert "planted module skip" in out.stdout
+
+
+def test_skips_fail_on_xdist_workers(tmp_path: Path) -> None:
+    """`make test` runs the suite on pytest-xdist workers: a skip there, in a test or a whole
+    module, still reaches the controller as a failure."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "test_module.py").write_text(
+        'import pytest\npytest.skip("planted module skip", allow_module_level=True)\n'
+    )
+    out = _pytest(tmp_path, "1", PLANTED, "-n", "2")
+    assert out.returncode == 1, out.stdout
+    assert "SWEEPER_CI=1: a skip is a failure in CI: Skipped: planted skip" in out.stdout
+    assert "SWEEPER_CI=1: a skip is a failure in CI: Skipped: planted module skip" in out.stdout
+    assert "1 failed, 1 passed, 1 xfailed, 2 errors" in out.stdout, out.stdout
 
 
 @pytest.mark.parametrize("ci", [None, "0"])

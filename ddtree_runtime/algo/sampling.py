@@ -1,4 +1,5 @@
-"""Target choice per node: argmax at temperature 0, otherwise an inverse-CDF sample.
+"""Target choice per node: argmax at temperature 0, otherwise an inverse-CDF sample; the processed
+distribution it samples from (`processed_probs`, in steps a scorer reuses: `ddtree_runtime.score`).
 
 The uniform for a sample is a fixed function of (request seed, absolute token position), so every
 tree node predicting position p uses the same u autoregressive decoding uses at p. DDTree sampling
@@ -26,22 +27,45 @@ def uniform(seed: int, position: int) -> float:
     return (z >> 11) / float(1 << 53)
 
 
-def processed_probs(
-    logits: torch.Tensor, temperature: float, top_k: int, top_p: float
-) -> torch.Tensor:
-    """Probabilities after temperature, top-k and top-p (over the last dim), in float64."""
-    scaled = logits.to(torch.float64) / temperature
+def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Logits divided by the temperature, in float64 (the first step of `processed_probs`)."""
+    return logits.to(torch.float64) / temperature
+
+
+def top_k_cut(scaled: torch.Tensor, top_k: int) -> torch.Tensor:
+    """`scaled` with -inf below its k-th largest value (0 or k >= vocab: unchanged): ties at
+    the k-th value are all kept."""
     vocab = scaled.shape[-1]
     if 0 < top_k < vocab:
         kth = torch.topk(scaled, top_k, dim=-1).values[..., -1:]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
-    probs = torch.softmax(scaled, dim=-1)
+        return scaled.masked_fill(scaled < kth, float("-inf"))
+    return scaled
+
+
+def mass_above(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per token, the probability mass strictly above it in descending order (ties: the lower
+    id first, the order of a stable sort), and that order."""
+    sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
+    before = sorted_p.cumsum(dim=-1) - sorted_p
+    return torch.zeros_like(before).scatter(-1, order, before), order
+
+
+def top_p_dropped(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """The tokens top-p removes: those with at least `top_p` of the mass strictly above them,
+    which keeps the smallest prefix reaching top_p (none below 1)."""
+    if top_p >= 1.0:
+        return torch.zeros_like(probs, dtype=torch.bool)
+    return mass_above(probs)[0] >= top_p
+
+
+def processed_probs(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float
+) -> torch.Tensor:
+    """Probabilities after temperature, top-k and top-p (over the last dim), in float64; top-p
+    acts on the distribution top-k left, renormalised."""
+    probs = torch.softmax(top_k_cut(tempered(logits, temperature), top_k), dim=-1)
     if top_p < 1.0:
-        sorted_p, order = torch.sort(probs, dim=-1, descending=True, stable=True)
-        before = sorted_p.cumsum(dim=-1) - sorted_p  # mass strictly above each token
-        drop_sorted = before >= top_p  # keeps the smallest prefix reaching top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        probs = probs.masked_fill(drop, 0.0)
+        probs = probs.masked_fill(top_p_dropped(probs, top_p), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
 

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ddtree_runtime.score import score_continuation
 from ddtree_runtime.server.engine_loop import EngineFailure
 from ddtree_runtime.server.formatting import (
     Accumulated,
@@ -42,11 +43,12 @@ from ddtree_runtime.server.protocol import (
     CompletionRequest,
     RequestError,
     SamplingFields,
+    ScoreRequest,
     TokenizeRequest,
     error_body,
     validation_error,
 )
-from ddtree_runtime.server.state import RuntimeState, request_stats_dict
+from ddtree_runtime.server.state import SCORING, RuntimeState, request_stats_dict
 
 log = logging.getLogger("ddtree_runtime.server")
 
@@ -240,6 +242,52 @@ def create_app(state: RuntimeState) -> FastAPI:
         limit = state.config.max_model_len
         return {"tokens": tokens, "count": len(tokens), "max_model_len": limit}
 
+    @app.post("/score")
+    async def score(http: Request) -> dict[str, Any]:
+        """A sampled continuation scored by the target's own prefill under the parameters it
+        was drawn with (`ddtree_runtime.score`); the forward runs on the engine thread between
+        steps."""
+        request = parse_body(ScoreRequest, await http.body())
+        request.one_prompt()
+        if request.model != state.config.served_model_name:
+            raise RequestError(f"model '{request.model}' is not served here", param="model")
+        if request.messages is not None:
+            prompt = chat_prompt_ids(state, request.messages)
+        else:
+            assert request.prompt is not None
+            prompt = completion_prompt_ids(state, request.prompt)
+        continuation = request.continuation
+        vocab = state.engine.limits.vocab_size
+        if any(not 0 <= token < vocab for token in continuation):
+            raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
+        limit = state.config.max_model_len
+        if len(prompt) + len(continuation) > limit:
+            raise RequestError(
+                f"prompt ({len(prompt)} tokens) plus continuation ({len(continuation)}) exceeds "
+                f"max_model_len ({limit})",
+                param="continuation",
+            )
+        model, top_k = state.loaded.model, max(request.top_k, 0)
+
+        def run() -> list[Any]:
+            return score_continuation(
+                model, prompt, continuation, request.temperature, top_k, request.top_p
+            )
+
+        try:
+            scores = await asyncio.wrap_future(state.loop.call(run))
+        except RuntimeError as error:  # stopping before it was queued
+            raise RequestError(str(error), status=503) from error
+        except EngineFailure as error:  # stopping before it ran
+            raise RequestError(str(error), status=error.status) from error
+        return {
+            "object": "score",
+            "model": request.model,
+            "prompt_tokens": len(prompt),
+            **SCORING,
+            "positions": [s.as_dict() for s in scores],
+        }
+
     @app.post("/v1/completions")
     async def completions(http: Request) -> Any:
         request = parse_body(CompletionRequest, await http.body())
@@ -248,7 +296,7 @@ def create_app(state: RuntimeState) -> FastAPI:
             state=state,
             head=ResponseHead(new_request_id("cmpl"), request.model, chat=False),
             request=request,
-            prompt_ids=completion_prompt_ids(state, request),
+            prompt_ids=completion_prompt_ids(state, request.prompt),
             top_logprobs=request.logprobs,
             token_text=token_text,
         )
@@ -263,7 +311,7 @@ def create_app(state: RuntimeState) -> FastAPI:
             state=state,
             head=ResponseHead(new_request_id("chatcmpl"), request.model, chat=True),
             request=request,
-            prompt_ids=chat_prompt_ids(state, request),
+            prompt_ids=chat_prompt_ids(state, request.messages),
             top_logprobs=top,
             token_text=token_text,
         )

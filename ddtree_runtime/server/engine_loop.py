@@ -3,7 +3,8 @@
 Every request registers a *sink* (a thread-safe callable) and is added to the engine; the thread
 runs `engine.step()` while there is work, so requests that arrive together are verified together
 (continuous batching), and hands each TokenEvent to its request's sink. When there is no work it
-sleeps on a condition that `submit` and `stop` signal.
+sleeps on a condition that `submit` and `stop` signal. Other work on the model (a scoring prefill:
+`call`) runs on the same thread between steps, so it never races a step for the model.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from concurrent.futures import Future
+from typing import Any, Protocol, TypeVar
 
 log = logging.getLogger("ddtree_runtime.engine_loop")
 
@@ -24,6 +26,8 @@ class EngineFailure(Exception):
         super().__init__(message)
         self.status = status
 
+
+T = TypeVar("T")
 
 # A sink gets TokenEvents, or an EngineFailure (after which it gets nothing more).
 Sink = Callable[[Any], None]
@@ -43,6 +47,7 @@ class EngineLoop:
         self.engine = engine
         self._wake = threading.Condition()
         self._sinks: dict[str, Sink] = {}
+        self._calls: list[tuple[Callable[[], Any], Future[Any]]] = []
         self._stopping = False
         # Engine steps that did work: fewer than the requests' summed verify rounds when requests
         # were verified together (continuous batching), which /server_info shows.
@@ -65,6 +70,17 @@ class EngineLoop:
                 raise
             self._wake.notify()
 
+    def call(self, work: Callable[[], T]) -> Future[T]:
+        """Run `work` on the engine thread before its next step; its result (or exception)
+        comes back in the future. RuntimeError when the server is stopping."""
+        future: Future[T] = Future()
+        with self._wake:
+            if self._stopping:
+                raise RuntimeError("server is shutting down")
+            self._calls.append((work, future))
+            self._wake.notify()
+        return future
+
     def abort(self, request_id: str) -> None:
         """Stop a request's work (client gone); its sink gets nothing more."""
         with self._wake:
@@ -83,6 +99,9 @@ class EngineLoop:
             for request_id in list(self._sinks):
                 self.engine.abort(request_id)
                 self._sinks.pop(request_id)(EngineFailure("server is shutting down", status=503))
+            for _, future in self._calls:
+                future.set_exception(EngineFailure("server is shutting down", status=503))
+            self._calls.clear()
             self._wake.notify()
         if join_timeout > 0 and self._thread.is_alive():
             self._thread.join(join_timeout)
@@ -90,10 +109,19 @@ class EngineLoop:
     def _run(self) -> None:
         while True:
             with self._wake:
-                while not self._stopping and not self.engine.has_work():
+                while not self._stopping and not self._calls and not self.engine.has_work():
                     self._wake.wait()
                 if self._stopping:
                     return
+                calls, self._calls = self._calls, []
+            for work, future in calls:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(work())
+                    except Exception as error:  # noqa: BLE001 - the caller gets it
+                        future.set_exception(error)
+            if not self.engine.has_work():
+                continue
             try:
                 events = self.engine.step()
             except Exception as error:  # noqa: BLE001 - one bad step must not kill the server

@@ -15,8 +15,7 @@ from typing import Any
 from ddtree_runtime.engine import SamplingParams
 from ddtree_runtime.server.engine_loop import EngineFailure
 from ddtree_runtime.server.protocol import (
-    ChatCompletionRequest,
-    CompletionRequest,
+    ChatMessage,
     RequestError,
     SamplingFields,
 )
@@ -36,12 +35,13 @@ def check_model_name(state: RuntimeState, request: SamplingFields) -> None:
         )
 
 
-def completion_prompt_ids(state: RuntimeState, request: CompletionRequest) -> list[int]:
+def completion_prompt_ids(state: RuntimeState, prompt: str | list[int]) -> list[int]:
+    """A completion's prompt ids: text encoded by the served tokenizer, or ids checked."""
     tokenizer = state.loaded.tokenizer
-    if isinstance(request.prompt, str):
-        ids = list(tokenizer.encode(request.prompt))
+    if isinstance(prompt, str):
+        ids = list(tokenizer.encode(prompt))
     else:
-        ids = list(request.prompt)
+        ids = list(prompt)
         vocab = len(tokenizer)
         if any(not 0 <= token < vocab for token in ids):
             raise RequestError(f"prompt token ids must be in [0, {vocab})", param="prompt")
@@ -50,9 +50,10 @@ def completion_prompt_ids(state: RuntimeState, request: CompletionRequest) -> li
     return ids
 
 
-def chat_prompt_ids(state: RuntimeState, request: ChatCompletionRequest) -> list[int]:
+def chat_prompt_ids(state: RuntimeState, chat: list[ChatMessage]) -> list[int]:
+    """A chat's prompt ids: the model's template, or a plain transcript without one."""
     tokenizer = state.loaded.tokenizer
-    messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+    messages = [{"role": m.role, "content": m.text()} for m in chat]
     if state.loaded.chat_template:
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     else:

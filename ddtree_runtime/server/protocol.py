@@ -150,3 +150,33 @@ def validation_error(error: ValidationError) -> RequestError:
         return RequestError("request body must be a JSON object")
     message = first["msg"].removeprefix("Value error, ")
     return RequestError(f"{param}: {message}" if param else message, param=param)
+
+
+class ScoreRequest(BaseModel):
+    """POST /score: a sampled continuation scored under the sampling parameters it was drawn
+    with (`ddtree_runtime.score`). The prompt is given as a completion's (`prompt`: text or
+    token ids) or a chat's (`messages`), exactly one, and becomes ids as those routes make them."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    model: str
+    prompt: str | list[int] | None = None
+    messages: list[ChatMessage] | None = Field(default=None, min_length=1)
+    continuation: list[int] = Field(min_length=1)
+    temperature: float = Field(gt=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=-1)  # 0 or -1: disabled, as in sampling
+    #: This runtime's sampler has no min-p: any other value is refused, never ignored.
+    min_p: float = 0.0
+
+    @field_validator("min_p")
+    @classmethod
+    def _no_min_p(cls, value: float) -> float:
+        if value != 0.0:
+            raise ValueError("this runtime samples without min-p, so it cannot score under one")
+        return value
+
+    def one_prompt(self) -> None:
+        """RequestError unless exactly one of `prompt` and `messages` is given."""
+        if (self.prompt is None) == (self.messages is None):
+            raise RequestError("give exactly one of prompt and messages", param="prompt")

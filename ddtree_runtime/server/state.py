@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_runtime import __version__
+from ddtree_runtime.score import ORDER
 from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_inputs
 from ddtree_runtime.server.engine_loop import EngineLoop
 from ddtree_runtime.stats import TOTALLED, RequestStats
@@ -25,6 +26,12 @@ SAMPLING: dict[str, Any] = {
     "inverse_cdf": "token-id order, after temperature, top-k, top-p",
     "sample_margins": "logprobs: chat content[i].sample_margin, completions sample_margins",
 }
+
+
+#: How this runtime scores a sampled continuation (`POST /score`, `ddtree_runtime.score`): the
+#: exact processed distribution (the sampler's own code), in its order of steps. Describes the
+#: code, not a flag: not fingerprinted.
+SCORING: dict[str, Any] = {"route": "/score", "basis": "exact", "order": list(ORDER)}
 
 
 def request_stats_dict(stats: RequestStats) -> dict[str, Any]:
@@ -102,5 +109,6 @@ class RuntimeState:
             "device": self.config.device,
             "engine": dict(getattr(self.engine, "info", {}) or {}),
             "sampling": dict(SAMPLING),
+            "scoring": dict(SCORING),
             "stats": self.stats.as_dict(self.loop.in_flight(), self.loop.steps),
         }

@@ -2,14 +2,15 @@
 
 The person watching a sweep reads its last lines, not always its report. So they say what the
 report says, in its order of weight: the determinism violations (and the first token each
-sampled point drew that the target never draws), failed points, points left
-unproven, busy points and the speedups withheld for them, the AR baseline's drift, impossible
-speedups (above tau). Each kind is one line: its count, what it covers, and at most `EXAMPLES`
-examples, worst first, none of the lines wider than `WIDTH` (examples are shortened, or left to
-"N more", to fit); a point named under one kind is named by its label only under the next, so
-nothing is said twice. The full lists are the report's and `sweeper best`'s, so the last line
-here is the command that writes the report. Nothing is said of what is clean. The exit code's
-meaning comes after these, from the command (`sweeper.exit_codes`).
+sampled point drew that the target never draws), failed points, points left unproven (or
+nothing compared at all: an AR-only run), busy points and the speedups withheld for them, the AR
+baseline's drift, impossible speedups (above tau). Each kind is one line: its count, what it
+covers, and at most `EXAMPLES` examples, worst first, none of the lines wider than `WIDTH`
+(examples are shortened, or left to "N more", to fit); a point named under one kind is named by
+its label only under the next, so nothing is said twice. The full lists are the report's and
+`sweeper best`'s, so the last line here is the command that writes the report. Nothing is said
+of what is clean. The exit code's meaning comes after these, from the command
+(`sweeper.exit_codes`).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def findings(rows: list[dict[str, Any]]) -> list[Finding]:
         _impossible_tokens(rows),
         _failed(rows),
         _unproven(rows),
+        _nothing_compared(rows),
         _busy(rows),
         _drift(rows),
         _impossible(rows),
@@ -231,6 +233,20 @@ def _unproven(rows: list[dict[str, Any]]) -> Finding | None:
         len(unproven),
         "point(s) nothing proves right (never feasible)",
         tuple((_label(p, hosts), _text(p.get("unproven_reason"))) for p in [*firsts, *rest]),
+    )
+
+
+def _nothing_compared(rows: list[dict[str, Any]]) -> Finding | None:
+    """Every ok point an AR reference (`n/a`): nothing was compared with them, so nothing is
+    proven (exit 6), however clean the run looks."""
+    ok = [p for p in rows if p.get("status") == "ok"]
+    if not ok or any(p.get("determinism") != "n/a" for p in ok):
+        return None
+    return Finding(
+        "nothing compared",
+        len(ok),
+        "point(s), all AR references (n/a): no speculative config was measured against them "
+        "(`only:` or the grid left none)",
     )
 
 

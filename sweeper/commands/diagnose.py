@@ -111,7 +111,12 @@ def command(
     try:
         spec = Spec.model_validate(manifest.spec)
     except ValidationError as exc:
-        raise _usage(f"the run's spec does not validate today: {exc.errors()[0]['msg']}") from None
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _usage(
+            f"{run_dir / MANIFEST}: the run's spec does not validate today ({where}: "
+            f"{first['msg']}); the manifest was edited or written by another version: restore it"
+        ) from None
     run = checked(run)
     console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
     requests, kinds = run_requests([run])

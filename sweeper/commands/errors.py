@@ -31,6 +31,7 @@ _HINTS = {
     errno.EROFS: "give another --results",
     errno.ENOTDIR: "a file stands where a directory must be; give another --results",
     errno.EEXIST: "a file stands where a directory must be; give another --results",
+    errno.EISDIR: "a directory stands where a file must be: move it aside",
 }
 
 

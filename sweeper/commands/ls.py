@@ -10,7 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sweeper.exit_codes import EXIT_BAD_SPEC
+from sweeper.exit_codes import EXIT_BAD_SPEC, EXIT_IO
+from sweeper.hosts import HostError
+from sweeper.hosts.lease import LeaseDamaged
 from sweeper.hosts.local import LocalHost, local_state_dir
 from sweeper.results.reader import MANIFEST, POINTS_LOG, all_runs, run_state
 from sweeper.workers.leases import lease_state
@@ -31,7 +33,7 @@ def command(
     broken = sorted(r.dir for r in found if r.manifest is None)
     if not runs and not broken:
         typer.echo(f"no runs under {results}")
-        typer.echo(_local_lease())
+        _say_local_lease()
         return
     table = Table()
     for name in ("sweep", "run id", "status", "ok", "failed", "total", "started (UTC)"):
@@ -49,19 +51,23 @@ def command(
     for path in broken:  # its records may be intact: say so rather than hide the run
         table.add_row(path.parent.name, path.name, "bad manifest", "?", "?", "?", "?")
     Console(width=160, markup=False).print(table)
-    typer.echo(_local_lease())
-    for path in broken:
+    for path in broken:  # its records may be intact: say so rather than hide the run
         typer.echo(
             f"warning: {path}/{MANIFEST} is unreadable; its records ({POINTS_LOG}) are untouched",
             err=True,
         )
+    _say_local_lease()
 
 
-def _local_lease() -> str:
-    """This machine's lease as one line (local hosts of every spec share it)."""
+def _say_local_lease() -> None:
+    """This machine's lease as one line (local hosts of every spec share it); a lease that is
+    no lease is an error line and exit 5, as it stops `sweeper run`."""
     state_dir = local_state_dir()
     try:
         _, said = lease_state(LocalHost(), state_dir)
-    except OSError as exc:
+    except LeaseDamaged as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_IO) from None
+    except (HostError, OSError) as exc:
         said = f"unreadable ({exc})"
-    return f"host lease of this machine ({state_dir}): {said}"
+    typer.echo(f"host lease of this machine ({state_dir}): {said}")

@@ -15,8 +15,9 @@ from rich.table import Table
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
-from sweeper.plan.model import samples_seconds
+from sweeper.plan.model import proof_seconds
 from sweeper.plan.sampling import sampled_check
+from sweeper.proof import scored
 from sweeper.proof.power import planned_statement
 from sweeper.search import preview
 from sweeper.spec.dataset_load import dataset_sources
@@ -61,17 +62,22 @@ def command(
         limit=None if show_all else SHOWN,
         spec=spec,
         tok_s=tok_s,
+        load_s=load_s,
     )
 
 
 def sampled_power(plan: Plan) -> str:
-    """The distribution test's power at the plan's sizes ("" when no point draws samples)."""
+    """The sampled test's expected power at the plan's sizes: the distribution test's, or the
+    scored test's on the tokens each config's samples hold ("" when no point draws samples)."""
     drawing = [p for p in plan.points() if p.samples]
-    if not drawing or sampled_check(plan.spec) != "distribution":
+    check = sampled_check(plan.spec)
+    if not drawing or check not in ("distribution", "scored"):
         return ""
     policy = plan.spec.determinism
     tokens = max(policy.sample_length(p.request_config.max_tokens) for p in drawing)
     prompts = len(plan.spec.workload.prompts)
+    if check == "scored":
+        return scored.expected_power(prompts * policy.samples * tokens, policy).text()
     line, _ = planned_statement(prompts, tokens, policy.samples, policy.alpha, policy.max_shift)
     return line
 
@@ -91,6 +97,7 @@ def render(
     limit: int | None = SHOWN,
     spec: Path | None = None,
     tok_s: float = DEFAULT_TOK_S,
+    load_s: float = DEFAULT_LOAD_S,
 ) -> None:
     """The human view: one table per host, then notes and totals; beyond `limit` server configs
     (or notes) the rest is counted, with the command that lists them all."""
@@ -106,11 +113,12 @@ def render(
         left_out += hidden
         for number, step in enumerate(steps, start=1):
             covers = step.server_config.covers
+            scores = f"scores the samples of {len(host.scored_by(step))} point(s)"
             table.add_row(
                 str(number),
                 step.server_config.label + (f" (also {', '.join(covers)})" if covers else ""),
                 step.server_config.id,
-                ", ".join(rc.id for rc in step.request_configs),
+                scores if step.scoring else ", ".join(rc.id for rc in step.request_configs),
             )
         if hidden:
             table.add_row("...", f"{hidden} more", "", "")
@@ -160,9 +168,13 @@ def render(
             length = f"{load.duration_s:g} s of arrivals"
         per_point += f"; {length} per open loop, {load.arrival} arrivals"
     samples = ""
-    if plan.n_samples:
-        sampling = sum(samples_seconds(p, plan.spec, tok_s=tok_s) for p in plan.points())
-        samples = f" + {plan.n_samples} seeded samples (~{sampling / 60:.1f} min, in the estimate)"
+    if plan.n_samples or plan.n_scores:
+        proof = proof_seconds(plan, load_s=load_s, tok_s=tok_s)
+        parts = [f"{plan.n_samples} seeded samples"] if plan.n_samples else []
+        parts += [f"{plan.n_scores} scoring prefills"] if plan.n_scores else []
+        restarts = sum(step.scoring for host in plan.hosts for step in host.steps)
+        parts += [f"{restarts} scoring restart(s)"] if restarts else []
+        samples = f" + {', '.join(parts)} (the T > 0 proof: ~{proof / 60:.1f} min, in the estimate)"
     console.print(
         f"{plan.restarts} restarts, {plan.n_points} points, {plan.n_requests} measured requests "
         f"({per_point}, max_tokens {workload.max_tokens}){samples}",

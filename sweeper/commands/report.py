@@ -14,6 +14,7 @@ from sweeper.diagnosis.compare import with_diagnosis
 from sweeper.exit_codes import EXIT_IO
 from sweeper.report.assemble import build_view
 from sweeper.report.paper import paper_csv, paper_markdown, run_paper_table
+from sweeper.report.paper_layout import StoredReferenceError, reference_of
 from sweeper.results.reader import (
     MANIFEST,
     Run,
@@ -96,19 +97,32 @@ def command(
     """Write one self-contained HTML report; the file's path is the last line printed. With
     `--table paper`, print the paper-layout table instead (markdown or CSV)."""
     target = _run_dir(run_dir, latest, results)
-    if table is not None:
-        _print_table(target, table, table_format, by)
-        return
-    from sweeper.report.render import write_report  # matplotlib: only when a report is made
+    try:
+        if table is not None:
+            _print_table(target, table, table_format, by)
+            return
+        from sweeper.report.render import write_report  # matplotlib: only when a report is made
 
-    if out is not None and out.is_dir():
-        raise _fail(f"-o {out} is a directory: give the report's file name")
-    if out is None and not os.access(target, os.W_OK):
-        typer.echo(f"error: {target} is read-only: give -o FILE for the report", err=True)
-        raise typer.Exit(EXIT_IO)
-    run = checked(read_run(target))
-    comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
-    path = write_report(build_view(run), out or target / "report.html", comparison)
+        if out is not None and out.is_dir():
+            raise _fail(f"-o {out} is a directory: give the report's file name")
+        if out is None and not os.access(target, os.W_OK):
+            typer.echo(f"error: {target} is read-only: give -o FILE for the report", err=True)
+            raise typer.Exit(EXIT_IO)
+        run = checked(read_run(target))
+        if run.manifest is None:  # the records still report; what was run is unknown
+            typer.echo(
+                f"warning: {target / MANIFEST} is unreadable (empty, cut or edited): the report "
+                "shows the records without what was run (spec, engine, provenance unknown)",
+                err=True,
+            )
+        reference_of(run.manifest.spec if run.manifest else None)  # before any figure is drawn
+        comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
+        path = write_report(build_view(run), out or target / "report.html", comparison)
+    except StoredReferenceError as exc:  # as `diagnose` says of a spec that no longer validates
+        raise _fail(
+            f"{target / MANIFEST}: the run's reference does not validate today ({exc}); the "
+            "manifest was edited or written by another version: restore it"
+        ) from None
     typer.echo(str(path))
 
 

@@ -32,6 +32,7 @@ from sweeper.commands.repair import recovered
 from sweeper.commands.validate import EXIT_BAD_SPEC, load_plan, missing_secrets
 from sweeper.engines.registry import engine_for
 from sweeper.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_IO, EXIT_LOCKED, exit_line
+from sweeper.hosts import HostError
 from sweeper.hosts.lease import LeaseBusy
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
@@ -216,7 +217,8 @@ def command(
 def held_hosts(plan: Plan, wait_s: float | None) -> Iterator[RunLeases]:
     """The lease of every host the plan starts servers on (none when it starts none) for the
     block, given back after it; a host another run holds is one line and exit 75 (after
-    `wait_s` seconds of waiting, when given), Ctrl-C while waiting exit 130."""
+    `wait_s` seconds of waiting, when given), a lease that cannot be read or written as one
+    (`LeaseDamaged`) one line and exit 5, Ctrl-C while waiting exit 130."""
 
     def say(line: str) -> None:
         typer.echo(line, err=True)
@@ -227,6 +229,9 @@ def held_hosts(plan: Plan, wait_s: float | None) -> Iterator[RunLeases]:
     except LeaseBusy as exc:
         say(f"error: {exc}; wait for it with --wait-for-hosts [SECONDS], or try later")
         raise typer.Exit(EXIT_LOCKED) from None
+    except HostError as exc:  # a lease that is no lease, or cannot be written: never waived
+        say(f"error: {exc}")
+        raise typer.Exit(EXIT_IO) from None
     except KeyboardInterrupt:
         say("interrupted while waiting for the hosts' leases; nothing ran")
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -117,6 +117,13 @@ class Capabilities:
     #: uniform is a function of seed and position, so sampled speculative output equals AR's at
     #: the same seed) or `independent` (nothing advertised: rejection sampling is assumed).
     sampling: str = "independent"
+    #: How its prefill scores a sampled output (`determinism.sampled: scored`): `exact` (the
+    #: processed distribution itself), `topk` (raw logprobs of the token and its top
+    #: `scoring_k`), or `none` (it does not: the AR server scores, or nobody can); and its
+    #: sampler's processing order (`sweeper.catalog.scoring`).
+    scoring: str = "none"
+    scoring_k: int | None = None
+    scoring_order: tuple[str, ...] = ()
 
     @property
     def ids_source(self) -> str:
@@ -130,7 +137,30 @@ class Capabilities:
             "evidence": list(self.evidence),
             "details": dict(self.details),
             "sampling": self.sampling,
+            "scoring": self.scoring,
+            "scoring_k": self.scoring_k,
+            "scoring_order": list(self.scoring_order),
         }
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One sampled output scored by a server's prefill: per token the `PositionScore` fields
+    (`sweeper.results.scores`), on the server's basis, in its sampler's order."""
+
+    basis: str
+    order: tuple[str, ...]
+    k: int | None
+    positions: list[dict[str, Any]]
+
+
+#: What negotiating scoring found: (basis `exact` | `topk` | `none`, top k, the sampler's
+#: processing order, the evidence in words).
+ScoringPath = tuple[str, int | None, tuple[str, ...], str]
+
+
+class ScoringError(EngineError):
+    """A scoring request failed; the message says why (recorded with the sample's score)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +224,33 @@ class Engine(Protocol):
 
     def bind(self, capabilities: Capabilities | None) -> Engine:
         """A copy writing requests for `capabilities`' paths (the engine itself is shared)."""
+        ...
+
+    def negotiate_scoring(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        server_config: ServerConfig,
+        probe: RequestSpec,
+        model: str | None,
+        version: str | None,
+    ) -> ScoringPath:
+        """How this proven server scores sampled outputs, probed with one short request:
+        (basis `exact` | `topk` | `none`, top k, processing order, evidence in words). A
+        speculative server of an engine whose speculative servers do not score their own is
+        not asked (`sweeper.catalog.scoring`)."""
+        ...
+
+    def score(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        spec: RequestSpec,
+        continuation: list[int],
+        model: str | None,
+    ) -> Scored:
+        """`continuation` (an output of `spec`'s prompt) scored under `spec`'s temperature,
+        top-p and top-k by this server's prefill; ScoringError when it cannot."""
         ...
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:

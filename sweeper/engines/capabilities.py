@@ -11,6 +11,9 @@ each need:
 - `acceptance`: where tau comes from. `requests` (each response carries it), `metrics`
   (the server's `/metrics` counters, read before and after a point), or `none`. An AR server
   needs none: `not needed`.
+- `scoring`: how its prefill scores a sampled output (`determinism.sampled: scored`): `exact`
+  (the bundled runtime's `/score`), `topk` (prompt / input-token logprobs: the token's and the
+  top k), or `none`; with k and its sampler's processing order (`sweeper.engines.scoring`).
 - `margins`: where the top-2 margins that tell a near tie from a divergence come from.
   `logprobs` (this server returns top-2 logprobs: only an AR server is asked), `baseline` (a
   speculative server is never sent logprobs; its divergences are judged by the AR baseline's
@@ -35,7 +38,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from sweeper.engines.base import Capabilities, EngineError, HttpRequest, RequestSpec
+from sweeper.engines.base import (
+    Capabilities,
+    EngineError,
+    HttpRequest,
+    RequestSpec,
+    Scored,
+    ScoringError,
+    ScoringPath,
+)
 
 if TYPE_CHECKING:
     from sweeper.config import ServerConfig
@@ -74,6 +85,19 @@ class Negotiated:
         bound = copy.copy(self)
         bound.capabilities = capabilities
         return bound
+
+    def negotiate_scoring(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None, version: str | None,
+    ) -> ScoringPath:  # fmt: skip
+        """Engines without a scoring path (an endpoint nobody here started) score nothing."""
+        return "none", None, (), "scoring: none (this engine has no scoring path)"
+
+    def score(
+        self, client: httpx.Client, base_url: str, spec: RequestSpec, continuation: list[int],
+        model: str | None,
+    ) -> Scored:  # fmt: skip
+        raise ScoringError("this engine has no scoring path")
 
     def margins_allowed(self) -> bool:
         """Whether requests may ask for logprobs: never on a server negotiated as speculative

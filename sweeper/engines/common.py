@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from sweeper.catalog.records import ServerCommand
+from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated
@@ -185,5 +186,9 @@ class ModuleServer(LaunchedServer):
                 server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off, reported=True
             )
         out.settings(parts, server.setting_flags, renames=server.renames)
+        # The logprob limit scoring asks for (`sweeper.catalog.scoring`), before the spec's
+        # extra arguments: one given there wins, and negotiation finds the limit it set.
+        scoring = SCORING.get(self.name)
+        out.snippet(scoring.limit_flags if scoring else (), reported=False)
         out.snippet(extra_args_of(server_config, self.runtime), reported=True)
         return out

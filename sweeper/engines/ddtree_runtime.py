@@ -4,7 +4,9 @@ Ready: `/health` answers 200 only after the model loaded and a warm-up generatio
 `/server_info` must echo this start's `--launch-id`, report a fingerprint that is the sha256 of
 its own inputs, the requested fingerprinted config, and the source hash the manifest names (the
 code that runs is the code the run says ran). Token ids ride on every chunk (`return_token_ids`);
-per-request acceptance on the `ddtree` extension of the final usage chunk.
+per-request acceptance on the `ddtree` extension of the final usage chunk. Sampled outputs are
+scored exactly by its `POST /score` (the prompt sent as the request sent it, so the server makes
+the same ids), on any server, speculative or not: it is a plain prefill.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -23,11 +26,15 @@ from sweeper.engines.base import (
     HostRequirements,
     HttpRequest,
     RequestSpec,
+    Scored,
+    ScoringError,
+    ScoringPath,
     register,
 )
 from sweeper.engines.common import LaunchedServer, api_path, get_json, mismatches, openai_body
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered, extra_args_of, split_config
+from sweeper.engines.scoring import exact_positions, not_asked, post_json, score_fields
 from sweeper.engines.stream import ChunkReader
 from sweeper.spec import RuntimeSpec
 
@@ -140,6 +147,38 @@ class DDTreeRuntime(LaunchedServer):
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return DDTreeReader(spec.chat)
+
+    def negotiate_scoring(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None, version: str | None,
+    ) -> ScoringPath:  # fmt: skip
+        skipped = not_asked(self.name, server_config)
+        if skipped is not None:
+            return skipped
+        try:
+            # The probe is greedy; the route scores sampled outputs: ask at temperature 1.
+            scored = self.score(client, base_url, replace(probe, temperature=1.0), [0], model)
+        except ScoringError as exc:
+            return "none", None, (), f"scoring: none (POST /score: {exc})"
+        return "exact", None, scored.order, "scoring: exact (POST /score)"
+
+    def score(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        spec: RequestSpec,
+        continuation: list[int],
+        model: str | None,
+    ) -> Scored:
+        body: dict[str, Any] = {"model": model, "continuation": list(continuation)}
+        body.update(score_fields(spec))
+        if spec.prompt_token_ids is not None:
+            body["prompt"] = list(spec.prompt_token_ids)
+        elif spec.chat:
+            body["messages"] = list(spec.messages or [{"role": "user", "content": spec.prompt}])
+        else:
+            body["prompt"] = spec.prompt
+        return exact_positions(post_json(client, base_url + "/score", body), continuation)
 
     def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
         return None

@@ -11,8 +11,9 @@ with the reported args (two configs differing only in a cap are two servers). Wh
 ids, acceptance and margins is negotiated per server (`sglang_negotiate`): SGLang's OpenAI id
 extensions where the build has them, else its native streamed `/generate`; streams are read by
 `sglang_stream.SGLangReader`. Acceptance from `/metrics` counter deltas where no stream carries
-it. Facts and file:line references into SGLang 0.5.23: tests/engines_oracles and the oracle
-tests that check them.
+it. Sampled outputs are scored by an AR server's input-token logprobs (`sglang_score`). Facts
+and file:line references into SGLang 0.5.23: tests/engines_oracles and the oracle tests that
+check them.
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from typing import Any
 import httpx
 
 from sweeper.config import ServerConfig
+from sweeper.engines import sglang_score
 from sweeper.engines.base import (
     EngineError,
     EngineProof,
     HostRequirements,
     HttpRequest,
     RequestSpec,
+    Scored,
+    ScoringPath,
     register,
 )
 from sweeper.engines.capabilities import Capabilities
@@ -160,6 +164,22 @@ class SGLang(ModuleServer):
     ) -> Capabilities:  # fmt: skip
         speculative = server_config.mode == "speculative"
         return negotiate_sglang(self, client, base_url, speculative, probe, model)
+
+    def negotiate_scoring(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None, version: str | None,
+    ) -> ScoringPath:  # fmt: skip
+        return sglang_score.negotiate_scoring(self, client, base_url, server_config, model, version)
+
+    def score(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        spec: RequestSpec,
+        continuation: list[int],
+        model: str | None,
+    ) -> Scored:
+        return sglang_score.score(self, client, base_url, spec, continuation, model)
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
         caps = self.capabilities

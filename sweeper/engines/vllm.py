@@ -13,6 +13,9 @@ match. Streams carry `token_ids` per chunk (`return_token_ids`). Acceptance is p
 drafted count is its own counter, since n-gram often proposes fewer than k), and the
 per-position accepted counts give the point's accepted-length histogram. vLLM reports no other
 exposure (padding, CUDA graph replay, batching, tree shapes): those columns stay unknown.
+Sampled outputs are scored through prompt logprobs (`sweeper.engines.scoring`): prompt + output
+as one token-id prompt, its ids from vLLM's own `/tokenize` (chat: the same template the chat
+route renders); the launch raises `--max-logprobs` to the k asked (`sweeper.catalog.scoring`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from sweeper.catalog.mapping import field_name
 from sweeper.catalog.presets import VLLM_SPEC_FLAG
+from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
@@ -34,6 +40,9 @@ from sweeper.engines.base import (
     HostRequirements,
     HttpRequest,
     RequestSpec,
+    Scored,
+    ScoringError,
+    ScoringPath,
     register,
 )
 from sweeper.engines.common import (
@@ -43,6 +52,7 @@ from sweeper.engines.common import (
     openai_body,
 )
 from sweeper.engines.launch import Launch
+from sweeper.engines.scoring import limit_of, not_asked, post_json, vllm_positions
 from sweeper.engines.stream import ChunkReader
 
 #: The /metrics counters of speculative decoding -> our names.
@@ -89,6 +99,10 @@ class VLLM(ModuleServer):
     health_path = "/health"
     #: Output-length fields it takes (vLLM's OpenAI server takes both as extra sampling fields).
     length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
+
+    #: Prompt -> its ids from `/tokenize`, shared by every server of the run (one tokenizer).
+    _prompt_ids: dict[str, list[int]] = {}
+    _prompt_lock = threading.Lock()
 
     def speculative_config(self, server_config: ServerConfig) -> dict[str, Any] | None:
         """The --speculative-config this server config passes, or None (AR)."""
@@ -154,6 +168,88 @@ class VLLM(ModuleServer):
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return ChunkReader(spec.chat)
+
+    def negotiate_scoring(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None, version: str | None,
+    ) -> ScoringPath:  # fmt: skip
+        skipped = not_asked(self.name, server_config)
+        if skipped is not None:
+            return skipped
+        scoring = SCORING[self.name]
+        asked = scoring.top_k or 1
+        spec = replace(probe, prompt_token_ids=(0, 1, 2), chat=False)
+        try:
+            self._score_as(client, base_url, spec, [3], model, asked)
+        except ScoringError as exc:
+            limit = limit_of(str(exc))
+            if limit is None or limit < 1:
+                return "none", None, (), f"scoring: none (prompt_logprobs: {exc})"
+            asked = limit
+            try:
+                self._score_as(client, base_url, spec, [3], model, asked)
+            except ScoringError as again:
+                return "none", None, (), f"scoring: none (prompt_logprobs {asked}: {again})"
+        order = scoring.order(version)
+        return "topk", asked, order, f"scoring: prompt_logprobs, top {asked}"
+
+    def score(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        spec: RequestSpec,
+        continuation: list[int],
+        model: str | None,
+    ) -> Scored:
+        caps = self.capabilities
+        k = caps.scoring_k if caps is not None and caps.scoring_k else SCORING[self.name].top_k
+        return self._score_as(client, base_url, spec, continuation, model, k or 1)
+
+    def _score_as(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        spec: RequestSpec,
+        continuation: list[int],
+        model: str | None,
+        k: int,
+    ) -> Scored:
+        prompt = self._prompt(client, base_url, spec, model)
+        body = {
+            "model": model,
+            "prompt": [*prompt, *continuation],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": k,
+        }
+        answer = post_json(client, base_url + "/v1/completions", body)
+        try:
+            entries = answer["choices"][0]["prompt_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            raise ScoringError("the completion carries no prompt_logprobs") from None
+        positions = vllm_positions(entries, len(prompt), continuation, k)
+        order = self.capabilities.scoring_order if self.capabilities else ()
+        return Scored("topk", tuple(order), k, positions)
+
+    def _prompt(
+        self, client: httpx.Client, base_url: str, spec: RequestSpec, model: str | None
+    ) -> list[int]:
+        """The prompt's ids as the request's route makes them (`/tokenize`, once per run)."""
+        if spec.prompt_token_ids is not None:
+            return list(spec.prompt_token_ids)
+        body: dict[str, Any] = {"model": model}
+        if spec.chat:
+            body["messages"] = list(spec.messages or [{"role": "user", "content": spec.prompt}])
+        else:
+            body["prompt"] = spec.prompt
+        key = json.dumps([self.runtime.model, body.get("prompt"), body.get("messages")])
+        with self._prompt_lock:
+            if key not in self._prompt_ids:
+                tokens = post_json(client, base_url + "/tokenize", body).get("tokens")
+                if not isinstance(tokens, list) or not tokens:
+                    raise ScoringError("/tokenize gave no ids for the prompt")
+                self._prompt_ids[key] = [int(t) for t in tokens]
+            return list(self._prompt_ids[key])
 
     def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
         try:

@@ -1,11 +1,13 @@
-"""Drawing a point's seeded samples for its two-sample test (`determinism.sampled:
-distribution`), after its measured requests, from the same server.
+"""Drawing a point's seeded samples (`determinism.sampled: scored` or `distribution`), after
+its measured requests, from the same server.
 
-Per prompt, N samples per role, each with its own seed (`distribution.sample_seeds`: disjoint
-per role, so the speculative config's samples, the baseline's and the baseline's control set
-share none), the point's temperature, top-p and top-k, and `determinism.sample_length` output
-tokens, `determinism.sample_concurrency` in flight. Samples are never timed: they are evidence
-of the distribution a server samples from, recorded in `samples.jsonl`, not measured load.
+Per prompt, N samples per role, each with its own seed (`sampling.sample_seeds`: disjoint per
+role, so the speculative config's samples, the baseline's and the baseline's control set share
+none), the point's temperature, top-p and top-k, and `determinism.sample_length` output tokens,
+`determinism.sample_concurrency` in flight. A held output length is held by `ignore_eos` alone:
+an engine's `min_tokens` masks EOS (vLLM's does), which would move the distribution a scored
+sample is judged against. Samples are never timed: they are evidence of the distribution a
+server samples from, recorded in `samples.jsonl`, not measured load.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def sample_specs(
                     seed=seed,
                     max_tokens=tokens,
                     repeat=index,
-                    min_tokens=tokens if held and prompt.min_tokens else None,
+                    min_tokens=None,
                     hold_tokens=tokens if held else None,
                     sample_margins=False,
                 )

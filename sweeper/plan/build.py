@@ -29,7 +29,12 @@ from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, mode_of
 from sweeper.plan.checks import guard_size, review, same_request
 from sweeper.plan.model import HostPlan, Plan, Step
 from sweeper.plan.only import only_points
-from sweeper.plan.sampling import sampled_check, sampling_notes
+from sweeper.plan.sampling import (
+    BASELINE_ROLES,
+    ar_scores_speculative,
+    sampled_check,
+    sampling_notes,
+)
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
 
@@ -94,22 +99,29 @@ def build_plan(spec: Spec) -> Plan:
                 "speculative configs' own flags (speedup)"
             )
 
-    # Samples nothing can be compared with (no AR baseline, no earlier run's) are not drawn.
+    # Samples nothing can be compared with (no AR baseline, no earlier run's) are not drawn
+    # for a distribution test; scored samples need none (the AR's are only their control).
     comparable = spec.baseline or bool(spec.runtime.baseline_run)
-    draws = sampled_check(spec) == "distribution" and comparable
+    check = sampled_check(spec)
+    draws = check == "scored" or (check == "distribution" and comparable)
+    roles = BASELINE_ROLES[check] if draws and check in BASELINE_ROLES else ()
     host_plans = [
         HostPlan(
             hp.host,
             _restarted(hp.steps, spec.repeats.restarts, spec.repeats.baseline_every),
-            draws,
+            roles,
         )
         for hp in _assign_hosts(spec, ar_configs, spec_configs, notes)
     ]
     if spec.only:
         host_plans = list(only_points(host_plans, spec.only))
         notes.append(f"only: {len(spec.only)} named point(s) and the AR points they compare with")
+    if ar_scores_speculative(spec) and spec.search is None:
+        host_plans = [with_scoring_step(hp) for hp in host_plans]
     checks = sum(
-        s.server_config.restart >= spec.repeats.restarts for h in host_plans for s in h.steps
+        s.server_config.restart >= spec.repeats.restarts and not s.scoring
+        for h in host_plans
+        for s in h.steps
     )
     if checks:
         notes.append(
@@ -123,6 +135,26 @@ def build_plan(spec: Spec) -> Plan:
     drawing = sum(bool(p.samples) and p.server_config.mode != "ar" for p in points)
     notes += sampling_notes(spec, sampled, drawing, plan.n_samples)
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
+
+
+def with_scoring_step(host: HostPlan) -> HostPlan:
+    """The host with one more start of its first AR baseline after everything else, to score
+    its sampled speculative points' samples (`sweeper.plan.sampling`); unchanged where it has
+    none, or no AR baseline to start (its points then stay unproven, as the plan notes)."""
+    steps = list(host.steps)
+    sampled = any(
+        sc.mode != "ar" and any(rc.temperature > 0 for rc in rcs) for sc, rcs, *_ in steps
+    )
+    ar = [s.server_config for s in steps if s.server_config.mode == "ar"]
+    ar = [sc for sc in ar if SPEED_BASELINE not in sc.params] or ar
+    if not sampled or not ar:
+        return host
+    first = ar[0]
+    restart = 1 + max(
+        s.server_config.restart for s in steps if s.server_config.flags == first.flags
+    )
+    scorer = Step(first.again(restart), (), scoring=True)
+    return replace(host, steps=(*steps, scorer))
 
 
 def _one_per_behaviour(

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, point_id, short_hash
 from sweeper.plan.points import Point
 from sweeper.plan.rungs import rung_sizes
-from sweeper.plan.sampling import BASELINE_ROLES, SPECULATIVE_ROLES
+from sweeper.plan.sampling import SPECULATIVE_ROLES, ar_scores_speculative, scores
 from sweeper.spec import HostSpec, Spec, WorkloadSpec
 
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
@@ -22,10 +22,11 @@ DEFAULT_LOAD_S = 10.0
 DEFAULT_TOK_S = 12.0
 
 
-def with_samples(points: list[Point]) -> list[Point]:
+def with_samples(points: list[Point], baseline_roles: tuple[str, ...]) -> list[Point]:
     """The points with the samples they draw: at temperature > 0 every speculative point, and
-    every AR point some speculative point is compared with; the first point of a server config
-    and sampling key draws, the others at other loads share its samples (`samples_from`)."""
+    every AR point some speculative point is compared with (`baseline_roles`); the first point
+    of a server config and sampling key draws, the others at other loads share its samples
+    (`samples_from`)."""
     wanted = {
         (p.server_config.baseline_key, p.request_config.sampling_key)
         for p in points
@@ -44,15 +45,18 @@ def with_samples(points: list[Point]) -> list[Point]:
             out.append(replace(point, samples_from=first[key]))
         else:
             first[key] = point.point_id
-            out.append(replace(point, samples=BASELINE_ROLES if ar else SPECULATIVE_ROLES))
+            out.append(replace(point, samples=baseline_roles if ar else SPECULATIVE_ROLES))
     return out
 
 
 class Step(NamedTuple):
-    """One restart on a host: a server config and the request configs measured against it."""
+    """One restart on a host: a server config and the request configs measured against it; or
+    (`scoring`) an AR server started again after the speculative configs to score their
+    samples (`sweeper.plan.sampling`), measuring nothing."""
 
     server_config: ServerConfig
     request_configs: tuple[RequestConfig, ...]
+    scoring: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,8 +65,9 @@ class HostPlan:
 
     host: HostSpec
     steps: tuple[Step, ...]
-    #: Its sampled points draw seeded samples (`determinism.sampled: distribution`).
-    draws_samples: bool = False
+    #: The roles its AR points draw where its sampled points draw seeded samples
+    #: (`determinism.sampled: scored` or `distribution`); () where none draw.
+    baseline_roles: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -70,7 +75,18 @@ class HostPlan:
 
     def points(self) -> Iterator[Point]:
         found = self._points()
-        yield from with_samples(list(found)) if self.draws_samples else found
+        yield from with_samples(list(found), self.baseline_roles) if self.baseline_roles else found
+
+    def scored_by(self, step: Step) -> list[Point]:
+        """The points whose samples a scoring step scores: the host's sampled speculative
+        points (none for another step)."""
+        if not step.scoring:
+            return []
+        return [
+            p
+            for p in self.points()
+            if p.server_config.mode != "ar" and p.request_config.temperature > 0
+        ]
 
     def _points(self) -> Iterator[Point]:
         baselines = {
@@ -139,6 +155,13 @@ class Plan:
         return sum(samples_count(p, self.spec) for p in self.points())
 
     @property
+    def n_scores(self) -> int:
+        """Scoring requests (one prefill each): every sample where the run scores, a coupled
+        server's sampled measured requests, and each scorer's rescoring of the AR samples
+        that proves its agreement (`scores_count`)."""
+        return sum(scores_count(host, self.spec) for host in self.hosts)
+
+    @property
     def estimated_seconds(self) -> float:
         """A rough estimate with the default figures; see `estimate_seconds`."""
         return estimate_seconds(self)
@@ -150,6 +173,7 @@ class Plan:
             "n_points": self.n_points,
             "n_requests": self.n_requests,
             **({"n_samples": n} if (n := self.n_samples) else {}),
+            **({"n_scores": n} if (n := self.n_scores) else {}),
             "estimated_seconds": round(self.estimated_seconds, 1),
             "notes": list(self.notes),
             "hosts": [
@@ -160,6 +184,7 @@ class Plan:
                             "server_config": step.server_config.to_dict(),
                             "label": step.server_config.label,
                             "request_configs": [rc.to_dict() for rc in step.request_configs],
+                            **({"scoring": True} if step.scoring else {}),
                         }
                         for step in host.steps
                     ],
@@ -196,19 +221,73 @@ def samples_seconds(point: Point, spec: Spec, *, tok_s: float = DEFAULT_TOK_S) -
     return rounds * policy.sample_length(point.request_config.max_tokens) / tok_s
 
 
+#: One scoring request (a prefill of prompt + sample) counted as this many decode steps of one
+#: stream: a prefill of ~100 tokens costs a few decode steps on a CPU, about one on a GPU.
+SCORE_STEPS = 3.0
+
+
+def scores_count(host: HostPlan, spec: Spec) -> int:
+    """The scoring requests one host sends: each sample drawn (where the run scores), each
+    sampled measured request of a coupled server, and one AR sample per prompt and AR point
+    rescored by each other scorer (the agreement check: `sampled_scorers` per host)."""
+    if not scores(spec):
+        return 0
+    points = list(host.points())
+    prompts = len(spec.workload.prompts)
+    n = sum(samples_count(p, spec) for p in points)
+    if not n:  # coupled: the sampled measured requests
+        workload = spec.workload
+        n = sum(
+            point_requests_count(p.request_config, workload)
+            for p in points
+            if p.request_config.temperature > 0
+        )
+    controls = [p for p in points if p.server_config.mode == "ar" and "control" in p.samples]
+    scorers = sum(s.scoring for s in host.steps) + sum(
+        1
+        for s in host.steps
+        if s.server_config.mode != "ar"
+        and not ar_scores_speculative(spec)
+        and any(rc.temperature > 0 for rc in s.request_configs)
+    )
+    return n + scorers * len(controls) * prompts
+
+
+def scores_seconds(host: HostPlan, spec: Spec, *, tok_s: float = DEFAULT_TOK_S) -> float:
+    """One host's scoring requests: rounds of `sample_concurrency`, `SCORE_STEPS` each."""
+    n = scores_count(host, spec)
+    return math.ceil(n / spec.determinism.sample_concurrency) * SCORE_STEPS / tok_s
+
+
 def estimate_seconds(
     plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
 ) -> float:
     """An estimate, not a promise: hosts run in parallel, so the slowest host's sum of
-    `step_seconds` over its restarts, plus its samples' (`samples_seconds`)."""
+    `step_seconds` over its restarts, plus its samples' (`samples_seconds`) and their scoring
+    (`scores_seconds`)."""
     return max(
         (
             sum(step_seconds(plan.spec, step, load_s=load_s, tok_s=tok_s) for step in host.steps)
             + sum(samples_seconds(p, plan.spec, tok_s=tok_s) for p in host.points())
+            + scores_seconds(host, plan.spec, tok_s=tok_s)
             + halving_extra(host, plan.spec, load_s, tok_s).seconds
             for host in plan.hosts
         ),
         default=0.0,
+    )
+
+
+def proof_seconds(
+    plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
+) -> float:
+    """What the sampled proof adds, summed over hosts: drawing samples, scoring them, and the
+    scoring restarts (`sampling.ar_scores_speculative`)."""
+    spec = plan.spec
+    return sum(
+        sum(samples_seconds(p, spec, tok_s=tok_s) for p in host.points())
+        + scores_seconds(host, spec, tok_s=tok_s)
+        + load_s * sum(step.scoring for step in host.steps)
+        for host in plan.hosts
     )
 
 
@@ -217,9 +296,12 @@ def step_seconds(
 ) -> float:
     """One restart: `load_s` plus warmup and, per point, rounds of `concurrency` requests each
     taking max_tokens / `tok_s` (no speedup assumed, batching assumed free); an open loop lasts
-    its schedule (requests / rate, or its duration) plus one request."""
+    its schedule (requests / rate, or its duration) plus one request. A scoring restart
+    measures nothing: its load alone (its scoring is `scores_seconds`)."""
     workload = spec.workload
     per_request = workload.max_tokens / tok_s
+    if step.scoring:
+        return load_s
     total = load_s + workload.warmup * per_request
     for rc in step.request_configs:
         n_requests = point_requests_count(rc, workload)

@@ -2,34 +2,62 @@
 
 `determinism.sampled: auto` resolves per engine from its catalog record (`coupled_sampling`: the
 engine's servers are expected to advertise coupled sampling, the bundled runtime's do): coupled
-where expected, else `distribution`. What a server advertises decides at run time: a server
-that does not advertise coupling where the plan expected it leaves its sampled points
-`unproven`, with what to set instead.
+where expected, else `scored` where the engine scores sampled outputs with its own prefill
+(`sweeper.catalog.scoring`: vLLM, SGLang), else `distribution`. What a server advertises decides
+at run time: a server that does not advertise coupling where the plan expected it leaves its
+sampled points `unproven`, with what to set instead; one that cannot score is said so too.
 
-With `distribution`, a point draws seeded samples (`samples` per prompt): a speculative config
-its own (role `test`), its AR baseline two sets (`ar`, which the test compares with, and
-`control`, the AR-vs-AR control). Points of one server config that sample alike (same
-temperature, top-p, top-k, max tokens: `RequestConfig.sampling_key`) at other loads share the
-first one's samples.
+With `scored` or `distribution`, a point draws seeded samples (`samples` per prompt): a
+speculative config its own (role `test`); its AR baseline, for `scored`, one set (`control`:
+scored the same way, the false-alarm control), for `distribution` two (`ar`, which the test
+compares with, and `control`, the AR-vs-AR control). Points of one server config that sample
+alike (same temperature, top-p, top-k, max tokens: `RequestConfig.sampling_key`) at other loads
+share the first one's samples. Where a coupled server scores (the bundled runtime), its measured
+sampled requests are scored too: a second proof beside coupling, at no sampling cost.
+
+Who scores: a speculative server its own samples where its engine's prefill never runs the
+speculative path and it accepts logprob requests (`Scoring.self_scoring`); otherwise the AR
+server, started once more on each host after its speculative configs (`scoring_steps`).
 """
 
 from __future__ import annotations
 
 from sweeper.catalog.records import RECORDS
+from sweeper.catalog.scoring import SCORING
 from sweeper.spec import Spec
 from sweeper.spec.model import SampledCheck
 
-#: Sample roles drawn by a speculative point and by its AR baseline point.
+#: Sample roles drawn by a speculative point, and by its AR baseline point per check.
 SPECULATIVE_ROLES = ("test",)
-BASELINE_ROLES = ("ar", "control")
+BASELINE_ROLES = {"scored": ("control",), "distribution": ("ar", "control")}
+#: Checks that draw seeded samples.
+DRAWING = tuple(BASELINE_ROLES)
 
 
 def sampled_check(spec: Spec) -> SampledCheck:
-    """The spec's `determinism.sampled`, `auto` resolved by the engine's catalog record."""
+    """The spec's `determinism.sampled`, `auto` resolved by the engine's catalog records."""
     asked = spec.determinism.sampled
     if asked != "auto":
         return asked
-    return "coupled" if RECORDS[spec.runtime.engine].coupled_sampling else "distribution"
+    engine = spec.runtime.engine
+    if RECORDS[engine].coupled_sampling:
+        return "coupled"
+    return "scored" if engine in SCORING else "distribution"
+
+
+def scores(spec: Spec) -> bool:
+    """Whether the run scores sampled outputs: the scored check, or coupling where the engine
+    scores too (the second proof beside it)."""
+    check = sampled_check(spec)
+    return check == "scored" or (check == "coupled" and spec.runtime.engine in SCORING)
+
+
+def ar_scores_speculative(spec: Spec) -> bool:
+    """Whether the AR server scores the speculative configs' samples (started once more after
+    them on each host): the run scores, and the engine's speculative servers do not score
+    their own (`sweeper.catalog.scoring`)."""
+    scoring = SCORING.get(spec.runtime.engine)
+    return scores(spec) and scoring is not None and not scoring.self_scoring
 
 
 def sample_seeds(base: int | None, role: str, n: int) -> list[int]:
@@ -56,10 +84,21 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
         ]
     notes = []
     if not spec.baseline and not spec.runtime.baseline_run:
-        notes.append(
-            f"{head}: no AR baseline (baseline: false, no runtime.baseline_run): nothing to "
-            "compare them with, so they will be unproven"
-        )
+        if check != "scored":
+            notes.append(
+                f"{head}: no AR baseline (baseline: false, no runtime.baseline_run): nothing "
+                "to compare them with, so they will be unproven"
+            )
+        elif ar_scores_speculative(spec):
+            notes.append(
+                f"{head}: no AR baseline (baseline: false): no AR server to score their "
+                "samples, so they will be unproven"
+            )
+        else:
+            notes.append(
+                f"{head}: no AR baseline (baseline: false): their samples are scored, but no "
+                "AR samples are scored beside them as the false-alarm control"
+            )
     if check == "coupled" and not RECORDS[spec.runtime.engine].coupled_sampling:
         notes.append(
             f"{head}: determinism.sampled: coupled, but {spec.runtime.engine} servers are not "
@@ -81,6 +120,9 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
                 f"at seed {seed}{said if expected else ''}"
             )
         return notes
+    if check == "scored":
+        notes.append(scored_note(spec, head, drawing, samples))
+        return notes
     notes.append(
         f"{head}: distribution: {drawing} of them draw {policy.samples} seeded samples per "
         f"prompt (AR baselines twice: the test's and the AR-vs-AR control's), {samples} "
@@ -88,3 +130,33 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
         f"{policy.sample_concurrency} in flight; points at other loads share them"
     )
     return notes
+
+
+def scored_note(spec: Spec, head: str, drawing: int, samples: int) -> str:
+    """The scored check's plan note: what is drawn, who scores it, what that costs."""
+    policy, engine = spec.determinism, spec.runtime.engine
+    scoring = SCORING.get(engine)
+    if scoring is None:
+        return (
+            f"{head}: scored, but {engine} has no scoring path (sweeper/catalog/scoring.py): "
+            "they will be unproven; distribution proves them"
+        )
+    how = (
+        "the processed distribution itself (exact)"
+        if scoring.basis == "exact"
+        else f"raw logprobs of each token and its top {scoring.top_k}"
+    )
+    if ar_scores_speculative(spec):
+        who = (
+            "scored by the AR server, started once more on each host after the speculative "
+            f"configs ({scoring.self_scoring_why})"
+        )
+    else:
+        who = "each server scores its own samples; the AR point's are its false-alarm control"
+    return (
+        f"{head}: scored: {drawing} of them draw {policy.samples} seeded samples per prompt "
+        f"(AR baselines once: the false-alarm control), {samples} samples of up to "
+        f"{policy.sample_length(spec.workload.max_tokens)} tokens, each scored by one prefill "
+        f"({how}); {who}; two scorers of the same AR samples must agree within "
+        f"{policy.score_agreement:g} per token"
+    )

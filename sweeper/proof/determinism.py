@@ -154,8 +154,11 @@ class _How:
 
     @property
     def by_point_verdict(self) -> bool:
-        """Every request carries the point's verdict (see `judge_point`)."""
-        return self.sampled and (self.check == "distribution" or self.point_verdict is not None)
+        """Every request carries the point's verdict (see `judge_point`): a point judged from
+        its samples' distribution or scores, never by its repeats."""
+        return self.sampled and (
+            self.check in ("distribution", "scored") or self.point_verdict is not None
+        )
 
     @property
     def token_for_token(self) -> bool:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
+from pydantic import ValidationError
 
 from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import Interval, withheld_speedup
@@ -249,8 +250,20 @@ def _flag(
     )
 
 
+class StoredReferenceError(ValueError):
+    """A run's stored reference that does not validate today (its manifest edited, or written
+    by another version): the field and why, in one line."""
+
+
 def reference_of(spec: Mapping[str, Any] | None) -> ReferenceSpec | None:
     """The reference a run was judged by, from its manifest's resolved spec (None: none, or a
-    run written before references)."""
+    run written before references); StoredReferenceError when it is no reference."""
     raw = (spec or {}).get("reference")
-    return ReferenceSpec.model_validate(raw) if raw else None
+    if not raw:
+        return None
+    try:
+        return ReferenceSpec.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in ("reference", *first["loc"]))
+        raise StoredReferenceError(f"{where}: {first['msg']}") from None

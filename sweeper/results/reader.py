@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from sweeper.results.lock import live_holder
 from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
+from sweeper.results.scores import current_scores, settled_points
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -34,6 +35,8 @@ POINTS_PARQUET = "points.parquet"
 POINTS_CSV = "points.csv"
 REQUESTS_PARQUET = "requests.parquet"
 SAMPLES_LOG = "samples.jsonl"
+SCORES_LOG = "scores.jsonl"
+SETTLED_LOG = "settled.jsonl"
 #: The views rewritten from the append-only records (never the source of truth).
 DERIVED_VIEWS = (POINTS_PARQUET, POINTS_CSV, REQUESTS_PARQUET)
 #: Request columns read as categoricals: repeated strings, a fraction of the memory.
@@ -42,19 +45,27 @@ CATEGORICAL = ("host", "point_id", "prompt_id", "verdict")
 Filters = list[tuple[str, str, Any]]
 
 
+#: What every line of a record file holds, as strings: its point, and a point line its status.
+#: A line without them is damaged (kept verbatim), never a row every reader then trips on.
+RECORD_KEYS: dict[str, tuple[str, ...]] = {POINTS_LOG: ("point_id", "status")}
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The records of an append-only JSONL file; a torn line (a killed writer) is skipped."""
     return jsonl_lines(path)[0]
 
 
 def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
-    """A JSONL file's objects, and its damaged lines as (line number, text verbatim: bytes that
-    are not UTF-8 kept as surrogate escapes). Split on "\\n" only: a JSON string may hold
-    U+2028 and other separators that `str.splitlines` would cut at. Absent: nothing."""
+    """A record file's records (JSON objects holding its `RECORD_KEYS`), and its damaged lines
+    as (line number, text verbatim: bytes that are not UTF-8 kept as surrogate escapes). Split
+    on "\\n" only: a JSON string may hold U+2028 and other separators that `str.splitlines`
+    would cut at. Absent: nothing; there but unreadable (a directory, no permission): the
+    OSError, never read as absent."""
     try:
         data = path.read_bytes()
-    except OSError:
+    except FileNotFoundError:
         return [], []
+    keys = RECORD_KEYS.get(path.name, ("point_id",))
     rows: list[dict[str, Any]] = []
     damaged: list[tuple[int, str]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
@@ -65,7 +76,7 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]
             row = json.loads(text)
         except ValueError:
             row = None
-        if isinstance(row, dict):
+        if isinstance(row, dict) and all(isinstance(row.get(k), str) for k in keys):
             rows.append(row)
         else:
             damaged.append((number, text))
@@ -128,7 +139,20 @@ class Run:
             if not self.point_lines:
                 return None
             points = pd.DataFrame(self.point_lines).drop_duplicates("point_id")
-        return self.upgrade_legacy(points)
+        return self.upgrade_legacy(self._settled(points))
+
+    @cached_property
+    def settled(self) -> list[dict[str, Any]]:
+        """settled.jsonl: verdict columns settled after their point lines ([] for most runs)."""
+        return read_jsonl(self.dir / SETTLED_LOG)
+
+    def _settled(self, points: pd.DataFrame) -> pd.DataFrame:
+        """The frame with each point's latest settled columns (views written since hold them
+        already; a view written before a settlement, or none, gets them here)."""
+        if not self.settled or "point_id" not in points.columns:
+            return points
+        rows = {str(r["point_id"]): r for r in points.to_dict("records")}
+        return pd.DataFrame(list(settled_points(rows, self.settled).values()))
 
     def upgrade_legacy(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Rows written before `mode` existed (`engine` was ar|ddtree): today's engine, mode."""
@@ -149,6 +173,13 @@ class Run:
             for row in read_jsonl(self.dir / SAMPLES_LOG)
             if (row.get("point_id"), row.get("attempt")) in keep
         ]
+
+    @cached_property
+    def scores(self) -> list[dict[str, Any]]:
+        """scores.jsonl's rows of completed points' attempts, each output and scorer once (the
+        scored check's records; [] for a run that scored nothing)."""
+        points = {str(row.get("point_id")): row for row in self.point_lines}
+        return current_scores(read_jsonl(self.dir / SCORES_LOG), points)
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -245,7 +276,7 @@ class Run:
     def broken_views(self) -> list[str]:
         """The derived views that are missing, unreadable or behind the records (a run that
         died before rewriting them); none for a run without records."""
-        if not (self.dir / POINTS_LOG).is_file():
+        if not (self.dir / POINTS_LOG).exists():  # there but no file: read, and said
             return []
         broken = []
         data = self._points_bytes

@@ -233,8 +233,9 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: baseline's), `none` (the AR server refused logprobs: near ties cannot be told).
     margin_source: str | None = None
     #: How its sampled outputs were proven (temperature > 0): `coupled` (token for token
-    #: against AR at the same seed), `distribution` (a two-sample test on seeded samples),
-    #: `repeats` (only its repeats compared); None at temperature 0.
+    #: against AR at the same seed), `scored` (every token of seeded samples scored by the
+    #: target's prefill), `distribution` (a two-sample test on seeded samples), `repeats` (only
+    #: its repeats compared); None at temperature 0.
     sampled_check: str | None = None
     #: Why the point is `unproven` ("" otherwise): what was not checked and why.
     unproven_reason: str = ""
@@ -251,6 +252,18 @@ class PointRecord(ExposureColumns, _PointColumns):
     samples_point_id: str | None = None
     distribution_shift: float | None = None
     distribution_control_p: float | None = None
+    #: Who scored its sampled outputs (`sweeper.runner.scoring`): `self`, or the label of the
+    #: server that scored them after it; whether that is still to come (its verdict settles
+    #: then: `settled.jsonl`); two scorers of the same AR outputs, the largest difference of a
+    #: token's raw probability and over how many tokens; and, beside coupling, the scored
+    #: verdict in its own columns. The scored test's own columns (`scored_p`, ...) are
+    #: `sweeper.proof.scored.SCORED_COLUMNS`.
+    scored_by: str | None = None
+    scored_pending: bool | None = None
+    score_agreement: float | None = None
+    score_agreement_n: int | None = None
+    scored_verdict: str | None = None
+    scored_detail: str = ""
     #: Labels the engine's rules make this same behaviour (`sweeper.catalog.effective`): the
     #: config was measured once, and these numbers stand for each of them.
     covers_labels: list[str] = Field(default_factory=list)

@@ -27,11 +27,13 @@ from sweeper.results.reader import (
     REQUESTS_LOG,
     REQUESTS_PARQUET,
     SAMPLES_LOG,
+    SCORES_LOG,
+    SETTLED_LOG,
     jsonl_lines,
 )
 
-#: The records a run appends, in the order a point writes them.
-RECORD_LOGS = (SAMPLES_LOG, REQUESTS_LOG, POINTS_LOG)
+#: The records a run appends, in the order a point writes them (settled lines come later).
+RECORD_LOGS = (SAMPLES_LOG, SCORES_LOG, REQUESTS_LOG, POINTS_LOG, SETTLED_LOG)
 _POINT_ID = re.compile(r'"point_id"\s*:\s*"([^"]*)"')
 
 

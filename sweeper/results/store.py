@@ -1,13 +1,16 @@
 """Run directories: `results/<sweep>/<run id>/`, the manifest, append-only records, resume.
 
 Records go to `samples.jsonl` (a point's seeded samples for its distribution test, when it
-drew any), `requests.jsonl` and `points.jsonl`, one JSON line each, written with a single
-`write` on an O_APPEND file and fsync'd, so a SIGKILL loses at most a torn last line (cut off on
-reopening). A point's sample and request rows are written before its point line; on load, they
-count only when their `(point_id, attempt)` matches a completed point line, so rows from an
-interrupted attempt are dropped and redone. `requests.parquet`, `points.parquet` and `points.csv`
-are derived views rewritten with temp + rename after each point and at the end. Reading a run
-after the fact (report, compare, ls) goes through `reader.py`'s `Run`.
+drew any), `scores.jsonl` (samples scored by a server's prefill), `requests.jsonl` and
+`points.jsonl`, one JSON line each, written with a single `write` on an O_APPEND file and
+fsync'd, so a SIGKILL loses at most a torn last line (cut off on reopening). A point's sample,
+score and request rows are written before its point line; on load, they count only when their
+`(point_id, attempt)` matches a completed point line, so rows from an interrupted attempt are
+dropped and redone. Scores a later server adds to a recorded point, and the verdict they settle
+(`settled.jsonl`), come after its point line (`sweeper.results.scores`). `requests.parquet`,
+`points.parquet` and `points.csv` are derived views rewritten with temp + rename after each
+point and at the end. Reading a run after the fact (report, compare, ls) goes through
+`reader.py`'s `Run`.
 """
 
 from __future__ import annotations
@@ -33,9 +36,12 @@ from sweeper.results.reader import (
     REQUESTS_LOG,
     REQUESTS_PARQUET,
     SAMPLES_LOG,
+    SCORES_LOG,
+    SETTLED_LOG,
     read_jsonl,
 )
 from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
+from sweeper.results.scores import ScoreRecord, SettledRecord, current_scores, settled_points
 
 
 def utc_now() -> str:
@@ -151,7 +157,7 @@ class RunStore:
         if not path.exists():
             raise FileNotFoundError(f"{run_dir} is not a run directory (no {MANIFEST})")
         manifest = Manifest.model_validate_json(path.read_text())
-        for name in (SAMPLES_LOG, REQUESTS_LOG, POINTS_LOG):
+        for name in (SAMPLES_LOG, SCORES_LOG, REQUESTS_LOG, POINTS_LOG, SETTLED_LOG):
             _trim_torn_tail(run_dir / name)
         (run_dir / "logs").mkdir(exist_ok=True)
         return cls(run_dir, manifest)
@@ -217,11 +223,14 @@ class RunStore:
         point: PointRecord,
         requests: list[RequestRecord],
         samples: list[SampleRecord] | None = None,
+        scores: list[ScoreRecord] | None = None,
     ) -> None:
-        """Samples and requests first, then the point line that makes them count (see the
-        module docstring)."""
+        """Samples, scores and requests first, then the point line that makes them count (see
+        the module docstring)."""
         if samples:
             _append_lines(self.dir / SAMPLES_LOG, (s.model_dump() for s in samples))
+        if scores:
+            self.append_scores(scores)
         _append_lines(self.dir / REQUESTS_LOG, (r.model_dump() for r in requests))
         _append_lines(self.dir / POINTS_LOG, [point.model_dump()])
 
@@ -230,13 +239,23 @@ class RunStore:
         point: PointRecord,
         requests: list[RequestRecord],
         samples: list[SampleRecord] | None = None,
+        scores: list[ScoreRecord] | None = None,
     ) -> None:
         """Record a finished point: append it, refresh the derived files and the manifest."""
-        self.append_point(point, requests, samples)
+        self.append_point(point, requests, samples, scores)
         points = self.points()
         self.count_points(points)
         self.save_manifest()
         self.consolidate(points)
+
+    def append_scores(self, scores: list[ScoreRecord]) -> None:
+        """Scores of samples already recorded (or about to be, with their point line)."""
+        _append_lines(self.dir / SCORES_LOG, (s.model_dump() for s in scores))
+
+    def settle(self, settled: list[SettledRecord]) -> None:
+        """Append points' settled verdict columns and refresh the derived files."""
+        _append_lines(self.dir / SETTLED_LOG, (s.model_dump() for s in settled))
+        self.consolidate()
 
     def count_points(self, points: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The manifest's points_done / points_ok / points_failed, from the recorded points."""
@@ -247,16 +266,17 @@ class RunStore:
         manifest.points_failed = manifest.points_done - manifest.points_ok
 
     def points(self) -> dict[str, dict[str, Any]]:
-        """Completed points by point_id (a point appears once; the first line wins)."""
+        """Completed points by point_id (a point appears once; the first line wins), each with
+        its latest settled columns."""
         out: dict[str, dict[str, Any]] = {}
         for row in read_jsonl(self.dir / POINTS_LOG):
             out.setdefault(row["point_id"], upgrade_legacy_row(row, self.engine))
-        return out
+        return settled_points(out, read_jsonl(self.dir / SETTLED_LOG))
 
     def requests(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Request rows of completed points only, from the attempt that completed."""
         points = self.points() if points is None else points
-        keep = {(pid, p["attempt"]) for pid, p in points.items()}
+        keep = {(pid, p.get("attempt")) for pid, p in points.items()}
         return [
             upgrade_legacy_row(r, self.engine)
             for r in read_jsonl(self.dir / REQUESTS_LOG)
@@ -266,12 +286,17 @@ class RunStore:
     def samples(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Sample rows of completed points only, from the attempt that completed."""
         points = self.points() if points is None else points
-        keep = {(pid, p["attempt"]) for pid, p in points.items()}
+        keep = {(pid, p.get("attempt")) for pid, p in points.items()}
         return [
             r
             for r in read_jsonl(self.dir / SAMPLES_LOG)
             if (r.get("point_id"), r.get("attempt")) in keep
         ]
+
+    def scores(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Score rows of completed points' attempts, each output and scorer once."""
+        points = self.points() if points is None else points
+        return current_scores(read_jsonl(self.dir / SCORES_LOG), points)
 
     @property
     def engine(self) -> str:

@@ -1,6 +1,7 @@
 """Measuring one point on a proven server: drive its load (`sweeper.measure.drive`), read the
-acceptance counters, host load and service log, draw its samples, have it judged
-(`sweeper.analysis.summary`, the sampled proof) and commit its records.
+acceptance counters, host load and service log, draw its samples and score them where this
+server scores (`sweeper.runner.scoring`), have it judged (`sweeper.analysis.summary`, the
+sampled proof) and commit its records.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from sweeper.results.records import SampleRecord
 from sweeper.results.store import utc_now
 from sweeper.runner.recording import Recorder
 from sweeper.runner.sampled import Known, SampledProof
+from sweeper.runner.scoring import ScoredProof, merge
+from sweeper.runner.scoring import Serving as Scorer
 from sweeper.runner.serving import Serving
 from sweeper.spec import Spec
 from sweeper.workers.backends import Backend
@@ -38,6 +41,7 @@ class PointMeasurer:
     recorder: Recorder
     stop_event: threading.Event
     sampled: SampledProof
+    scoring: ScoredProof
     inputs: Inputs | None
     earlier: EarlierBaseline | None
     #: Seconds spent outside model load and measurement (the runner's, shared).
@@ -83,9 +87,14 @@ class PointMeasurer:
         if self.stop_event.is_set():
             return None
         known.samples[point.point_id] = drawn
+        scorer = Scorer(state.base_url, state.model, engine, sc.id, sc.label)
+        scored = self.scoring.at_point(point, scorer, drawn, rows, known)
+        if self.stop_event.is_set():
+            return None
         earlier, base = self.earlier, point.baseline_point_id or ""
         baseline_point = done.get(base) if earlier is None else earlier.point_for(point)
         verdict, sampled_columns = self.sampled.judge(point, baseline_point, known)
+        verdict = verdict or scored.verdict
         summary, verdicts = summarize(
             point.server_config,
             point.request_config,
@@ -101,7 +110,7 @@ class PointMeasurer:
             sampled_check=check,
             sampled_verdict=unavailable or verdict,
         )
-        summary = {**summary, **sampled_columns}
+        summary = merge({**summary, **sampled_columns}, scored)
         record, requests = measured_point(
             point,
             result,
@@ -119,7 +128,8 @@ class PointMeasurer:
             capabilities=engine.capabilities,
             host_load=host_load,
         )
-        self.recorder.commit(record, requests, [SampleRecord(**row) for row in drawn])
+        samples = [SampleRecord(**row) for row in drawn]
+        self.recorder.commit(record, requests, samples, scored.records)
         if sc.mode == "ar":
             known.baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)

@@ -14,6 +14,7 @@ from sweeper.plan import Point
 from sweeper.progress import SweepProgress
 from sweeper.results.manifest import HostFacts, IdentityRecord
 from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
+from sweeper.results.scores import ScoreRecord, SettledRecord
 from sweeper.results.store import RunStore, utc_now
 from sweeper.runner.serving import placed
 from sweeper.services import Instance
@@ -42,12 +43,21 @@ class Recorder:
         point: PointRecord,
         requests: list[RequestRecord],
         samples: list[SampleRecord] | None = None,
+        scores: list[ScoreRecord] | None = None,
     ) -> None:
         serving = self.serving.pop(point.point_id, None)
         if serving is not None:
             point = placed(point, *serving)
         with self.lock:
-            self.store.commit_point(point, requests, samples)
+            self.store.commit_point(point, requests, samples, scores)
+
+    def settle(self, scores: list[ScoreRecord], settled: list[SettledRecord]) -> None:
+        """Scores a later server gave recorded points, then the verdicts they settle."""
+        with self.lock:
+            if scores:
+                self.store.append_scores(scores)
+            if settled:
+                self.store.settle(settled)
 
     def fail(
         self,

@@ -23,6 +23,7 @@ from sweeper.progress import SweepProgress
 from sweeper.proof import sampled as sampled_analysis
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.results.baseline import EarlierBaseline
+from sweeper.results.scores import SELF, score_key
 from sweeper.spec import Spec
 from sweeper.spec.model import SampledCheck
 
@@ -30,15 +31,47 @@ from sweeper.spec.model import SampledCheck
 @dataclass
 class Known:
     """What one host thread knows of its recorded points: their rows, the AR points' request
-    rows, every point's samples, and the plan's points by id."""
+    rows, every point's samples and scores, the plan's points by id, and the label of the
+    server that scores its speculative points' samples after them (None: none does)."""
 
     done: dict[str, dict[str, Any]]
     baseline_rows: dict[str, list[dict[str, Any]]]
     points: dict[str, Point]
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scores: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    scorer_label: str | None = None
 
     def samples_of(self, point_id: str | None) -> list[dict[str, Any]]:
         return list(self.samples.get(point_id or "", []))
+
+    def scores_of(self, point_id: str | None) -> list[dict[str, Any]]:
+        return list(self.scores.get(point_id or "", []))
+
+    def add_score(self, row: dict[str, Any]) -> None:
+        """A score of one output by one scorer, as the store reads them back: the first that
+        scored it stands, a failed one gives way to a success (`current_scores`)."""
+        rows = self.scores.setdefault(str(row["point_id"]), [])
+        key = score_key(row)
+        for n, old in enumerate(rows):
+            if score_key(old) == key:
+                if old.get("error") and not row.get("error"):
+                    rows[n] = row
+                return
+        rows.append(row)
+
+    def ar_points(self, point: Point | None) -> list[Point]:
+        """The AR points whose outputs a scorer rescores to prove it agrees with the AR's own
+        scores: a speculative point's baseline (where it drew them), else every AR
+        point of the host whose outputs it scored itself."""
+        if point is not None:
+            source = self.points.get(self.sample_source(point.baseline_point_id) or "")
+            return [source] if source is not None else []
+        return [
+            p
+            for p in self.points.values()
+            if p.server_config.mode == "ar"
+            and any(r.get("scorer") == SELF for r in self.scores_of(p.point_id))
+        ]
 
     def sample_source(self, point_id: str | None) -> str | None:
         """The point whose samples `point_id` uses (itself, or the sibling that drew them)."""

@@ -15,7 +15,7 @@ from typing import Any
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.inputs import Inputs
-from sweeper.plan import HostPlan, Plan
+from sweeper.plan import HostPlan, Plan, Point
 from sweeper.progress import SweepProgress
 from sweeper.proof.calibration import calibrated_points
 from sweeper.results.baseline import EarlierBaseline
@@ -24,6 +24,8 @@ from sweeper.results.store import RunStore
 from sweeper.runner.measuring import PointMeasurer
 from sweeper.runner.recording import Recorder
 from sweeper.runner.sampled import Known, SampledProof
+from sweeper.runner.scoring import ScoredProof
+from sweeper.runner.scoring import Serving as Scorer
 from sweeper.runner.serving import StartFailed, host_lost
 from sweeper.runner.start import Starter
 from sweeper.services import ServiceError
@@ -64,11 +66,12 @@ class Runner:
             self.earlier = EarlierBaseline(Path(earlier))
         self.inputs = Inputs(self.spec.workload, self.store.dir, self.engine, earlier)
         self.sampled = SampledProof(self.spec, self.progress, self.inputs, self.earlier)
+        self.scoring = ScoredProof(self.spec, self.inputs)
         self._recorder = Recorder(self.store, self.progress, self.engine.name)
         shared = (self.spec, self.engine, self.progress, self._recorder, self.stop_event)
         self._starter = Starter(*shared, self.overhead_s)
         self._measurer = PointMeasurer(
-            *shared, self.sampled, self.inputs, self.earlier, self.overhead_s
+            *shared, self.sampled, self.scoring, self.inputs, self.earlier, self.overhead_s
         )
 
     # -- whole run ---------------------------------------------------------------------------
@@ -145,19 +148,31 @@ class Runner:
         for row in self.store.requests(done):
             if row["host"] == host_plan.name and row["mode"] == "ar":
                 baseline_rows.setdefault(row["point_id"], []).append(row)
+        scorers = [s.server_config.label for s in host_plan.steps if s.scoring]
         known = Known(done, baseline_rows, {p.point_id: p for p in all_points})
+        known.scorer_label = scorers[0] if scorers else None
         for row in self.store.samples(done):
             if row["host"] == host_plan.name:
                 known.samples.setdefault(row["point_id"], []).append(row)
+        for row in self.store.scores(done):
+            if row["host"] == host_plan.name:
+                known.add_score(row)
+        settled = {pid for pid, row in done.items() if not row.get("scored_pending")}
 
         def run_step(
             on: Backend, item: Work, previous: Identity | None, gate: Callable[[], bool] | None
         ) -> StepOutcome:
             return self._run_step(on, host_plan.name, item, previous, known, gate)
 
+        def fail(points: list[Point], reason: str) -> None:
+            """Unrecorded points fail; recorded ones awaiting a scorer say why they still do."""
+            self._recorder.settle([], self.scoring.unscored(points, known, reason))
+            unrecorded = [p for p in points if p.point_id not in done]
+            self._recorder.fail(backend, unrecorded, reason, None)
+
         hooks = WorkerHooks[Backend](
             run_step=run_step,
-            fail=lambda points, reason: self._recorder.fail(backend, points, reason, None),
+            fail=fail,
             recorded=lambda point_id: point_id in done,
             progress=self.progress,
             stop=self.stop_event,
@@ -167,7 +182,7 @@ class Runner:
             InOrder(backend).run(host_plan.name, self.order(host_plan, done), hooks)
             return
         (backend.workers or InOrder(backend)).run(
-            host_plan.name, pending_work(host_plan, done), hooks
+            host_plan.name, pending_work(host_plan, done, settled), hooks
         )
 
     def _run_step(
@@ -190,6 +205,10 @@ class Runner:
             except StartFailed as failed:
                 if host_lost(backend):
                     return StepOutcome(unmeasured=tuple(pending))
+                if item.step.scoring:
+                    why = f"the AR server could not be started to score them: {failed.reason}"
+                    self._recorder.settle([], self.scoring.unscored(pending, known, why))
+                    return StepOutcome()
                 self._recorder.fail(backend, pending, failed.reason, None, log_tail=failed.log_tail)
                 return StepOutcome()
             if state is None:
@@ -202,6 +221,9 @@ class Runner:
                 if gate is not None and not gate():
                     stopped = self.stop_event.is_set()
                     return StepOutcome(state.identity, stopped, () if stopped else tuple(pending))
+                if item.step.scoring:
+                    self._settle(item, state, known)
+                    return StepOutcome(state.identity, self.stop_event.is_set())
                 for n, point in enumerate(pending):
                     if self.stop_event.is_set():
                         return StepOutcome(state.identity, stopped=True)
@@ -222,3 +244,17 @@ class Runner:
                 for point in pending:
                     self._recorder.serving.pop(point.point_id, None)
         return StepOutcome(state.identity)
+
+    def _settle(self, item: Work, state: Any, known: Known) -> None:
+        """A scoring restart: the recorded points it scores get their scores and verdicts."""
+        sc = item.step.server_config
+        host = item.points[0].host if item.points else ""
+        self.progress.status(host, f"{sc.label} scoring")
+        engine = state.engine or self.engine
+        scorer = Scorer(state.base_url, state.model, engine, sc.id, sc.label)
+        records, settled = self.scoring.settle(item.points, scorer, known)
+        if self.stop_event.is_set():
+            return
+        self._recorder.settle(records, settled)
+        for line in settled:
+            known.done[line.point_id] = {**known.done[line.point_id], **line.model_dump()}

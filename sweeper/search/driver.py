@@ -47,8 +47,14 @@ def resumable_search(run_dir: Path) -> list[str]:
     and line, never a JSON error from inside Optuna."""
     notes = []
     journal = run_dir / STUDY_FILE
-    if journal.is_file():
-        data = journal.read_bytes()
+    if journal.exists() or journal.is_symlink():  # there but no file: said, never skipped
+        try:
+            data = journal.read_bytes()
+        except OSError as exc:
+            raise SearchStateError(
+                f"{journal} cannot be read ({exc.strerror or exc}): the study cannot be resumed "
+                "from it; restore the file, or remove it to go on with a new study"
+            ) from None
         if data and not data.endswith(b"\n"):
             cut = data.rfind(b"\n") + 1
             kept = _keep_aside(run_dir, STUDY_FILE, data[cut:])

@@ -87,4 +87,5 @@ class Space:
             Point(self.host.name, step.server_config, rc, baseline.get(rc.id), length=length)
             for rc in step.request_configs
         ]
-        return with_samples(rungs) if self.host.draws_samples else rungs
+        roles = self.host.baseline_roles
+        return with_samples(rungs, roles) if roles else rungs

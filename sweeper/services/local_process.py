@@ -18,6 +18,8 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from sweeper.engines.launch import Launch
 from sweeper.hosts.local import process_start_ticks
 from sweeper.poll import WaitTimeout, wait_until
@@ -187,21 +189,66 @@ class ProcessService:
         return reap_pidfile(self.pidfile, timeout, keep=mine)
 
 
+#: Linux's largest pid (PID_MAX_LIMIT): a pidfile naming a larger one is damaged.
+PID_MAX = 4_194_304
+#: Larger than any pidfile this module writes.
+MAX_PIDFILE_BYTES = 4096
+
+
+class PidRecord(BaseModel):
+    """A pidfile's content (strict: a pid is a JSON integer, never a coerced reading)."""
+
+    model_config = ConfigDict(strict=True)
+
+    pid: int = Field(gt=1, le=PID_MAX)
+    #: The process's start in clock ticks since boot (None: it was gone before it was read).
+    start_ticks: int | None
+    launch_id: str = ""
+
+
+def read_pidfile(pidfile: Path) -> PidRecord | None:
+    """The process a pidfile records, None when there is no pidfile; ServiceError (one line
+    naming the file) when it holds no record, so nothing is ever signalled on a guess."""
+    path = Path(pidfile)
+    try:
+        if not path.is_file():
+            if not path.exists():
+                return None
+            raise ServiceError(f"the pidfile {path} is not a regular file")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_PIDFILE_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ServiceError(f"the pidfile {path} cannot be read ({exc})") from None
+    if len(data) > MAX_PIDFILE_BYTES:
+        raise ServiceError(f"the pidfile {path} holds more than {MAX_PIDFILE_BYTES} bytes")
+    try:
+        return PidRecord.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        said = f"{where}: {first['msg']}" if where else first["msg"]
+        shown = data[:60].decode("utf-8", "replace")
+        raise ServiceError(
+            f"the pidfile {path} holds no process record ({said}: {shown!r}); stop the server "
+            "it was for by hand if one still runs, then remove the pidfile"
+        ) from None
+
+
 def reap_pidfile(pidfile: Path, timeout: float = 15.0, keep: int | None = None) -> bool:
     """Stop the instance a `ProcessService` pidfile records (an earlier sweeper's, killed -9,
     or a dead run whose host lease is taken over), with its group, and remove the pidfile.
 
     Only the exact process recorded (same pid and start time) is signalled, never `keep`.
-    Returns True when one was found and stopped.
+    Returns True when one was found and stopped; ServiceError when the pidfile is damaged
+    (`read_pidfile`: it is left as it is).
     """
-    try:
-        record = json.loads(Path(pidfile).read_text())
-    except (OSError, ValueError):
+    record = read_pidfile(pidfile)
+    if record is None or record.pid == keep:
         return False
-    pid = int(record.get("pid", 0))
-    if pid <= 0 or pid == keep:
-        return False
-    if process_start_ticks(pid) != record.get("start_ticks"):
+    pid = record.pid
+    if record.start_ticks is None or process_start_ticks(pid) != record.start_ticks:
         Path(pidfile).unlink(missing_ok=True)
         return False
     _signal_group(pid, signal.SIGTERM)

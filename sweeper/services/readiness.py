@@ -11,8 +11,9 @@ with the reason (the runner never measures it):
   runtime's fingerprint, launch id and source hash; SGLang's resolved server args).
 An endpoint the sweeper did not start (`engine: openai`) gets only what the engine can prove,
 and the identity says what it could not. Then, before it is measured, the engine negotiates
-what the build gives (`negotiate`: token ids, acceptance, margins; `sweeper.engines.capabilities`),
-and the identity carries the choice and its evidence to the manifest.
+what the build gives (`negotiate`: token ids, acceptance, margins, scoring;
+`sweeper.engines.capabilities`), and the identity carries the choice and its evidence to the
+manifest.
 """
 
 from __future__ import annotations
@@ -187,7 +188,19 @@ def negotiate(
         except EngineError as exc:
             raise ReadinessError(str(exc)) from None
         sampling, said = advertised_sampling(client, base_url, identity.proof.info)
-    caps = replace(caps, sampling=sampling, evidence=(*caps.evidence, said))
+        bound = engine.bind(caps)
+        version = identity.proof.version
+        basis, k, order, scored = bound.negotiate_scoring(
+            client, base_url, server_config, probe, identity.model, version
+        )
+    caps = replace(
+        caps,
+        sampling=sampling,
+        scoring=basis,
+        scoring_k=k,
+        scoring_order=order,
+        evidence=(*caps.evidence, said, scored),
+    )
     return replace(identity, capabilities=caps)
 
 

@@ -243,7 +243,13 @@ def row_item(
     category = None if category in (None, "") else str(category)
     item_id = str(index)
     if spec.template:
-        return Item(item_id, category, (render(spec.template, row),), line=line)
+        rendered = render(spec.template, row)
+        if not rendered.strip():  # as a file's empty prompt is no prompt
+            named = ", ".join(c for t in spec.template for c in template_columns(t)) or "none"
+            raise ItemProblem(
+                "template", f"renders an empty prompt (its columns {named} are empty or null)"
+            )
+        return Item(item_id, category, (rendered,), line=line)
     if "conversations" in row or sharegpt:
         system, turns = _conversation(row.get("conversations"))
         return Item(item_id, category, turns[: spec.turns or 1], system=system, line=line)

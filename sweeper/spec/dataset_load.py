@@ -105,6 +105,7 @@ def dataset_prompts(
             items = limited(items, dataset)
         elif dataset.hf is not None:
             from sweeper.spec.hub import HubProblem, load_hub
+            from sweeper.spec.hub_checks import row_problems, settings_problems
 
             try:
                 hub = load_hub(dataset, base_dir, _hub_selection(dataset))
@@ -126,17 +127,25 @@ def dataset_prompts(
                 )
                 issues.append(SpecIssue(lines.source, line, field, message))
                 continue
+            wrong = settings_problems(dataset, hub)
+            for key, message in wrong:
+                line, field = at(index, _key_as_written(lines, index, key))
+                issues.append(SpecIssue(lines.source, line, field, message))
+            if wrong:
+                continue
             if resolved is not None:
                 resolved[index] = dataset.model_copy(
                     update={"revision": hub.revision, "split": hub.split}
                 )
+            bad_rows = []
             for row_number, row in hub.rows:
                 try:
                     items.append(row_item(row, dataset, row_number, row_number + 1))
                 except ItemProblem as bad:
-                    issues.append(
+                    bad_rows.append(
                         SpecIssue(f"{hub.where} row", row_number + 1, bad.field, bad.message)
                     )
+            issues += row_problems(bad_rows)
             if not hub.rows:
                 line, field = at(index, "hf")
                 issues.append(SpecIssue(lines.source, line, field, f"{hub.where} holds no rows"))
@@ -176,6 +185,17 @@ def dataset_prompts(
                 issues.append(SpecIssue(lines.source, line, field, str(exc)))
                 break
     return prompts, issues
+
+
+def _key_as_written(lines: YamlLines, index: int, key: str) -> str:
+    """`field` as the entry spells it (`field` or `prompt_field`); any other key as is."""
+    if key != "field":
+        return key
+    try:
+        entry = lines.data["workload"]["datasets"][index]
+    except (KeyError, IndexError, TypeError):
+        return key
+    return "prompt_field" if isinstance(entry, dict) and "prompt_field" in entry else key
 
 
 def _given(dataset: DatasetSpec) -> set[str]:

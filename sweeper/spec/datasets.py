@@ -205,6 +205,13 @@ class DatasetSpec(StrictModel):
                 "a dataset needs exactly one of 'suite', 'file', 'hf' or 'synthetic' "
                 "(or a 'recipe')"
             )
+        # Not model_fields_set: a resolved spec (a manifest's) holds the default too.
+        if self.template and self.prompt_field != "prompt":
+            raise problem(
+                "give 'field' or 'template', not both: a template names its own columns "
+                "(a recipe brings its template)",
+                at=("template",),
+            )
         if self.format != "auto" and self.file is None:
             raise problem("'format' applies to a 'file' dataset", at=("format",))
         for key in ("config", "revision"):

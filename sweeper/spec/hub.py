@@ -4,10 +4,15 @@
 dataset: `sweeper` imports without them (the `hub` extra installs them).
 
 - A hub id (`openai/gsm8k`): `datasets.load_dataset(id, config, split=, revision=)`, which
-  itself reads its cache when offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE are datasets' own;
-  nothing here forces either); failing that, the huggingface_hub cache's snapshot of the repo
-  (`snapshot_download(..., local_files_only=True)`) loaded as a directory; failing both, one line
-  saying which dataset, whether offline mode is on, and how to get it.
+  itself reads its cache when offline (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE are datasets' own).
+  The hub's endpoint is first asked one HTTP request (through the environment's proxy), for
+  at most `hub_access.PROBE_S` seconds: where no answer comes, the load runs in offline mode, so a
+  machine without a network reads its cache at once instead of retrying for half a minute.
+  Failing that, the huggingface_hub cache's snapshot of the repo (`snapshot_download(...,
+  local_files_only=True)`) loaded as a directory; failing both, one line saying which dataset,
+  why the hub was not asked (offline mode, or the host unreachable), which caches were read,
+  and how to get it. The libraries' own logging (retry chatter) is silenced: that one line
+  says it all.
 - A local directory (relative to the spec): `load_from_disk` when it holds `dataset_dict.json`
   or `state.json` (`save_to_disk`), else `load_dataset(dir, config, split=)` (the hub's layout:
   data files, with an optional README.md `configs:`).
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.spec.datasets import HUB_ID, DatasetSpec
+from sweeper.spec.hub_access import caches, hub_unreachable, offline, offline_mode
 
 INSTALL = "pip install 'ddtree-sweeper[hub]' (or make setup)"
 SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -77,8 +83,13 @@ def load_hub(spec: DatasetSpec, base_dir: Path, selection: Any = None) -> HubDat
         import datasets
     except ImportError:
         raise HubProblem("hf", f"an 'hf' dataset needs the datasets package: {INSTALL}") from None
-    datasets.utils.logging.set_verbosity_error()
+    import huggingface_hub.utils
+
+    # Its own error lines ("Failed to read schema from ...") would precede the spec's one line,
+    # which says the same: only a crash may speak.
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     datasets.utils.logging.disable_progress_bar()
+    huggingface_hub.utils.logging.set_verbosity_error()  # "Retrying in 8s [Retry 4/5]."
     directory = local_dir(spec, base_dir)
     if directory is not None:
         loaded, revision = _load_local(datasets, spec, directory)
@@ -107,6 +118,8 @@ def _choose_split(loaded: Any, spec: DatasetSpec, where: str) -> tuple[Any, str]
     if isinstance(loaded, datasets.Dataset):
         return loaded, spec.split or str(loaded.split or "test")
     splits = list(loaded)
+    if not splits:
+        raise HubProblem("hf", f"{where} holds no splits")
     chosen = spec.split or ("test" if "test" in splits else splits[0] if len(splits) == 1 else None)
     if chosen not in splits:
         message = f"{where} has splits {', '.join(splits)}: choose one as 'split'"
@@ -115,6 +128,8 @@ def _choose_split(loaded: Any, spec: DatasetSpec, where: str) -> tuple[Any, str]
 
 
 def _load_local(datasets: Any, spec: DatasetSpec, directory: Path) -> tuple[Any, str]:
+    if spec.revision is not None:
+        _at_revision(directory, spec.revision)
     saved = (directory / "dataset_dict.json").is_file() or (directory / "state.json").is_file()
     try:
         if saved:
@@ -133,19 +148,21 @@ def _load_local(datasets: Any, spec: DatasetSpec, directory: Path) -> tuple[Any,
 
 def _load_hub_id(datasets: Any, spec: DatasetSpec) -> tuple[Any, str, str | None]:
     assert spec.hf is not None
-    try:
-        loaded = datasets.load_dataset(
-            spec.hf, spec.config, split=spec.split, revision=spec.revision
-        )
-    except Exception as first:
-        directory = _cached_snapshot(spec)
-        if directory is None:
-            raise HubProblem("hf", _not_found(spec, first)) from None
+    unreachable = None if offline() else hub_unreachable()
+    with offline_mode(unreachable is not None):
         try:
-            loaded = datasets.load_dataset(str(directory), spec.config, split=spec.split)
-        except Exception as exc:
-            raise HubProblem("hf", f"{_named(spec)}: {_reason(exc)}") from None
-        return loaded, directory.name, card_licence(directory)
+            loaded = datasets.load_dataset(
+                spec.hf, spec.config, split=spec.split, revision=spec.revision
+            )
+        except Exception as first:
+            directory = _cached_snapshot(spec)
+            if directory is None:
+                raise HubProblem("hf", _not_found(spec, first, unreachable)) from None
+            try:
+                loaded = datasets.load_dataset(str(directory), spec.config, split=spec.split)
+            except Exception as exc:
+                raise HubProblem("hf", f"{_named(spec)}: {_reason(exc)}") from None
+            return loaded, directory.name, card_licence(directory)
     return loaded, _cache_sha(loaded) or spec.revision or "unknown", None
 
 
@@ -163,16 +180,6 @@ def _cached_snapshot(spec: DatasetSpec) -> Path | None:
     return Path(path)
 
 
-def offline() -> bool:
-    """Whether datasets (or huggingface_hub) is in offline mode."""
-    try:
-        import datasets.config
-        import huggingface_hub.constants
-    except ImportError:
-        return False
-    return bool(datasets.config.HF_HUB_OFFLINE or huggingface_hub.constants.HF_HUB_OFFLINE)
-
-
 def _named(spec: DatasetSpec) -> str:
     parts = [f"hf:{spec.hf}"]
     if spec.config:
@@ -183,26 +190,36 @@ def _named(spec: DatasetSpec) -> str:
     return ", ".join(parts)
 
 
-def _not_found(spec: DatasetSpec, exc: Exception) -> str:
-    mode = (
-        "offline mode is on (HF_HUB_OFFLINE) and it is not in the cache"
-        if offline()
-        else (f"not readable ({_reason(exc)})")
-    )
+def _not_found(spec: DatasetSpec, exc: Exception, unreachable: str | None) -> str:
+    if unreachable is not None:
+        mode = f"the hub cannot be reached ({unreachable}) and it is not in the cache"
+    elif offline():
+        mode = "offline mode is on (HF_HUB_OFFLINE) and it is not in the cache"
+    else:
+        mode = f"not readable ({_reason(exc)})"
     return (
-        f"dataset {_named(spec)}: {mode}; get it by running once online, or "
+        f"dataset {_named(spec)}: {mode} ({caches()}); get it by running once online, or "
         f"`hf download --repo-type dataset {spec.hf}`, or point 'hf' at a local copy"
     )
 
 
 def _reason(exc: BaseException) -> str:
     """The error in one line, with what caused it ("An error occurred while generating the
-    dataset" says nothing alone)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    dataset" says nothing alone), in a user's words: a bare StopIteration is a data file with
+    no rows, and the resolver datasets names (`functools.partial(<function ...>)`) is cut."""
     cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, StopIteration) or isinstance(cause, StopIteration):
+        return "a data file holds no rows"
+    text = " ".join(str(exc).split()) or type(exc).__name__
     if cause is not None and str(cause) and str(cause) not in text:
         text = f"{text}: {' '.join(str(cause).split())}"
+    text = _INTERNALS.sub("", text)
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+#: What datasets says of its own machinery: ": Couldn't resolve pattern ** with resolver
+#: functools.partial(<function resolve_pattern at 0x...>, ...)".
+_INTERNALS = re.compile(r":? ?Couldn't resolve pattern .*$|\s*<function [^>]*>")
 
 
 def _cache_sha(loaded: Any) -> str | None:
@@ -223,29 +240,47 @@ def _snapshot_sha(directory: Path) -> str | None:
     return None
 
 
+def _at_revision(directory: Path, revision: str) -> None:
+    """HubProblem unless `directory` is a clean git checkout of `revision` (a local copy read
+    at another revision than the spec asks would be pinned as what it is not)."""
+    head = _git_head(directory)
+    if head is None:
+        what = "a git checkout with changes" if (directory / ".git").exists() else "no git checkout"
+        raise HubProblem(
+            "revision",
+            f"{str(directory)!r} is {what}: 'revision' applies to a hub id or a clean git "
+            "checkout (drop it: a local copy is pinned by the hash of its files)",
+        )
+    wanted = _git(directory, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
+    if wanted != head:
+        raise HubProblem(
+            "revision",
+            f"{str(directory)!r} is checked out at {head[:12]}, not at revision {revision!r}"
+            + (f" ({wanted[:12]})" if wanted else " (not in its history)")
+            + f": git -C {str(directory)!r} checkout {revision}",
+        )
+
+
+def _git(directory: Path, *args: str) -> str | None:
+    """A git command's output in `directory` (None when it fails)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), *args],
+            capture_output=True, text=True, timeout=30, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
 def _git_head(directory: Path) -> str | None:
     """HEAD of a git checkout rooted at `directory` whose work tree is clean (else None)."""
     if not (directory / ".git").exists():
         return None
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(directory), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-        # --no-optional-locks: reading status must not rewrite .git/index.
-        dirty = subprocess.run(
-            ["git", "--no-optional-locks", "-C", str(directory), "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return head if SHA.match(head) and not dirty else None
+    head = _git(directory, "rev-parse", "HEAD")
+    # --no-optional-locks: reading status must not rewrite .git/index.
+    dirty = _git(directory, "--no-optional-locks", "status", "--porcelain")
+    return head if head and SHA.match(head) and dirty == "" else None
 
 
 def _fingerprint(loaded: Any, spec: DatasetSpec, directory: Path) -> str:

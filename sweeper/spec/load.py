@@ -66,7 +66,12 @@ def parse_spec(text: str, *, source: str = "<spec>", base_dir: Path | None = Non
     if spec.runtime.package is not None:
         spec = _with_package(spec, lines, base_dir or Path.cwd())
     if spec.reference is not None:
-        labels = [d.label for d in spec.workload.datasets]
+        # The datasets the run's records will name: its datasets' and its prompts' own.
+        named = [
+            *(d.label for d in spec.workload.datasets),
+            *(p.dataset for p in spec.workload.prompts),
+        ]
+        labels = [label for label in dict.fromkeys(named) if label]
         reference = resolve_reference(spec.reference, lines, base_dir or Path.cwd(), labels)
         spec = spec.model_copy(update={"reference": reference})
     return spec

@@ -22,7 +22,7 @@ from sweeper.spec.slo import SloSpec
 from sweeper.spec.workload import WorkloadSpec
 
 #: How a point at temperature > 0 is proven, once `auto` is resolved (`sweeper.plan.sampling`).
-SampledCheck = Literal["coupled", "distribution", "repeats"]
+SampledCheck = Literal["coupled", "scored", "distribution", "repeats"]
 
 
 class DeterminismSpec(StrictModel):
@@ -36,13 +36,17 @@ class DeterminismSpec(StrictModel):
     garble_min_score: Annotated[Number, Field(ge=0, le=1)] = 0.2
     #: Characters of text shown either side of a divergence.
     excerpt_chars: Annotated[Int, Field(ge=1)] = 40
-    #: How a point at temperature > 0 is proven (`sweeper.proof.determinism`): `coupled`
-    #: (token for token against AR at the same seed; needs a server that advertises coupled
-    #: sampling), `distribution` (a two-sample test on `samples` seeded samples per prompt
-    #: from it and from its AR baseline), `repeats` (only its repeats agree: proves nothing
-    #: about the distribution; must be asked for by name). `auto`: coupled where the engine
-    #: offers it (the catalog's expectation, checked against what each server advertises),
-    #: else distribution.
+    #: How a point at temperature > 0 is proven (`sweeper.plan.sampling`): `coupled` (token
+    #: for token against AR at the same seed; needs a server that advertises coupled sampling;
+    #: its sampled outputs are also scored beside it where the server scores), `scored` (every
+    #: token of `samples` seeded samples per prompt scored by the target's own prefill: a token
+    #: outside the processed distribution is a proof, and their PITs must be uniform; the AR
+    #: point's own samples, scored alike, are the false-alarm control), `distribution` (a
+    #: two-sample test on `samples` seeded samples per prompt from it and from its AR baseline),
+    #: `repeats` (only its repeats agree: proves nothing about the distribution; must be asked
+    #: for by name). `auto`: coupled where the engine offers it (the catalog's expectation,
+    #: checked against what each server advertises), else scored where the engine scores
+    #: (`sweeper.catalog.scoring`), else distribution.
     sampled: Literal["auto"] | SampledCheck = "auto"
     #: A coupled divergence where the baseline's sample margin (probability mass between its
     #: uniform and the chosen token's CDF edge) is below this is a sampled near tie.
@@ -71,6 +75,11 @@ class DeterminismSpec(StrictModel):
     #: onto tokens AR never samples there: total variation per token) with 80% power on the
     #: run's own baseline samples; a weaker test's pass is `unproven`.
     max_shift: Annotated[Number, Field(gt=0, le=1)] = 0.1
+    #: `scored`: the AR baseline draws `samples` per prompt once (its false-alarm control),
+    #: and two servers scoring the same samples (the AR point's own, rescored by every other
+    #: scorer of the run) must agree on each token's raw probability within this: else the
+    #: scoring path is not the AR's, and the scored verdicts it gave are unproven.
+    score_agreement: Annotated[Number, Field(gt=0, le=1)] = 0.01
 
     def sample_length(self, max_tokens: int) -> int:
         """Output tokens of each sample at a point asking `max_tokens`."""

@@ -116,7 +116,8 @@ def resolve_reference(
     reference: ReferenceSpec, lines: YamlLines, base_dir: Path, datasets: list[str]
 ) -> ReferenceSpec:
     """`reference` with its table read (a built-in's or the file's, every problem as file:line),
-    refused when it names none of the workload's `datasets`."""
+    refused when it names none of `datasets`, those the run's records will name (none: inline
+    prompts only, whose rows nothing can be compared with)."""
     at = ("reference", "file" if reference.file is not None else "builtin")
     line, field = lines.locate(at)
     table = reference.table
@@ -130,10 +131,15 @@ def resolve_reference(
     elif reference.file is not None:
         table = _read_table(Path(os.path.realpath(base_dir / reference.file)), lines, line, field)
     assert table is not None
-    if datasets and not set(datasets) & set(table.datasets):
+    if not set(datasets) & set(table.datasets):
+        held = (
+            f"({', '.join(datasets)})"
+            if datasets
+            else "(its prompts name none: inline prompts without 'dataset:')"
+        )
         message = (
-            f"reference {table.name!r} has none of this workload's datasets "
-            f"({', '.join(datasets)}); it has {', '.join(table.datasets)}"
+            f"reference {table.name!r} has none of this workload's datasets {held}, so none of "
+            f"its rows can be compared; it has {', '.join(table.datasets)}"
         )
         raise SpecError([SpecIssue(lines.source, line, field, message)])
     return reference.model_copy(update={"table": table})

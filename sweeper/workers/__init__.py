@@ -93,13 +93,19 @@ class InOrder(Generic[B]):
             previous = outcome.identity or previous
 
 
-def pending_work(host_plan: HostPlan, done: Container[str]) -> list[Work]:
-    """The host's server configs in plan order, each with its points not yet recorded."""
+def pending_work(
+    host_plan: HostPlan, done: Container[str], settled: Container[str] = ()
+) -> list[Work]:
+    """The host's server configs in plan order, each with its points not yet recorded; a
+    scoring restart with the points it scores whose verdict is not yet settled."""
     points = list(host_plan.points())
     work = []
     for step in host_plan.steps:
         sc = step.server_config
-        pending = [p for p in points if p.server_config.id == sc.id and p.point_id not in done]
+        if step.scoring:
+            pending = [p for p in host_plan.scored_by(step) if p.point_id not in settled]
+        else:
+            pending = [p for p in points if p.server_config.id == sc.id and p.point_id not in done]
         if pending:
             work.append(Work(step, pending))
     return work

@@ -22,8 +22,10 @@ from pathlib import Path
 from sweeper.hosts import Host, HostError
 from sweeper.hosts.lease import (
     Controller,
+    Holder,
     Lease,
     LeaseBusy,
+    LeaseDamaged,
     boot_id,
     gone,
     lease_path,
@@ -33,7 +35,7 @@ from sweeper.hosts.lease import (
 )
 from sweeper.hosts.local import LocalHost, local_state_dir
 from sweeper.services import Service, ServiceError
-from sweeper.services.local_process import ProcessService, reap_pidfile
+from sweeper.services.local_process import ProcessService, read_pidfile, reap_pidfile
 from sweeper.spec import HostSpec, SlurmHostSpec, Spec, SSHHostSpec
 
 #: Seconds between looks at a busy host while waiting for it.
@@ -143,9 +145,17 @@ def _take_one(
     started = time.monotonic()
     said_at: float | None = None
     path = lease_path(site.state_dir)
+    try:
+        host_boot = boot_id(host)
+    except (HostError, OSError) as exc:
+        # An unreachable host fails its own points later (as without leases): it is never a
+        # reason to stop the other hosts' work. A host reached is leased or the run stops.
+        say(f"warning: host {site.name}: unreachable, no lease taken ({_short(exc)})")
+        host.close()
+        return None
     while True:
         try:
-            lease = take(host, path, new_holder(sweep, here, boot_id(host)), here)
+            lease = take(host, path, new_holder(sweep, here, host_boot), here, _vet(site))
             break
         except LeaseBusy as busy:
             waited = time.monotonic() - started
@@ -158,12 +168,6 @@ def _take_one(
                 say(f"waiting for host {site.name}: {busy.holder.describe()} holds it "
                     f"(waited {waited:.0f} s{limit})")  # fmt: skip
             time.sleep(min(POLL_S, max(0.0, wait_s - waited)))
-        except Exception as exc:  # noqa: BLE001 - any failure to reach or write the host
-            # An unreachable host fails its own points later (as without leases); a lease that
-            # cannot be written is said, never a reason to stop the other hosts' work.
-            say(f"warning: host {site.name}: no lease taken ({_short(exc)})")
-            host.close()
-            return None
         except BaseException:
             host.close()
             raise
@@ -175,6 +179,25 @@ def _take_one(
             + (f"; stopped its server ({stopped})" if stopped else "")
         )
     return lease
+
+
+def _vet(site: LeaseSite) -> Callable[[Holder], None]:
+    """Refuses to take over a gone holder whose server cannot be told from its pidfile (a
+    damaged one): stopping it would be a guess, and leaving it would share the host."""
+
+    def vet(previous: Holder) -> None:
+        pidfile = previous.server.get("pidfile")
+        if pidfile and site.ssh is None:
+            try:
+                read_pidfile(Path(pidfile))
+            except ServiceError as exc:
+                raise LeaseDamaged(
+                    site.name, lease_path(site.state_dir),
+                    f"names {previous.describe()}, which is gone, but not the server it kept: "
+                    f"{exc}", "then start again (the lease is taken over)",
+                ) from None  # fmt: skip
+
+    return vet
 
 
 def stop_leftover(host: Host, server: dict[str, str], site: LeaseSite) -> str:
@@ -209,14 +232,13 @@ def server_of(service: Service) -> dict[str, str]:
 
 def lease_state(host: Host, state_dir: str, here: Controller | None = None) -> tuple[bool, str]:
     """Whether a live run holds the lease under `state_dir` on `host`, and what the lease says
-    (`doctor`, `ls`); HostError / OSError when the host cannot be read."""
+    (`doctor`, `ls`); LeaseDamaged when it is no lease, HostError / OSError when the host
+    cannot be read."""
     here = here or Controller.here()
     found = read_lease(host, lease_path(state_dir))
     if found is None:
         return False, "free"
     _, holder = found
-    if holder is None:
-        return False, "an unreadable lease file (the next run takes it over)"
     why = gone(holder, boot_id(host), here)
     if why is not None:
         return False, f"stale: {holder.describe()}; {why} (the next run takes it over)"

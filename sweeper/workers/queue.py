@@ -1,5 +1,6 @@
 """One host's server configs shared by its workers: take the next, hand back what could not run,
-and hold a speculative config's points until its AR baseline is recorded.
+hold a speculative config's points until its AR baseline is recorded, and a scoring restart
+until the configs whose samples it scores are.
 
 Configs leave in plan order (AR baselines first). A config whose machine was lost goes back to
 the front with its unmeasured points, so a surviving worker runs it next; after
@@ -89,21 +90,27 @@ class ConfigQueue:
             return left
 
     def gate(self, item: Work) -> Callable[[], bool] | None:
-        """For a speculative config: a wait until its AR baselines are done. True: measure now;
-        False: the sweep stops, or the config was given back to let its baseline run."""
+        """For a speculative config: a wait until its AR baselines are done; for a scoring
+        restart, until every config whose points it scores is. True: measure (score) now;
+        False: the sweep stops, or the config was given back to let what it waits for run."""
         sc = item.step.server_config
-        if sc.mode == "ar":
+        if sc.mode == "ar" and not item.step.scoring:
             return None
         key = sc.baseline_key
+        scored = {p.server_config.id for p in item.points}
+
+        def waits_for(other: Work) -> bool:
+            if other is item or other.step.scoring:
+                return False
+            if item.step.scoring:
+                return other.step.server_config.id in scored
+            return (
+                other.step.server_config.mode == "ar"
+                and other.step.server_config.baseline_key == key
+            )
 
         def baselines(items: Sequence[Work]) -> list[Work]:
-            return [
-                w
-                for w in items
-                if w is not item
-                and w.step.server_config.mode == "ar"
-                and w.step.server_config.baseline_key == key
-            ]
+            return [w for w in items if waits_for(w)]
 
         def wait() -> bool:
             with self._cond:

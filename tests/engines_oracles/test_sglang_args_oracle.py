@@ -13,6 +13,9 @@ import pytest
 
 from tests.engines_oracles.oracle_process import sglang_resolve
 
+# Runs the engine's own code in its venv (tens of seconds to import): not in make test-quick.
+pytestmark = pytest.mark.slow
+
 
 def _argv(flags: str) -> list[str]:
     """An argv list written as one string (no value here contains a space)."""

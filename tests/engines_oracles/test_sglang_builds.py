@@ -39,6 +39,9 @@ from tests.engines_oracles.oracle_process import (
 )
 from tests.sweeper.conftest import free_port
 
+# Runs the engine's own code in its venv (tens of seconds to import): not in make test-quick.
+pytestmark = pytest.mark.slow
+
 # Stock DFLASH is the built-in nearest DDTREE (PR #29907 runs DFLASH's request validation on
 # DDTREE requests); the scheduler plays that validation's logprob refusal.
 ARGV = [

@@ -6,7 +6,8 @@ differ in --schedule-policy, each at temperature {0, 0.7} x concurrency {1, 4}; 
 proven from /proc and from SGLang's /server_info. 0.5.15 has no OpenAI token-id extension, so the
 engine must negotiate the native `/generate` path. Then one server started by hand answers the
 same greedy prompts through `/generate` (ids) and `/v1/completions` (text only on this release:
-its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree. And why
+its ids are the text re-tokenized by the server's own `/tokenize`): the two must agree; and it
+scores a sampled output through its input-token logprobs, as the scored check asks. And why
 not 0.5.23: its CPU engine cannot start without SGLang's source-built CPU kernels (last test).
 Without `make sglang-0.5.15-venv` these skip (fail under SWEEPER_REQUIRE_SGLANG=1, as CI sets).
 """
@@ -26,7 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ddtree_runtime.export import export_model
+from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
 from sweeper.poll import wait_until
@@ -38,6 +39,7 @@ from tests.engines_oracles.oracle_process import (
     SGLANG_VERSION,
     require_sglang,
 )
+from tests.exported_model import SMOLLM2_HF, smollm2_hf
 from tests.sweeper.conftest import free_port
 
 SPEC = REPO / "sweeps" / "sglang-cpu.yaml"
@@ -49,9 +51,8 @@ def spec_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = require_sglang(OLD_SGLANG_VERSION)
     data = yaml.safe_load(SPEC.read_text())
     assert data["runtime"]["python"] == str(python.relative_to(REPO))
-    model = REPO / data["runtime"]["model"]
-    if not (model / "model.safetensors").exists():
-        export_model("smollm2-135m", model)  # what `make sglang-model` does
+    assert data["runtime"]["model"] == str(SMOLLM2_HF)
+    smollm2_hf()  # what `make sglang-model` does
     data["runtime"]["port"] = _sglang_port()
     path = tmp_path_factory.mktemp("spec") / "sglang-cpu.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -68,6 +69,8 @@ def _sglang_port() -> int:
 
 
 @pytest.mark.slow
+# A unit of its own (tests/lanes.py): it shares nothing with the hand-started server below.
+@pytest.mark.xdist_group("sglang-cpu-sweep")
 def test_a_real_sglang_sweep(spec_file: Path, tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "sweeper.cli", "run", str(spec_file), "--plain"]
     argv += ["--results", str(tmp_path / "results")]
@@ -76,7 +79,10 @@ def test_a_real_sglang_sweep(spec_file: Path, tmp_path: Path) -> None:
     run = Path(done.stdout.strip().splitlines()[-1])
     points = pd.read_parquet(run / "points.parquet").set_index("point_id")
     logs = "".join(p.read_text()[-3000:] for p in sorted(run.glob("service/*/runtime-*.log")))
-    assert done.returncode == 0, (points[["status", "reason"]], done.stderr[-2000:], logs)
+    # Every point ok; but AR servers only (baseline: false): nothing was compared, so nothing
+    # is proven (exit 6, never "all well").
+    assert done.returncode == 6, (points[["status", "reason"]], done.stderr[-2000:], logs)
+    assert "nothing compared: 8 point(s), all AR references (n/a)" in done.stderr
     assert (points.status == "ok").all() and set(points.engine) == {"sglang"}
     assert len(points) == 8 and set(points["mode"]) == {"ar"}
     assert sorted(set(points.temperature)) == [0.0, 0.7]
@@ -162,24 +168,55 @@ def test_generate_and_openai_completions_give_the_same_ids(hand_started: str) ->
             assert completion["usage"]["completion_tokens"] == len(native["output_ids"])
 
 
+@pytest.mark.slow
+def test_the_ar_server_scores_a_sample_through_its_input_token_logprobs(
+    hand_started: str, spec_file: Path
+) -> None:
+    """The scored check's route on 0.5.15 itself: the AR server negotiates top-64 input-token
+    logprobs, and a seeded sample drawn at temperature 1 (where 0.5.15's output logprobs, divided
+    by the temperature, are raw too) scores, token for token, the logprob the sample reported:
+    the start offset is right (SGLang's entry at logprob_start_len is None) and the values are
+    the raw log-softmax. The order is the catalog's for SGLang (joint top-k / top-p)."""
+    url = hand_started
+    spec = load_spec(spec_file)
+    engine = SGLang(spec.runtime)
+    config = build_plan(spec).hosts[0].steps[0].server_config
+    text = "Continue the sequence: 1, 2, 3, 4,"
+    with httpx.Client(timeout=300) as client:
+        basis, k, order, said = engine.negotiate_scoring(
+            client, url, config, RequestSpec("probe", text, 1, 0.0), None, OLD_SGLANG_VERSION
+        )
+        assert (basis, k, order) == ("topk", 64, ("temperature", "top_k+top_p", "min_p")), said
+        prompt = client.post(url + "/tokenize", json={"prompt": text}).json()["tokens"]
+        sampling = {"max_new_tokens": 12, "temperature": 1.0, "sampling_seed": 9}
+        body = {"input_ids": prompt, "sampling_params": sampling, "return_logprob": True}
+        drawn = client.post(url + "/generate", json=body).json()
+        tokens = drawn["output_ids"]
+        reported = [entry[0] for entry in drawn["meta_info"]["output_token_logprobs"]]
+        caps = Capabilities("native", "not needed", "logprobs", scoring=basis, scoring_k=k)
+        request = RequestSpec("count", text, 12, 1.0, prompt_token_ids=tuple(prompt))
+        positions = engine.bind(caps).score(client, url, request, tokens, None).positions
+    assert [p["token"] for p in positions] == tokens
+    assert [p["logprob"] for p in positions] == pytest.approx(reported, abs=1e-4)
+    assert all(len(p["top"]) == 64 for p in positions)
+    assert all(p["rank"] is None or p["top"][p["rank"] - 1][0] == p["token"] for p in positions)
+
+
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_sglang_0523_cannot_serve_on_a_cpu_from_pypi_alone() -> None:
     """Why the CPU sweep runs 0.5.15: 0.5.23's CPU engine imports sgl_kernel's CPU ops when its
     KV cache module loads, on any CPU (AMX or not). PyPI's sglang-kernel is a CUDA build (its
     ops need libcuda.so.1 to import) and SGLang's CPU kernels are built from source only, so the
-    server dies at start; 0.5.15 imports them only on AMX CPUs and falls back to torch here."""
+    server dies at start; 0.5.15 imports them only on AMX CPUs and falls back to torch here
+    (the same module under 0.5.15 is what the sweep above serves with)."""
     module = "sglang.srt.mem_cache.memory_pool"
-    results = {}
-    for version in (SGLANG_VERSION, OLD_SGLANG_VERSION):
-        done = subprocess.run(
-            [str(require_sglang(version)), "-c", f"import {module}"],
-            env={**os.environ, **ORACLE_ENV, "SGLANG_USE_CPU_ENGINE": "1"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        results[version] = done
-    failed = results[SGLANG_VERSION]
+    failed = subprocess.run(
+        [str(require_sglang(SGLANG_VERSION)), "-c", f"import {module}"],
+        env={**os.environ, **ORACLE_ENV, "SGLANG_USE_CPU_ENGINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert failed.returncode != 0
     assert "kernels/ops/kvcache/cache_move.py" in failed.stderr
     assert "No module named 'sgl_kernel'" in failed.stderr.splitlines()[-1]
-    assert results[OLD_SGLANG_VERSION].returncode == 0, results[OLD_SGLANG_VERSION].stderr[-2000:]

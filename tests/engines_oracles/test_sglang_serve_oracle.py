@@ -13,6 +13,9 @@ import pytest
 
 from tests.engines_oracles.oracle_process import sglang_serve, sse_events
 
+# Runs the engine's own code in its venv (tens of seconds to import): not in make test-quick.
+pytestmark = pytest.mark.slow
+
 ARGV = [
     *("--model-path", "{target}", "--device", "cuda", "--speculative-algorithm", "DFLASH"),
     *("--speculative-draft-model-path", "{draft}", "--speculative-num-draft-tokens", "16"),

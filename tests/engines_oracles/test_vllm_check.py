@@ -18,6 +18,9 @@ import pytest
 from ddtree_runtime.export import export_model
 from tests.engines_oracles.vllm_oracle import require_vllm, run_vllm_oracle
 
+# Runs the engine's own code in its venv (tens of seconds to import): not in make test-quick.
+pytestmark = pytest.mark.slow
+
 
 def ngram(k: int, **lookup: int) -> str:
     return json.dumps({"method": "ngram", "num_speculative_tokens": k, **lookup})

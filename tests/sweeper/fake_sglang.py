@@ -8,6 +8,10 @@ the real-SGLang oracles are in tests/engines_oracles):
 - Logprobs refused on speculative requests (the scheduler's `validate_dflash_request` on
   DDTREE): an OpenAI route answers 400 with SGLang's top-level `ErrorResponse`, `/generate`
   a 400 `{"error": {"message"}}`.
+- Native `/generate` not streamed (`"stream": false`) with input-token logprobs from
+  `logprob_start_len` on, the first entry None (as SGLang 0.5.15 answers; `scored`), on an AR
+  server only: how the AR server scores the speculative configs' samples;
+  FAKE_DIE_AFTER_SCORES=<file> (while the file exists) exits after the number of them it holds.
 - Native streamed `/generate` (`text` or `input_ids`, `sampling_params`; an unknown sampling
   key is a 400 as in 0.5.23): `output_ids` cumulative, or deltas under
   `--incremental-streaming-output`; `meta_info.completion_tokens` in every event; the final
@@ -193,6 +197,9 @@ class FakeSGLang:
         prompt = body.get("input_ids") or tokenize(str(body.get("text", "")))
         n = int(sampling.get("max_new_tokens", 16))
         ids = output_ids(list(prompt), n)
+        if body.get("stream") is False:
+            await self.scored(body, list(prompt), ids, send)
+            return
         await _start_stream(send)
         sent = 0
         step = self.per_step
@@ -215,6 +222,32 @@ class FakeSGLang:
             await _event(send, {**event, "meta_info": meta, "index": 0})
         self._count(n)
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+    async def scored(
+        self, body: dict[str, Any], prompt: list[int], ids: list[int], send: Any
+    ) -> None:
+        """A non-streamed `/generate`, with input-token logprobs from `logprob_start_len` on as
+        SGLang gives them (the first entry None): the fake's model gives the token its outputs
+        would have there -0.1, any other -5.0, and names it first in the top logprobs."""
+        die = os.environ.get("FAKE_DIE_AFTER_SCORES")
+        if die and Path(die).exists() and body.get("return_logprob"):
+            self.scores_left = getattr(self, "scores_left", int(Path(die).read_text()))
+            self.scores_left -= 1
+            if self.scores_left < 0:
+                os._exit(9)  # a crash mid-scoring (what a kill does to the run)
+        meta: dict[str, Any] = {"id": "r", "prompt_tokens": len(prompt)}
+        if body.get("return_logprob"):
+            start = int(body.get("logprob_start_len", -1))
+            start = max(start, 0)
+            expected = output_ids(prompt[: start + 1], len(prompt) - start - 1)
+            tokens: list[Any] = [[None, prompt[start], None]]
+            tops: list[Any] = [None]
+            for token, want in zip(prompt[start + 1 :], expected, strict=True):
+                tokens.append([-0.1 if token == want else -5.0, token, None])
+                tops.append([[-0.1, want, None], [-2.5, 1, None]][: body.get("top_logprobs_num")])
+            meta.update(input_token_logprobs=tokens, input_top_logprobs=tops)
+        text = "".join(f"w{t} " for t in ids)
+        await _json(send, 200, {"text": text, "output_ids": ids, "meta_info": meta})
 
     def _count(self, n: int) -> None:
         self.generated += n

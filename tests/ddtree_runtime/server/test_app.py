@@ -204,6 +204,38 @@ def test_sampled_logprobs_carry_sample_margins_and_server_info_says_coupled(
     )
 
 
+def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
+    server: LocalServer,
+) -> None:
+    """A sampled completion (this server is speculative: drafted and verified) scored by the
+    route's plain prefill: every token inside the processed distribution, its raw logprob the
+    one the completion reported, advertised in /server_info. A token the sampler could not
+    draw (outside top-k 1) scores p 0 with how far outside it fell."""
+    params = {"temperature": 0.8, "top_p": 0.9, "top_k": 20}
+    drawn = completion(server, seed=11, logprobs=1, return_token_ids=True, **params)
+    choice = drawn["choices"][0]
+    tokens = choice["token_ids"]
+    prompt = {"prompt": "The quick brown fox"}
+    response = post(server, "/score", score(continuation=tokens, **prompt, **params))
+    assert response.status_code == 200, response.text
+    body = response.json()
+    info = httpx.get(f"{server.url}/server_info").json()["scoring"]
+    assert info == {"route": "/score", "basis": "exact", "order": body["order"]}
+    assert body["order"] == ["temperature", "top_k", "top_p"] and body["basis"] == "exact"
+    positions = body["positions"]
+    assert [p["token"] for p in positions] == tokens
+    assert all(p["p"] > 0 and p["gap"] is None for p in positions)
+    assert all(p["above"] + p["p"] <= 1 + 1e-9 for p in positions)
+    reported = choice["logprobs"]["token_logprobs"]
+    assert [p["logprob"] for p in positions] == pytest.approx(reported, abs=1e-4)
+    assert all(p["rank"] >= 1 for p in positions)
+    chat_form = score(continuation=tokens[:3], messages=[{"role": "user", "content": "hi"}])
+    assert post(server, "/score", {**chat_form, "prompt": None}).status_code == 200
+    greedy = post(server, "/score", score(continuation=[0, 1, 2], top_k=1)).json()["positions"]
+    outside = [p for p in greedy if p["rank"] > 1]
+    assert outside and all(p["p"] == 0 and p["gap"] > 0 and p["above"] == 1 for p in outside)
+
+
 def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:
     text = completion(server, max_tokens=24)["choices"][0]["text"]
     # A stop string that first occurs inside the output (not at its very start).
@@ -299,6 +331,13 @@ def chat(**fields: Any) -> dict[str, Any]:
     return {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], **fields}
 
 
+S = "/score"
+
+
+def score(**fields: Any) -> dict[str, Any]:
+    return {"model": MODEL, "prompt": "hi", "continuation": [5, 6], "temperature": 0.7, **fields}
+
+
 # (name, path, body, the param the error names or None)
 BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("malformed json", C, b'{"model": "tiny-random", "prompt": ', None),
@@ -325,6 +364,13 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("chat content not text", CHAT, chat(messages=[{"role": "user", "content": 5}]), None),
     ("chat unknown model", CHAT, chat(model="other"), "model"),
     ("chat max_tokens too large", CHAT, chat(max_tokens=100000), "max_tokens"),
+    ("score greedy", S, score(temperature=0), "temperature"),
+    ("score min_p", S, score(min_p=0.1), "min_p"),
+    ("score no continuation", S, score(continuation=[]), "continuation"),
+    ("score id out of range", S, score(continuation=[1, 10**9]), "continuation"),
+    ("score too long", S, score(continuation=[5] * 300), "continuation"),
+    ("score prompt and messages", S, score(messages=[{"role": "user", "content": "hi"}]), "prompt"),
+    ("score unknown model", S, score(model="other"), "model"),
 ]
 
 

@@ -31,6 +31,7 @@ class ScriptedEngine:
         self.lock = threading.Lock()
         self.gate = threading.Event()  # steps wait for it, so tests control the pace
         self.gate.set()
+        self.stepping = threading.Event()  # set as a step starts (and waits for the gate)
 
     def add_request(self, request_id: str, prompt_ids: list[int], params: Any) -> None:
         if not prompt_ids:
@@ -48,6 +49,7 @@ class ScriptedEngine:
             return bool(self.active)
 
     def step(self) -> list[Event]:
+        self.stepping.set()
         self.gate.wait(5)
         with self.lock:
             if self.fail_next_step:
@@ -132,3 +134,36 @@ def test_abort_stops_delivery_and_stop_fails_the_rest_with_503() -> None:
     assert gone.items == []
     with pytest.raises(RuntimeError):  # a stopped loop refuses new requests
         loop.submit("late", [1], None, Collector())
+
+
+def test_a_call_runs_on_the_engine_thread_between_steps_never_during_one() -> None:
+    """A scoring prefill uses the model the steps use: it must run on their thread, between
+    two steps; its exception comes back to its caller; a stopping loop fails what waits."""
+    engine = ScriptedEngine(length=1000)
+    engine.gate.clear()  # the first step blocks until released
+    loop = EngineLoop(engine)
+    loop.start()
+    loop.submit("busy", [1], None, Collector())
+    seen: list[tuple[str, bool]] = []
+
+    def work() -> str:
+        seen.append((threading.current_thread().name, engine.lock.locked()))
+        return "scored"
+
+    assert engine.stepping.wait(5)
+    future = loop.call(work)
+    assert not future.done()  # the step in progress holds the thread
+    engine.gate.set()
+    assert future.result(5) == "scored"
+    assert seen == [("ddtree-engine", False)]
+    failing = loop.call(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing.result(5)
+    loop.stop()
+    idle = EngineLoop(ScriptedEngine())  # never started: what it was asked still waits
+    blocked = idle.call(lambda: "never")
+    idle.stop(join_timeout=0)
+    with pytest.raises(EngineFailure):
+        blocked.result(5)
+    with pytest.raises(RuntimeError):
+        idle.call(lambda: "late")

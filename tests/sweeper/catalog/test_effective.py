@@ -67,8 +67,10 @@ def test_b300_twelve_labels_are_ten_behaviours_and_each_host_runs_both_graph_lev
             assert point.host == host.name
             if point.baseline_point_id:
                 assert point.baseline_point_id.startswith(f"{host.name}-ar-")
-    # 2 AR + 2 speed-baseline twins (flashinfer) + 5 behaviours, on each host.
-    assert Counter(len(h.steps) for h in plan.hosts) == Counter({9: 2})
+    # 2 AR + 2 speed-baseline twins (flashinfer) + 5 behaviours, on each host; then the AR
+    # started once more to score the sampled points (PR #29907 refuses logprobs on DDTREE).
+    assert Counter(len(h.steps) for h in plan.hosts) == Counter({10: 2})
+    assert all(h.steps[-1].scoring and h.steps[-1].server_config.mode == "ar" for h in plan.hosts)
 
 
 def test_shard_says_where_a_level_cannot_run_on_every_host() -> None:

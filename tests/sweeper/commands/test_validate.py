@@ -51,8 +51,10 @@ def test_plan_json() -> None:
     steps = data["hosts"][0]["steps"]
     assert steps[0]["server_config"]["mode"] == "ar"
     # 10 x 8 s load + (10 warmup + 20 points x 8 requests one by one + 10 points x 2 rounds of
-    # 4 at once) x 32 tokens / 12 tok/s: the rough model, batching taken as free.
-    assert data["estimated_seconds"] == round(10 * 8 + (10 + 160 + 20) * 32 / 12, 1)
+    # 4 at once) x 32 tokens / 12 tok/s: the rough model, batching taken as free; and the
+    # sampled requests scored beside coupling, 8 at a time, 3 decode steps each.
+    scoring = -(-data["n_scores"] // 8) * 3 / 12
+    assert data["estimated_seconds"] == round(10 * 8 + (10 + 160 + 20) * 32 / 12 + scoring, 1)
     assert data["hosts"][0]["points"][0]["point_id"] == "local-ar-cg1-t0-c1"
 
 
@@ -76,9 +78,10 @@ def test_shipped_gpu_specs_validate() -> None:
     """The realistic B300, RTX PRO 6000 and Slurm specs stay valid as the schema evolves."""
     expected = {
         # b7-k4 (b8-k4) is b7-k1 (b8-k1) under PR #29907's rules: measured once.
-        "b300.yaml": "ok: 18 server configs, 108 points",
-        "rtx6000.yaml": "ok: 12 server configs, 72 points",
-        "slurm-example.yaml": "ok: 6 server configs, 24 points",
+        # + one AR start per host to score the speculative configs' samples (scored, SGLang).
+        "b300.yaml": "ok: 20 server configs, 108 points",
+        "rtx6000.yaml": "ok: 13 server configs, 72 points",
+        "slurm-example.yaml": "ok: 7 server configs, 24 points",
     }
     for name, summary in expected.items():
         result = runner.invoke(app, ["validate", str(ROOT / "sweeps" / name)])

@@ -48,7 +48,8 @@ def _for_oracle(spec: Spec) -> tuple[SGLang, dict[str, str]]:
     return SGLang(runtime), {"{target}": spec.runtime.model, "{draft}": spec.runtime.draft}
 
 
-def test_every_stock_sglang_config_parses_resolves_unchanged_and_proves() -> None:
+def _stock_cases() -> tuple[list[dict[str, Any]], dict[str, tuple[SGLang, ServerConfig]]]:
+    """Every server config of every shipped stock-SGLang spec, as an oracle case."""
     specs = _specs("sglang-dflash")
     assert specs, "no shipped stock-SGLang spec"
     cases, expected = [], {}
@@ -60,7 +61,68 @@ def test_every_stock_sglang_config_parses_resolves_unchanged_and_proves() -> Non
             # The oracle machine has no GPU; SGLang's DFLASH checks the device, so say cuda.
             cases.append({"name": name, "argv": [*flags, "--device", "cuda"], "env": env})
             expected[name] = (engine, sc)
-    for answer in sglang_resolve(cases):
+    return cases, expected
+
+
+FORK = parse_spec(
+    "name: fork\n"
+    "runtime:\n"
+    "  engine: sglang\n"
+    "  model: m\n"
+    "  draft: d\n"
+    "  mapping:\n"
+    "    speculative_args: [--speculative-algorithm, DFLASH]\n"
+    "    draft: {flag: --speculative-draft-model-path}\n"
+    "    params:\n"
+    "      topk: {flag: --speculative-eagle-topk}\n"
+    "      block_size: {flag: --speculative-num-draft-tokens}\n"
+    "grid: {topk: [4], block_size: [16]}\n"
+    "workload: {prompts: [{id: a, text: hi}]}\n"
+)
+
+
+def _fork_case() -> dict[str, Any]:
+    engine, _ = _for_oracle(FORK)
+    flags, env = engine.command(_configs(FORK)[-1])
+    return {"name": "fork", "argv": [*flags, "--device", "cuda"], "env": env}
+
+
+def _baseline_cases() -> list[dict[str, Any]]:
+    """The AR configs of the shipped DDTREE specs, extra_args included."""
+    cases = []
+    for spec in _specs("sglang-ddtree"):
+        engine, _ = _for_oracle(spec)
+        for sc in _configs(spec):
+            if sc.mode == "ar":
+                flags, env = engine.command(sc)
+                cases.append(
+                    {
+                        "name": f"{spec.name}/{sc.label}",
+                        "argv": [*flags, "--device", "cuda"],
+                        "env": env,
+                    }
+                )
+    assert cases
+    return cases
+
+
+@pytest.fixture(scope="module")
+def resolved() -> dict[str, dict[str, Any]]:
+    """SGLang 0.5.23's resolution of every case the tests below ask about, by case name: one
+    oracle call, so SGLang is imported once for them all."""
+    unique: dict[str, dict[str, Any]] = {}
+    for case in [*_stock_cases()[0], _fork_case(), *_baseline_cases()]:
+        # A spec's hosts share its configs: one name, one command.
+        assert unique.setdefault(case["name"], case) == case, case["name"]
+    return {answer["name"]: answer for answer in sglang_resolve(list(unique.values()))}
+
+
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
+def test_every_stock_sglang_config_parses_resolves_unchanged_and_proves(
+    resolved: dict[str, dict[str, Any]],
+) -> None:
+    cases, expected = _stock_cases()
+    for answer in (resolved[case["name"]] for case in cases):
         name = answer["name"]
         assert answer["ok"], (name, answer.get("error"))
         assert answer["overridden"] == {}, (name, answer["overridden"], answer["warnings"])
@@ -78,29 +140,15 @@ def _prove(engine: SGLang, sc: ServerConfig, info: dict[str, Any]) -> None:
     assert proof.fingerprint and proof.proven[0].startswith("/server_info reports every requested")
 
 
-def test_a_value_sglang_overrides_fails_the_identity_proof() -> None:
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
+def test_a_value_sglang_overrides_fails_the_identity_proof(
+    resolved: dict[str, dict[str, Any]],
+) -> None:
     """A fork mapping that puts topk on --speculative-eagle-topk under DFLASH: SGLang resolves
     it to 1 with only a warning, and the proof refuses to measure that server as topk 4."""
-    spec = parse_spec(
-        "name: fork\n"
-        "runtime:\n"
-        "  engine: sglang\n"
-        "  model: m\n"
-        "  draft: d\n"
-        "  mapping:\n"
-        "    speculative_args: [--speculative-algorithm, DFLASH]\n"
-        "    draft: {flag: --speculative-draft-model-path}\n"
-        "    params:\n"
-        "      topk: {flag: --speculative-eagle-topk}\n"
-        "      block_size: {flag: --speculative-num-draft-tokens}\n"
-        "grid: {topk: [4], block_size: [16]}\n"
-        "workload: {prompts: [{id: a, text: hi}]}\n"
-    )
-    engine, _ = _for_oracle(spec)
-    sc = _configs(spec)[-1]
-    flags, env = engine.command(sc)
-    case = {"name": "fork", "argv": [*flags, "--device", "cuda"], "env": env}
-    (answer,) = sglang_resolve([case])
+    engine, _ = _for_oracle(FORK)
+    sc = _configs(FORK)[-1]
+    answer = resolved["fork"]
     assert answer["ok"] and "speculative_eagle_topk" in answer["overridden"]
     info = {
         **answer["server_info"],
@@ -138,24 +186,13 @@ def test_the_ddtree_preset_speaks_pr_29907() -> None:
                 assert full[full.index(flag) + 1] in choice, (flag, choice)
 
 
-def test_the_ddtree_specs_baselines_parse_with_stock_sglang() -> None:
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
+def test_the_ddtree_specs_baselines_parse_with_stock_sglang(
+    resolved: dict[str, dict[str, Any]],
+) -> None:
     """Their AR configs carry no DDTREE flag: the whole command, extra_args included, goes
     through 0.5.23's parser and resolver unchanged."""
-    cases = []
-    for spec in _specs("sglang-ddtree"):
-        engine, _ = _for_oracle(spec)
-        for sc in _configs(spec):
-            if sc.mode == "ar":
-                flags, env = engine.command(sc)
-                cases.append(
-                    {
-                        "name": f"{spec.name}/{sc.label}",
-                        "argv": [*flags, "--device", "cuda"],
-                        "env": env,
-                    }
-                )
-    assert cases
-    for answer in sglang_resolve(cases):
+    for answer in (resolved[case["name"]] for case in _baseline_cases()):
         assert answer["ok"], (answer["name"], answer.get("error"))
         assert answer["overridden"] == {}, (answer["name"], answer["overridden"])
 
@@ -185,6 +222,7 @@ REQUESTS = {
 }
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_request_bodies_pass_sglang_and_its_streams_read_back() -> None:
     engine = SGLang(_specs("sglang-dflash")[0].runtime)
     argv = ["--model-path", "{target}", "--device", "cuda", "--speculative-algorithm", "DFLASH"]

@@ -250,3 +250,55 @@ def test_a_sweep_of_a_build_without_tokenize(tmp_path: Path, port: int, case: st
     html = Path(report.stdout.strip().splitlines()[-1]).read_text()
     assert "prompts sent as" in html and source in html
     assert ("not the model&#39;s chat" in html) == (source == PROMPT_PLAIN_CHAT)
+
+
+def test_the_ar_server_scores_the_builds_samples_and_a_killed_scorer_resumes(
+    tmp_path: Path, port: int
+) -> None:
+    """At temperature 0.7 `auto` is `scored`: the DDTREE server refuses logprobs, so the AR
+    server, started once more after it, scores its samples (every scoring request goes to an
+    AR server) and settles its verdict. The scorer dies mid-way: the point stays pending and
+    says why; the resumed run scores only what has no score yet, then settles."""
+    die = tmp_path / "die"
+    die.write_text("5")  # each server answers 5 scoring requests, then exits
+    log = tmp_path / "requests.log"
+    env = {**shim_env(tmp_path), "FAKE_START_DELAY": "0.3", "FAKE_REQUEST_LOG": str(log)}
+    spec = _spec(
+        tmp_path, port, "completions", runtime={"env": {**env, "FAKE_DIE_AFTER_SCORES": str(die)}},
+        budget=[16], topk=[4], temperature=[0.7], repeats=1,
+    )  # fmt: skip
+    data = yaml.safe_load(spec.read_text())
+    data["determinism"] = {"samples": 4, "sample_tokens": 6, "sample_concurrency": 1}
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    plan = _sweeper("plan", str(spec))
+    assert "scores the samples of 1 point(s)" in " ".join(plan.stdout.split()), plan.stdout
+    steps = json.loads(_sweeper("plan", str(spec), "--json").stdout)["hosts"][0]["steps"]
+    assert [s["label"] for s in steps] == ["ar-cg0", "b16-k4-bs8-cg0", "ar-cg0-rs1"]
+    assert steps[-1]["scoring"] is True and steps[-1]["request_configs"] == []
+    first = _sweeper("run", str(spec), "--plain", "--results", str(tmp_path / "results"))
+    run_dir = Path(first.stdout.strip().splitlines()[-1])
+    point = "local-b16-k4-bs8-cg0-t0.7-c1"
+    pending = RunStore.open(run_dir).points()[point]
+    assert pending["scored_pending"] is True and pending["determinism"] == "unproven"
+    assert "could not be scored yet" in pending["unproven_reason"], first.stderr[-2000:]
+    die.unlink()
+    results = str(tmp_path / "results")
+    resumed = _sweeper("run", str(spec), "--plain", "--results", results, "--resume", str(run_dir))
+    assert resumed.returncode in (0, 4), resumed.stderr[-3000:]
+    store = RunStore.open(run_dir)
+    settled = store.points()[point]
+    assert settled["scored_pending"] is False and settled["scored_by"] == "ar-cg0-rs1"
+    # Settled by the judge on all of its tokens (2 prompts x 4 samples x 6), whatever it says.
+    assert settled["scored_n_tokens"] == 48 and "settled then" not in settled["sampled_detail"]
+    assert settled["score_agreement"] == 0.0 and settled["score_agreement_n"] > 0
+    lines = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]
+    scorer = store.manifest.identities["local/ar-cg0-rs1"]
+    assert scorer.capabilities is not None and scorer.capabilities["scoring"] == "topk"
+    tests = [r for r in lines if r["point_id"] == point]
+    scored = [(r["prompt_id"], r["index"]) for r in tests if r["error"] is None]
+    assert sorted(scored) == [(f"p{i}", n) for i in range(2) for n in range(4)]  # each once
+    assert {r["scorer"] for r in tests} == {steps[-1]["server_config"]["id"]}
+    assert any(r["error"] for r in tests)  # the scorer's death is recorded, never dropped
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    asked = [r for r in logged if r["path"] == "/generate" and r["body"].get("return_logprob")]
+    assert asked and all(r["algorithm"] is None for r in asked)

@@ -4,30 +4,37 @@ offline oracle, tests/engines_oracles), and a real vLLM (CPU) swept end to end.
 The sweep is `sweeps/vllm-cpu.yaml` as shipped: an AR baseline and n-gram speculation with 2 and
 4 tokens at temperature 0, every restart proven from /proc, verdicts against vLLM's own AR,
 acceptance from /metrics deltas after warm-up. Then `engine: openai` judges two vLLMs started by
-hand (n-gram, and AR as its baseline endpoint). Without vLLM's venv these skip with how to get
-it (fail under SWEEPER_REQUIRE_VLLM=1, as CI sets).
+hand (n-gram, and AR as its baseline endpoint), and both score a sampled output through their
+prompt logprobs, agreeing with each other and with the sample's own logprobs. Without vLLM's
+venv these skip with how to get it (fail under SWEEPER_REQUIRE_VLLM=1, as CI sets).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
+import httpx
 import pandas as pd
 import pytest
 import yaml
 
 from ddtree_runtime.export import export_model
 from sweeper.catalog.records import PRESETS
+from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.vllm import VLLM, read_counters
 from sweeper.plan import build_plan
+from sweeper.poll import wait_until
 from sweeper.spec import load_spec
 from tests.engines_oracles.vllm_oracle import require_vllm, run_vllm_oracle
+from tests.exported_model import SMOLLM2_HF, smollm2_hf
 from tests.sweeper.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,6 +60,7 @@ def test_acceptance_counters_are_read_from_the_metrics_page() -> None:
     assert read_counters("vllm:num_requests_running 0.0\n") is None  # an AR server has none
 
 
+@pytest.mark.slow  # runs the engine's own code (seconds to import)
 def test_every_shipped_config_and_preset_resolves_with_vllms_own_code(
     tmp_path: Path,
 ) -> None:
@@ -91,10 +99,8 @@ def test_every_shipped_config_and_preset_resolves_with_vllms_own_code(
 def vllm_model() -> str:
     """smollm2-135m as vLLM loads it (`make vllm-model`), exported once if absent."""
     require_vllm()
-    path = ROOT / ".cache" / "smollm2-hf"
-    if not (path / "model.safetensors").exists():
-        export_model("smollm2-135m", path)
-    return ".cache/smollm2-hf"
+    smollm2_hf()
+    return str(SMOLLM2_HF)
 
 
 def _run(spec: Path, results: Path) -> tuple[int, Path, str]:
@@ -105,6 +111,8 @@ def _run(spec: Path, results: Path) -> tuple[int, Path, str]:
 
 
 @pytest.mark.slow
+# A unit of its own (tests/lanes.py): it shares nothing with the hand-started server below.
+@pytest.mark.xdist_group("vllm-sweep")
 def test_a_real_vllm_sweep(vllm_model: str, tmp_path: Path) -> None:
     code, run, stderr = _run(SPEC, tmp_path / "results")
     points = pd.read_parquet(run / "points.parquet").set_index("point_id")
@@ -140,9 +148,12 @@ def test_a_real_vllm_sweep(vllm_model: str, tmp_path: Path) -> None:
     assert report.returncode == 0 and (run / "report.html").exists(), report.stderr
 
 
-@pytest.fixture
-def hand_started(vllm_model: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+@pytest.fixture(scope="module")
+def hand_started(
+    vllm_model: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
     """An n-gram vLLM and an AR vLLM started by hand, as someone else's servers would be."""
+    tmp_path = tmp_path_factory.mktemp("vllm")
     spec = load_spec(SPEC)
     engine = VLLM(spec.runtime)
     configs = [step.server_config for step in build_plan(spec).hosts[0].steps]
@@ -203,3 +214,53 @@ def test_the_openai_engine_judges_vllms_nobody_here_started(
     identity = manifest["identities"]["local/spec"]
     assert any(p.startswith("the server reports itself as vllm 0.32") for p in identity["proven"])
     assert any("did not start it" in u for u in identity["unproven"])
+
+
+@pytest.mark.slow
+def test_both_vllms_score_a_sampled_output_through_prompt_logprobs(
+    hand_started: tuple[str, str],
+) -> None:
+    """The scored check's route on vLLM 0.32 itself: launched as the engine renders it
+    (`--max-logprobs 64`), each server negotiates top-64 prompt logprobs (the n-gram one too:
+    its prefill is the target's); an AR sample at temperature 0.7 scored by either gives each
+    token the raw logprob the sample itself reported (vLLM's logprobs are raw), and the two
+    scorers agree within the spec's tolerance."""
+    ngram_url, ar_url = hand_started
+    spec = load_spec(SPEC)
+    engine = VLLM(spec.runtime)
+    steps = build_plan(spec).hosts[0].steps
+    ar_config, ngram_config = steps[0].server_config, steps[-1].server_config
+    model = spec.runtime.model
+    with httpx.Client(timeout=300) as client:
+        for url in (ngram_url, ar_url):
+            wait_until(partial(_healthy, client, url), timeout_s=300, interval_s=2.0)
+        prompt = "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"
+        body = {"model": model, "prompt": prompt, "max_tokens": 16, "temperature": 0.7}
+        body.update(seed=5, logprobs=1, return_token_ids=True)
+        choice = client.post(f"{ar_url}/v1/completions", json=body).json()["choices"][0]
+        tokens, reported = choice["token_ids"], choice["logprobs"]["token_logprobs"]
+        request = RequestSpec("count", prompt, 16, 0.7, seed=5)
+        scored = {}
+        for url, config in ((ar_url, ar_config), (ngram_url, ngram_config)):
+            basis, k, order, said = engine.negotiate_scoring(
+                client, url, config, request, model, "0.32.0"
+            )
+            assert (basis, k) == ("topk", 64), said
+            assert order == ("temperature", "min_p", "top_k", "top_p")
+            caps = Capabilities("openai", "metrics", "logprobs", scoring=basis, scoring_k=k)
+            scored[url] = engine.bind(caps).score(client, url, request, tokens, model).positions
+    for positions in scored.values():
+        assert [p["token"] for p in positions] == tokens
+        assert [p["logprob"] for p in positions] == pytest.approx(reported, abs=1e-3)
+        assert all(len(p["top"]) == 64 and p["rank"] >= 1 for p in positions)
+        assert all(p["top"][0][1] >= p["top"][-1][1] for p in positions)
+    ar_probs = [math.exp(p["logprob"]) for p in scored[ar_url]]
+    ngram_probs = [math.exp(p["logprob"]) for p in scored[ngram_url]]
+    assert max(abs(a - b) for a, b in zip(ar_probs, ngram_probs, strict=True)) <= 0.01
+
+
+def _healthy(client: httpx.Client, url: str) -> bool:
+    try:
+        return client.get(f"{url}/health", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False

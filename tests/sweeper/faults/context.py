@@ -69,6 +69,8 @@ class Shared:
 
     root: Path
     _base: Path | None = None
+    #: Other things made once and shared (`states.py`: the sound bisect state), by name.
+    made: dict[str, Any] = field(default_factory=dict)
 
     def base_run(self) -> Path:
         if self._base is None:

@@ -123,6 +123,7 @@ def run_client(base: str, quota: float | None) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.root
+@pytest.mark.quiet  # a CPU-starved client must be the only thing late (tests/lanes.py)
 @pytest.mark.skipif(why_no_cpu_limit() is not None, reason=str(why_no_cpu_limit()))
 def test_a_cpu_starved_client_is_flagged_and_the_same_point_unstarved_is_not(fast: str) -> None:
     free = run_client(fast, None)

@@ -29,6 +29,10 @@ from sweeper.measure.hostload import (
     read_snapshot,
 )
 
+# quiet: it reads this machine's load; beside the suite's other lane its quiet-machine checks
+# would not run (tests/lanes.py).
+pytestmark = pytest.mark.quiet
+
 HOG = "import time\nend = time.time() + 3\nwhile time.time() < end: pass"
 BURN = "import time\nend = time.time() + {s}\nwhile time.time() < end: pass"
 # A server burning CPU itself and in a child it started (as an engine's worker processes).

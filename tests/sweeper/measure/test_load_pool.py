@@ -16,7 +16,8 @@ from sweeper.measure.pool import NOT_SENT, ClosedLoop, OpenLoop, run_load
 from sweeper.measure.senders import spec_payload
 from tests.sweeper.measure.sse_server import TOKEN_ID, start_server
 
-pytestmark = pytest.mark.slow
+# quiet: the send times and concurrency it checks bend under other load (tests/lanes.py).
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
 
 ECHO_SENDER = "tests.sweeper.measure.echo_sender:echo_sender"
 

@@ -41,8 +41,9 @@ def plan_of(body: str, workload: str = WORKLOAD) -> Plan:
     return build_plan(spec_of(body, workload))
 
 
-def distribution_plan(samples: int = 8) -> Plan:
-    return plan_of(VLLM + SAMPLED_GRID + f"determinism: {{samples: {samples}}}\n")
+def distribution_plan(samples: int = 8, concurrency: int = 8) -> Plan:
+    policy = f"sampled: distribution, samples: {samples}, sample_concurrency: {concurrency}"
+    return plan_of(VLLM + SAMPLED_GRID + f"determinism: {{{policy}}}\n")
 
 
 def draws(plan: Plan) -> dict[str, tuple[tuple[str, ...], str | None]]:
@@ -56,12 +57,12 @@ def draws(plan: Plan) -> dict[str, tuple[tuple[str, ...], str | None]]:
 def test_auto_resolves_by_the_engines_catalog_record(engine: str) -> None:
     spec = spec_of(RUNTIMES[engine])
     assert spec.runtime.engine == engine
-    expected = "coupled" if engine == "ddtree_runtime" else "distribution"
+    expected = {"ddtree_runtime": "coupled", "openai": "distribution"}.get(engine, "scored")
     assert sampled_check(spec) == expected
     assert RECORDS[engine].coupled_sampling is (engine == "ddtree_runtime")
 
 
-@pytest.mark.parametrize("asked", ["coupled", "distribution", "repeats"])
+@pytest.mark.parametrize("asked", ["coupled", "scored", "distribution", "repeats"])
 @pytest.mark.parametrize("engine", ["ddtree_runtime", "vllm"])
 def test_a_named_check_is_kept_whatever_the_engine(engine: str, asked: str) -> None:
     spec = spec_of(RUNTIMES[engine] + f"determinism: {{sampled: {asked}}}\n")
@@ -92,7 +93,7 @@ def test_sample_seeds_are_distinct_stable_and_disjoint_between_roles() -> None:
 
 def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
     plan = distribution_plan()
-    assert all(host.draws_samples for host in plan.hosts)
+    assert all(host.baseline_roles == ("ar", "control") for host in plan.hosts)
     assert draws(plan) == {
         # Greedy points draw nothing.
         "local-ar-cg0-t0-c1": ((), None),
@@ -115,7 +116,7 @@ def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
 @pytest.mark.parametrize("check", ["coupled", "repeats"])
 def test_no_point_draws_unless_the_check_is_distribution(check: str) -> None:
     plan = plan_of(VLLM + SAMPLED_GRID + f"determinism: {{sampled: {check}}}\n")
-    assert not any(host.draws_samples for host in plan.hosts)
+    assert not any(host.baseline_roles for host in plan.hosts)
     assert all(v == ((), None) for v in draws(plan).values())
     assert plan.n_samples == 0
     assert "n_samples" not in plan.to_dict()
@@ -147,7 +148,7 @@ def test_an_ar_point_draws_only_where_a_speculative_point_samples_alike() -> Non
         _point(spec, sampled),
         _point(spec, greedy),
     ]
-    out = with_samples(points)
+    out = with_samples(points, ("ar", "control"))
     assert [(p.samples, p.samples_from) for p in out] == [
         (("ar", "control"), None),
         ((), None),
@@ -165,7 +166,7 @@ def test_a_point_at_another_load_but_other_sampling_draws_its_own() -> None:
     c1, c4 = RequestConfig.make(0.7, 24, 1), RequestConfig.make(0.7, 24, 4)
     hotter = RequestConfig.make(1.0, 24, 4)
     cut = RequestConfig.make(0.7, 24, 4, top_k=40)
-    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)])
+    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)], ("control",))
     first = out[0].point_id
     assert [(p.samples, p.samples_from) for p in out] == [
         (("test",), None),
@@ -197,7 +198,7 @@ def test_estimate_seconds_grows_with_the_samples() -> None:
     assert estimate_seconds(small) - estimate_seconds(none) == pytest.approx(6 * 24 / 12)
     assert small.estimated_seconds == estimate_seconds(small)
     # More in flight: fewer rounds.
-    wide = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8, sample_concurrency: 32}\n")
+    wide = distribution_plan(samples=8, concurrency=32)
     assert estimate_seconds(wide) - estimate_seconds(none) == pytest.approx(2 * 24 / 12)
 
 
@@ -241,7 +242,9 @@ def test_repeats_note_says_the_distribution_is_not_checked() -> None:
 
 
 def test_no_baseline_note_says_unproven() -> None:
-    plan = plan_of(VLLM + "baseline: false\n" + SAMPLED_GRID)
+    plan = plan_of(
+        VLLM + "baseline: false\n" + SAMPLED_GRID + "determinism: {sampled: distribution}\n"
+    )
     assert plan.hosts[0].steps[0].server_config.mode == "speculative"
     notes = sampled_notes(plan)
     assert any("no AR baseline" in n and "unproven" in n for n in notes)
@@ -337,7 +340,9 @@ def _plan_json(tmp_path: Path, body: str) -> dict:
 
 
 def test_plan_json_states_the_sampled_power(tmp_path: Path) -> None:
-    data = _plan_json(tmp_path, VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    data = _plan_json(
+        tmp_path, VLLM + SAMPLED_GRID + "determinism: {sampled: distribution, samples: 8}\n"
+    )
     assert data["n_samples"] == 48
     assert data["sampled_power"].startswith("distribution test:")
     assert "alpha 0.01 per config" in data["sampled_power"]
@@ -360,7 +365,9 @@ def test_plan_json_has_no_sampled_power_without_samples(tmp_path: Path) -> None:
 
 def test_plan_table_prints_the_sampled_power(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
-    path.write_text("name: s\n" + VLLM + SAMPLED_GRID + WORKLOAD)
+    path.write_text(
+        "name: s\n" + VLLM + SAMPLED_GRID + "determinism: {sampled: distribution}\n" + WORKLOAD
+    )
     result = CliRunner().invoke(app, ["plan", str(path)])
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())
@@ -373,3 +380,56 @@ def test_coupled_forced_on_a_rejection_sampling_engine_says_it_will_be_unproven(
     notes = sampled_notes(plan)
     assert any("not expected to advertise coupled sampling" in n for n in notes)
     assert plan.n_samples == 0
+
+
+# --- scored ---------------------------------------------------------------------------------------
+
+SGLANG = RUNTIMES["sglang"]
+
+
+def test_scored_draws_the_speculative_samples_and_only_the_ar_control() -> None:
+    """Scored needs no AR reference set: the AR baseline draws its control once, half the AR
+    samples of a distribution test; each sample is scored once, plus one AR sample per prompt
+    rescored by the speculative server (its scoring path's agreement)."""
+    scored = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    distribution = distribution_plan(samples=8)
+    assert sampled_check(scored.spec) == "scored"
+    assert all(host.baseline_roles == ("control",) for host in scored.hosts)
+    assert draws(scored)["local-ar-cg0-t0.7-c1"] == (("control",), None)
+    assert draws(scored)["local-b2-cg0-t0.7-c1"] == (("test",), None)
+    assert (scored.n_samples, distribution.n_samples) == (32, 48)
+    assert scored.n_scores == 32 + 2 and distribution.n_scores == 0
+    assert scored.restarts == distribution.restarts  # vLLM scores its own: no extra start
+    (note,) = sampled_notes(scored)
+    assert "scored: 1 of them draw 8 seeded samples per prompt" in note
+    assert "each server scores its own samples" in note
+
+
+def test_sglang_scored_adds_an_ar_start_after_the_speculative_configs_of_each_host() -> None:
+    body = SGLANG + "hosts: [local, {name: b, address: b}]\nshard: true\n"
+    grid = "grid: {budget: [7, 16], topk: [1], block_size: [8], temperature: [0, 0.7]}\n"
+    plan = plan_of(body + grid)
+    for host in plan.hosts:
+        *measured, scorer = host.steps
+        assert scorer.scoring and not scorer.request_configs
+        assert scorer.server_config.mode == "ar" and scorer.server_config.label == "ar-cg0-rs1"
+        assert all(not s.scoring for s in measured)
+        scored = host.scored_by(scorer)
+        assert scored and {p.server_config.mode for p in scored} == {"speculative"}
+        assert {p.request_config.temperature for p in scored} == {0.7}
+    greedy = plan_of(body + grid.replace("[0, 0.7]", "[0]"))
+    assert plan.restarts == greedy.restarts + 2  # one per host
+    assert not any(s.scoring for h in greedy.hosts for s in h.steps)
+    assert not any("baseline checks" in n for n in plan.notes)
+    (note,) = sampled_notes(plan)
+    assert "scored by the AR server, started once more on each host" in note
+    steps = plan.to_dict()["hosts"][0]["steps"]
+    assert steps[-1]["scoring"] is True and steps[-1]["request_configs"] == []
+
+
+def test_scored_forced_on_an_engine_without_a_scoring_path_says_it_will_be_unproven() -> None:
+    plan = plan_of(
+        RUNTIMES["openai"] + "grid: {temperature: [0.7]}\ndeterminism: {sampled: scored}\n"
+    )
+    (note,) = sampled_notes(plan)
+    assert "openai has no scoring path" in note and "unproven" in note

@@ -132,3 +132,41 @@ def test_a_run_without_datasets_has_no_paper_table(tmp_path: Path) -> None:
     run = make_run(tmp_path, RunShape(budgets=(16,), cuda_graphs=(False,)))
     done = runner.invoke(app, ["report", str(run), "--table", "paper"])
     assert done.exit_code == 2 and "no dataset points" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        pytest.param({"tolerance": "x"}, "reference.tolerance", id="tolerance-x"),
+        pytest.param(
+            {"table": {"rows": [{"tau": float("nan")}]}}, "reference.table.rows.0.tau", id="nan-tau"
+        ),  # fmt: skip
+        pytest.param({"table": {"rows": []}}, "reference.table.rows", id="no-rows"),
+    ],
+)
+def test_a_stored_reference_that_no_longer_validates_is_one_line(
+    tmp_path: Path, damage: dict, field: str
+) -> None:
+    """Issue 40 #7: `report` and `report --table paper` died with exit 70 on a run whose stored
+    reference no longer validates; now each says so in one line naming the manifest and the
+    field (exit 2), as `diagnose` does of a spec."""
+    reference = _reference([{"temperature": 0, "dataset": "gsm8k", "method": "tree", "tau": 3}])
+    for key, value in damage.items():
+        if key == "table":
+            rows = reference["table"]["rows"]
+            value = {"rows": [{**rows[0], **row} for row in value["rows"]]}
+            reference["table"] = {**reference["table"], **value}
+        else:
+            reference[key] = value
+    run = _run(tmp_path, reference)
+    manifest = run / "manifest.json"
+    for args in (["report", str(run)], ["report", str(run), "--table", "paper"]):
+        done = runner.invoke(app, args)
+        lines = done.output.strip().splitlines()
+        assert done.exit_code == 2 and len(lines) == 1, (args, done.output)
+        assert lines[0].startswith(f"error: {manifest}: the run's "), lines
+        assert f"does not validate today ({field}: " in lines[0], lines
+        assert lines[0].endswith(
+            "the manifest was edited or written by another version: restore it"
+        )
+    assert not (run / "report.html").exists()

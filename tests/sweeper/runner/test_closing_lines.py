@@ -66,3 +66,18 @@ def test_a_slowed_baseline_gives_a_flagged_speedup_above_tau(tmp_path: Path, por
         [sys.executable, "-m", "sweeper.cli", "best", str(run_dir)], capture_output=True, text=True
     )
     assert "impossible" in best.stdout + best.stderr, best.stdout + best.stderr
+
+
+def test_an_ar_only_run_says_nothing_was_compared(tmp_path: Path, port: int) -> None:
+    """Issue 40 #5: `only:` the AR point ran clean and exited 0 "all well: ... something
+    proven", though nothing was compared with it. Now: exit 6 and a line saying so."""
+    spec = write_spec(
+        tmp_path, port, fake_env=fake_runtime_env(tmp_path), topk=(4,), prompts=1, repeats=1,
+        max_tokens=4, extra={"only": ["local-ar-cg0-t0-c1"]},
+    )  # fmt: skip
+    code, lines, _ = _run(spec, tmp_path / "results")
+    tail = _tail(lines)
+    assert code == 6, "\n".join(lines[-20:])
+    assert lines[-1] == "exit 6: nothing proven: no point was compared and proven right", lines
+    said = [ln for ln in tail if ln.startswith("nothing compared: 1 point(s), all AR references")]
+    assert len(said) == 1, tail

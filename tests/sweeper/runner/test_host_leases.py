@@ -6,6 +6,7 @@ one line, stops the server the first left running, and no point of either run fa
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,9 +18,12 @@ import pandas as pd
 import pytest
 
 from sweeper.results.reader import POINTS_LOG
+from tests.sweeper.hosts.lease_damage import gone_text
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
-pytestmark = pytest.mark.slow
+# quiet (tests/lanes.py): the second sweep must find the first one still running and say it
+# waits within a deadline; beside the parallel lane the first one can finish before that.
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
 
 
 def _sweeper(spec: Path, results: Path, *extra: str) -> list[str]:
@@ -93,3 +97,58 @@ def test_two_specs_on_one_host_refuse_wait_and_take_over(tmp_path: Path, port: i
     recorded = (run_alpha / POINTS_LOG).read_text().splitlines()
     alpha_points = [json.loads(line) for line in recorded if line.strip()]
     assert alpha_points and all(p["status"] == "ok" for p in alpha_points)
+
+
+def test_a_damaged_lease_never_lets_two_runs_share_the_host(tmp_path: Path, port: int) -> None:
+    """Issue 40 #3, as found: an empty lease.json let a run go on without a lease and a second
+    run 5 s later ran beside it. Now each of two runs 5 s apart stops with one line naming the
+    file (exit 5), as `ls` does, and nothing is written; a dead holder's lease ending in CRLF is
+    taken over by its exact bytes, and a second run while the first holds it is refused."""
+    state = tmp_path / "state"
+    state.mkdir()
+    lease = state / "lease.json"
+    lease.write_bytes(b"")
+    env = {**os.environ, "SWEEPER_STATE_DIR": str(state)}
+    slow = fake_runtime_env(tmp_path, {"FAKE_TOKEN_DELAY": "0.1"})
+    alpha, beta = (
+        write_spec(tmp_path, port, fake_env=slow, name=name, topk=(4,), prompts=1, max_tokens=24)
+        for name in ("alpha", "beta")
+    )
+    results = tmp_path / "results"
+    said = f"error: host local: the lease file {lease} is empty; if no run is using host local, "
+    said += f"remove it (rm {lease}) and start again"
+    first = subprocess.Popen(
+        _sweeper(alpha, results), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    time.sleep(5)
+    second = subprocess.run(_sweeper(beta, results), capture_output=True, text=True, env=env)
+    _, first_err = first.communicate(timeout=60)
+    for code, err in ((first.returncode, first_err), (second.returncode, second.stderr)):
+        assert (code, err.strip().splitlines()) == (5, [said]), err
+    listed = subprocess.run(
+        [sys.executable, "-m", "sweeper.cli", "ls", "--results", str(results)],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert (listed.returncode, listed.stderr.strip()) == (5, said), listed.stderr
+    assert lease.read_bytes() == b"" and not [p for p in results.iterdir() if p.is_dir()]
+
+    lease.write_bytes(gone_text() + b"\r\n")
+    first = subprocess.Popen(
+        _sweeper(alpha, results), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        _wait_for(lambda: any(results.glob("alpha/*/manifest.json")), "alpha's run directory")
+        refused = subprocess.run(_sweeper(beta, results), capture_output=True, text=True, env=env)
+        assert refused.returncode == 75, refused.stderr
+        assert "error: host local is leased to sweep 'alpha' " in refused.stderr
+        assert f"(pid {first.pid} on " in refused.stderr
+    finally:
+        first.send_signal(signal.SIGINT)  # enough seen: its lease is given back on Ctrl-C
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err[-3000:]
+    took = [line for line in err.splitlines() if "took over the lease" in line]
+    assert took == [
+        "host local: took over the lease of sweep 'old' run 20261204T000000000Z-aaaaaa (pid 4242 "
+        "on elsewhere, since 2026-12-04 00:00:00 UTC): the host has booted since it was taken"
+    ], err
+    assert not lease.exists()  # given back

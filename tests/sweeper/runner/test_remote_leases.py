@@ -26,7 +26,9 @@ from tests.sweeper.sweep_fixtures import shim_env
 from tests.sweeper.testhost_fixture import hosts_yaml
 from tests.testhosts import TestHost
 
-pytestmark = pytest.mark.slow
+# quiet (tests/lanes.py): the second sweep must find the first one still running and say it
+# waits within a deadline; beside the parallel lane the first one can finish before that.
+pytestmark = [pytest.mark.slow, pytest.mark.quiet]
 
 
 def _sweeper(spec: Path, results: Path, *extra: str) -> list[str]:

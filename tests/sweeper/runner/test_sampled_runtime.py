@@ -2,7 +2,8 @@
 positions (`hot_drafts`: temperature x 1.6 at tree depth >= 1; greedy untouched, repeats
 identical): caught as `diverged` against AR at the same seed, exit 4, while its greedy points stay
 exact. smollm2-135m with the n-gram drafter on prompts it continues from their own text, so
-drafts are accepted and the fault acts (tiny-random's drafts are rarely accepted)."""
+drafts are accepted and the fault acts (tiny-random's drafts are rarely accepted). Beside the
+coupled verdict, every sampled request is scored by its own server's prefill (`POST /score`)."""
 
 from __future__ import annotations
 
@@ -71,3 +72,16 @@ def test_a_sampling_only_fault_in_the_runtime_is_diverged_at_the_same_seed(
     # nondeterministic; and never called a near-tie (the AR's margins there are not tiny).
     assert set(spec_sampled["verdict"]) <= {"exact", "diverged"}
     assert "diverged" in set(spec_sampled["verdict"])
+    # Scored beside coupling: each server rated its own sampled requests exactly (POST /score),
+    # the AR's as the control; the speculative server also rated AR's outputs, identically.
+    ar = points.loc["local-ar-cg0-t0.7-c1"]
+    assert (ar["scored_by"], ar["scored_exact_share"]) == ("self", 1.0)
+    assert ar["scored_n_tokens"] > 0 and pd.isna(ar.get("scored_verdict"))
+    assert sampled["scored_by"] == "self" and sampled["scored_verdict"] in (
+        "shifted",
+        "distribution-ok",
+    )
+    assert (sampled["score_agreement"], sampled["score_agreement_n"] > 0) == (0.0, True)
+    scores = pd.read_json(run_dir / "scores.jsonl", lines=True)
+    assert set(scores["basis"]) == {"exact"} and set(scores["source"]) == {"request"}
+    assert set(scores["role"]) == {"test", "control"} and scores["error"].isna().all()

@@ -97,3 +97,25 @@ def test_builtin_and_file_together_are_refused() -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec(_spec({"builtin": "ddtree-paper-qwen3-8b", "file": "x.yaml"}))
     assert "a built-in table or a file, not both" in str(caught.value)
+
+
+def test_a_table_naming_none_of_the_runs_datasets_is_refused() -> None:
+    """Issue 40 #14: with inline prompts only, the check was skipped (no dataset to hold the
+    table against) and the reference compared nothing; now it is refused at its line, as with
+    datasets, and an inline prompt's own `dataset:` counts."""
+    inline = {"name": "r", "workload": {"prompts": [{"id": "a", "text": "hi"}]}}
+    for workload, held in (
+        (inline["workload"], "(its prompts name none: inline prompts without 'dataset:')"),
+        ({"prompts": [{"id": "a", "text": "hi", "dataset": "mine"}]}, "(mine)"),
+    ):
+        text = json.dumps({**inline, "workload": workload, "reference": "ddtree-paper-qwen3-8b"})
+        with pytest.raises(SpecError) as caught:
+            parse_spec(text, source="s.yaml")
+        (issue,) = caught.value.issues
+        assert (issue.line, issue.field) == (1, "reference.builtin")
+        assert f"has none of this workload's datasets {held}, so none of its rows" in issue.message
+    named = {"prompts": [{"id": "a", "text": "hi", "dataset": "gsm8k"}]}
+    spec = parse_spec(
+        json.dumps({**inline, "workload": named, "reference": "ddtree-paper-qwen3-8b"})
+    )
+    assert spec.reference is not None and spec.reference.table is not None

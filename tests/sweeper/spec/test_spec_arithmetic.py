@@ -119,13 +119,14 @@ def test_each_shipped_spec_states_what_sweeper_plan_prints(path: Path, tmp_path:
 
 
 def test_a_stale_figure_fails_in_the_checked_line_and_in_free_text(tmp_path: Path) -> None:
-    """b300.yaml once said 14 restarts and 84 points where the plan (speed-baseline twins
-    added) has 18 and 108: each way of saying so again is caught."""
+    """b300.yaml once said 14 restarts and 84 points where the plan (speed-baseline twins and
+    the AR starts that score sampled points added) has 20 and 108: each way of saying so
+    again is caught."""
     path = ROOT / "sweeps" / "b300.yaml"
     text = path.read_text()
     printed = planned(path, tmp_path)
-    assert printed == Sizes(18, 108) and problems(text, printed) == []
-    checked = "sweeper plan: 18 restarts, 108 points"
+    assert printed == Sizes(20, 108) and problems(text, printed) == []
+    checked = "sweeper plan: 20 restarts, 108 points"
     assert text.count(checked) == 1
     [stale] = problems(text.replace(checked, "sweeper plan: 14 restarts, 84 points"), printed)
     assert "sweeper plan: 14 restarts, 84 points', but `sweeper plan` says" in stale
@@ -134,7 +135,7 @@ def test_a_stale_figure_fails_in_the_checked_line_and_in_free_text(tmp_path: Pat
     found = problems(prose, printed)
     assert [f.split(": ", 1)[1].split(" in free text")[0] for f in found] == ["'14 restarts'"]
     assert len(problems(prose.replace("points = 84", "84 points"), printed)) == 2
-    unchecked = text.replace(checked, "18 restarts")
+    unchecked = text.replace(checked, "20 restarts")
     assert problems(unchecked, printed) == [f"0 '# sweeper plan: ...' lines, want one: # {checked}"]
 
 

@@ -1,0 +1,128 @@
+"""Scoring a sampled continuation with the target's own prefill: per token, where it fell in the
+distribution this runtime samples from.
+
+One plain Hugging Face forward over prompt + continuation (no slot cache, no tree mask, no draft,
+no verify: transformers' own causal attention, as `reference.py`), then per continuation token,
+under the request's temperature / top-k / top-p as `algo.sampling.processed_probs` applies them
+(the one definition the sampler and sample margins use):
+
+- `logprob`: the raw log-softmax of the logits (temperature 1, untruncated), and `rank`, its
+  1-based rank by raw logprob (ties: the lower id first);
+- `p`: its processed probability (0 when truncation removed it), and `above`, the processed mass
+  strictly above it (processed probability descending, ties by id ascending): a lossless sampler
+  draws tokens whose randomized PIT `above + V * p` is uniform;
+- `gap` (only where p is 0): how far outside the truncation it fell, in tempered probability mass
+  (temperature applied, untruncated): below top-k, the k-th token's tempered probability minus
+  its own; outside the top-p nucleus, the mass above it beyond top_p, in tempered mass. A token a
+  hair outside is a numerical near tie, never a proof.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ddtree_runtime.algo.sampling import mass_above, processed_probs, tempered, top_k_cut
+
+#: The order this runtime applies its sampling parameters in (`processed_probs`): each step on
+#: the distribution the previous one left, renormalised. It has no min-p.
+ORDER = ("temperature", "top_k", "top_p")
+
+
+@dataclass(frozen=True)
+class PositionScore:
+    """One continuation token's score (see the module docstring)."""
+
+    token: int
+    logprob: float
+    rank: int
+    p: float
+    above: float
+    gap: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "token": self.token,
+            "logprob": self.logprob,
+            "rank": self.rank,
+            "p": self.p,
+            "above": self.above,
+            "gap": self.gap,
+        }
+
+
+@torch.inference_mode()
+def continuation_logits(model: Any, prompt: list[int], continuation: list[int]) -> torch.Tensor:
+    """Logits [len(continuation), V] of the target at each continuation token's position, from
+    one forward over prompt + continuation[:-1]."""
+    device = next(model.parameters()).device
+    ids = torch.tensor([[*prompt, *continuation[:-1]]], device=device)
+    out = model(input_ids=ids, use_cache=False, logits_to_keep=len(continuation))
+    return out.logits[0].to(torch.float64)
+
+
+def score_rows(
+    logits: torch.Tensor, tokens: list[int], temperature: float, top_k: int, top_p: float
+) -> list[PositionScore]:
+    """Scores of `tokens[i]` under row i of `logits` [n, V] (module docstring)."""
+    index = torch.tensor(tokens, dtype=torch.long, device=logits.device)[:, None]
+    raw = torch.log_softmax(logits.to(torch.float64), dim=-1)
+    own_raw = raw.gather(-1, index)
+    ids = torch.arange(raw.shape[-1], device=raw.device)[None, :]
+    rank = 1 + (raw > own_raw).sum(-1) + ((raw == own_raw) & (ids < index)).sum(-1)
+    probs = processed_probs(logits, temperature, top_k, top_p)
+    above, _ = mass_above(probs)
+    p = probs.gather(-1, index)[:, 0]
+    out = []
+    gaps = _gaps(logits, index, temperature, top_k, top_p)
+    for j, token in enumerate(tokens):
+        dropped = bool(p[j] <= 0)
+        out.append(
+            PositionScore(
+                token=int(token),
+                logprob=float(own_raw[j, 0]),
+                rank=int(rank[j]),
+                p=float(p[j]),
+                above=float(above[j, token]) if not dropped else float(probs[j].sum()),
+                gap=float(gaps[j]) if dropped else None,
+            )
+        )
+    return out
+
+
+def _gaps(
+    logits: torch.Tensor, index: torch.Tensor, temperature: float, top_k: int, top_p: float
+) -> torch.Tensor:
+    """Per row, how far the token fell outside the truncation, in tempered mass (>= 0; 0 where
+    it is inside): the first step that removed it decides (top-k, then top-p)."""
+    scaled = tempered(logits, temperature)
+    tempered_probs = torch.softmax(scaled, dim=-1)
+    own = tempered_probs.gather(-1, index)[:, 0]
+    cut = top_k_cut(scaled, top_k)
+    outside_k = torch.isinf(cut.gather(-1, index)[:, 0])
+    kept = cut > float("-inf")
+    # Below top-k: the k-th kept token's tempered probability minus its own.
+    kth = tempered_probs.masked_fill(~kept, float("inf")).min(dim=-1).values
+    gap = torch.where(outside_k, (kth - own).clamp(min=0.0), torch.zeros_like(own))
+    if top_p < 1.0:
+        after_k = torch.softmax(cut, dim=-1)
+        before = mass_above(after_k)[0].gather(-1, index)[:, 0]
+        kept_mass = tempered_probs.masked_fill(~kept, 0.0).sum(dim=-1)
+        outside_p = ~outside_k & (before >= top_p)
+        gap = torch.where(outside_p, (before - top_p) * kept_mass, gap)
+    return gap
+
+
+def score_continuation(
+    model: Any,
+    prompt: list[int],
+    continuation: list[int],
+    temperature: float,
+    top_k: int,
+    top_p: float,
+) -> list[PositionScore]:
+    """Every continuation token scored by one prefill of the target (module docstring)."""
+    logits = continuation_logits(model, prompt, continuation)
+    return score_rows(logits, continuation, temperature, top_k, top_p)

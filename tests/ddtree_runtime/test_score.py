@@ -1,0 +1,99 @@
+"""Scoring a continuation (`ddtree_runtime.score`) against a brute-force reading of the same
+distribution: for every token of a small vocabulary, under temperature, top-k and top-p, its
+processed probability, the mass above it, its raw rank, and how far outside the truncation it
+fell. Then the property the statistics rest on: tokens the sampler draws have p > 0 and a
+randomized PIT that is uniform."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ddtree_runtime.algo.sampling import processed_probs, sample_with_uniform
+from ddtree_runtime.score import score_rows
+
+VOCAB = 12
+
+
+def brute(row: list[float], temperature: float, top_k: int, top_p: float) -> list[dict]:
+    """Each token's score by reading the definition literally (no shared code)."""
+    scaled = [x / temperature for x in row]
+    order = sorted(range(VOCAB), key=lambda i: (-scaled[i], i))
+    keep_k = set(order[:top_k]) if 0 < top_k < VOCAB else set(range(VOCAB))
+    if 0 < top_k < VOCAB:  # ties at the k-th value are kept
+        keep_k |= {i for i in range(VOCAB) if scaled[i] == scaled[order[top_k - 1]]}
+    big = max(scaled)
+    tempered = [math.exp(s - big) for s in scaled]
+    total = sum(tempered)
+    tempered = [t / total for t in tempered]
+    mass_k = sum(tempered[i] for i in keep_k)
+    after_k = [tempered[i] / mass_k if i in keep_k else 0.0 for i in range(VOCAB)]
+    kept, before, running = set(), {}, 0.0
+    for i in order:
+        before[i] = running
+        if i in keep_k and (top_p >= 1 or running < top_p):
+            kept.add(i)
+        running += after_k[i]
+    mass = sum(after_k[i] for i in kept)
+    p = [after_k[i] / mass if i in kept else 0.0 for i in range(VOCAB)]
+    raw_big = max(row)
+    raw_lse = raw_big + math.log(sum(math.exp(x - raw_big) for x in row))
+    out = []
+    for t in range(VOCAB):
+        rank = 1 + sum(row[j] > row[t] or (row[j] == row[t] and j < t) for j in range(VOCAB))
+        above = sum(p[j] for j in range(VOCAB) if p[j] > p[t] or (p[j] == p[t] and j < t))
+        gap = None
+        if p[t] == 0:
+            if t not in keep_k:
+                kth = min(tempered[i] for i in keep_k)
+                gap = kth - tempered[t]
+            else:
+                gap = (before[t] - top_p) * mass_k
+        out.append({"logprob": row[t] - raw_lse, "rank": rank, "p": p[t], "above": above,
+                    "gap": gap})  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_k", "top_p"),
+    [(1.0, 0, 1.0), (0.7, 0, 0.9), (0.7, 4, 1.0), (1.3, 5, 0.8), (0.5, 3, 0.6)],
+)
+def test_every_tokens_score_is_the_distributions_own(
+    temperature: float, top_k: int, top_p: float
+) -> None:
+    rng = np.random.default_rng(7)
+    rows = rng.normal(0, 2, size=(6, VOCAB)).round(1)  # rounded: ties in raw logits occur
+    for row in rows:
+        logits = torch.tensor(np.repeat(row[None, :], VOCAB, axis=0))
+        scores = score_rows(logits, list(range(VOCAB)), temperature, top_k, top_p)
+        want = brute(list(row), temperature, top_k, top_p)
+        for got, expected in zip(scores, want, strict=True):
+            assert got.rank == expected["rank"]
+            assert got.logprob == pytest.approx(expected["logprob"], abs=1e-9)
+            assert got.p == pytest.approx(expected["p"], abs=1e-9)
+            if expected["p"] > 0:
+                assert got.above == pytest.approx(expected["above"], abs=1e-9)
+                assert got.gap is None
+            else:
+                assert got.above == pytest.approx(1.0)
+                assert got.gap is not None and expected["gap"] is not None
+                assert got.gap == pytest.approx(max(expected["gap"], 0.0), abs=1e-9)
+
+
+def test_the_samplers_draws_score_inside_the_distribution_with_a_uniform_pit() -> None:
+    """What a lossless engine's output looks like to the scorer: every drawn token has p > 0,
+    and above + V * p is uniform (a Kolmogorov-Smirnov distance well inside its 1% bound)."""
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.randn(4000, VOCAB, generator=generator, dtype=torch.float64) * 2
+    probs = processed_probs(logits, 0.8, 6, 0.9)
+    tokens = sample_with_uniform(probs, torch.rand(4000, generator=generator, dtype=torch.float64))
+    scores = score_rows(logits, tokens.tolist(), 0.8, 6, 0.9)
+    assert all(s.p > 0 for s in scores)
+    v = np.random.default_rng(1).random(len(scores))
+    u = np.sort([s.above + vi * s.p for s, vi in zip(scores, v, strict=True)])
+    n = len(u)
+    distance = max(np.max(np.arange(1, n + 1) / n - u), np.max(u - np.arange(n) / n))
+    assert distance < 1.63 / math.sqrt(n)

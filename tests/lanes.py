@@ -1,0 +1,97 @@
+"""How the suite shares the machine's cores (a pytest plugin; tests/conftest.py loads it).
+
+`make test` runs the suite in two lanes: the parallel lane on two pytest-xdist workers
+(`-n 2 --dist loadgroup -m "not quiet"`), then the quiet lane alone (`-m quiet`).
+
+- A **work unit** is what one worker runs from start to end: by default a test file, so a
+  module-scoped fixture (a server, a loaded model, a run directory built once) is paid once per
+  run. Session fixtures are paid once per worker that needs them: the two SSH + systemd test hosts
+  (`testhost_pair`, ~2 s to boot) on each worker; tests on the Slurm cluster all go to one worker
+  (group `slurm`, set here from the fixture), so the cluster is booted once per run.
+- **A new test that shares something expensive with tests in other files** (a session fixture
+  that takes long to build, a fixed path or port) names it: `@pytest.mark.xdist_group("NAME")`
+  (or `pytestmark = pytest.mark.xdist_group("NAME")` for a module); every test of that group then
+  runs on one worker, in one unit. A fixture that needs this for every test using it goes into
+  `GROUP_FIXTURES` below instead. A long test that shares nothing with the rest of its file
+  (a sweep beside a hand-started server) may take a group of its own, to run beside them.
+  Ports come from `free_port()` (the kernel's), results from `tmp_path`, test hosts from free
+  subnets: these never collide between workers; a file the tests share in the clone is written
+  under a lock (tests/exported_model.py).
+- **A timing-sensitive test** (it reads this machine's load, or asserts how late, how fast or how
+  evenly something happened) is marked `@pytest.mark.quiet`: it runs in the quiet lane, after the
+  parallel lane, with nothing of the suite beside it.
+
+`make test-quick` runs the parallel lane without the slow and root tests (the edit-test loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from tests.root_marker import needs_root_fixture
+
+#: Session fixtures one worker owns, so they are built once per run: fixture -> xdist group.
+GROUP_FIXTURES = {"slurm_cluster": "slurm"}
+
+
+def _heavy(item: pytest.Item) -> bool:
+    """Loads the real model, runs a real server or builds test hosts (tests/root_marker.py)."""
+    return any(item.get_closest_marker(m) for m in ("slow", "root")) or needs_root_fixture(item)
+
+
+# tryfirst: the group mark must be on the items before xdist's own hook reads it.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups: a fixture's (GROUP_FIXTURES), else the file of a heavy test, so that the
+    scheduler, which sees only test ids, can start the heavy units first."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        names = getattr(item, "fixturenames", ())
+        group = next((g for fixture, g in GROUP_FIXTURES.items() if fixture in names), None)
+        if group is None and _heavy(item):
+            group = item.nodeid.split("::", 1)[0]
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def scope_of(nodeid: str) -> str:
+    """A test's work unit: its xdist group (the `@NAME` suffix xdist's loadgroup adds to a
+    grouped test's id) or else its file. A heavy test's group is its file: it stays in one unit
+    with its file's other tests."""
+    _, sep, group = nodeid.rpartition("@")
+    if sep and "]" not in group:  # an "@" inside parametrize ids is no group
+        return group
+    return nodeid.split("::", 1)[0]
+
+
+def unit_rank(scope: str, nodeids: Iterable[str]) -> tuple[int, int]:
+    """Which unit starts first: named groups (shared fixtures, long tests on their own), then
+    files with heavy tests, then the rest; more tests first within each."""
+    ids = list(nodeids)
+    named = not scope.endswith(".py")
+    heavy = any(scope_of(i) == scope and "@" in i for i in ids)
+    return (2 if named else 1 if heavy else 0, len(ids))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `--dist loadgroup`: xdist's group scheduling, with files (not single tests) as the
+    units of the tests outside any group, heavy units handed out first."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class FileOrGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            first = max(self.workqueue, key=lambda s: unit_rank(s, self.workqueue[s]))
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
+
+    return FileOrGroupScheduling(config, log)

@@ -1,0 +1,126 @@
+"""Scoring routes against crafted answers on loopback, for the edge cases real servers rarely
+show (the routes themselves are tested against real vLLM, SGLang and the runtime): a vLLM whose
+logprob limit is lower than asked is negotiated down to it, one that answers logits is refused,
+an SGLang answer not aligned with the output is refused, and a runtime without `/score` (an
+older build) scores nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from sweeper.config import ServerConfig
+from sweeper.engines.base import Capabilities, RequestSpec, ScoringError
+from sweeper.engines.ddtree_runtime import DDTreeRuntime
+from sweeper.engines.sglang import SGLang
+from sweeper.engines.vllm import VLLM
+from sweeper.spec import RuntimeSpec
+
+Answer = Callable[[str, dict[str, Any]], tuple[int, Any]]
+AR = ServerConfig.make("ar", {"cuda_graph": False})
+SPEC = RequestSpec("p", "hi", 4, 0.7, prompt_token_ids=(7, 8))
+
+
+@contextmanager
+def posting(answer: Answer) -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """A loopback server answering each POST with `answer(path, body)`; the requests seen."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, body))
+            status, reply = answer(self.path, body)
+            data = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            """Quiet."""
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+
+
+def vllm_answer(limit: int, value: float = -0.5) -> Answer:
+    def answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        k = body["prompt_logprobs"]
+        if k > limit:
+            message = (
+                f"Requested prompt logprobs of {k}, which is greater than max allowed: {limit}"
+            )
+            return 400, {"error": {"message": message, "code": 400}}
+        entry = {str(i): {"logprob": value - i, "rank": i + 1} for i in range(k)}
+        return 200, {"choices": [{"prompt_logprobs": [None, *[entry] * (len(body["prompt"]) - 1)]}]}
+
+    return answer
+
+
+def test_a_vllm_with_a_lower_logprob_limit_is_asked_for_what_it_allows() -> None:
+    engine = VLLM(RuntimeSpec(engine="vllm", model="m"))
+    with posting(vllm_answer(limit=20)) as (url, seen), httpx.Client() as client:
+        basis, k, order, said = engine.negotiate_scoring(client, url, AR, SPEC, "m", "0.32.0")
+        assert (basis, k) == ("topk", 20) and "top 20" in said
+        assert order == ("temperature", "min_p", "top_k", "top_p")
+        caps = Capabilities("openai", "x", "x", scoring=basis, scoring_k=k, scoring_order=order)
+        scored = engine.bind(caps).score(client, url, SPEC, [0, 3], "m")
+    assert [body["prompt_logprobs"] for _, body in seen] == [64, 20, 20]
+    assert seen[-1][1]["prompt"] == [7, 8, 0, 3] and seen[-1][1]["max_tokens"] == 1
+    assert (scored.k, scored.order) == (20, order)
+    assert [p["token"] for p in scored.positions] == [0, 3]
+    assert len(scored.positions[1]["top"]) == 20 and scored.positions[1]["rank"] == 4
+
+
+def test_a_vllm_that_answers_logits_is_refused() -> None:
+    engine = VLLM(RuntimeSpec(engine="vllm", model="m")).bind(
+        Capabilities("openai", "x", "x", scoring="topk", scoring_k=4)
+    )
+    with (
+        posting(vllm_answer(limit=64, value=3.0)) as (url, _),
+        httpx.Client() as client,
+        pytest.raises(ScoringError, match="returns logits"),
+    ):
+        engine.score(client, url, SPEC, [0], "m")
+
+
+def test_an_sglang_answer_not_aligned_with_the_output_is_refused() -> None:
+    def answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        ids = body["input_ids"][body["logprob_start_len"] :]
+        shifted = [[None, ids[0], None], *[[-0.1, t + 1, None] for t in ids[1:]]]
+        tops = [None, *[[[-0.1, t, None]] for t in ids[1:]]]
+        return 200, {"meta_info": {"input_token_logprobs": shifted, "input_top_logprobs": tops}}
+
+    engine = SGLang(RuntimeSpec(engine="sglang", preset="sglang-dflash", model="m", draft="d"))
+    engine = engine.bind(Capabilities("native", "x", "x", scoring="topk", scoring_k=4))
+    with (
+        posting(answer) as (url, seen),
+        httpx.Client() as client,
+        pytest.raises(ScoringError, match="not the output's positions"),
+    ):
+        engine.score(client, url, SPEC, [5, 6], None)
+    assert seen[0][1]["logprob_start_len"] == 1  # the prompt's last token (SGLang's None there)
+
+
+def test_a_runtime_without_the_score_route_scores_nothing() -> None:
+    engine = DDTreeRuntime(RuntimeSpec(model="tiny-random"), None)
+
+    def answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        return 404, {"error": {"message": "Not Found", "code": "404"}}
+
+    with posting(answer) as (url, _), httpx.Client() as client:
+        basis, k, order, said = engine.negotiate_scoring(client, url, AR, SPEC, "m", None)
+    assert (basis, k, order) == ("none", None, ()) and "HTTP 404" in said
