@@ -256,10 +256,26 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: server that scored them after it; whether that is still to come (its verdict settles
     #: then: `settled.jsonl`); two scorers of the same AR outputs, the largest difference of a
     #: token's raw probability and over how many tokens; and, beside coupling, the scored
-    #: verdict in its own columns. The scored test's own columns (`scored_p`, ...) are
-    #: `sweeper.proof.scored.SCORED_COLUMNS`.
+    #: verdict in its own columns.
     scored_by: str | None = None
     scored_pending: bool | None = None
+    #: The scored test (`sweeper.proof.scored.SCORED_COLUMNS`, declared here so that no run
+    #: reads them as grid flags): its p-value and which way u moved (hotter, colder, shape),
+    #: the tokens scored, the first impossible token's evidence and how many there were, the
+    #: near-ties, the log temperature factor it detects with 80% power, the share of tokens
+    #: scored exactly; and its AR point's control (p, tokens, impossible tokens, near-ties).
+    scored_p: float | None = None
+    scored_direction: str | None = None
+    scored_n_tokens: int | None = None
+    scored_impossible: str | None = None
+    scored_impossible_n: int | None = None
+    scored_near_ties: int | None = None
+    scored_power: float | None = None
+    scored_exact_share: float | None = None
+    scored_control_p: float | None = None
+    scored_control_tokens: int | None = None
+    scored_control_impossible: int | None = None
+    scored_control_near_ties: int | None = None
     score_agreement: float | None = None
     score_agreement_n: int | None = None
     scored_verdict: str | None = None

@@ -226,12 +226,13 @@ def test_a_sweep_of_a_build_without_tokenize(tmp_path: Path, port: int, case: st
         caps = manifest.identities[f"local/{label}"].capabilities
         assert caps is not None and caps["token_ids"] == "native", caps
         assert caps["details"]["prompt"] == source and "/tokenize: no ids" in caps["evidence"]
-    # What every /generate body carried as its prompt, per server (probes and warm-up too).
+    # What every /generate body carried as its prompt, per server (probes and warm-up too); a
+    # scoring request (input-token logprobs from a start >= 0: its scoring probe) is no prompt.
     sent: dict[str, set[str]] = {"ar": set(), "speculative": set()}
     for line in log.read_text().splitlines():
         entry = json.loads(line)
-        if entry["path"] == "/generate":
-            body = entry["body"]
+        body = entry.get("body") or {}
+        if entry["path"] == "/generate" and body.get("logprob_start_len", -1) < 0:
             prompt = {k: body[k] for k in ("text", "input_ids") if k in body}
             sent["speculative" if entry["algorithm"] else "ar"].add(json.dumps(prompt))
     assert sent["ar"] == sent["speculative"], sent

@@ -13,6 +13,7 @@ import pytest
 
 from sweeper.proof.scored import SCORED_COLUMNS, control, expected_power, judge
 from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
+from sweeper.results.records import PointRecord, extra_config_columns
 from sweeper.spec import DeterminismSpec
 from tests.sweeper.proof.scored_data import records, target
 
@@ -145,3 +146,16 @@ def test_impossible_token_is_a_violation_between_shifted_and_diverged() -> None:
     assert (
         SEVERITY.index("shifted") < SEVERITY.index("impossible-token") < SEVERITY.index("diverged")
     )
+
+
+def test_the_scored_columns_are_declared_point_columns_never_grid_flags() -> None:
+    """A column no record model declares is read as a grid flag (a config's identity): the
+    scored test's columns are declared, and a judged point's columns validate as a record."""
+    assert extra_config_columns(SCORED_COLUMNS) == []
+    _, _, columns = verdict()
+    point = PointRecord(
+        run_id="r", host="local", point_id="p", attempt="a", server_config_id="sc",
+        engine="ddtree", mode="speculative", temperature=0.7, max_tokens=24, concurrency=1,
+        status="ok", started_at="t0", finished_at="t1", **columns,
+    )  # fmt: skip
+    assert {c: getattr(point, c) for c in SCORED_COLUMNS} == columns
