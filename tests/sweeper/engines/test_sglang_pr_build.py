@@ -285,7 +285,7 @@ def test_the_ar_server_scores_the_builds_samples_and_a_killed_scorer_resumes(
     die.unlink()
     results = str(tmp_path / "results")
     resumed = _sweeper("run", str(spec), "--plain", "--results", results, "--resume", str(run_dir))
-    assert resumed.returncode in (0, 4), resumed.stderr[-3000:]
+    assert resumed.returncode in (0, 4, 6), resumed.stderr[-3000:]  # 6: too few tokens to prove
     store = RunStore.open(run_dir)
     settled = store.points()[point]
     assert settled["scored_pending"] is False and settled["scored_by"] == "ar-cg0-rs1"

@@ -75,8 +75,10 @@ def test_a_sampling_only_fault_in_the_runtime_is_diverged_at_the_same_seed(
     # Scored beside coupling: each server rated its own sampled requests exactly (POST /score),
     # the AR's as the control; the speculative server also rated AR's outputs, identically.
     ar = points.loc["local-ar-cg0-t0.7-c1"]
-    assert (ar["scored_by"], ar["scored_exact_share"]) == ("self", 1.0)
-    assert ar["scored_n_tokens"] > 0 and pd.isna(ar.get("scored_verdict"))
+    assert ar["scored_by"] == "self" and ar["scored_control_tokens"] > 0
+    assert ar["scored_control_impossible"] == 0 and pd.isna(ar.get("scored_verdict"))
+    assert sampled["scored_exact_share"] == 1.0
+    assert sampled["scored_control_tokens"] == ar["scored_control_tokens"]
     assert sampled["scored_by"] == "self" and sampled["scored_verdict"] in (
         "shifted",
         "distribution-ok",
