@@ -48,14 +48,17 @@ def recovered(run_dir: Path) -> list[str]:
 def checked(run: Run) -> Run:
     """For commands that read a run: the run with its broken views rebuilt in memory (saying
     so on stderr; nothing is written); the same run when none was broken."""
-    from sweeper.results.repair import repaired
+    from sweeper.results.recover import damage_said
+    from sweeper.results.repair import RecoveredRun, repaired
 
     run = repaired(run)
     if run.rebuilt:
         names = ", ".join(run.rebuilt)
+        damaged = run.recovery.damaged if isinstance(run, RecoveredRun) else []
         typer.echo(
             f"note: {run.dir}: {names} rebuilt in memory from every copy of the records "
-            f"(`sweeper repair {run.dir}` writes them)",
+            f"(`sweeper repair {run.dir}` writes them)"
+            + (f"; damaged: {damage_said(damaged)}" if damaged else ""),
             err=True,
         )
     return run

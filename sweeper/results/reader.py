@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import reprlib
 import shutil
 from functools import cached_property
 from pathlib import Path
@@ -23,10 +24,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ValidationError
 
 from sweeper.results.lock import live_holder
 from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
-from sweeper.results.scores import current_scores, settled_points
+from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
+from sweeper.results.scores import (
+    ScoreRecord,
+    SettledRecord,
+    current_scores,
+    settled_points,
+)
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -48,26 +56,41 @@ Filters = list[tuple[str, str, Any]]
 #: What every line of a record file holds, as strings: its point, and a point line its status.
 #: A line without them is damaged (kept verbatim), never a row every reader then trips on.
 RECORD_KEYS: dict[str, tuple[str, ...]] = {POINTS_LOG: ("point_id", "status")}
+#: The models a record file's lines are written from (a settled line carries point columns).
+#: A line holding a field they refuse (a wrong type, a status that is no status) is damaged
+#: like a cut one, checked strictly as the JSON it is: the writer dumps each model as it is, so
+#: `"4"` where a number belongs is damage, not a number. A field a line lacks (a run written
+#: before the field existed) or one no model declares (an extra grid flag) is read as it is.
+RECORD_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
+    POINTS_LOG: (PointRecord,),
+    REQUESTS_LOG: (RequestRecord,),
+    SAMPLES_LOG: (SampleRecord,),
+    SCORES_LOG: (ScoreRecord,),
+    SETTLED_LOG: (SettledRecord, PointRecord),
+}
+#: Validation errors that say a field is absent or undeclared, not that a value is wrong.
+_NOT_DAMAGE = frozenset({"missing", "extra_forbidden"})
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of an append-only JSONL file; a torn line (a killed writer) is skipped."""
+    """The records of an append-only JSONL file; a damaged line (a torn or hand-edited one)
+    is skipped."""
     return jsonl_lines(path)[0]
 
 
-def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
-    """A record file's records (JSON objects holding its `RECORD_KEYS`), and its damaged lines
-    as (line number, text verbatim: bytes that are not UTF-8 kept as surrogate escapes). Split
-    on "\\n" only: a JSON string may hold U+2028 and other separators that `str.splitlines`
-    would cut at. Absent: nothing; there but unreadable (a directory, no permission): the
-    OSError, never read as absent."""
+def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, str]]]:
+    """A record file's records (JSON objects holding its `RECORD_KEYS`, every field of which
+    its `RECORD_MODELS` accept), and its damaged lines as (line number, text verbatim: bytes
+    that are not UTF-8 kept as surrogate escapes, why it is damaged). Split on "\\n" only: a
+    JSON string may hold U+2028 and other separators that `str.splitlines` would cut at.
+    Absent: nothing; there but unreadable (a directory, no permission): the OSError, never
+    read as absent."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return [], []
-    keys = RECORD_KEYS.get(path.name, ("point_id",))
     rows: list[dict[str, Any]] = []
-    damaged: list[tuple[int, str]] = []
+    damaged: list[tuple[int, str, str]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -75,12 +98,43 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str]]
         try:
             row = json.loads(text)
         except ValueError:
-            row = None
-        if isinstance(row, dict) and all(isinstance(row.get(k), str) for k in keys):
-            rows.append(row)
+            damaged.append((number, text, "not JSON"))
+            continue
+        why = _damage(path.name, raw, row)
+        if why:
+            damaged.append((number, text, why))
         else:
-            damaged.append((number, text))
+            rows.append(row)
     return rows, damaged
+
+
+def _damage(name: str, raw: bytes, row: Any) -> str:
+    """Why a parsed line is no record of the file `name` ("" when it is one)."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    for key in RECORD_KEYS.get(name, ("point_id",)):
+        if not isinstance(row.get(key), str):
+            return f"no {key} (a string)"
+    for model in RECORD_MODELS.get(name, ()):
+        try:
+            model.model_validate_json(raw, strict=True)
+        except ValidationError as exc:
+            refused = [e for e in exc.errors() if e["type"] not in _NOT_DAMAGE]
+            if refused:
+                return _refused(refused)
+    return ""
+
+
+def _refused(errors: list[Any]) -> str:
+    """The first field a model refused, its value and why; the others by name."""
+    first, *more = errors
+    field = ".".join(str(part) for part in first["loc"]) or "the line"
+    if first["type"] == "json_invalid":
+        return f"not JSON as written ({first['msg']})"
+    said = f"field {field}: {first['msg']}, got {reprlib.repr(first['input'])}"
+    if more:
+        said += "; also " + ", ".join(".".join(map(str, e["loc"])) for e in more)
+    return said
 
 
 def read_manifest(run_dir: Path) -> Manifest | None:

@@ -5,12 +5,15 @@ A run keeps each point twice: its line in `points.jsonl` (the record) and its ro
 a bad sector, a hand edit) loses the record but not the view's row, and a damaged view loses
 nothing the records hold. `recover` reads both and keeps the union: every intact record, then
 every point and request that only a view still holds, and the lines that no copy can explain,
-kept verbatim with their line numbers. It only reads; read commands use the result in memory,
+kept verbatim with their line numbers and why each is damaged (`reader.jsonl_lines`: not JSON,
+or a field its record model refuses). It only reads; read commands use the result in memory,
 and `sweeper repair` (`repair.py`) writes it back.
 """
 
 from __future__ import annotations
 
+import ast
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import BaseModel, ValidationError
 
 from sweeper.results.reader import (
     POINTS_CSV,
@@ -31,6 +35,7 @@ from sweeper.results.reader import (
     SETTLED_LOG,
     jsonl_lines,
 )
+from sweeper.results.records import PointRecord, RequestRecord
 
 #: The records a run appends, in the order a point writes them (settled lines come later).
 RECORD_LOGS = (SAMPLES_LOG, SCORES_LOG, REQUESTS_LOG, POINTS_LOG, SETTLED_LOG)
@@ -39,11 +44,18 @@ _POINT_ID = re.compile(r'"point_id"\s*:\s*"([^"]*)"')
 
 @dataclass(frozen=True)
 class DamagedLine:
-    """A line of a record file that is not a JSON object (kept verbatim, never deleted)."""
+    """A line of a record file that is no record of it (kept verbatim, never deleted)."""
 
     file: str
     line: int
     text: str
+    #: Why: not JSON, not an object, or the field its record model refused.
+    why: str
+
+    @property
+    def said(self) -> str:
+        """The line in words: `points.jsonl line 3: field concurrency: ...`."""
+        return f"{self.file} line {self.line}: {self.why}"
 
     @property
     def point_id(self) -> str | None:
@@ -106,7 +118,7 @@ def recover(run_dir: Path) -> Recovery:
     for name in RECORD_LOGS:
         rows, damaged = jsonl_lines(run_dir / name)
         recovery.rows[name] = rows
-        recovery.damaged += [DamagedLine(name, number, text) for number, text in damaged]
+        recovery.damaged += [DamagedLine(name, *line) for line in damaged]
     # A view is read whole only when it can hold something the records lost: its footer's row
     # count (or a damaged record line) says so, so a sound run's resume reads no view.
     recorded = {r.get("point_id") for r in recovery.rows[POINTS_LOG]}
@@ -114,7 +126,9 @@ def recover(run_dir: Path) -> Recovery:
     views = _view_rows(run_dir / POINTS_PARQUET, len(recorded), always=points_cut)
     if points_cut and not views:
         views = _csv_rows(run_dir / POINTS_CSV)
-    recovery.points_from_views = [row for row in views if row.get("point_id") not in recorded]
+    recovery.points_from_views = [
+        _as_recorded(row, PointRecord) for row in views if row.get("point_id") not in recorded
+    ]
     kept = {(p["point_id"], p.get("attempt")) for p in recovery.points}
     logged = Counter((r.get("point_id"), r.get("attempt")) for r in recovery.rows[REQUESTS_LOG])
     in_view: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
@@ -124,7 +138,7 @@ def recover(run_dir: Path) -> Recovery:
         # The view was written from complete records: where it holds more of a point's
         # requests than the log does now, the log lost lines and the view's rows stand in.
         if key in kept and len(rows) > logged[key]:
-            recovery.requests_from_views += rows
+            recovery.requests_from_views += [_as_recorded(row, RequestRecord) for row in rows]
     if recovery.requests_from_views:
         replaced = {(r["point_id"], r.get("attempt")) for r in recovery.requests_from_views}
         recovery.rows[REQUESTS_LOG] = [
@@ -133,6 +147,48 @@ def recover(run_dir: Path) -> Recovery:
             if (r.get("point_id"), r.get("attempt")) not in replaced
         ]
     return recovery
+
+
+def damage_said(damaged: list[DamagedLine]) -> str:
+    """The first damaged line in words, and how many more there are."""
+    more = f" (and {len(damaged) - 1} more damaged line(s))" if len(damaged) > 1 else ""
+    return damaged[0].said + more if damaged else ""
+
+
+def _as_recorded(row: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """A view's row as its record was written: its fields read back through the record model
+    (a view holds an integer column with nulls as floats, a CSV holds text: 8.0 and "8" are
+    the budget 8, "False" is false), where the model refuses one, with the view's encoding of
+    it undone (`_unencoded`). A row the model still refuses stays as the view holds it."""
+    try:
+        read = model.model_validate(row)
+    except ValidationError as exc:
+        try:
+            read = model.model_validate(_unencoded(row, exc.errors()))
+        except ValidationError:
+            return row
+    return read.model_dump(include=set(row))
+
+
+def _unencoded(row: dict[str, Any], errors: list[Any]) -> dict[str, Any]:
+    """The row with what its view's writers changed undone where the model refused it: a list
+    a CSV holds as the text pandas wrote for it (its repr), a NaN in a list of numbers that
+    parquet holds as a null (pyarrow writes a pandas NaN as a null)."""
+    fixed = dict(row)
+    for error in errors:
+        name, *inside = error["loc"]
+        if error["type"] == "list_type" and not inside and isinstance(row.get(name), str):
+            fixed[name] = _literal(row[name])
+        elif error["type"] == "float_type" and error["input"] is None and len(inside) == 1:
+            fixed[name] = [math.nan if v is None else v for v in fixed[name]]
+    return fixed
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def _view_rows(path: Path, more_than: int, always: bool = False) -> list[dict[str, Any]]:
@@ -153,13 +209,25 @@ def _view_rows(path: Path, more_than: int, always: bool = False) -> list[dict[st
 
 
 def _csv_rows(path: Path) -> list[dict[str, Any]]:
-    """points.csv's rows, the last copy when points.parquet is unreadable."""
+    """points.csv's rows, the last copy when points.parquet is unreadable: the record's
+    columns as the CSV's text (`_as_recorded` reads them through the model; pyarrow's guess
+    makes a timestamp of `started_at`), the others (extra grid flags) as pyarrow guesses."""
     import pyarrow.csv as pacsv
 
     try:
-        return _rows(pacsv.read_csv(path))
+        guessed = pacsv.read_csv(path)
+        names = guessed.column_names
+        options = pacsv.ConvertOptions(
+            column_types={name: pa.string() for name in names}, strings_can_be_null=True
+        )
+        texts = pacsv.read_csv(path, convert_options=options)
     except (OSError, ValueError):
         return []
+    declared = PointRecord.model_fields
+    return [
+        {k: text.get(k, v) if k in declared else v for k, v in guess.items()}
+        for guess, text in zip(_rows(guessed), _rows(texts), strict=True)
+    ]
 
 
 def _rows(table: pa.Table) -> list[dict[str, Any]]:

@@ -30,11 +30,11 @@ from sweeper.results.reader import (
     open_requests,
     read_run,
 )
-from sweeper.results.recover import RECORD_LOGS, Recovery, recover
+from sweeper.results.recover import RECORD_LOGS, Recovery, damage_said, recover
 from sweeper.results.store import RunStore, atomic_write, new_run_id
 
 #: Where `repair` keeps the lines it could not read, verbatim (one JSON object per line:
-#: file, line, text).
+#: file, line, text, and why it is damaged).
 DAMAGED_DIR = "damaged"
 
 
@@ -65,7 +65,10 @@ def repair(run_dir: Path) -> list[str]:
     done = [f"rebuilt {name}" for name in broken]
     if recovery.damaged:
         kept = _keep_damaged(run_dir, recovery)
-        done.append(f"kept {len(recovery.damaged)} damaged line(s) verbatim in {kept}")
+        done.append(
+            f"kept {len(recovery.damaged)} damaged line(s) verbatim in {kept}: "
+            + damage_said(recovery.damaged)
+        )
     for line in recovery.lost:
         what = f"point {line.point_id}" if line.point_id else "a point whose id is unreadable"
         done.append(f"{line.file} line {line.line}: {what} is in no other copy (kept aside)")
@@ -133,7 +136,7 @@ def _keep_damaged(run_dir: Path, recovery: Recovery) -> Path:
     folder.mkdir(exist_ok=True)
     path = folder / f"{new_run_id()}.jsonl"
     text = "".join(
-        json.dumps({"file": d.file, "line": d.line, "text": d.text}) + "\n"
+        json.dumps({"file": d.file, "line": d.line, "text": d.text, "why": d.why}) + "\n"
         for d in recovery.damaged
     )
     atomic_write(path, lambda p: p.write_text(text))

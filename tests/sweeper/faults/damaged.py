@@ -49,6 +49,17 @@ def _cut(name: str, keep: float) -> Callable[[Path], None]:
     return damage
 
 
+def _retyped(name: str, **fields: object) -> Callable[[Path], None]:
+    """The file's first line still JSON, these fields of it of the wrong type (a hand edit)."""
+
+    def damage(run: Path) -> None:
+        lines = (run / name).read_text().splitlines(keepends=True)
+        lines[0] = json.dumps(json.loads(lines[0]) | fields) + "\n"
+        (run / name).write_text("".join(lines))
+
+    return damage
+
+
 def _no_requests(run: Path) -> None:
     """Every point failed before its first request (a model that does not load)."""
     rows = [json.loads(x) for x in (run / "points.jsonl").read_text().splitlines()]
@@ -90,6 +101,16 @@ CASES = [
     DamagedRun("no_requests", "every point failed, no request recorded", _no_requests),
     DamagedRun("points_jsonl_cut", "points.jsonl cut mid-line", _cut("points.jsonl", 0.7)),
     DamagedRun("requests_jsonl_cut", "requests.jsonl cut mid-line", _cut("requests.jsonl", 0.6)),
+    DamagedRun(
+        "points_jsonl_retyped",
+        "a points.jsonl field of the wrong type",
+        _retyped("points.jsonl", output_tok_s="fast", concurrency="four"),
+    ),
+    DamagedRun(
+        "requests_jsonl_retyped",
+        "a requests.jsonl field of the wrong type",
+        _retyped("requests.jsonl", ttft="slow", token_ids="1 2 3"),
+    ),
     DamagedRun("points_parquet_cut", "points.parquet truncated", _cut("points.parquet", 0.3)),
     DamagedRun("requests_parquet_cut", "requests.parquet truncated", _cut("requests.parquet", 0.3)),
     DamagedRun("manifest_cut", "manifest.json truncated", _cut("manifest.json", 0.5)),

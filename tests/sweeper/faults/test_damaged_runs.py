@@ -28,6 +28,8 @@ EXPECTED = {
     "no_requests": (0, 0, 1, 3, 0, 0),
     "points_jsonl_cut": (0, 0, 0, 0, 0, 0),
     "requests_jsonl_cut": (0, 0, 0, 0, 0, 0),
+    "points_jsonl_retyped": (0, 0, 0, 0, 0, 0),
+    "requests_jsonl_retyped": (0, 0, 0, 0, 0, 0),
     "points_parquet_cut": (0, 0, 0, 0, 0, 0),
     "requests_parquet_cut": (0, 0, 0, 0, 0, 0),
     "manifest_cut": (0, 2, 2, 2, 0, 5),
@@ -65,5 +67,8 @@ def test_read_commands_on_a_damaged_run(case: DamagedRun, base: Path, tmp_path: 
         assert found["ls"].line == f"status: {'running' if case.live else 'killed'}"
     if case.name.endswith("_cut") and "parquet" in case.name or case.name == "points_jsonl_cut":
         assert "rebuilt in memory" in found["report"].line
+    if case.name == "points_jsonl_retyped":  # each reader's note names the line and field
+        shown = "damaged: points.jsonl line 1: field concurrency: Input should be a valid integer"
+        assert all(shown in found[v].line for v in COMMANDS if v not in ("ls", *WRITERS)), found
     if case.name == "manifest_cut":  # the records still report, and it says what is unknown
         assert found["report"].line.startswith("warning: RUN/manifest.json is unreadable"), found
