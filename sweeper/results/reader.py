@@ -56,17 +56,18 @@ Filters = list[tuple[str, str, Any]]
 #: What every line of a record file holds, as strings: its point, and a point line its status.
 #: A line without them is damaged (kept verbatim), never a row every reader then trips on.
 RECORD_KEYS: dict[str, tuple[str, ...]] = {POINTS_LOG: ("point_id", "status")}
-#: The models a record file's lines are written from (a settled line carries point columns).
-#: A line holding a field they refuse (a wrong type, a status that is no status) is damaged
-#: like a cut one, checked strictly as the JSON it is: the writer dumps each model as it is, so
-#: `"4"` where a number belongs is damage, not a number. A field a line lacks (a run written
-#: before the field existed) or one no model declares (an extra grid flag) is read as it is.
-RECORD_MODELS: dict[str, tuple[type[BaseModel], ...]] = {
-    POINTS_LOG: (PointRecord,),
-    REQUESTS_LOG: (RequestRecord,),
-    SAMPLES_LOG: (SampleRecord,),
-    SCORES_LOG: (ScoreRecord,),
-    SETTLED_LOG: (SettledRecord, PointRecord),
+#: The model a record file's lines are written from. A line holding a field it refuses (a
+#: wrong type, a status that is no status) is damaged like a cut one, checked strictly as the
+#: JSON it is: the writer dumps each model as it is, so `"4"` where a number belongs is damage,
+#: not a number. A field a line lacks (a run written before the field existed) or one the model
+#: does not declare (an extra grid flag; a settled line's point columns, which its writer never
+#: validates as a point's) is read as it is.
+RECORD_MODELS: dict[str, type[BaseModel]] = {
+    POINTS_LOG: PointRecord,
+    REQUESTS_LOG: RequestRecord,
+    SAMPLES_LOG: SampleRecord,
+    SCORES_LOG: ScoreRecord,
+    SETTLED_LOG: SettledRecord,
 }
 #: Validation errors that say a field is absent or undeclared, not that a value is wrong.
 _NOT_DAMAGE = frozenset({"missing", "extra_forbidden"})
@@ -115,13 +116,13 @@ def _damage(name: str, raw: bytes, row: Any) -> str:
     for key in RECORD_KEYS.get(name, ("point_id",)):
         if not isinstance(row.get(key), str):
             return f"no {key} (a string)"
-    for model in RECORD_MODELS.get(name, ()):
-        try:
+    model = RECORD_MODELS.get(name)
+    try:
+        if model is not None:
             model.model_validate_json(raw, strict=True)
-        except ValidationError as exc:
-            refused = [e for e in exc.errors() if e["type"] not in _NOT_DAMAGE]
-            if refused:
-                return _refused(refused)
+    except ValidationError as exc:
+        refused = [e for e in exc.errors() if e["type"] not in _NOT_DAMAGE]
+        return _refused(refused) if refused else ""
     return ""
 
 
