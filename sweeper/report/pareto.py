@@ -24,10 +24,11 @@ USER_TOK_S = "user_tok_s"
 def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     """One row per (server config, load), restarts averaged, with `label`, `load`,
     `user_tok_s`, `feasible` (False for every load of a config with a violation) and
-    `speedup_withheld` (a restart's speedup there is no result: busy or impossible)."""
+    `speedup_withheld` (a restart's speedup there is no result: busy or impossible) and `best`
+    (the answer's winner there: `build_view` marks the summary table's stars)."""
     if points.empty:
         return points.assign(
-            label=[], load=[], feasible=[], speedup_withheld=[], **{USER_TOK_S: []}
+            label=[], load=[], feasible=[], speedup_withheld=[], best=[], **{USER_TOK_S: []}
         )
     frame = points.copy()
     frame["label"] = [point_label(r) for r in frame.to_dict("records")]
@@ -47,6 +48,7 @@ def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     out = grouped[numeric].mean()
     out["feasible"] = grouped["feasible"].all()
     out["speedup_withheld"] = grouped["speedup_withheld"].any()
+    out["best"] = grouped["best"].any() if "best" in frame else False
     for column in sort:
         out[column] = grouped[column].first()
     return out.reset_index()
@@ -59,16 +61,4 @@ def pareto_front(frame: pd.DataFrame, x: str, y: str) -> pd.Series:
     for index, row in ok.iterrows():
         dominated = (ok[x] >= row[x]) & (ok[y] >= row[y]) & ((ok[x] > row[x]) | (ok[y] > row[y]))
         on[index] = not dominated.any()
-    return on
-
-
-def best_per_load(frame: pd.DataFrame, column: str) -> pd.Series:
-    """Whether each row is the feasible speculative config with the highest `column` at its
-    load and temperature, among those whose speedup is a result (not `speedup_withheld`)."""
-    on = pd.Series(False, index=frame.index)
-    withheld = frame.get("speedup_withheld", pd.Series(False, index=frame.index))
-    ok = frame[frame["feasible"] & ~withheld.astype(bool) & (frame["mode"] != "ar")]
-    ok = ok[ok[column].notna()]
-    for _, level in ok.groupby(["load", "temperature"]):
-        on[level[column].idxmax()] = True
     return on

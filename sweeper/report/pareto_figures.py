@@ -1,9 +1,10 @@
-"""Pareto figures: per-user tok/s against total output tok/s (a line per config through its
-loads, the front drawn and its configs named), and speedup against load (the best feasible
-config at each load starred). Infeasible configs (a determinism violation) are grey crosses:
-shown, so a fast wrong config is visible, never on a front. A speedup that is no result (busy,
-its host or its baseline's, or impossible: above the point's tau) is a hollow grey diamond off
-its config's line, never starred, and named in the caption."""
+"""Pareto figures: per-user tok/s against total output tok/s (a line per config through its loads,
+the front drawn and its configs named), and speedup against load (the best feasible config at
+each load starred: the answer's winners, the summary table's stars). Infeasible configs (a
+determinism violation) are grey crosses: shown, so a fast wrong config is visible, never on a
+front. A speedup that is no result (busy, its host or its baseline's, or impossible: above the
+point's tau) is a hollow grey diamond off its config's line, never starred, and named in the
+caption."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from matplotlib.axes import Axes  # noqa: E402
 from sweeper.report.charts import Chart, to_data_uri  # noqa: E402
 from sweeper.report.pareto import (  # noqa: E402
     USER_TOK_S,
-    best_per_load,
     feasible_points,
     pareto_front,
 )
@@ -81,7 +81,7 @@ def _speedup_vs_load(frame: pd.DataFrame, temperature: float) -> list[Chart]:
         return []
     loads = list(dict.fromkeys(data.sort_values(_load_order(data))["load"]))
     position = {load: i for i, load in enumerate(loads)}
-    best = best_per_load(data, column)
+    best = data["best"].astype(bool)  # the answer's winners (`sweeper best`'s rank)
     fig, ax = plt.subplots(figsize=(9, 4.4), layout="constrained")
     withheld = data["speedup_withheld"].astype(bool)
     legend_held = False
@@ -124,7 +124,10 @@ def _speedup_vs_load(frame: pd.DataFrame, temperature: float) -> list[Chart]:
     ax.set_title(f"Speedup vs load, T={temperature:g}")
     ax.grid(alpha=0.3)
     names = ", ".join(f"{r['load']}: {r['label']}" for _, r in starred.iterrows())
-    caption = f"Best feasible config per load (stars): {names or 'none'}. Grey crosses: infeasible."
+    caption = (
+        f"Best feasible config per load (stars: the answer's, ranked as `sweeper best` ranks): "
+        f"{names or 'none'}. Grey crosses: infeasible."
+    )
     held = data[withheld & data["feasible"]]
     if not held.empty:
         caption += (

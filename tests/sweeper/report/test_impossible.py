@@ -15,7 +15,7 @@ from sweeper.analysis.impossible import UNSEEN_CAUSE
 from sweeper.report.assemble import RunView, build_view
 from sweeper.report.figures import speedup_grid, speedup_heatmaps
 from sweeper.report.paper import paper_markdown, run_paper_table
-from sweeper.report.pareto import best_per_load, feasible_points
+from sweeper.report.pareto import feasible_points
 from sweeper.report.pareto_figures import pareto_charts
 from sweeper.report.render import render_html
 from sweeper.results.reader import read_run
@@ -71,12 +71,17 @@ def test_the_heatmap_hatches_impossible_cells_out_of_the_scale(view: RunView) ->
 def test_the_speedup_vs_load_figure_stars_none_of_them(view: RunView) -> None:
     frame = feasible_points(view.points)
     spec = frame[frame["mode"] != "ar"]
-    best = best_per_load(spec, "speedup")
-    assert set(spec.loc[best, "temperature"]) == {0.7}
+    assert set(spec.loc[spec["best"], "temperature"]) == {0.7}
     assert spec.loc[spec["temperature"] == 0.0, "speedup_withheld"].all()
     captions = {c.title: c.caption for c in pareto_charts(view.points)}
     cold = captions["Pareto: speedup vs load, T=0"]
-    assert cold.startswith("Best feasible config per load (stars): none.")
+    assert cold.startswith("Best feasible config per load (stars: the answer's")
+    assert "ranks): none." in cold
+    # The stars are the answer's winners: the same points the summary table stars.
+    warm = captions["Pareto: speedup vs load, T=0.7"]
+    winners = spec[spec["best"] & (spec["temperature"] == 0.7)]
+    assert not winners.empty
+    assert all(f"{r['load']}: {r['label']}" in warm for _, r in winners.iterrows())
     assert "Hollow grey diamonds: speedups withheld" in cold and "b16 k4 bs8 cg at c=1" in cold
     assert "Hollow" not in captions["Pareto: speedup vs load, T=0.7"]
 
@@ -100,7 +105,8 @@ def test_a_busy_baseline_s_speedup_is_never_the_star_nor_coloured(tmp_path: Path
     assert pd.isna(values.loc[budget, topk]) and kinds.loc[budget, topk] == "busy"
     frame = feasible_points(view.points)
     spec = frame[frame["mode"] != "ar"]
-    assert winner["config"] not in set(spec.loc[best_per_load(spec, "speedup"), "label"])
+    assert winner["point_id"] not in set(view.points.loc[view.points["best"], "point_id"])
+    assert not spec.loc[spec["speedup_withheld"], "best"].any()
     assert render_html(view).count(">busy</span>") == 1  # marked in the summary
 
 
