@@ -22,12 +22,18 @@
   parallel lane, with nothing of the suite beside it.
 
 `make test-quick` runs the parallel lane without the slow and root tests (the edit-test loop).
+- **A test that costs seconds** (it loads the real model, starts a real server, or runs sweeps or
+  a corpus of commands through the CLI as processes) is `slow`. Where a fixture starts the
+  expensive thing, the fixture says so, `@slow_fixture` under its `@pytest.fixture`, and every
+  test using it, directly or through other fixtures, is marked `slow` here at collection; a test
+  that starts it without such a fixture carries `@pytest.mark.slow` itself (or its module's
+  `pytestmark`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -36,18 +42,49 @@ from tests.root_marker import needs_root_fixture
 #: Session fixtures one worker owns, so they are built once per run: fixture -> xdist group.
 GROUP_FIXTURES = {"slurm_cluster": "slurm"}
 
+#: The attribute `slow_fixture` sets on a fixture's function.
+SLOW_ATTRIBUTE = "_starts_something_slow"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def slow_fixture(function: F) -> F:
+    """Declares that this fixture starts something that takes seconds (a real model, a server, a
+    sweep through the CLI): the tests that use it are `slow`, left out of `make test-quick`.
+    Goes under `@pytest.fixture`, on the function itself."""
+    if hasattr(function, "_fixture_function_marker"):
+        raise TypeError(f"@slow_fixture goes under @pytest.fixture: {function!r}")
+    setattr(function, SLOW_ATTRIBUTE, True)
+    return function
+
+
+def uses_slow_fixture(item: pytest.Item) -> bool:
+    """True when a fixture in the item's closure was declared with `slow_fixture`."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        getattr(fixturedef.func, SLOW_ATTRIBUTE, False)
+        for fixturedefs in info.name2fixturedefs.values()
+        for fixturedef in fixturedefs
+    )
+
 
 def _heavy(item: pytest.Item) -> bool:
     """Loads the real model, runs a real server or builds test hosts (tests/root_marker.py)."""
     return any(item.get_closest_marker(m) for m in ("slow", "root")) or needs_root_fixture(item)
 
 
-# tryfirst: the group mark must be on the items before xdist's own hook reads it.
+# tryfirst: the slow and group marks must be on the items before `-m` deselects (the mark
+# plugin's own hook) and before xdist's own hook reads the groups.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Groups: a fixture's (GROUP_FIXTURES), else the file of a heavy test, so that the
-    scheduler, which sees only test ids, can start the heavy units first."""
+    """`slow` from the fixtures (slow_fixture); groups: a fixture's (GROUP_FIXTURES), else the
+    file of a heavy test, so that the scheduler, which sees only test ids, can start the heavy
+    units first."""
     for item in items:
+        if item.get_closest_marker("slow") is None and uses_slow_fixture(item):
+            item.add_marker(pytest.mark.slow)
         if item.get_closest_marker("xdist_group") is not None:
             continue
         names = getattr(item, "fixturenames", ())

@@ -20,6 +20,9 @@ from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_PLAIN_CHAT, PROMP
 from sweeper.results.store import RunStore
 from tests.sweeper.fake_sglang import render_chat, shim_env, tokenize
 
+#: Each test runs whole sweeps through the CLI as processes, the fake build started by the sweeper.
+pytestmark = pytest.mark.slow
+
 #: The preset's flags without its effective-config rules (a fork's own mapping): the plan then
 #: measures b7-k1 and b7-k4 apart, and only the run can tell they were one server.
 OWN_MAPPING = {

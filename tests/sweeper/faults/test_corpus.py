@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.lanes import slow_fixture
 from tests.sweeper.faults.cases import Case
 from tests.sweeper.faults.context import Ctx, Shared
 from tests.sweeper.faults.corpus import CASES, run_case
 
 
 @pytest.fixture(scope="module")
+@slow_fixture  # a sweep of the fake runtime through the CLI; every case runs the CLI as a process
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     yield Shared(tmp_path_factory.mktemp("fault-corpus"))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lanes import slow_fixture
 from tests.sweeper.faults.context import Shared
 from tests.sweeper.faults.damaged import (
     CASES,
@@ -41,6 +42,7 @@ EXPECTED = {
 
 
 @pytest.fixture(scope="module")
+@slow_fixture  # a sweep of the fake runtime through the CLI; each case then runs six commands
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield Shared(tmp_path_factory.mktemp("damaged-base")).base_run()
 
