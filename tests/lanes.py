@@ -27,11 +27,13 @@
   expensive thing, the fixture says so, `@slow_fixture` under its `@pytest.fixture`, and every
   test using it, directly or through other fixtures, is marked `slow` here at collection; a test
   that starts it without such a fixture carries `@pytest.mark.slow` itself (or its module's
-  `pytestmark`).
+  `pytestmark`). A grid of parameters whose every cell costs seconds (`grid`) keeps one
+  representative cell in the loop and marks the others `slow`.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -56,6 +58,17 @@ def slow_fixture(function: F) -> F:
         raise TypeError(f"@slow_fixture goes under @pytest.fixture: {function!r}")
     setattr(function, SLOW_ATTRIBUTE, True)
     return function
+
+
+def grid(quick: tuple[Any, ...], *axes: Iterable[Any]) -> list[Any]:
+    """Every cell of a grid (the product of `axes`, in `parametrize`'s argument order) as
+    parameters, each but `quick` marked `slow`: where every cell costs seconds, the edit-test loop
+    runs one representative cell and CI the whole grid."""
+    cells = list(itertools.product(*axes))
+    if quick not in cells:
+        raise ValueError(f"{quick} is no cell of the grid")
+    slow = [pytest.mark.slow]
+    return [pytest.param(*cell, marks=[] if cell == quick else slow) for cell in cells]
 
 
 def uses_slow_fixture(item: pytest.Item) -> bool:

@@ -21,14 +21,15 @@ from tests.ddtree_runtime.engine_helpers import (
     run_greedy,
     tiny,
 )
+from tests.lanes import grid
 
 BUDGETS = [1, 2, 4, 7, 16, 32]
 TOPKS = [1, 2, 4, 8]
 BLOCK_SIZES = [4, 8, 16]
 
 
-@pytest.mark.parametrize("topk", TOPKS)
-@pytest.mark.parametrize("budget", BUDGETS)
+# Budget 16, topk 4: deep branching trees in padded batches, in the edit-test loop (tests/lanes.py).
+@pytest.mark.parametrize(("budget", "topk"), grid((16, 4), BUDGETS, TOPKS))
 def test_exactness_matrix(budget: int, topk: int) -> None:
     prompts, refs = prompts_and_refs()
     assert len(prompts) >= 8 and all(len(r) == NEW_TOKENS for r in refs[:4])

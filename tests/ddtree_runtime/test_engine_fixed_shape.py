@@ -19,11 +19,14 @@ from tests.ddtree_runtime.engine_helpers import (
     prompts_and_refs,
     run_greedy,
 )
+from tests.lanes import grid
 
 
-@pytest.mark.parametrize("max_batch", [1, 3])
-@pytest.mark.parametrize("topk", [1, 4])
-@pytest.mark.parametrize("budget", [1, 4, 16])
+# Budget 16, topk 4, alone (a lone request's smaller trees pad): in the edit-test loop
+# (tests/lanes.py).
+@pytest.mark.parametrize(
+    ("budget", "topk", "max_batch"), grid((16, 4, 1), [1, 4, 16], [1, 4], [1, 3])
+)
 def test_fixed_width_is_exact_alone_and_batched(budget: int, topk: int, max_batch: int) -> None:
     prompts, refs = prompts_and_refs()
     engine = oracle_engine(budget, topk, 8, max_batch=max_batch, cuda_graph=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 import torch
 
 from ddtree_runtime.algo.sampling import processed_probs
@@ -45,6 +46,7 @@ def exact_two_token_distribution(ctx: list[int]) -> dict[tuple[int, int], float]
     return out
 
 
+@pytest.mark.slow  # 600 draws through the engine, twice: seconds
 def test_ddtree_sampling_matches_target_distribution_and_ar_per_seed() -> None:
     prompts, _ = prompts_and_refs()
     ctx = prompts[6]

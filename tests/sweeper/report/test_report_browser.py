@@ -29,9 +29,11 @@ from tests.sweeper.results_factory import RunShape, make_run
 from tests.sweeper.sweep_fixtures import write_spec
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium not installed: run .ci/setup-system.sh"
-)
+#: Slow: each page is a Chromium started headless (seconds).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: run .ci/setup-system.sh"),
+]
 FLAGS = [
     "--headless",
     "--no-sandbox",

@@ -208,6 +208,7 @@ def test_plan_names_each_dataset_source_count_and_licence(tmp_path: Path, offlin
     assert f"dataset gsm8k: hf:gsm8k@{head}, 4 items (4 prompts), licence mit" in text
 
 
+@pytest.mark.slow  # a sweep through the CLI
 def test_the_revision_read_is_in_a_real_runs_manifest(tmp_path: Path, port: int) -> None:
     head = gsm_clone(tmp_path / "gsm8k", n=3)
     entry = {"hf": "gsm8k", "config": "main", "field": "question", "limit": 2}
