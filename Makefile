@@ -88,8 +88,9 @@ test: setup
 	[ $$rc = 5 ] && rc=0; [ $$rc2 = 5 ] && rc2=0; \
 	[ $$rc = 0 ] && rc=$$rc2; exit $$rc
 
-# The edit-test loop: the parallel lane without the tests that load the real model, start real
-# servers or build root test hosts (CI still runs everything).
+# The edit-test loop: the parallel lane without the tests that cost seconds (`slow`: the real model,
+# real servers, sweeps through the CLI, a grid's other cells; tests/lanes.py) or need root (CI still
+# runs everything).
 test-quick: setup
 	rm -rf $(TIMES)
 	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not slow and not root and not quiet" \
