@@ -16,6 +16,7 @@ run of the fake runtime (`context.Shared`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -175,13 +176,22 @@ def _sound_bisect(tmp: Path) -> tuple[list[str], str, bytes]:
     argv = bisect_argv(spec, shas[0], shas[1], tmp / "results")
     planned = CliRunner().invoke(app, [*argv[3:], "--dry-run"])
     directory = Path(planned.output.strip().splitlines()[-1])
-    started = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Its own state directory and session: the host lease its first step takes, and anything
+    # that step started, never reach another test's runs on this worker.
+    (tmp / "state").mkdir()
+    env = {**os.environ, "SWEEPER_STATE_DIR": str(tmp / "state")}
+    started = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        start_new_session=True,
+    )  # fmt: skip
     deadline = time.monotonic() + 120
     while not (directory / "bisect.json").exists():
         assert started.poll() is None and time.monotonic() < deadline, "no bisect.json"
         time.sleep(0.05)
     started.send_signal(signal.SIGTERM)
     started.wait(timeout=60)
+    with contextlib.suppress(ProcessLookupError):  # whatever of its step outlived it
+        os.killpg(started.pid, signal.SIGKILL)
     state = json.loads((directory / "bisect.json").read_text())
     state["points"] = ["local-some-other-point"]
     own = [a for a in argv[3:] if a not in (str(tmp / "results"), "--results")]
