@@ -1,14 +1,13 @@
 """Drawing a point's seeded samples (`determinism.sampled: scored` or `distribution`), after
 its measured requests, from the same server.
 
-Per prompt, N samples per role, each with its own seed (`sampling.sample_seeds`: disjoint per
-role, so the speculative config's samples, the baseline's and the baseline's control set share
-none), the point's temperature, top-p and top-k, and `determinism.sample_length` output tokens,
-`determinism.sample_concurrency` in flight. A held output length is held by `ignore_eos` alone:
-an engine's `min_tokens` masks EOS (vLLM's does), which would move the distribution a scored
-sample is judged against. Samples are never timed: they are evidence of the distribution a
-server samples from, recorded in `samples.jsonl`, not measured load.
-"""
+Per prompt, N samples per role, each with its own seed, none shared between prompts
+(`sampling.sample_seeds`: disjoint per role, so the speculative config's samples, the baseline's and
+the baseline's control set share none), the point's temperature, top-p and top-k, and
+`determinism.sample_length` output tokens, `determinism.sample_concurrency` in flight. A held output
+length is held by `ignore_eos` alone: an engine's `min_tokens` masks EOS (vLLM's does), which would
+move the distribution a scored sample is judged against. Samples are never timed: they are evidence
+of the distribution a server samples from, recorded in `samples.jsonl`, not measured load."""
 
 from __future__ import annotations
 
@@ -40,9 +39,13 @@ def sample_specs(
     prompts = point_prompts(rc, workload, length_control=length_control, inputs=inputs)
     out = []
     for role in roles:
-        seeds = sample_seeds(workload.seed, role, policy.samples)
-        for prompt in prompts:
-            for index, seed in enumerate(seeds):
+        # One seed per (prompt, sample), none shared between prompts: a seeded sampler draws
+        # the same noise at the same position for the same seed, so outputs of two prompts at
+        # one seed are not independent draws (the scored test assumes they are).
+        seeds = sample_seeds(workload.seed, role, policy.samples * len(prompts))
+        for number, prompt in enumerate(prompts):
+            own = seeds[number * policy.samples : (number + 1) * policy.samples]
+            for index, seed in enumerate(own):
                 held = prompt.hold_tokens is not None
                 spec = replace(
                     prompt,

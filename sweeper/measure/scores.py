@@ -82,14 +82,22 @@ def request_outputs(
     inputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Output]:
     """A sampled point's measured requests (not failed, not empty), each with its prompt and
-    the point's sampling parameters: role `control` on an AR point, `test` otherwise."""
+    the point's sampling parameters: role `control` on an AR point, `test` otherwise. One
+    request per seed: a coupled sampler's uniform is a function of seed and position, so every
+    request at one seed (the workload's, every prompt and repeat) draws with the same uniforms,
+    and their scores are one draw, not many (the scored test assumes independent tokens)."""
     prompts = {p.prompt_id: p for p in point_prompts(point.request_config, workload, inputs=inputs)}
     role = "control" if point.server_config.mode == "ar" else "test"
     out = []
+    seeds: set[Any] = set()
     for row in rows:
         spec = prompts.get(str(row.get("prompt_id")))
         if spec is None or row.get("error") or not row.get("token_ids"):
             continue
+        seed = row.get("seed")
+        if seed is not None and seed in seeds:
+            continue
+        seeds.add(seed)
         index = int(row["index"] if row.get("index") is not None else row.get("repeat") or 0)
         out.append(_output(row, "request", role, index, spec))
     return out

@@ -98,9 +98,10 @@ def test_a_sampling_fault_is_shifted_by_distribution(tmp_path: Path, port: int) 
     samples = read_jsonl(run_dir / SAMPLES_LOG)
     roles = pd.Series([s["role"] for s in samples]).value_counts().to_dict()
     assert roles == {"test": 2 * 3 * 96, "ar": 3 * 96, "control": 3 * 96}
-    # Every role's seeds are its own: no sample of one set shares a seed with another set.
+    # Every role's seeds are its own: no sample of one set shares a seed with another set, and
+    # none is shared between prompts (one seed per prompt and sample: independent draws).
     by_role = {r: {s["seed"] for s in samples if s["role"] == r} for r in roles}
-    assert all(len(seeds) == 96 for seeds in by_role.values())
+    assert all(len(seeds) == 3 * 96 for seeds in by_role.values())
     assert not (by_role["test"] & by_role["ar"]) and not (by_role["ar"] & by_role["control"])
     assert "shifted" in done.stderr
     # The report and `diagnose` state the test, its p-value, N and what it detects.
