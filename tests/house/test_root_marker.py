@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.house.collected import collected
 from tests.house.root_marks import unmarked_in_module, unmarked_root_tests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,10 +73,7 @@ def test_plain(tmp_path): pass
 
 
 def _collected(pytester: pytest.Pytester, selection: str) -> list[str]:
-    result = pytester.runpytest_inprocess(
-        "--collect-only", "-q", "-p", "no:asyncio", "-p", "tests.root_marker", "-m", selection
-    )
-    return sorted(line.split("::")[1] for line in result.outlines if "::" in line)
+    return collected(pytester, "tests.root_marker", selection)
 
 
 def test_the_marker_follows_the_host_fixtures_through_other_fixtures(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.house.collected import collected
 from tests.lanes import slow_fixture
 
 # The planted suite runs in-process (a subprocess pytest costs seconds per start).
@@ -42,10 +43,7 @@ def test_plain(tmp_path): pass
 
 
 def _collected(pytester: pytest.Pytester, selection: str) -> list[str]:
-    result = pytester.runpytest_inprocess(
-        "--collect-only", "-q", "-p", "no:asyncio", "-p", "tests.lanes", "-m", selection
-    )
-    return sorted(line.split("::")[1] for line in result.outlines if "::" in line)
+    return collected(pytester, "tests.lanes", selection)
 
 
 def test_the_marker_follows_a_slow_fixture_through_other_fixtures(
