@@ -417,8 +417,10 @@ def in_flight_after(server: LocalServer, timeout_s: float) -> dict[str, Any]:
 def test_client_gone_aborts_a_non_streaming_request(server: LocalServer) -> None:
     before = in_flight_after(server, 10)
     body = {"model": MODEL, "prompt": "zzz", "max_tokens": 250, "temperature": 0}
+    # Gone after 0.2 s: the server polls for a gone client every 0.25 s, and 250 tokens take
+    # about a second here (at 0.5 s a quiet machine once finished them before the poll saw it).
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(f"{server.url}/v1/completions", json=body, timeout=0.5)
+        httpx.post(f"{server.url}/v1/completions", json=body, timeout=0.2)
     after = in_flight_after(server, 10)
     assert after["in_flight"] == 0
     assert after["aborted"] == before["aborted"] + 1
