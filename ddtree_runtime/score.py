@@ -14,7 +14,10 @@ under the request's temperature / top-k / top-p as `algo.sampling.processed_prob
 - `gap` (only where p is 0): how far outside the truncation it fell, in tempered probability mass
   (temperature applied, untruncated): below top-k, the k-th token's tempered probability minus
   its own; outside the top-p nucleus, the mass above it beyond top_p, in tempered mass. A token a
-  hair outside is a numerical near tie, never a proof.
+  hair outside is a numerical near tie, never a proof;
+- `top` (as many as asked): the position's best tokens as [id, raw logprob], best first (ties:
+  the lower id), whatever token was drawn there. The judge's test for temperature weighs each
+  position by how much temperature moves it, which it reads from these (`sweeper.proof.scoring`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class PositionScore:
     p: float
     above: float
     gap: float | None
+    top: tuple[tuple[int, float], ...]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -50,6 +54,7 @@ class PositionScore:
             "p": self.p,
             "above": self.above,
             "gap": self.gap,
+            "top": [[token, logprob] for token, logprob in self.top],
         }
 
 
@@ -64,9 +69,15 @@ def continuation_logits(model: Any, prompt: list[int], continuation: list[int]) 
 
 
 def score_rows(
-    logits: torch.Tensor, tokens: list[int], temperature: float, top_k: int, top_p: float
+    logits: torch.Tensor,
+    tokens: list[int],
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    top_logprobs: int,
 ) -> list[PositionScore]:
-    """Scores of `tokens[i]` under row i of `logits` [n, V] (module docstring)."""
+    """Scores of `tokens[i]` under row i of `logits` [n, V], each with its row's best
+    `top_logprobs` tokens (module docstring)."""
     index = torch.tensor(tokens, dtype=torch.long, device=logits.device)[:, None]
     raw = torch.log_softmax(logits.to(torch.float64), dim=-1)
     own_raw = raw.gather(-1, index)
@@ -77,6 +88,7 @@ def score_rows(
     p = probs.gather(-1, index)[:, 0]
     out = []
     gaps = _gaps(logits, index, temperature, top_k, top_p)
+    best = _best(raw, top_logprobs)
     for j, token in enumerate(tokens):
         dropped = bool(p[j] <= 0)
         out.append(
@@ -87,9 +99,23 @@ def score_rows(
                 p=float(p[j]),
                 above=float(above[j, token]) if not dropped else float(probs[j].sum()),
                 gap=float(gaps[j]) if dropped else None,
+                top=best[j],
             )
         )
     return out
+
+
+def _best(raw: torch.Tensor, k: int) -> list[tuple[tuple[int, float], ...]]:
+    """Per row of raw logprobs, its best `k` as (id, logprob), best first, ties by the lower
+    id (the order the rank uses; a stable sort of the ids by descending logprob)."""
+    if k <= 0:
+        return [() for _ in range(raw.shape[0])]
+    order = torch.sort(raw, dim=-1, descending=True, stable=True).indices[:, :k]
+    values = raw.gather(-1, order)
+    return [
+        tuple((int(i), float(v)) for i, v in zip(ids, lps, strict=True))
+        for ids, lps in zip(order.tolist(), values.tolist(), strict=True)
+    ]
 
 
 def _gaps(
@@ -122,7 +148,8 @@ def score_continuation(
     temperature: float,
     top_k: int,
     top_p: float,
+    top_logprobs: int,
 ) -> list[PositionScore]:
     """Every continuation token scored by one prefill of the target (module docstring)."""
     logits = continuation_logits(model, prompt, continuation)
-    return score_rows(logits, continuation, temperature, top_k, top_p)
+    return score_rows(logits, continuation, temperature, top_k, top_p, top_logprobs)

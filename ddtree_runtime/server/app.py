@@ -271,7 +271,13 @@ def create_app(state: RuntimeState) -> FastAPI:
 
         def run() -> list[Any]:
             return score_continuation(
-                model, prompt, continuation, request.temperature, top_k, request.top_p
+                model,
+                prompt,
+                continuation,
+                request.temperature,
+                top_k,
+                request.top_p,
+                request.top_logprobs,
             )
 
         try:

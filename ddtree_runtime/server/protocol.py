@@ -152,6 +152,10 @@ def validation_error(error: ValidationError) -> RequestError:
     return RequestError(f"{param}: {message}" if param else message, param=param)
 
 
+#: The most best tokens `POST /score` returns per position (each is an [id, logprob] pair).
+MAX_SCORE_TOP_LOGPROBS = 256
+
+
 class ScoreRequest(BaseModel):
     """POST /score: a sampled continuation scored under the sampling parameters it was drawn
     with (`ddtree_runtime.score`). The prompt is given as a completion's (`prompt`: text or
@@ -168,6 +172,8 @@ class ScoreRequest(BaseModel):
     top_k: int = Field(default=0, ge=-1)  # 0 or -1: disabled, as in sampling
     #: This runtime's sampler has no min-p: any other value is refused, never ignored.
     min_p: float = 0.0
+    #: How many of each position's best tokens to return (`top`), raw logprobs.
+    top_logprobs: int = Field(default=0, ge=0, le=MAX_SCORE_TOP_LOGPROBS)
 
     @field_validator("min_p")
     @classmethod

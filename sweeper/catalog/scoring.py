@@ -40,7 +40,9 @@ class Scoring:
     """How one engine scores (module docstring)."""
 
     basis: str
-    #: Top logprobs asked per position (basis topk), and the launch flags that allow as many.
+    #: Top logprobs asked per position, and the launch flags that allow as many: on every basis
+    #: the test for temperature weighs each position by them (`sweeper.proof.scoring`), and on
+    #: basis topk they also bound each token's PIT.
     top_k: int | None
     limit_flags: tuple[str, ...]
     #: Input-token logprobs are the raw log-softmax (no temperature): what the judge assumes.
@@ -77,7 +79,7 @@ _SGLANG_JOINT = (
 SCORING: dict[str, Scoring] = {
     "ddtree_runtime": Scoring(
         basis="exact",
-        top_k=None,
+        top_k=TOP_K,
         limit_flags=(),
         input_logprobs_tempered=False,
         logprob_source="ddtree_runtime/score.py: log_softmax of the prefill's logits",

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
@@ -160,7 +161,12 @@ class DDTreeRuntime(LaunchedServer):
             scored = self.score(client, base_url, replace(probe, temperature=1.0), [0], model)
         except ScoringError as exc:
             return "none", None, (), f"scoring: none (POST /score: {exc})"
-        return "exact", None, scored.order, "scoring: exact (POST /score)"
+        # A runtime older than `top_logprobs` ignores it: its tokens are scored exactly, but
+        # without a position's best tokens the test's power cannot be stated.
+        k = min((len(p.get("top") or ()) for p in scored.positions), default=0)
+        if not k:
+            return "exact", None, scored.order, "scoring: exact (POST /score, no top logprobs)"
+        return "exact", k, scored.order, f"scoring: exact (POST /score), top {k}"
 
     def score(
         self,
@@ -171,7 +177,7 @@ class DDTreeRuntime(LaunchedServer):
         model: str | None,
     ) -> Scored:
         body: dict[str, Any] = {"model": model, "continuation": list(continuation)}
-        body.update(score_fields(spec))
+        body.update(score_fields(spec), top_logprobs=SCORING[self.name].top_k)
         if spec.prompt_token_ids is not None:
             body["prompt"] = list(spec.prompt_token_ids)
         elif spec.chat:

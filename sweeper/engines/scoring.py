@@ -1,7 +1,8 @@
 """Scoring sampled outputs through an engine's own prefill: the requests each engine answers,
 and reading their answers into `PositionScore` fields (`sweeper.results.scores`).
 
-- bundled runtime: `POST /score` (the processed distribution itself: basis `exact`);
+- bundled runtime: `POST /score` (the processed distribution itself: basis `exact`), with
+  `top_logprobs` k: each position's top k as well;
 - vLLM: a completion of prompt + output as one token-id prompt, `max_tokens` 1, with
   `prompt_logprobs` k: per position the raw logprob and rank of the token there and the top k
   (basis `topk`; k up to the server's `--max-logprobs`, which the launch sets);
@@ -153,7 +154,8 @@ def exact_positions(answer: Mapping[str, Any], continuation: Sequence[int]) -> S
     if [int(p.get("token", -1)) for p in positions] != list(continuation):
         raise ScoringError("/score answered other tokens than the output's")
     order = tuple(str(step) for step in answer.get("order") or ())
-    return Scored("exact", order, None, [dict(p) for p in positions])
+    k = min((len(p.get("top") or ()) for p in positions), default=0)
+    return Scored("exact", order, k or None, [dict(p) for p in positions])
 
 
 def score_fields(spec: RequestSpec) -> dict[str, Any]:

@@ -37,8 +37,9 @@ class PositionScore(BaseModel):
     p: float | None = None
     above: float | None = None
     gap: float | None = None
-    #: Basis `topk` (vLLM, SGLang): the engine's top k at this position, (id, raw logprob),
-    #: best first.
+    #: The engine's top k at this position, (id, raw logprob), best first: on basis `topk`
+    #: (vLLM, SGLang) what the PIT is bounded by; on either basis what the test for temperature
+    #: weighs the position by.
     top: list[tuple[int, float]] | None = None
 
 
@@ -72,7 +73,7 @@ class ScoreRecord(BaseModel):
     #: to what the one before left, renormalised; "top_k+top_p" is one step (both cut the
     #: same distribution).
     order: list[str]
-    #: Basis topk: how many top logprobs the engine returned per position.
+    #: How many top logprobs the engine returned per position (None: none).
     k: int | None = None
     positions: list[PositionScore] = Field(default_factory=list)
     #: Why scoring failed (recorded, never dropped); then `positions` is empty.

@@ -68,8 +68,13 @@ def test_every_tokens_score_is_the_distributions_own(
     rows = rng.normal(0, 2, size=(6, VOCAB)).round(1)  # rounded: ties in raw logits occur
     for row in rows:
         logits = torch.tensor(np.repeat(row[None, :], VOCAB, axis=0))
-        scores = score_rows(logits, list(range(VOCAB)), temperature, top_k, top_p)
+        scores = score_rows(logits, list(range(VOCAB)), temperature, top_k, top_p, 5)
         want = brute(list(row), temperature, top_k, top_p)
+        # Every position's best 5 by raw logprob (ties: the lower id), whatever was drawn.
+        best = sorted(range(VOCAB), key=lambda t: want[t]["rank"])[:5]
+        for got in scores:
+            assert [t for t, _ in got.top] == best
+            assert [lp for _, lp in got.top] == pytest.approx([want[t]["logprob"] for t in best])
         for got, expected in zip(scores, want, strict=True):
             assert got.rank == expected["rank"]
             assert got.logprob == pytest.approx(expected["logprob"], abs=1e-9)
@@ -90,7 +95,7 @@ def test_the_samplers_draws_score_inside_the_distribution_with_a_uniform_pit() -
     logits = torch.randn(4000, VOCAB, generator=generator, dtype=torch.float64) * 2
     probs = processed_probs(logits, 0.8, 6, 0.9)
     tokens = sample_with_uniform(probs, torch.rand(4000, generator=generator, dtype=torch.float64))
-    scores = score_rows(logits, tokens.tolist(), 0.8, 6, 0.9)
+    scores = score_rows(logits, tokens.tolist(), 0.8, 6, 0.9, 0)
     assert all(s.p > 0 for s in scores)
     v = np.random.default_rng(1).random(len(scores))
     u = np.sort([s.above + vi * s.p for s, vi in zip(scores, v, strict=True)])

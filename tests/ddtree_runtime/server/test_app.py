@@ -229,6 +229,14 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     reported = choice["logprobs"]["token_logprobs"]
     assert [p["logprob"] for p in positions] == pytest.approx(reported, abs=1e-4)
     assert all(p["rank"] >= 1 for p in positions)
+    assert all(p["top"] == [] for p in positions)  # none asked
+    ranked = post(server, "/score", score(continuation=tokens, top_logprobs=4, **prompt, **params))
+    for position in ranked.json()["positions"]:
+        top = position["top"]
+        logprobs = [lp for _, lp in top]
+        assert len(top) == 4 and logprobs == sorted(logprobs, reverse=True)
+        if position["rank"] <= 4:  # the drawn token among them, at its rank
+            assert top[position["rank"] - 1] == [position["token"], position["logprob"]]
     chat_form = score(continuation=tokens[:3], messages=[{"role": "user", "content": "hi"}])
     assert post(server, "/score", {**chat_form, "prompt": None}).status_code == 200
     greedy = post(server, "/score", score(continuation=[0, 1, 2], top_k=1)).json()["positions"]
@@ -371,6 +379,7 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("score too long", S, score(continuation=[5] * 300), "continuation"),
     ("score prompt and messages", S, score(messages=[{"role": "user", "content": "hi"}]), "prompt"),
     ("score unknown model", S, score(model="other"), "model"),
+    ("score too many top logprobs", S, score(top_logprobs=10**6), "top_logprobs"),
 ]
 
 

@@ -124,3 +124,25 @@ def test_a_runtime_without_the_score_route_scores_nothing() -> None:
     with posting(answer) as (url, _), httpx.Client() as client:
         basis, k, order, said = engine.negotiate_scoring(client, url, AR, SPEC, "m", None)
     assert (basis, k, order) == ("none", None, ()) and "HTTP 404" in said
+
+
+@pytest.mark.parametrize("returns_top", [True, False])
+def test_a_runtime_is_asked_for_its_top_logprobs_and_one_that_ignores_them_states_no_k(
+    returns_top: bool,
+) -> None:
+    """The runtime's `/score` is asked for each position's top k (the temperature test's
+    weights); a build older than `top_logprobs` ignores the field: exact, with no k."""
+    engine = DDTreeRuntime(RuntimeSpec(model="tiny-random"), None)
+
+    def answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        k = body["top_logprobs"] if returns_top else 0
+        top = [[t, -1.0 - t] for t in range(k)]
+        position = {"token": 0, "logprob": -1.0, "rank": 1, "p": 0.5, "above": 0.0, "top": top}
+        return 200, {"order": ["temperature", "top_k", "top_p"], "positions": [position]}
+
+    with posting(answer) as (url, seen), httpx.Client() as client:
+        basis, k, order, said = engine.negotiate_scoring(client, url, AR, SPEC, "m", None)
+    asked = seen[0][1]["top_logprobs"]
+    assert asked >= 20 and seen[0][0] == "/score"
+    assert (basis, order) == ("exact", ("temperature", "top_k", "top_p"))
+    assert (k, said.endswith(f"top {asked}")) == ((asked, True) if returns_top else (None, False))

@@ -78,6 +78,8 @@ def test_a_sampling_only_fault_in_the_runtime_is_diverged_at_the_same_seed(
     assert ar["scored_by"] == "self" and ar["scored_control_tokens"] > 0
     assert ar["scored_control_impossible"] == 0 and pd.isna(ar.get("scored_verdict"))
     assert sampled["scored_exact_share"] == 1.0
+    # Each position's top k came back with its score: the power is stated, never unknown.
+    assert sampled["scored_power"] > 0
     assert sampled["scored_control_tokens"] == ar["scored_control_tokens"]
     assert sampled["scored_by"] == "self" and sampled["scored_verdict"] in (
         "shifted",
