@@ -14,22 +14,31 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   decode, never a proof: but, as greedy near ties are held to the AR-vs-AR control
   (`calibration`), a point whose near-tie rate per token is above the AR server's own (its 95%
   Wilson upper bound) has them counted as impossible tokens;
-- `shifted` (a violation): the tokens' PITs are not uniform at `alpha`. Two parts,
-  Bonferroni-split. The direction, at (1 - `GOF_SHARE`) alpha: the score for temperature
-  summed over the tokens (`TemperatureScore`: on each position, the token's tempered logit
-  below its mean, as a step function of u; the locally most powerful statistic against a
-  sampler hotter or colder than asked, weighing each position by how much temperature moves it
-  there, so near-certain positions add no noise); `hotter` where it is large (tokens drawn from
-  the tail: u pushed up), `colder` where small (the likeliest tokens drawn too often). Its law
-  under the null is simulated from the same steps (`sweeper.stats.steps`): rare large tail
-  steps skew it. The shape, at `GOF_SHARE` alpha: Neyman's components 2 to 4 of u
-  (chi-squared, 3 degrees of freedom: spread, skew, peaks), for faults that move no
-  temperature. Where u is an interval (a top-k scorer) each part takes the value least
-  favourable to an alarm (the score rises with u), so the test keeps its level;
+- `shifted` (a violation): the tokens' PITs are not uniform at `alpha`. Three parts,
+  Bonferroni-split (`HOT_SHARE`, `COLD_SHARE`, `GOF_SHARE`: 0.2, 0.6, 0.2 of alpha), each
+  one-sided where it has a side. `hotter` (0.2 alpha): the score for temperature summed over
+  the tokens is large (`TemperatureScore`: on each position, the token's tempered logit below
+  its mean, as a step function of u; the locally most powerful statistic against a sampler
+  hotter than asked at every token, weighing each position by how much temperature moves it
+  there, so near-certain positions add no noise; largest in the tail, where a hot sampler
+  draws). `colder` (0.6 alpha): the colder ratio summed over the tokens is large
+  (`colder_ratio`: each token's likelihood ratio under a sampler `COLDER` times colder, less 1:
+  the locally most powerful statistic against one that is that much colder on an unknown few
+  positions, such as the drafted ones; it falls with u, so any colder sampler, at any factor
+  and positions, raises it; bounded below by -1, so the tail's rare large steps, which make
+  the score noisy on its cold side, do not reach it). Colder gets the larger share: it moves
+  mass onto tokens the target already favours, where every statistic of u weighs least, while
+  a hotter sampler draws the tail, where the score weighs most. Both laws under the null are
+  simulated from the same steps on shared uniforms (`sweeper.stats.steps`): rare large tail
+  steps skew them. The shape (0.2 alpha): Neyman's components 2 to 4 of u (chi-squared, 3
+  degrees of freedom: spread, skew, peaks), for faults that move no temperature. Where u is an
+  interval (a top-k scorer) each statistic takes the value least favourable to an alarm (the
+  score rises with u, the ratio falls), so the test keeps its level;
 - `distribution-ok`: neither, by a test that detects a sampler `scored_max_shift` hotter or
-  colder (log of the factor) at every token with 80% power (`ScoredPower`, measured on the
-  point's own positions: the summed score's variance is the Fisher information for
-  temperature, less what the intervals cost);
+  colder (log of the factor) at every token with 80% power (`ScoredPower`, the weaker side's,
+  measured on the point's own positions: a change of temperature moves the summed score by its
+  variance, the Fisher information, and the ratio by its covariance with the score, less what
+  the intervals cost);
 - `unproven` (with why): no scored samples, a failed scorer, no AR control, a control that fails
   the same test (the scoring path does not match the sampler: wrong order, parameters or
   numerics), no top logprobs to state the power with, or a test too weak to see the shift it
@@ -55,13 +64,14 @@ from sweeper.proof.scoring import (
     Impossible,
     Sampling,
     TemperatureScore,
+    colder_ratio,
     pit,
     temperature_score,
 )
 from sweeper.results.rows import is_missing
 from sweeper.spec import DeterminismSpec
 from sweeper.stats.intervals import wilson_upper
-from sweeper.stats.steps import simulated_sums, tail_p_values
+from sweeper.stats.steps import simulated_joint_sums, tail_p_values
 from sweeper.stats.uniformity import (
     chi2_sf,
     component_bounds,
@@ -69,8 +79,15 @@ from sweeper.stats.uniformity import (
 )
 
 _NORMAL = NormalDist()
-#: The share of alpha given to the shape part (the rest goes to the direction).
+#: The shares of alpha given to the three parts (Bonferroni: they sum to 1). Colder gets the
+#: most: a colder sampler moves mass onto tokens the target already favours, where every
+#: statistic of u weighs least, while a hotter one draws the tail, where the score weighs most.
+HOT_SHARE = 0.2
+COLD_SHARE = 0.6
 GOF_SHARE = 0.2
+#: The colder part's statistic: the likelihood ratio of a sampler this many times colder on some
+#: positions (`colder_ratio`; 0.6: the colder fault the issue asks the test to catch).
+COLDER = 0.6
 #: The shape components (Neyman's 2 to 4).
 SHAPE = (2, 3, 4)
 #: Power targeted by the stated power.
@@ -146,21 +163,38 @@ class ScoredPower:
 #: AR samples of smollm2-135m at temperature 0.7 and top-p 0.9 on sweeps/local-sampled.yaml's
 #: four prompts (11,663 tokens; 1.28 at top-p 1.0: a nucleus leaves temperature less to move).
 SIGNAL_PER_TOKEN = 0.47
+#: The colder ratio's correlation with the score under the null, the share of the score's z a
+#: change of temperature at every token moves it by, the plan assumes: measured on the same
+#: model's AR samples at temperature 0.7 (`bench/scored_pools.py`: 0.88 at top-p 1.0, 8,869
+#: tokens; 0.93 at top-p 0.9), the smaller taken.
+RATIO_CORRELATION = 0.88
 _BASIS_PLANNED = "expected: smollm2-135m's signal per token at temperature 0.7, top-p 0.9"
 
 
 def temperature_power(
-    norm: float, tokens: int, alpha: float, slack: float = 0.0, *, basis: str = ""
+    norm: float,
+    tokens: int,
+    alpha: float,
+    slack: float = 0.0,
+    *,
+    basis: str = "",
+    colder: tuple[float, float] | None = None,
 ) -> ScoredPower:
     """The detectable log temperature factor when the summed score's standard deviation under
     the null is `norm`: a factor f moves its z by log(f) * norm to first order (its variance is
-    the Fisher information), less `slack` where u is an interval."""
+    the Fisher information), less `slack` where u is an interval; the hotter side at
+    `HOT_SHARE` alpha. `colder`: the colder ratio's z per unit of log(f) and its slack, the
+    colder side at `COLD_SHARE` alpha (else the score's norm times `RATIO_CORRELATION`). The
+    larger of the two sides' shifts is stated."""
     if norm <= 0:
         why = "every position near-certain: no temperature to see"
         return ScoredPower(None, tokens, alpha, slack, why=why)
-    critical = _NORMAL.inv_cdf(1 - alpha * (1 - GOF_SHARE) / 2)
-    shift = (critical + _NORMAL.inv_cdf(POWER) + slack) / norm
-    return ScoredPower(shift, tokens, alpha, slack, basis or "measured on this point's tokens")
+    power = _NORMAL.inv_cdf(POWER)
+    hot = (_NORMAL.inv_cdf(1 - alpha * HOT_SHARE) + power + slack) / norm
+    drift, cold_slack = colder if colder is not None else (norm * RATIO_CORRELATION, slack)
+    cold = (_NORMAL.inv_cdf(1 - alpha * COLD_SHARE) + power + cold_slack) / drift
+    shift, lost = (hot, slack) if hot >= cold else (cold, cold_slack)
+    return ScoredPower(shift, tokens, alpha, lost, basis or "measured on this point's tokens")
 
 
 def expected_power(tokens: int, policy: DeterminismSpec) -> ScoredPower:
@@ -181,6 +215,8 @@ class Scored:
     #: Each tested token's position's score for temperature (`TemperatureScore`), or None
     #: where some position has no returned top k (then the direction is the mean of u).
     scores: list[TemperatureScore] | None = None
+    #: The same positions' `colder_ratio` (at `COLDER`), where `scores` is not None.
+    colder: list[TemperatureScore] | None = None
     exact: int = 0
     #: Seeds the simulations (the point's, so a verdict is reproducible).
     seed: int = 0
@@ -215,45 +251,64 @@ class Scored:
             return math.sqrt(self.tokens)
         return math.sqrt(sum(score.variance for score in self.scores))
 
-    def p_values(self) -> tuple[float, float, str]:
-        """The direction's and the shape's conservative p-values, and the direction. The
-        temperature score's law is simulated (`SIMULATIONS` fresh uniforms per token, seeded):
-        its rare large tail steps skew it; the mean of u's is normal."""
+    def p_values(self) -> tuple[float, float, float]:
+        """The hotter, colder and shape parts' conservative p-values. Hotter: the temperature
+        score's upper tail; colder: the colder ratio's (`colder_ratio`). Their laws are
+        simulated (`SIMULATIONS` fresh uniforms per token, seeded, shared by both): the score's
+        rare large tail steps skew it. Without a top k: the mean of u's two tails (normal)."""
         z_lo, z_hi = self.direction()
-        if self.scores is not None and self.norm() > 0:
-            sums = simulated_sums(
-                [s.edges for s in self.scores],
-                [s.values for s in self.scores],
-                SIMULATIONS,
-                np.random.default_rng(self.seed),
-            )
-            hot, cold = tail_p_values(z_lo * self.norm(), z_hi * self.norm(), sums)
-        else:
-            hot, cold = 1 - _NORMAL.cdf(z_lo), _NORMAL.cdf(z_hi)
-        p_direction = min(1.0, 2 * min(hot, cold))
         shape = sum(least_square(component_bounds(j, self.lo, self.hi)) for j in SHAPE)
-        way = "hotter" if hot < cold else "colder"
-        return p_direction, chi2_sf(shape, len(SHAPE)), way
+        p_shape = chi2_sf(shape, len(SHAPE))
+        if self.scores is None or self.colder is None or self.norm() <= 0:
+            return 1 - _NORMAL.cdf(z_lo), _NORMAL.cdf(z_hi), p_shape
+        sums = simulated_joint_sums(
+            [s.edges for s in self.scores],
+            [[s.values for s in self.scores], [c.values for c in self.colder]],
+            SIMULATIONS,
+            np.random.default_rng(self.seed),
+        )
+        hot, _ = tail_p_values(z_lo * self.norm(), z_hi * self.norm(), sums[:, 0])
+        least, _ = self.ratio()
+        _, cold = tail_p_values(-least, -least, -sums[:, 1])
+        return hot, cold, p_shape
+
+    def ratio(self) -> tuple[float, float]:
+        """The colder ratio summed over the tokens, at the least and the most u each can be: it
+        falls with u, so its least is at the interval's top (unstandardised)."""
+        if self.colder is None:
+            return 0.0, 0.0
+        least = sum(c.at(float(u)) for c, u in zip(self.colder, self.hi, strict=True))
+        most = sum(c.at(float(u)) for c, u in zip(self.colder, self.lo, strict=True))
+        return least, most
 
     def combined(self, alpha: float) -> tuple[float, str]:
-        """The Bonferroni-combined p-value, and what rejects at `alpha` ("hotter" or "colder"
-        where the direction does, else "shape" where the shape does, else "")."""
+        """The Bonferroni-combined p-value, and what rejects at `alpha`: "hotter" or "colder"
+        where that part does (the stronger where both do), else "shape" where the shape does,
+        else ""."""
         if not self.tokens:
             return 1.0, ""
-        p_direction, p_shape, way = self.p_values()
-        by_direction, by_shape = p_direction / (1 - GOF_SHARE), p_shape / GOF_SHARE
-        label = way if by_direction <= alpha else "shape" if by_shape <= alpha else ""
-        return min(1.0, by_direction, by_shape), label
+        hot, cold, shape = self.p_values()
+        parts = {"hotter": hot / HOT_SHARE, "colder": cold / COLD_SHARE}
+        way = min(parts, key=lambda k: parts[k])
+        by_shape = shape / GOF_SHARE
+        label = way if parts[way] <= alpha else "shape" if by_shape <= alpha else ""
+        return min(1.0, parts[way], by_shape), label
 
     def power(self, alpha: float) -> ScoredPower:
-        """What the direction part can see, on these tokens and intervals: a change of
-        temperature by a factor f moves the summed score by log(f) times its variance (the
-        Fisher information), less what the intervals cost."""
-        if self.scores is None:
+        """What the direction can see, on these tokens and intervals: a change of temperature
+        by a factor f moves the summed score by log(f) times its variance (the Fisher
+        information), and the colder ratio by log(f) times its covariance with the score (each
+        position's, exact from the steps), less what the intervals cost."""
+        if self.scores is None or self.colder is None:
             why = "no top logprobs returned, so the test's power cannot be stated"
             return ScoredPower(None, self.tokens, alpha, why=why)
         low, high = self.direction()
-        return temperature_power(self.norm(), self.tokens, alpha, max(0.0, high - low))
+        spread = math.sqrt(sum(c.variance for c in self.colder))
+        moved = -sum(_covariance(s, c) for s, c in zip(self.scores, self.colder, strict=True))
+        least, most = self.ratio()
+        colder = (moved / spread, (most - least) / spread) if spread > 0 and moved > 0 else None
+        slack = max(0.0, high - low)
+        return temperature_power(self.norm(), self.tokens, alpha, slack, colder=colder)
 
     @property
     def exact_share(self) -> float | None:
@@ -304,7 +359,17 @@ def scored(
     out.lo, out.hi = np.array(lo), np.array(hi)
     if scores and all(score is not None for score in scores):
         out.scores = [score for score in scores if score is not None]
+        out.colder = [colder_ratio(score, COLDER) for score in out.scores]
     return out
+
+
+def _covariance(score: TemperatureScore, ratio: TemperatureScore) -> float:
+    """The two step functions' covariance at a uniform u (both have mean 0; same edges)."""
+    below, total = 0.0, 0.0
+    for edge, a, b in zip(score.edges, score.values, ratio.values, strict=True):
+        total += max(edge - below, 0.0) * a * b
+        below = edge
+    return total
 
 
 def _seed_of(record: Mapping[str, Any]) -> int:

@@ -430,3 +430,32 @@ def _kept(weights: list[float], sampling: Sampling, tail_weight: float) -> int:
                 kept.append(cut)
         keep = max(1, min(kept))
     return keep
+
+
+def colder_ratio(score: TemperatureScore, factor: float) -> TemperatureScore:
+    """The position's likelihood ratio of a sampler `factor` (< 1) times colder, less 1, as a step
+    function of u on the temperature score's steps (the same top k and tail, processed as
+    asked): q_f(token) / q(token) - 1, q_f the steps' probabilities raised to 1 / `factor` and
+    renormalised. Summed over positions it is the locally most powerful statistic against a
+    sampler that is `factor` colder on an unknown few of them (a mixture), where the score is
+    against a slightly colder one on all. It rewards the likeliest tokens and is bounded below
+    by -1: a tail draw (a hot sign) costs it little, so the tail's rare large steps that make
+    the score noisy on its cold side do not reach it. The tail's colder mass is taken at its
+    largest (every tail token as likely as the k-th), so its step's value is the k-th's and the
+    function falls with u. Under the null its mean is 0 and its variance exact, as the score's."""
+    if not 0.0 < factor < 1.0:
+        raise ValueError(f"colder factor {factor:g}: must lie in (0, 1)")
+    q, below = [], 0.0
+    for edge in score.edges:
+        q.append(max(edge - below, 0.0))
+        below = edge
+    kept = [i for i, p in enumerate(q) if p > 0.0]
+    exponent = 1.0 / factor
+    weights = [p**exponent for p in q]
+    last = len(q) - 1  # the tail's step
+    if q[last] > 0.0 and last > 0 and q[last - 1] > 0.0:
+        weights[last] = q[last] * q[last - 1] ** (exponent - 1.0)
+    total = sum(weights[i] for i in kept)
+    values = [weights[i] / (q[i] * total) - 1.0 if q[i] > 0.0 else -1.0 for i in range(len(q))]
+    variance = sum(q[i] * values[i] ** 2 for i in kept)
+    return TemperatureScore(score.edges, tuple(values), variance)

@@ -4,7 +4,8 @@ A score summed over many positions, each a step function of a value that is unif
 under the null (a randomized probability integral transform), is approximately normal; but a
 step that is rare and large (a token far in a distribution's tail) skews it, most at small
 sizes. Simulating the sum with fresh uniforms (seeded) gives its law as the steps make it, so
-a p-value keeps its level where the normal approximation would not.
+a p-value keeps its level where the normal approximation would not. Several sums on the same
+uniforms (`simulated_joint_sums`) give their joint law.
 
 numpy and the standard library only.
 """
@@ -25,10 +26,23 @@ def simulated_sums(
     """[draws] sums over the step functions of their value at an independent uniform each;
     step function i is `values[i][j]` on [edges[i][j-1], edges[i][j]) (edges ascending, the
     last 1)."""
-    total = np.zeros(draws)
-    for upper, value in zip(edges, values, strict=True):
+    return simulated_joint_sums(edges, [values], draws, rng)[:, 0]
+
+
+def simulated_joint_sums(
+    edges: Sequence[Sequence[float]],
+    values: Sequence[Sequence[Sequence[float]]],
+    draws: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """[draws, K]: K sums on the same step edges and the same uniforms, sum k's step function i
+    being `values[k][i]` (as `simulated_sums`, which is K = 1 with the same draws)."""
+    total = np.zeros((draws, len(values)))
+    for i, upper in enumerate(edges):
         at = np.searchsorted(np.asarray(upper), rng.random(draws), side="right")
-        total += np.asarray(value)[np.minimum(at, len(value) - 1)]
+        for k, by_position in enumerate(values):
+            value = np.asarray(by_position[i])
+            total[:, k] += value[np.minimum(at, len(value) - 1)]
     return total
 
 

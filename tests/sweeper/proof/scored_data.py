@@ -112,16 +112,22 @@ def records(
     point_id: str = "p1",
     seed: int = 0,
     order: Sequence[str] = ORDER,
+    faulty: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """`samples` per prompt, each position drawn independently from the distribution
     `drawn_as` changes (e.g. {"temperature": 1.12}: a hotter sampler), scored against the one
-    asked for; ScoreRecord rows as a scorer of `basis` writes them (`k`: its top logprobs)."""
+    asked for; ScoreRecord rows as a scorer of `basis` writes them (`k`: its top logprobs).
+    `faulty`: the only positions (of every prompt) `drawn_as` acts on (as a drafted position's
+    fault), else all."""
     asked = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p}
     drawn = {**asked, **(drawn_as or {})}
     rng = np.random.default_rng(seed)
     rows = []
     for prompt in range(logits.shape[0]):
-        table = [_position_table(z, order, asked, drawn, k) for z in logits[prompt]]
+        table = [
+            _position_table(z, order, asked, drawn if faulty is None or at in faulty else asked, k)
+            for at, z in enumerate(logits[prompt])
+        ]
         cdfs = np.stack([t["cdf"] for t in table])
         for index in range(samples):
             draws = rng.random(len(table))

@@ -1,7 +1,8 @@
 """The scored test (`proof/scored.py`) on synthetic samplers whose fault is known: a correct one
 passes with its power stated, a hotter or colder one is shifted (and says which way), one that
 ignores top-p draws impossible tokens (shown with their evidence); without a quiet AR control
-nothing is proven; near ties above the control's rate count as violations."""
+nothing is proven; near ties above the control's rate count as violations; a sampler colder on a
+few positions only, which the score misses, is caught by the colder ratio at its level."""
 
 from __future__ import annotations
 
@@ -9,12 +10,22 @@ import functools
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 
-from sweeper.proof.scored import SCORED_COLUMNS, control, expected_power, judge
+from sweeper.proof.scored import (
+    COLD_SHARE,
+    SCORED_COLUMNS,
+    SIMULATIONS,
+    control,
+    expected_power,
+    judge,
+    scored,
+)
 from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
 from sweeper.results.records import PointRecord, extra_config_columns
 from sweeper.spec import DeterminismSpec
+from sweeper.stats.steps import simulated_sums, tail_p_values
 from tests.sweeper.proof.scored_data import records, target
 
 POLICY = DeterminismSpec()
@@ -159,3 +170,38 @@ def test_the_scored_columns_are_declared_point_columns_never_grid_flags() -> Non
         status="ok", started_at="t0", finished_at="t1", **columns,
     )  # fmt: skip
     assert {c: getattr(point, c) for c in SCORED_COLUMNS} == columns
+
+
+#: Every third position drawn half as hot, the rest as asked (as drafted positions' fault).
+THIRDS = range(0, 24, 3)
+
+
+def _score_cold_p(rows: list[dict[str, Any]]) -> float:
+    """The summed temperature score's lower tail alone (the colder side before the ratio)."""
+    found = scored(rows, POLICY, ("test",))
+    assert found.scores is not None
+    _, high = found.direction()
+    sums = simulated_sums([s.edges for s in found.scores], [s.values for s in found.scores],
+                          SIMULATIONS, np.random.default_rng(found.seed))  # fmt: skip
+    return tail_p_values(high * found.norm(), high * found.norm(), sums)[1]
+
+
+def test_a_sampler_colder_on_a_few_positions_is_caught_where_the_score_misses_it() -> None:
+    """384 tokens, a third of them drawn 2x colder: the colder ratio sees it; the score's lower
+    tail, noisy with the tail's rare large steps, does not, even at the colder part's level."""
+    rows = records(LOGITS, 4, seed=119, drawn_as={"temperature": 0.35}, faulty=THIRDS)
+    found, columns = judge(rows, POLICY, control_point=control_point("exact", 8))
+    assert found.verdict == "shifted" and columns["scored_direction"] == "colder", found.detail
+    assert _score_cold_p(rows) > COLD_SHARE * POLICY.alpha
+
+
+def test_the_colder_part_keeps_its_level_on_a_correct_sampler() -> None:
+    """Its p-values on a correct sampler's tokens (40 points of 384 tokens) are not small more
+    often than uniform ones: at most 10 of 40 at or below 0.1 (4 expected; 11 or more has
+    probability 0.002 under the null)."""
+    small = 0
+    for seed in range(40):
+        found = scored(records(LOGITS, 4, seed=1000 + seed), POLICY, ("test",))
+        _, cold, _ = found.p_values()
+        small += cold <= 0.1
+    assert small <= 10

@@ -1,6 +1,7 @@
 """One token's PIT (`proof/scoring.py`): exact on the exact basis; on the top-k basis an interval
 that holds the exact value whatever the unreturned tail, proofs only where the full distribution
-agrees, and a token outside the top k uniform above their processed mass."""
+agrees, and a token outside the top k uniform above their processed mass. The colder ratio: mean 0
+under the null, falling with u."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.proof.scoring import Sampling, pit
+from sweeper.proof.scoring import Sampling, colder_ratio, pit, temperature_score
 from tests.sweeper.proof.scored_data import above_of, processed, ranked, softmax
 
 
@@ -148,3 +149,22 @@ def test_the_order_is_checked() -> None:
     with pytest.raises(ValueError, match="only sampled tokens"):
         pit(_position(z, 9, 4), "topk", Sampling(0.0), 0.0)
     assert math.isfinite(pit(_position(z, 9, 4), "topk", Sampling(0.7), 0.0).bounds(0.5)[0])
+
+
+@pytest.mark.parametrize("top_p", [None, 0.9])
+def test_the_colder_ratio_is_centred_and_falls_with_u(top_p: float | None) -> None:
+    """Its mean at a uniform u is 0 (the null keeps its level whatever the steps), it rewards
+    the likeliest tokens and falls with u (so an interval's least value is at its top), and a
+    draw from the tail costs it at most 1."""
+    z = np.random.default_rng(4).normal(size=64) * 2.5
+    sampling = Sampling(0.7, top_p=top_p)
+    score = temperature_score(_position(z, 0, 8), sampling)
+    assert score is not None
+    ratio = colder_ratio(score, 0.6)
+    widths = np.diff([0.0, *ratio.edges])
+    assert float(np.sum(widths * np.array(ratio.values))) == pytest.approx(0.0, abs=1e-12)
+    assert ratio.variance == pytest.approx(float(np.sum(widths * np.array(ratio.values) ** 2)))
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(ratio.values))
+    assert ratio.values[0] > 0 and min(ratio.values) >= -1.0
+    with pytest.raises(ValueError, match="must lie in"):
+        colder_ratio(score, 1.5)

@@ -1,6 +1,6 @@
 """A sum of step functions of uniforms, simulated: its law as the steps make it (mean, spread,
 the skew of a rare large step), and p-values that keep their level where a normal one would
-not."""
+not; several sums on shared uniforms."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from sweeper.stats.steps import simulated_sums, tail_p_values
+from sweeper.stats.steps import simulated_joint_sums, simulated_sums, tail_p_values
 
 #: A step function with a rare large step (a token far in a tail): -0.1 on [0, 0.98), 4.9 on
 #: [0.98, 1]: mean 0, variance 0.49, skewed to the right.
@@ -46,3 +46,12 @@ def test_simulated_p_values_keep_their_level_where_the_normal_does_not() -> None
         normal += 1 - NormalDist().cdf(observed / sd) <= 0.05
     assert simulated / trials <= 0.07  # about 5%
     assert normal / trials > simulated / trials  # the normal reading alarms more
+
+
+def test_joint_sums_share_their_uniforms_and_the_first_is_the_single_sum() -> None:
+    edges, values = [SKEWED[0]] * 20, [SKEWED[1]] * 20
+    mirrored = [(0.3, -14.7)] * 20  # -3 times the first: the same uniforms make it exactly so
+    joint = simulated_joint_sums(edges, [values, mirrored], 500, np.random.default_rng(5))
+    assert np.allclose(joint[:, 1], -3 * joint[:, 0])
+    single = simulated_sums(edges, values, 500, np.random.default_rng(5))
+    assert np.array_equal(joint[:, 0], single)
