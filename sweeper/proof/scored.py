@@ -92,7 +92,8 @@ COLDER = 0.6
 SHAPE = (2, 3, 4)
 #: Power targeted by the stated power.
 POWER = 0.8
-#: Draws of the direction statistic's null law (its smallest two-sided p-value is 2 / 1000).
+#: Draws of the hotter and colder statistics' null law at alpha 0.01 (their smallest p-value is
+#: 1 / 1000, half the hotter part's level); a smaller alpha draws more (`simulations`).
 SIMULATIONS = 999
 
 #: The point columns a scored verdict fills (`PointRecord`).
@@ -169,6 +170,12 @@ SIGNAL_PER_TOKEN = 0.47
 #: tokens; 0.93 at top-p 0.9), the smaller taken.
 RATIO_CORRELATION = 0.88
 _BASIS_PLANNED = "expected: smollm2-135m's signal per token at temperature 0.7, top-p 0.9"
+
+
+def simulations(alpha: float) -> int:
+    """Draws of the null laws at `alpha`: enough that the smallest p-value, 1 / (draws + 1), is
+    at most half the smaller directional part's level (999 at alpha 0.01)."""
+    return max(SIMULATIONS, math.ceil(2 / (alpha * min(HOT_SHARE, COLD_SHARE))) - 1)
 
 
 def temperature_power(
@@ -251,11 +258,12 @@ class Scored:
             return math.sqrt(self.tokens)
         return math.sqrt(sum(score.variance for score in self.scores))
 
-    def p_values(self) -> tuple[float, float, float]:
+    def p_values(self, alpha: float | None = None) -> tuple[float, float, float]:
         """The hotter, colder and shape parts' conservative p-values. Hotter: the temperature
         score's upper tail; colder: the colder ratio's (`colder_ratio`). Their laws are
-        simulated (`SIMULATIONS` fresh uniforms per token, seeded, shared by both): the score's
-        rare large tail steps skew it. Without a top k: the mean of u's two tails (normal)."""
+        simulated (`simulations(alpha)` fresh uniforms per token, seeded, shared by both; 999
+        without `alpha`): the score's rare large tail steps skew it. Without a top k: the mean
+        of u's two tails (normal)."""
         z_lo, z_hi = self.direction()
         shape = sum(least_square(component_bounds(j, self.lo, self.hi)) for j in SHAPE)
         p_shape = chi2_sf(shape, len(SHAPE))
@@ -264,7 +272,7 @@ class Scored:
         sums = simulated_joint_sums(
             [s.edges for s in self.scores],
             [[s.values for s in self.scores], [c.values for c in self.colder]],
-            SIMULATIONS,
+            SIMULATIONS if alpha is None else simulations(alpha),
             np.random.default_rng(self.seed),
         )
         hot, _ = tail_p_values(z_lo * self.norm(), z_hi * self.norm(), sums[:, 0])
@@ -287,7 +295,7 @@ class Scored:
         else ""."""
         if not self.tokens:
             return 1.0, ""
-        hot, cold, shape = self.p_values()
+        hot, cold, shape = self.p_values(alpha)
         parts = {"hotter": hot / HOT_SHARE, "colder": cold / COLD_SHARE}
         way = min(parts, key=lambda k: parts[k])
         by_shape = shape / GOF_SHARE

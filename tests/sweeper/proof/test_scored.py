@@ -15,12 +15,14 @@ import pytest
 
 from sweeper.proof.scored import (
     COLD_SHARE,
+    HOT_SHARE,
     SCORED_COLUMNS,
     SIMULATIONS,
     control,
     expected_power,
     judge,
     scored,
+    simulations,
 )
 from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
 from sweeper.results.records import PointRecord, extra_config_columns
@@ -205,3 +207,9 @@ def test_the_colder_part_keeps_its_level_on_a_correct_sampler() -> None:
         _, cold, _ = found.p_values()
         small += cold <= 0.1
     assert small <= 10
+
+
+@pytest.mark.parametrize("alpha", [0.2, 0.01, 0.001])
+def test_enough_simulations_that_each_part_can_reject_at_alpha(alpha: float) -> None:
+    smallest = 1 / (simulations(alpha) + 1)
+    assert smallest <= alpha * min(HOT_SHARE, COLD_SHARE) / 2
