@@ -163,10 +163,9 @@ class DDTreeRuntime(LaunchedServer):
             return "none", None, (), f"scoring: none (POST /score: {exc})"
         # A runtime older than `top_logprobs` ignores it: its tokens are scored exactly, but
         # without a position's best tokens the test's power cannot be stated.
-        k = min((len(p.get("top") or ()) for p in scored.positions), default=0)
-        if not k:
+        if scored.k is None:
             return "exact", None, scored.order, "scoring: exact (POST /score, no top logprobs)"
-        return "exact", k, scored.order, f"scoring: exact (POST /score), top {k}"
+        return "exact", scored.k, scored.order, f"scoring: exact (POST /score), top {scored.k}"
 
     def score(
         self,

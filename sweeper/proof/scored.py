@@ -373,11 +373,9 @@ def scored(
 
 def _covariance(score: TemperatureScore, ratio: TemperatureScore) -> float:
     """The two step functions' covariance at a uniform u (both have mean 0; same edges)."""
-    below, total = 0.0, 0.0
-    for edge, a, b in zip(score.edges, score.values, ratio.values, strict=True):
-        total += max(edge - below, 0.0) * a * b
-        below = edge
-    return total
+    return sum(
+        q * a * b for q, a, b in zip(score.widths(), score.values, ratio.values, strict=True)
+    )
 
 
 def _seed_of(record: Mapping[str, Any]) -> int:

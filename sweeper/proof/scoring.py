@@ -377,6 +377,14 @@ class TemperatureScore:
         """The value at u (a step's upper edge belongs to the next step)."""
         return self.values[min(bisect.bisect_right(self.edges, u), len(self.values) - 1)]
 
+    def widths(self) -> list[float]:
+        """Each step's probability under the null (its share of [0, 1])."""
+        out, below = [], 0.0
+        for edge in self.edges:
+            out.append(max(edge - below, 0.0))
+            below = edge
+        return out
+
 
 def temperature_score(position: Mapping[str, Any], sampling: Sampling) -> TemperatureScore | None:
     """The position's `TemperatureScore` (None without a returned top k)."""
@@ -445,10 +453,7 @@ def colder_ratio(score: TemperatureScore, factor: float) -> TemperatureScore:
     function falls with u. Under the null its mean is 0 and its variance exact, as the score's."""
     if not 0.0 < factor < 1.0:
         raise ValueError(f"colder factor {factor:g}: must lie in (0, 1)")
-    q, below = [], 0.0
-    for edge in score.edges:
-        q.append(max(edge - below, 0.0))
-        below = edge
+    q = score.widths()
     kept = [i for i, p in enumerate(q) if p > 0.0]
     exponent = 1.0 / factor
     weights = [p**exponent for p in q]
