@@ -154,8 +154,20 @@ def exact_positions(answer: Mapping[str, Any], continuation: Sequence[int]) -> S
     if [int(p.get("token", -1)) for p in positions] != list(continuation):
         raise ScoringError("/score answered other tokens than the output's")
     order = tuple(str(step) for step in answer.get("order") or ())
-    k = min((len(p.get("top") or ()) for p in positions), default=0)
+    tops = [p.get("top") or [] for p in positions]
+    if not all(isinstance(top, list) and all(_is_pair(t) for t in top) for top in tops):
+        raise ScoringError("/score answered a `top` that is not a list of [id, logprob] pairs")
+    k = min((len(top) for top in tops), default=0)
     return Scored("exact", order, k or None, [dict(p) for p in positions])
+
+
+def _is_pair(item: Any) -> bool:
+    return (
+        isinstance(item, list)
+        and len(item) == 2
+        and isinstance(item[0], int)
+        and isinstance(item[1], int | float)
+    )
 
 
 def score_fields(spec: RequestSpec) -> dict[str, Any]:

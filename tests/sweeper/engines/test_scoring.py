@@ -146,3 +146,17 @@ def test_a_runtime_is_asked_for_its_top_logprobs_and_one_that_ignores_them_state
     assert asked >= 20 and seen[0][0] == "/score"
     assert (basis, order) == ("exact", ("temperature", "top_k", "top_p"))
     assert (k, said.endswith(f"top {asked}")) == ((asked, True) if returns_top else (None, False))
+
+
+@pytest.mark.parametrize("top", [5, [[1]], [["a", -1.0]], {"1": -1.0}])
+def test_a_runtime_answering_a_malformed_top_scores_nothing(top: Any) -> None:
+    """A damaged `/score` answer is refused in one line, never counted as k top logprobs."""
+    engine = DDTreeRuntime(RuntimeSpec(model="tiny-random"), None)
+
+    def answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        position = {"token": 0, "logprob": -1.0, "rank": 1, "p": 0.5, "above": 0.0, "top": top}
+        return 200, {"order": ["temperature"], "positions": [position]}
+
+    with posting(answer) as (url, _), httpx.Client() as client:
+        basis, k, order, said = engine.negotiate_scoring(client, url, AR, SPEC, "m", None)
+    assert (basis, k, order) == ("none", None, ()) and "not a list of [id, logprob]" in said
