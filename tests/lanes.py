@@ -34,7 +34,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import pytest
@@ -88,13 +89,20 @@ def _heavy(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) for m in ("slow", "root")) or needs_root_fixture(item)
 
 
-# tryfirst: the slow and group marks must be on the items before `-m` deselects (the mark
-# plugin's own hook) and before xdist's own hook reads the groups.
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# A wrapper: its first half runs before every other plugin's hook, so the slow and group marks
+# are on the items before `-m` deselects (the mark plugin's hook) and before xdist's own hook
+# turns the groups into test-id suffixes on a worker; its second half runs after both.
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Iterator[None]:
     """`slow` from the fixtures (slow_fixture); groups: a fixture's (GROUP_FIXTURES), else the
     file of a heavy test, so that the scheduler, which sees only test ids, can start the heavy
-    units first."""
+    units first. Then, on an xdist worker under loadgroup, every grouped test's id must carry its
+    `@NAME` suffix, the only way xdist tells the scheduler about groups: pytest 9.2 ignores the
+    field xdist 3.8 writes it to (pytest-xdist#1386), and the groups were silently dropped (the
+    Slurm cluster's files free to land on both workers, each booting one; heavy units handed out
+    last), so that stops the run."""
     for item in items:
         if item.get_closest_marker("slow") is None and uses_slow_fixture(item):
             item.add_marker(pytest.mark.slow)
@@ -106,16 +114,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             group = item.nodeid.split("::", 1)[0]
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    yield
+    if not config.getoption("loadgroup", default=False):
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None and group_of(item.nodeid) is None:
+            said = (
+                f"--dist loadgroup left {item.nodeid} without its @group suffix "
+                f"(pytest {pytest.__version__}; pytest-xdist#1386): see pyproject.toml's pytest pin"
+            )
+            # A worker's own errors reach the terminal only as its crash: say why on its stderr.
+            print(f"error: {said}", file=sys.__stderr__, flush=True)
+            raise pytest.UsageError(said)
+
+
+def group_of(nodeid: str) -> str | None:
+    """The xdist group in a test's id (the `@NAME` suffix loadgroup adds), if any."""
+    _, sep, group = nodeid.rpartition("@")
+    return group if sep and "]" not in group else None  # an "@" in parametrize ids is no group
 
 
 def scope_of(nodeid: str) -> str:
-    """A test's work unit: its xdist group (the `@NAME` suffix xdist's loadgroup adds to a
-    grouped test's id) or else its file. A heavy test's group is its file: it stays in one unit
-    with its file's other tests."""
-    _, sep, group = nodeid.rpartition("@")
-    if sep and "]" not in group:  # an "@" inside parametrize ids is no group
-        return group
-    return nodeid.split("::", 1)[0]
+    """A test's work unit: its xdist group or else its file. A heavy test's group is its file:
+    it stays in one unit with its file's other tests."""
+    return group_of(nodeid) or nodeid.split("::", 1)[0]
 
 
 def unit_rank(scope: str, nodeids: Iterable[str]) -> tuple[int, int]:
@@ -123,7 +145,7 @@ def unit_rank(scope: str, nodeids: Iterable[str]) -> tuple[int, int]:
     files with heavy tests, then the rest; more tests first within each."""
     ids = list(nodeids)
     named = not scope.endswith(".py")
-    heavy = any(scope_of(i) == scope and "@" in i for i in ids)
+    heavy = any(group_of(i) == scope for i in ids)
     return (2 if named else 1 if heavy else 0, len(ids))
 
 
