@@ -2,9 +2,10 @@
 
     python tests/sweeper/measure/load_client.py BASE_URL '{"rate": 40, ...}'
 
-Prints "IMPORTED" once its imports are done and waits for a line on stdin (the test limits the
-CPU in between, so the limit bites on the measurement rather than on the imports), then runs
-the point and prints its self-check as one JSON line.
+Prints "IMPORTED" once its imports are done and a short warm-up point has run, and waits for a
+line on stdin (the test limits the CPU in between, so the limit bites on the measurement rather
+than on the imports or on starting the workers' forkserver, which a sweep pays once, at its first
+point), then runs the point and prints its self-check as one JSON line.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def main(base_url: str, raw: str) -> None:
     args = json.loads(raw)
     spec = RequestSpec(prompt_id="p", prompt="p", max_tokens=args["max_tokens"], temperature=0.0)
     profile = ArrivalProfile(rate=args["rate"], duration_s=args["duration_s"])
+    warmup = ArrivalProfile(rate=args["rate"], duration_s=0.2)
+    run_load(base_url, [spec_payload(spec)], OpenLoop(warmup, seed=0), processes=args["processes"])
     print("IMPORTED", flush=True)
     sys.stdin.readline()
     result = run_load(

@@ -98,6 +98,7 @@ def run_client(base: str, quota: float | None) -> dict:
     so it bites on the spawned workers and the measurement.
     """
     point = {"rate": 40, "duration_s": 2.0, "max_tokens": 200, "processes": 2, "seed": 3}
+    point["grace_s"] = 3.0  # a starved client's stragglers are cut, not waited for (30 s)
     with cpu_limited("sweeper-loadtest") as (procs, set_quota):
         proc = subprocess.Popen(
             [sys.executable, str(LOAD_CLIENT), base, json.dumps(point)],
