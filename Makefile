@@ -101,9 +101,11 @@ run: setup
 # then the quiet lane (timing-sensitive tests, `@pytest.mark.quiet`) with nothing beside it.
 # PYTEST_ARGS go to both lanes; a lane with no test selected (exit 5) is no failure unless both are.
 # Each lane's per-test times land in $(TIMES)/LANE.xml; `make durations` tabulates them.
-# OMP_NUM_THREADS=1 in the parallel lane: two workers already fill both cores, and torch's two
-# OpenMP threads per process would spin at every barrier against the other worker.
-TEST_WORKERS ?= 2
+# Three workers on two cores: many units spend much of their time waiting on servers, test hosts
+# or the Slurm cluster (its group is one long unit on one worker), and a third worker uses the core
+# they leave idle. OMP_NUM_THREADS=1 in the parallel lane: the workers already fill both cores,
+# and torch's two OpenMP threads per process would spin at every barrier against the others.
+TEST_WORKERS ?= 3
 TIMES := .pytest_cache/last-run
 PARALLEL_LANE := -n $(TEST_WORKERS) --dist loadgroup
 PARALLEL_ENV := OMP_NUM_THREADS=1
