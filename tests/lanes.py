@@ -1,7 +1,8 @@
 """How the suite shares the machine's cores (a pytest plugin; tests/conftest.py loads it).
 
-`make test` runs the suite in two lanes: the parallel lane on two pytest-xdist workers
-(`-n 2 --dist loadgroup -m "not quiet"`), then the quiet lane alone (`-m quiet`).
+`make test` runs the suite in two lanes: the parallel lane on three pytest-xdist workers
+(`-n 3 --dist loadgroup -m "not quiet"`: two cores, but many units mostly wait on servers, test
+hosts or the Slurm cluster), then the quiet lane alone (`-m quiet`).
 
 - A **work unit** is what one worker runs from start to end: by default a test file, so a
   module-scoped fixture (a server, a loaded model, a run directory built once) is paid once per
