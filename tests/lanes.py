@@ -101,8 +101,8 @@ def pytest_collection_modifyitems(
     file of a heavy test, so that the scheduler, which sees only test ids, can start the heavy
     units first. Then, on an xdist worker under loadgroup, every grouped test's id must carry its
     `@NAME` suffix, the only way xdist tells the scheduler about groups: pytest 9.2 ignores the
-    field xdist 3.8 writes it to (pytest-xdist#1386), and the groups were silently dropped (the
-    Slurm cluster's files free to land on both workers, each booting one; heavy units handed out
+    field xdist 3.8 writes it to (pytest-xdist#1386), and then every group is silently dropped
+    (the Slurm cluster's files may land on several workers, each booting one; heavy units go out
     last), so that stops the run."""
     for item in items:
         if item.get_closest_marker("slow") is None and uses_slow_fixture(item):
