@@ -11,8 +11,9 @@ TORCH ?= torch==2.13.0
 # other waits and finds it done. (SGLang runs its own torch build: .venv-sglang.)
 TORCH_DIR ?= .venv-torch
 TORCH_SITE = $(abspath $(TORCH_DIR))/site-packages
-# $(1): a venv made by `python -m venv`; writes the .pth line that puts the shared torch on its path.
-use_shared_torch = $(1)/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/zz-shared-torch.pth", "w").write(sys.argv[1] + "\n")' $(TORCH_SITE)
+# $(1): a venv made by `python -m venv`; puts the shared torch on its path (a .pth line), once
+# .ci/shared_torch.py has found torch $(TORCH) there (a damaged folder stops set-up in one line).
+use_shared_torch = $(1)/bin/python .ci/shared_torch.py $(TORCH_SITE) "$(TORCH)"
 
 SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
