@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.planted_pytest import run_pytest
 
 PLANTED = """
 import pytest
@@ -38,12 +37,7 @@ def _pytest(
     env = {k: v for k, v in os.environ.items() if k != "SWEEPER_CI"}
     if ci is not None:
         env["SWEEPER_CI"] = ci
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "tests.ci_rules", "-c", os.devnull,
-         "--rootdir", str(tmp_path), "-p", "no:cacheprovider", *args, str(tmp_path)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    return run_pytest(tmp_path, "-q", "-rs", "-p", "tests.ci_rules", *args, env=env)
 
 
 def test_skips_fail_under_sweeper_ci(tmp_path: Path) -> None:

@@ -4,15 +4,11 @@ does on planted tests."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.lanes import group_of, scope_of, unit_rank
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.planted_pytest import run_pytest
 
 GROUPED = """
 import pytest
@@ -33,16 +29,7 @@ def test_a_group_runs_on_one_worker_across_files(tmp_path: Path) -> None:
     (pytest 9.2 dropped it silently, pytest-xdist#1386: tests/lanes.py stops such a run)."""
     for name in ("test_one.py", "test_two.py"):
         (tmp_path / name).write_text(GROUPED)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "tests.lanes", "-c", os.devnull,
-         "--rootdir", str(tmp_path), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-         str(tmp_path)],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
-    )  # fmt: skip
+    out = run_pytest(tmp_path, "-v", "-p", "tests.lanes", "-n", "2", "--dist", "loadgroup")
     assert out.returncode == 0, out.stdout + out.stderr
     grouped = re.findall(r"\[(gw\d)\] .*PASSED \S+::test_grouped\[\d\](@\w+)?", out.stdout)
     assert len(grouped) == 6, out.stdout
