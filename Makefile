@@ -174,8 +174,12 @@ lint: setup
 bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# The shared torch folder goes under its lock, as `make torch` fills it: a set-up installing it
+# beside this one (.ci/setup-vllm.sh) finishes first, rather than lose it half-written. The lock file stays: removed, a set-up
+# waiting on it would hold a lock no newcomer sees.
 clean:
-	rm -rf $(VENV) $(TORCH_DIR) $(TORCH_DIR).lock $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
+	flock $(TORCH_DIR).lock rm -rf $(TORCH_DIR)
+	rm -rf $(VENV) $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
 # exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU

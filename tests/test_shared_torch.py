@@ -4,6 +4,8 @@ only when it holds the pinned torch; a damaged one stops set-up in one line nami
 
 from __future__ import annotations
 
+import fcntl
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +69,18 @@ def test_a_damaged_folder_stops_set_up_in_one_line(tmp_path: Path, version: str 
         f"error: {site}: {have} where {PIN} belongs; remove {site.parent} and run make again"
     ], done.stderr
     assert "Traceback" not in done.stderr and _pth(venv) == []
+
+
+def test_clean_removes_the_folder_only_under_its_lock(tmp_path: Path) -> None:
+    """`make clean` while another set-up holds the folder's lock (installing torch there) waits
+    for it, as `make torch` does, rather than pull the folder from under it."""
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    (tmp_path / ".venv-torch" / "site-packages").mkdir(parents=True)
+    with open(tmp_path / ".venv-torch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        clean = subprocess.Popen(["make", "-s", "clean"], cwd=tmp_path)
+        with pytest.raises(subprocess.TimeoutExpired):
+            clean.wait(timeout=0.5)
+        assert (tmp_path / ".venv-torch" / "site-packages").is_dir()
+    assert clean.wait(timeout=30) == 0
+    assert not (tmp_path / ".venv-torch").exists()
