@@ -12,8 +12,9 @@ TORCH ?= torch==2.13.0
 TORCH_DIR ?= .venv-torch
 TORCH_SITE = $(abspath $(TORCH_DIR))/site-packages
 # $(1): a venv made by `python -m venv`; puts the shared torch on its path (a .pth line), once
-# .ci/shared_torch.py has found torch $(TORCH) there (a damaged folder stops set-up in one line).
-use_shared_torch = $(1)/bin/python .ci/shared_torch.py $(TORCH_SITE) "$(TORCH)"
+# .ci/shared_torch.py has found torch $(TORCH) there (a damaged folder stops set-up in one line;
+# so does a TORCH that names no one version, before anything is installed).
+use_shared_torch = $(1)/bin/python .ci/shared_torch.py "$(TORCH)" $(TORCH_SITE)
 
 SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
@@ -56,6 +57,7 @@ $(TORCH_DIR)/.installed:
 
 .PHONY: torch shared-torch torch-locked
 torch-locked:
+	$(PYTHON) .ci/shared_torch.py "$(TORCH)"
 	[ -f $(TORCH_DIR)/.installed ] || { rm -rf $(TORCH_DIR) \
 		&& $(PYTHON) -m venv $(TORCH_DIR)/installer \
 		&& $(TORCH_DIR)/installer/bin/pip install -q --no-deps --target $(TORCH_SITE) "$(TORCH)" \
