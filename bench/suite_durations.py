@@ -1,9 +1,12 @@
-"""Where the test suite's time goes: the last `make test`'s per-test and per-file durations, sorted.
+"""Where the test suite's time goes: the last runs' per-test and per-file durations, sorted.
 
-`make test` writes one JUnit XML file per lane (.pytest_cache/last-run/*.xml: pytest's
-`--junitxml`, a test's time being its set-up, call and teardown together, so a module-scoped
-fixture counts in the first test that uses it). This prints, as Markdown tables, the slowest tests
-and every file's total, summed over the lanes; under xdist the sums are worker time, not wall time.
+`make test` and `make test-quick` each write one JUnit XML file per lane into a folder of their
+own (.pytest_cache/last-run/TARGET/LANE.xml: pytest's `--junitxml`, a test's time being its
+set-up, call and teardown together, so a module-scoped fixture counts in the first test that
+uses it). This prints, as Markdown tables under a heading per folder (a run), the slowest tests
+and every file's total, summed over the run's lanes; under xdist the sums are worker time, not
+wall time. No file yet (a fresh clone) is one line, exit 0. Standard library only: `make
+durations` runs it without the venv.
 
     python bench/suite_durations.py [--top 25] [--files 40] [DIR_OR_XML ...]
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
 from dataclasses import dataclass
@@ -69,11 +73,17 @@ def read_cases(path: Path) -> list[Case]:
     return cases
 
 
-def junit_files(paths: list[Path]) -> list[Path]:
-    """The XML files named, or found in the directories named."""
-    found: list[Path] = []
+def runs(paths: list[Path]) -> dict[Path, list[Path]]:
+    """The XML files named, each a run, and those found in the directories named and in their
+    folders, a run per folder; a path that does not exist holds none."""
+    found: dict[Path, list[Path]] = {}
     for path in paths:
-        found += sorted(path.glob("*.xml")) if path.is_dir() else [path]
+        if path.is_file():
+            found[path] = [path]
+        elif path.is_dir():
+            for folder in [path, *sorted(p for p in path.iterdir() if p.is_dir())]:
+                if files := sorted(folder.glob("*.xml")):
+                    found[folder] = files
     return found
 
 
@@ -119,12 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=25, help="slowest tests shown (default 25)")
     ap.add_argument("--files", type=int, default=40, help="files shown (default 40)")
     args = ap.parse_args(argv)
-    paths = junit_files(args.paths)
-    if not paths:
-        print(f"no test run recorded in {', '.join(map(str, args.paths))}: `make test` writes it")
+    found = runs(args.paths)
+    if not found:
+        where = ", ".join(map(str, args.paths))
+        print(f"no timings yet in {where}: `make test` and `make test-quick` write them")
         return 0
-    cases = [case for path in paths for case in read_cases(path)]
-    print(tables(cases, args.top, args.files))
+    for n, (run, files) in enumerate(found.items()):
+        written = time.strftime(
+            "%Y-%m-%d %H:%M", time.localtime(max(f.stat().st_mtime for f in files))
+        )
+        cases = [case for path in files for case in read_cases(path)]
+        print(
+            ("\n" if n else "")
+            + f"## {run} (written {written})\n\n"
+            + tables(cases, args.top, args.files)
+        )
     return 0
 
 

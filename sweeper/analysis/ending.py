@@ -6,10 +6,11 @@ sampled point drew that the target never draws), failed points, points left unpr
 nothing compared at all: an AR-only run), busy points and the speedups withheld for them, the AR
 baseline's drift, impossible speedups (above tau). Each kind is one line: its count, what it
 covers, and at most `EXAMPLES` examples, worst first, none of the lines wider than `WIDTH`
-(examples are shortened, or left to "N more", to fit); a point named under one kind is named by
-its label only under the next, so nothing is said twice. The full lists are the report's and
-`sweeper best`'s, so the last line here is the command that writes the report. Nothing is said
-of what is clean. The exit code's meaning comes after these, from the command
+(examples are shortened, or left to "N more", to fit; a run directory too long for its line
+goes on a line of its own, the one line that may be wider); a point named under one kind is
+named by its label only under the next, so nothing is said twice. The full lists are the
+report's and `sweeper best`'s, so the last line here is the command that writes the report.
+Nothing is said of what is clean. The exit code's meaning comes after these, from the command
 (`sweeper.exit_codes`).
 """
 
@@ -58,8 +59,7 @@ def closing_lines(
     rows = [dict(p) for p in points]
     lines = [status_line(rows, status, planned)]
     lines += [finding_line(f) for f in findings(rows)]
-    lines.append(report_line(run_dir))
-    return lines
+    return lines + report_lines(run_dir)
 
 
 def status_line(rows: list[dict[str, Any]], status: str, planned: int) -> str:
@@ -80,11 +80,18 @@ def verdict_counts(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
     return [(v, verdicts[v]) for v in [*known, *sorted(set(verdicts) - set(known))]]
 
 
-def report_line(run_dir: str) -> str:
-    """The command that writes the report, and where else the full lists are."""
+def report_lines(run_dir: str) -> list[str]:
+    """The command that writes the report, and where else the full lists are: one line, or, when
+    that is wider than `WIDTH`, the run directory on a line of its own (the one line here that
+    may be wider: it holds the path whole), continuing the command as a shell reads it."""
     quoted = shlex.quote(run_dir)
     line = f"report: sweeper report {quoted}  (every finding; sweeper best ranks the configs)"
-    return line if len(line) <= WIDTH else f"report: sweeper report {quoted}"
+    if len(line) <= WIDTH:
+        return [line]
+    return [
+        "report (every finding; sweeper best ranks the configs): sweeper report \\",
+        f"  {quoted}",
+    ]
 
 
 def findings(rows: list[dict[str, Any]]) -> list[Finding]:

@@ -8,7 +8,8 @@ report can show how fast the wrong answer was. A config none of whose outputs at
 compared with anything is `unproven` (never feasible: no verdict without a proof), also with its
 value. Rows are read as `calibration.calibrated_points` gives them (near-ties above the AR-vs-AR
 control are violations). A config whose numbers describe the client (`client_bound`) or that
-failed has no value.
+failed has no value; one with no speedup because no AR baseline was measured to divide by is
+`unproven` too (unmeasured, not failed).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ State = Literal["ok", "infeasible", "unproven", "failed"]
 #: Ratios of two measurements: not trusted when either was taken on a busy host, nor when the
 #: throughput one reads above the point's tau (`withheld_speedup`).
 SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
+#: Why a point has no speedup, though it ran: nothing to divide by (its config is unproven).
+NO_BASELINE = "no AR baseline measured to compare with"
 #: Two-sided 95% Student t quantiles by degrees of freedom (1..30).
 _T95 = (
     (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -137,13 +140,16 @@ def score(
     if not selected:
         return Score("failed", "not measured at " + ", ".join(wanted))
     by_restart: dict[int, list[float]] = {}
-    problem = ""
+    problem = unmeasured = ""
     for row in selected:
         value: Any = row.get(objective.column)
         if row.get("status") != "ok":
             problem = problem or f"failed: {row.get('reason') or 'no reason recorded'}"
         elif row.get("client_bound") is True:
             problem = problem or "client-bound: its numbers describe the load client"
+        elif is_missing(value) and objective.column in SPEEDUPS:
+            # Nothing to divide by (`baseline: false`, or its AR point failed): no failure.
+            unmeasured = f"no {objective.column} measured: {NO_BASELINE}"
         elif is_missing(value):
             problem = problem or f"no {objective.column}"
         else:
@@ -151,19 +157,25 @@ def score(
             index = 0 if restart is None or is_missing(restart) else int(restart)
             by_restart.setdefault(index, []).append(float(value))
     samples = tuple(statistics.fmean(v) for _, v in sorted(by_restart.items()))
-    interval = Interval.of(samples) if samples and not problem else None
+    interval = Interval.of(samples) if samples and not problem and not unmeasured else None
     regimes = separate_regimes(samples)
     busy = any(r.get("host_busy") is True for r in selected)
     # An impossible one first: its reason names the busy baseline too, where that is the cause.
     withheld = [w for r in selected if (w := withheld_speedup(r))]
     withheld.sort(key=lambda w: not w.startswith("an impossible"))
-    if not problem and objective.column in SPEEDUPS and withheld:
+    if not problem and not unmeasured and objective.column in SPEEDUPS and withheld:
         problem = f"withheld: {withheld[0]}"
     # `drift.mark_drift`. With 2+ restarts each divides by its own round's baseline, so the
     # baseline's movement is inside the interval (and `best` names no winner inside it); one
     # ratio against a baseline that moved has no such guard.
     drifted = any(r.get("baseline_drifted") is True for r in selected)
-    if not problem and objective.column in SPEEDUPS and drifted and len(samples) < 2:
+    if (
+        not problem
+        and not unmeasured
+        and objective.column in SPEEDUPS
+        and drifted
+        and len(samples) < 2
+    ):
         problem = "withheld: a speedup against an AR baseline that drifted (`baseline_drift`)"
     if bad:
         reason = "determinism " + ", ".join(bad)
@@ -183,6 +195,8 @@ def score(
         if missed:
             reason = "misses the SLO at " + ", ".join(sorted(set(missed)))
             return Score("infeasible", reason, interval, samples, regimes, busy)
+    if unmeasured:
+        return Score("unproven", unmeasured, None, samples, busy=busy)
     return Score("ok", "", interval, samples, regimes, busy)
 
 

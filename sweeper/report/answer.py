@@ -22,7 +22,12 @@ from typing import Any
 
 from sweeper.analysis.best import Entry, Ranking, group_configs, marked, rank
 from sweeper.analysis.ending import finding_line, findings
-from sweeper.analysis.objective import Interval, request_config_id, withheld_kind
+from sweeper.analysis.objective import (
+    NO_BASELINE,
+    Interval,
+    request_config_id,
+    withheld_kind,
+)
 from sweeper.config.labels import load_label
 from sweeper.proof.verdicts import worst
 from sweeper.results.rows import is_missing
@@ -170,7 +175,9 @@ def _numbers(base: Answer, label: str, rows: list[Mapping[str, Any]]) -> Answer:
 
 
 def _brief_why(reason: str) -> str:
-    """A withheld speedup's reason (`objective.score`'s) in a few words."""
+    """A withheld or missing speedup's reason (`objective.score`'s) in a few words."""
+    if reason.endswith(NO_BASELINE):
+        return "no AR baseline"
     kind = withheld_kind(reason)
     if kind == "impossible":
         return "impossible (above tau)"

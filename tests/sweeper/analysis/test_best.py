@@ -9,6 +9,7 @@ import pytest
 
 from sweeper.analysis.best import best_of, rank
 from sweeper.analysis.objective import Interval, score, separate_regimes
+from sweeper.config import ServerConfig
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
 
@@ -100,3 +101,18 @@ def test_separate_regimes() -> None:
     one = Interval.of([3.0])
     assert (one.low, one.high, one.cv) == (None, None, None)
     assert not one.overlaps(Interval.of([3.0, 3.1]))
+
+
+def test_winners_that_differ_only_in_an_extra_flag_are_told_apart() -> None:
+    """A grid over `dtype`: its two configs rank under labels naming their values (the record
+    columns each config writes, as a run's points hold them)."""
+    tree = {"budget": 8, "topk": 2, "block_size": 4}
+    rows = [
+        {**_row(8, tok_s), **ServerConfig.of({"cuda_graph": False, "dtype": d}, tree).columns("x")}
+        for d, tok_s in (("bfloat16", 30.0), ("float32", 20.0))
+    ]
+    (level,) = rank(rows, ObjectiveSpec())
+    assert [e.label for e in level.ranked] == [
+        "b8 k2 bs4 dtype=bfloat16",
+        "b8 k2 bs4 dtype=float32",
+    ]

@@ -117,3 +117,18 @@ def test_a_sampled_violation_shows_its_first_impossible_token() -> None:
     assert lines[1].startswith("violations: 2 point(s) (impossible-token 1, shifted 1): ")
     assert lines[2] == f"impossible tokens: 1 point(s): b4 k2 bs4 T=0.7 c=1 ({evidence})"
     assert all(len(line) <= WIDTH for line in lines)
+
+
+def test_a_long_run_directory_goes_on_its_own_line() -> None:
+    """A long `--results` path: every line fits but the path's own, which holds it whole (quoted
+    as a shell reads it) under the command it completes."""
+    long_dir = (
+        "/srv/" + "a-very-long-results-folder/" * 5 + "local-paper/20261204T170942230Z-32b2d1"
+    )
+    rows = [_point(None), _point(4, determinism="unproven", unproven_reason="no seed")]
+    lines = closing_lines(rows, status="complete", planned=2, run_dir=long_dir)
+    assert [line for line in lines if len(line) > WIDTH] == ["  " + long_dir]
+    assert lines[-2:] == [
+        "report (every finding; sweeper best ranks the configs): sweeper report \\",
+        "  " + long_dir,
+    ]

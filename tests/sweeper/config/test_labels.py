@@ -28,7 +28,7 @@ def test_ids_and_people_read_the_same_parts() -> None:
         ServerConfig.of({}, {"budget": 4}): ("b4", "b4"),  # vLLM n-gram: no topk, no block
         ServerConfig.of({"attn": "sdpa"}, {"budget": 4, "topk": 2, "block_size": 4}): (
             "b4-k2-bs4-attnsdpa-",
-            "b4 k2 bs4",
+            "b4 k2 bs4 attn=sdpa",
         ),
     }
     for config, (label, spoken) in cases.items():
@@ -37,11 +37,29 @@ def test_ids_and_people_read_the_same_parts() -> None:
         (row,) = pd.DataFrame([config.columns("ddtree_runtime")]).to_dict("records")
         assert row["server_label"] == config.label
         assert point_label(row) == spoken
-        assert spoken_label(label_parts(config.mode, config.params)) == spoken
+        assert spoken_label(label_parts(config.mode, config.params, config.extra_params)) == spoken
 
 
-def test_restarts_and_extra_flags_are_in_the_id_only() -> None:
+def test_restarts_are_in_the_id_only() -> None:
     config = ServerConfig.of({"attn": "sdpa"}, {"budget": 4, "topk": 2, "block_size": 4})
     again = config.again(2)
     assert again.label.endswith("-rs2") and again.id != config.id
-    assert point_label(again.columns("x")) == point_label(config.columns("x")) == "b4 k2 bs4"
+    assert (
+        point_label(again.columns("x")) == point_label(config.columns("x")) == "b4 k2 bs4 attn=sdpa"
+    )
+
+
+def test_configs_that_differ_only_in_an_extra_flag_read_apart() -> None:
+    """A grid over `dtype` (or any server flag beyond the named keys): each config's label names
+    its value, read back from its record columns as a DataFrame gives them."""
+    tree = {"budget": 16, "topk": 4, "block_size": 8}
+    configs = [
+        ServerConfig.of({"cuda_graph": True, "dtype": d}, tree) for d in ("bfloat16", "float32")
+    ]
+    rows = pd.DataFrame([c.columns("ddtree_runtime") for c in configs]).to_dict("records")
+    assert [point_label(r) for r in rows] == [
+        "b16 k4 bs8 cg dtype=bfloat16",
+        "b16 k4 bs8 cg dtype=float32",
+    ]
+    # the id keeps its spelling: the flag, then a hash of the exact values
+    assert configs[0].label.startswith("b16-k4-bs8-cg1-dtypebfloat16-")

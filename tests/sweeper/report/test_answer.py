@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 
 from sweeper.analysis.best import rank
+from sweeper.report.answer import answers
 from sweeper.report.assemble import build_view
 from sweeper.report.render import render_html
 from sweeper.results.reader import read_run
 from sweeper.spec.search import ObjectiveSpec
+from tests.sweeper.analysis.test_best import _row
 from tests.sweeper.report.test_report import HOSTILE
 from tests.sweeper.results_factory import RunShape, make_run
 
@@ -70,3 +72,23 @@ def test_the_page_opens_with_the_answer_and_what_stops_the_rest(planted: Path) -
     # provenance and the resolved spec last, collapsed
     tail = html[html.index('<h2 id="provenance">') :]
     assert tail.index("<details>") < tail.index("run_id") < tail.index("Resolved spec")
+
+
+def test_a_sweep_without_a_baseline_reads_unproven_never_failed() -> None:
+    """`baseline: false`: no AR point, so no speedup. Its configs are unproven (nothing to compare
+    their output with) and unmeasured (nothing to divide by), never "failed"; proven by an
+    earlier run's AR (`runtime.baseline_run`), its fastest is named, the speedup withheld."""
+    unproven = _row(
+        8, 30.0, determinism="unproven", unproven_reason="no baseline output to compare"
+    )
+    (alone,) = answers([{**unproven, "host": "local", "speedup": None}])
+    assert alone.note == (
+        "no config proven right here: 1 unproven (unproven at t0-c1: no baseline output to compare)"
+    )
+    (ranking,) = rank([{**unproven, "speedup": None}], SPEEDUP)
+    assert [(e.score.state, e.score.reason) for e in ranking.excluded] == [
+        ("unproven", "unproven at t0-c1: no baseline output to compare")
+    ]
+    (proven,) = answers([{**_row(8, 30.0), "host": "local", "speedup": None}])
+    assert proven.config == "b8 k2 bs4" and proven.withheld == "no AR baseline"
+    assert proven.withheld_why == "no speedup measured: no AR baseline measured to compare with"

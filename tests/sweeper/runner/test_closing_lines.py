@@ -36,7 +36,7 @@ def test_a_run_beside_a_cpu_hog_names_its_busy_points(tmp_path: Path, port: int)
     spec = write_spec(tmp_path, port, fake_env=env, name="hogged", topk=(4,), max_tokens=12)
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(2)]
     try:
-        code, lines, _ = _run(spec, tmp_path / "results")
+        code, lines, run_dir = _run(spec, tmp_path / "results")
     finally:
         for hog in hogs:
             hog.kill()
@@ -45,9 +45,11 @@ def test_a_run_beside_a_cpu_hog_names_its_busy_points(tmp_path: Path, port: int)
     assert code == 0, "\n".join(lines[-20:])
     assert tail[0].startswith("busy host: 2 point(s) measured beside other load"), tail
     assert "1 speedup(s) withheld" in tail[0] and "other processes used" in tail[0]
-    assert tail[-2].startswith("report: sweeper report ")
+    # the report's command, its run directory on a line of its own where the line is too long
+    report = tail[tail.index(next(ln for ln in tail if ln.startswith("report"))) : -1]
+    assert "sweeper report" in report[0] and str(run_dir) in report[-1] and len(report) <= 2
     assert tail[-1] == "exit 0: all well: every point ok, no violation, something proven"
-    assert all(len(line) <= 160 for line in tail), tail
+    assert all(len(line) <= 160 for line in tail if line != f"  {run_dir}"), tail
 
 
 def test_a_slowed_baseline_gives_a_flagged_speedup_above_tau(tmp_path: Path, port: int) -> None:
