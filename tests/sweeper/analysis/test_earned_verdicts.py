@@ -49,8 +49,12 @@ def _run(root: Path, run_id: str, damage: str = "") -> tuple[Path, str]:
     views.to_csv(run / "points.csv", index=False)
     settled = {"settled_null": None, "settled_bogus": "bogus"}
     if damage in settled:
-        line = {"point_id": point, "attempt": ATTEMPT, "settled_at": "2026-11-29T02:05:00Z"}
-        line["determinism"] = settled[damage]
+        line = {
+            "point_id": point,
+            "attempt": ATTEMPT,
+            "settled_at": "2026-11-29T02:05:00Z",
+            "determinism": settled[damage],
+        }
         (run / "settled.jsonl").write_text(json.dumps(line) + "\n")
     return run, point
 
