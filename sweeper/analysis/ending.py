@@ -74,9 +74,13 @@ def status_line(rows: list[dict[str, Any]], status: str, planned: int) -> str:
 
 
 def verdict_counts(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
-    """The ok points per determinism verdict, least to most severe (a name the verdict list
-    does not hold last): what a run's status line and its report's header count."""
-    verdicts = Counter(str(p.get("determinism")) for p in rows if p.get("status") == "ok")
+    """The ok points per determinism verdict, least to most severe (a recorded value that is
+    no verdict counted as `damaged`, last): what a run's status line and its report's header
+    count."""
+    verdicts = Counter(
+        str(v) if standing(v) != "damaged" else "damaged"
+        for v in (p.get("determinism") for p in rows if p.get("status") == "ok")
+    )
     known = [v for v in SEVERITY if verdicts[v]]
     return [(v, verdicts[v]) for v in [*known, *sorted(set(verdicts) - set(known))]]
 

@@ -15,6 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from sweeper.analysis.compare import compare_loaded
+from sweeper.analysis.ending import verdict_counts
 from sweeper.commands import best
 from sweeper.proof.verdicts import proven, standing
 from sweeper.report.assemble import build_view
@@ -108,3 +109,5 @@ def test_only_a_clean_verdict_is_proven() -> None:
         "damaged",
         "damaged",
     ]
+    rows = [{"status": "ok", "determinism": v} for v in ("exact", None, "bogus")]
+    assert verdict_counts(rows) == [("exact", 1), ("damaged", 2)]  # a status line's counts
