@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from sweeper.analysis.compare import compare_loaded
 from sweeper.analysis.ending import verdict_counts
+from sweeper.bisect.judge import judge_verdict
 from sweeper.commands import best
 from sweeper.proof.verdicts import proven, standing
 from sweeper.report.assemble import build_view
@@ -27,6 +28,8 @@ app.command()(best.command)
 #: One AR point and one speculative config at one load: damage its verdict and nothing is left.
 SHAPE = dict(temperatures=(0.0,), budgets=(8,), topks=(1,), cuda_graphs=(False,))
 ATTEMPT = "a1"
+#: The speculative point as a bisect chooses it (`bisect.judge.base_id`).
+CHOSEN = "local-b8-k1-bs8-t0-c1"
 #: How each damage is named beside its point.
 DAMAGE = {
     "settled_null": "no determinism recorded",
@@ -40,6 +43,8 @@ def _run(root: Path, run_id: str, damage: str = "") -> tuple[Path, str]:
     its speculative point's verdict damaged the `damage` way; its directory and that point."""
     run = make_run(root, RunShape(run_id=run_id, **SHAPE))  # type: ignore[arg-type]
     frame = pd.read_parquet(run / "points.parquet").assign(attempt=ATTEMPT)
+    frame["server_label"] = ["ar" if m == "ar" else "b8-k1-bs8" for m in frame["mode"]]
+    frame["request_config_id"] = "t0-c1"
     lines = [{k: _plain(v) for k, v in r.items()} for r in frame.to_dict("records")]
     point = next(str(r["point_id"]) for r in lines if r["mode"] != "ar")
     if damage == "points_missing":
@@ -74,6 +79,7 @@ def test_a_sound_run_has_a_winner(tmp_path: Path) -> None:
     assert done.exit_code == 0 and "t0-c1: winner b8 k1 bs8" in done.output, done.output
     (answer,) = build_view(read_run(run)).answers
     assert answer.config == "b8 k1 bs8"
+    assert judge_verdict([run], [CHOSEN]).outcome == "good"
 
 
 @pytest.mark.parametrize("damage", ["settled_null", "settled_bogus", "points_missing"])
@@ -90,6 +96,10 @@ def test_a_damaged_verdict_is_never_proven(tmp_path: Path, damage: str) -> None:
     assert answer.config == "" and "damaged" in answer.note, answer
     assert [b.kind for b in view.blockers] == ["damaged verdicts"]
     assert view.blockers[0].line.endswith(f"b8 k1 bs8 T=0 c=1 ({point}: {DAMAGE[damage]})")
+    # A bisect step on it cannot call the commit good: no verdict, no judgement.
+    judged = judge_verdict([run], [CHOSEN])
+    assert judged.outcome == "skip"
+    assert judged.reason == f"not proven, so not judged: {point} {DAMAGE[damage]}"
     rows = compare_loaded(read_run(base), read_run(run), 0.05).rows
     (changed,) = [r for r in rows if r.flags]
     assert changed.is_regression and changed.label.startswith("b8 k1 bs8")
