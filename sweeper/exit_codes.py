@@ -109,16 +109,16 @@ def exit_line(code: int) -> str:
 
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
     """4 if any determinism violation, else 3 if any point failed, else 6 if no point was
-    proven (left unproven, or nothing compared: only AR references, `n/a`), else 0."""
+    proven (`proof.verdicts.proven`: left unproven, nothing compared: only AR references,
+    `n/a`, or a damaged verdict), else 0."""
     # Imported here: every command imports this module, and the verdicts load pandas.
-    from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS
+    from sweeper.proof.verdicts import proven, standing
 
     rows = list(points.values())
-    verdicts = {p.get("determinism") for p in rows}
-    if verdicts & VIOLATIONS:
+    if any(standing(p.get("determinism")) == "violation" for p in rows):
         return EXIT_VIOLATION
     if any(p.get("status") != "ok" for p in rows):
         return EXIT_FAILED
-    if not verdicts & CLEAN_VERDICTS:
+    if not any(proven(p.get("determinism")) for p in rows):
         return EXIT_UNPROVEN
     return EXIT_OK

@@ -12,8 +12,10 @@ on several restarts (`repeats.restarts`) is one row, its means over restarts; wh
 2+ restarts of it, their 95% intervals are the noise (`restart_noise`): a change whose intervals
 overlap is "within noise", neither a regression nor an improvement.
 A regression is a flagged slowdown (tok/s or tau down, TTFT up), a point that newly failed, or
-determinism newly broken (exact or near-tie before, diverged / garbled / nondeterministic now);
-a newly broken config gets run B's diagnosis from `sweeper.diagnosis.compare` (a layer above).
+determinism newly broken (no violation before, one now: diverged, garbled, ...), or a point
+no longer proven (a clean verdict before, none now: unproven, or a damaged record whose verdict is
+missing or no verdict's name, `proof.verdicts.standing`); a newly broken config gets run B's
+diagnosis from `sweeper.diagnosis.compare` (a layer above).
 A point whose throughput speedup is impossible in either run (above its tau: its AR baseline ran
 slower than its own steps allow, `sweeper.analysis.impossible`) is marked with the numbers and
 the likely cause (`untrusted`): its speedup is no result, whatever the deltas say.
@@ -40,7 +42,7 @@ from sweeper.analysis.objective import Interval
 from sweeper.analysis.restart_noise import collapse_restarts, relative_noise, spread_of
 from sweeper.config.labels import point_label_long
 from sweeper.proof.calibration import calibrated_frame
-from sweeper.proof.verdicts import CLEAN_VERDICTS, OK_VERDICTS, VIOLATIONS
+from sweeper.proof.verdicts import standing, verdict_damage
 from sweeper.results.reader import Run
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
@@ -175,7 +177,7 @@ def _values(row: pd.Series | None) -> dict[str, Any]:
         return {m: None for m in METRICS} | {"status": "absent", "determinism": "absent"}
     vals: dict[str, Any] = {m: _num(row.get(m)) for m in METRICS}
     vals["status"] = str(row.get("status", "ok"))
-    vals["determinism"] = str(row.get("determinism", "n/a"))
+    vals["determinism"] = row.get("determinism")  # as recorded: missing is damage, not n/a
     return vals
 
 
@@ -347,14 +349,18 @@ def _delta(
         out.is_regression = True
     elif a["status"] == "failed" and b["status"] == "ok":
         out.flags.append("fixed")
-    if a["determinism"] in OK_VERDICTS and b["determinism"] in VIOLATIONS:
+    was, now = standing(a["determinism"]), standing(b["determinism"])
+    if was != "violation" and now == "violation":
         out.flags.append(f"determinism broken ({b['determinism']})")
         out.is_regression = True
-    elif a["determinism"] in VIOLATIONS and b["determinism"] in OK_VERDICTS:
+    elif was == "violation" and now in ("proven", "unjudged"):
         out.flags.append("determinism fixed")
-    if a["determinism"] in CLEAN_VERDICTS and b["determinism"] == "unproven":
+    if was == "proven" and now in ("unjudged", "damaged") and b["status"] == "ok":
         # A nightly that can no longer prove a config right must say so, not pass quietly.
-        out.flags.append("no longer proven (unproven)")
+        why = (
+            f"damaged: {verdict_damage(b['determinism'])}" if now == "damaged" else b["determinism"]
+        )
+        out.flags.append(f"no longer proven ({why})")
         out.is_regression = True
     return out
 

@@ -2,7 +2,8 @@
 
 The person watching a sweep reads its last lines, not always its report. So they say what the
 report says, in its order of weight: the determinism violations (and the first token each
-sampled point drew that the target never draws), failed points, points left unproven (or
+sampled point drew that the target never draws), points whose recorded verdict is damaged
+(missing or no verdict's name: never proven), failed points, points left unproven (or
 nothing compared at all: an AR-only run), busy points and the speedups withheld for them, the AR
 baseline's drift, impossible speedups (above tau). Each kind is one line: its count, what it
 covers, and at most `EXAMPLES` examples, worst first, none of the lines wider than `WIDTH`
@@ -26,7 +27,7 @@ from sweeper.analysis.drift import DRIFT_LIMIT, baseline_drift, mark_drift
 from sweeper.analysis.impossible import impossible_speedups
 from sweeper.analysis.objective import SPEEDUPS
 from sweeper.config.labels import point_label_long
-from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
+from sweeper.proof.verdicts import SEVERITY, VIOLATIONS, standing, verdict_damage
 from sweeper.results.rows import is_missing
 
 #: The widest a closing line may be: the default terminal of a wide screen, never wrapped.
@@ -73,9 +74,13 @@ def status_line(rows: list[dict[str, Any]], status: str, planned: int) -> str:
 
 
 def verdict_counts(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, int]]:
-    """The ok points per determinism verdict, least to most severe (a name the verdict list
-    does not hold last): what a run's status line and its report's header count."""
-    verdicts = Counter(str(p.get("determinism")) for p in rows if p.get("status") == "ok")
+    """The ok points per determinism verdict, least to most severe (a recorded value that is
+    no verdict counted as `damaged`, last): what a run's status line and its report's header
+    count."""
+    verdicts = Counter(
+        str(v) if standing(v) != "damaged" else "damaged"
+        for v in (p.get("determinism") for p in rows if p.get("status") == "ok")
+    )
     known = [v for v in SEVERITY if verdicts[v]]
     return [(v, verdicts[v]) for v in [*known, *sorted(set(verdicts) - set(known))]]
 
@@ -99,6 +104,7 @@ def findings(rows: list[dict[str, Any]]) -> list[Finding]:
     found = [
         _violations(rows),
         _impossible_tokens(rows),
+        _damaged(rows),
         _failed(rows),
         _unproven(rows),
         _nothing_compared(rows),
@@ -207,6 +213,26 @@ def _impossible_tokens(rows: list[dict[str, Any]]) -> Finding | None:
         len(found),
         "point(s)",
         tuple((_label(p, hosts), str(p["scored_impossible"])) for p in found),
+    )
+
+
+def _damaged(rows: list[dict[str, Any]]) -> Finding | None:
+    """The ok points whose recorded verdict is no verdict (`standing`: damaged), each named
+    with its id and the value found: a damaged record, never proven."""
+    found = [
+        p for p in rows if p.get("status") == "ok" and standing(p.get("determinism")) == "damaged"
+    ]
+    if not found:
+        return None
+    hosts = _hosts(rows)
+    return Finding(
+        "damaged verdicts",
+        len(found),
+        "point(s) whose recorded verdict is damaged (never proven)",
+        tuple(
+            (_label(p, hosts), f"{p.get('point_id')}: {verdict_damage(p.get('determinism'))}")
+            for p in found
+        ),
     )
 
 

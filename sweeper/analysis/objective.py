@@ -4,8 +4,10 @@ Pure: point rows in, a `Score` out. The one definition the search (which config 
 `sweeper best` (which config won) share, so they can never disagree on what "best" means.
 Exactness is the hard constraint: a config with a determinism violation at any of its points is
 `infeasible`, whatever its speed, at every load (it is the same server); it keeps its value so a
-report can show how fast the wrong answer was. A config none of whose outputs at some point was
-compared with anything is `unproven` (never feasible: no verdict without a proof), also with its
+report can show how fast the wrong answer was. Only a clean verdict proves a point
+(`proof.verdicts.standing`): a config none of whose outputs at some point was compared with
+anything is `unproven`, and one whose recorded verdict at some point is missing or no verdict's
+name is `damaged` (the point and the value named); neither is ever feasible, both keep their
 value. Rows are read as `calibration.calibrated_points` gives them (near-ties above the AR-vs-AR
 control are violations). A config whose numbers describe the client (`client_bound`) or that
 failed has no value; one with no speedup because no AR baseline was measured to divide by is
@@ -21,11 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sweeper.config import RequestConfig
-from sweeper.proof.verdicts import UNJUDGED, VIOLATIONS
+from sweeper.proof.verdicts import standing, verdict_damage
 from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
-State = Literal["ok", "infeasible", "unproven", "failed"]
+State = Literal["ok", "infeasible", "unproven", "damaged", "failed"]
 #: Ratios of two measurements: not trusted when either was taken on a busy host, nor when the
 #: throughput one reads above the point's tau (`withheld_speedup`).
 SPEEDUPS = ("speedup", "e2e_speedup", "itl_speedup")
@@ -135,7 +137,9 @@ def score(
     `at` overrides the objective's request configs."""
     rows = list(rows)
     wanted = list(at if at is not None else objective.at)
-    bad = sorted({str(r["determinism"]) for r in rows if r.get("determinism") in VIOLATIONS})
+    bad = sorted(
+        {str(r["determinism"]) for r in rows if standing(r.get("determinism")) == "violation"}
+    )
     selected = [r for r in rows if not wanted or request_config_id(r) in wanted]
     if not selected:
         return Score("failed", "not measured at " + ", ".join(wanted))
@@ -183,7 +187,12 @@ def score(
     if problem:
         return Score("failed", problem, None, samples, busy=busy)
     # The config is unproven anywhere it is (one server); say where first at the asked loads.
-    unproven = [r for r in selected if _unproven(r)] + [r for r in rows if _unproven(r)]
+    damaged = [r for r in [*selected, *rows] if _needs_proof(r, "damaged")]
+    if damaged:
+        first = damaged[0]
+        reason = f"{first.get('point_id')}: {verdict_damage(first.get('determinism'))}"
+        return Score("damaged", reason, interval, samples, regimes, busy)
+    unproven = [r for r in [*selected, *rows] if _needs_proof(r, "unjudged")]
     if unproven:
         first = unproven[0]
         why = first.get("unproven_reason")
@@ -200,13 +209,13 @@ def score(
     return Score("ok", "", interval, samples, regimes, busy)
 
 
-def _unproven(row: Mapping[str, Any]) -> bool:
-    """A speculative point measured but never compared with anything (older runs called it
-    `n/a`): no proof it is right."""
+def _needs_proof(row: Mapping[str, Any], found: str) -> bool:
+    """A speculative point measured whose recorded verdict stands as `found` (`unjudged`:
+    never compared with anything, older runs called it `n/a`; `damaged`: no verdict at all)."""
     return (
         str(row.get("mode")) != "ar"
         and row.get("status") == "ok"
-        and row.get("determinism") in UNJUDGED
+        and standing(row.get("determinism")) == found
     )
 
 

@@ -6,7 +6,8 @@ A cold start moves a config's numbers more than the spread of one restart's requ
 distinct regimes after restarts). So where both runs hold 2+ restarts of a config, `compare`
 calls a change whose intervals overlap "within noise", never a regression or an improvement, as
 `best` names no winner inside them. A restart that failed fails the row; one that broke
-determinism breaks it (the same server).
+determinism breaks it (the same server); else one not proven (unjudged, a damaged record) leaves
+it not proven.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis.objective import Interval
-from sweeper.proof.verdicts import VIOLATIONS
+from sweeper.proof.verdicts import STANDINGS, standing
 
 #: point_id of the kept row (the first restart's) -> metric -> its interval over restarts.
 Spread = dict[str, dict[str, Interval]]
@@ -68,9 +69,11 @@ def _collapsed(
     if failed:
         row["status"] = failed[0]
     if "determinism" in group:
-        broken = [str(v) for v in group["determinism"] if v in VIOLATIONS]
-        if broken:
-            row["determinism"] = broken[0]
+        # The restart that needs the most attention speaks for the config (a violation, else a
+        # damaged record, else an unjudged one): a clean restart never hides the others.
+        rank = {name: i for i, name in enumerate(STANDINGS)}
+        values = list(group["determinism"])
+        row["determinism"] = max(values, key=lambda v: rank[standing(v)])
     return row, intervals
 
 

@@ -1,8 +1,10 @@
 """Is a commit good or bad? A step's run directories read back and judged on the chosen points.
 
-- `verdict`: bad when any chosen point broke determinism (`proof.verdicts.VIOLATIONS`, the
+- `verdict`: bad when any chosen point broke determinism (`proof.verdicts.standing`, the
   judgement behind `sweeper run`'s exit 4); the evidence is its first violating request (prompt,
-  verdict, first divergent token).
+  verdict, first divergent token). Good only when every chosen speculative point that ran is
+  proven (`proof.verdicts.proven`); one left unproven, or whose recorded verdict is damaged
+  (missing, no verdict's name), is a skip naming it: no verdict, no judgement.
 - `output_tok_s`: each chosen point's restarts, pooled over the commit's runs, against the good
   end's, pooled over its runs (`speed.compare`: the ratio of geometric means with both ends'
   noise in its interval, each end narrower than the threshold): bad when the ratio lies wholly
@@ -24,7 +26,7 @@ from sweeper.bisect.search import Outcome
 from sweeper.bisect.speed import End, LogInterval, SpeedVerdict, compare
 from sweeper.bisect.state import PointEvidence
 from sweeper.config import first_restart_label, is_missing, point_id
-from sweeper.proof.verdicts import VIOLATIONS, worst
+from sweeper.proof.verdicts import VIOLATIONS, standing, verdict_damage, worst
 from sweeper.results.reader import read_run
 
 
@@ -91,9 +93,14 @@ def judge_verdict(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
     if skipped is not None:
         return skipped
     evidence = []
+    unproven = []
     for point in points:
-        verdict = str(point.get("determinism") or "n/a")
-        detail = ""
+        recorded = point.get("determinism")
+        verdict = str(recorded) if standing(recorded) != "damaged" else "damaged"
+        detail = verdict_damage(recorded)
+        ran = point.get("status") == "ok" and str(point.get("mode")) != "ar"
+        if ran and standing(recorded) in ("unjudged", "damaged"):
+            unproven.append(f"{point['point_id']} {detail or verdict}")
         if verdict in VIOLATIONS:
             failing = next(
                 (
@@ -122,6 +129,8 @@ def judge_verdict(runs: Iterable[Path], chosen: Sequence[str]) -> Judgement:
     if broken:
         first = broken[0]
         return Judgement("bad", f"{first.point_id} {first.determinism}: {first.detail}", evidence)
+    if unproven:
+        return Judgement("skip", f"not proven, so not judged: {'; '.join(unproven)}", evidence)
     return Judgement(
         "good", f"no violation on {len(judged)} point(s) (worst {worst(judged)})", evidence
     )

@@ -1,7 +1,7 @@
 """What the diagnosis reasons over: judged requests, their factors, and conditions on factors.
 
 A *judged* request is one whose verdict says something: a violation (`VIOLATIONS`: diverged,
-nondeterministic, garbled) is *broken*; exact and near-tie (`CLEAN_VERDICTS`) are *clean* (a
+nondeterministic, garbled) is *broken*; a proven one (`proven`: exact, near-tie) is *clean* (a
 near-tie is numerics, not a bug), unless its config's near-tie rate exceeds the AR-vs-AR
 control's (`near_tie_excess`, `proof/calibration.py`): then it is broken too. An AR request at
 temperature 0 is the reference the others are judged against, so it counts as clean (its repeats
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import temperature_of
-from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS
+from sweeper.proof.verdicts import VIOLATIONS, proven
 from sweeper.results.rows import is_failed, is_missing, rows_of
 
 
@@ -102,7 +102,7 @@ def outcome(row: Mapping[str, Any]) -> str | None:
     verdict = None if is_missing(verdict) else str(verdict)
     if verdict in VIOLATIONS or (verdict == "near-tie" and row.get("near_tie_excess") is True):
         return "broken"  # near-ties past the AR-vs-AR control are a bug's (calibration.py)
-    if verdict in CLEAN_VERDICTS:
+    if proven(verdict):
         return "clean"
     reference = str(row.get("mode")) == "ar" and temperature_of(row) == 0
     return "clean" if reference and verdict == "n/a" and not is_failed(row) else None

@@ -79,8 +79,9 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
     head = f"{sampled_points} sampled speculative point(s) (temperature > 0)"
     if check == "repeats":
         return [
-            f"{head}: determinism.sampled: repeats: only their repeats are compared; whether "
-            "they sample from the target's distribution is not checked"
+            f"{head}: determinism.sampled: repeats: only their repeats are compared, which "
+            "proves determinism only (disagreeing repeats: nondeterministic); whether they "
+            "sample from the target's distribution is not checked, so they will be unproven"
         ]
     notes = []
     if not spec.baseline and not spec.runtime.baseline_run:

@@ -27,8 +27,9 @@ it advertises) decides:
 - `distribution` (rejection sampling: SGLang, vLLM): every request carries its point's
   two-sample test verdict (`sweeper.proof.distribution`, judged from the point's samples by
   the caller): `distribution-ok`, `shifted`, or `unproven` with why;
-- `repeats` (asked for by name): only the repeats are compared (identical: `exact`), which says
-  nothing about the distribution sampled from.
+- `repeats` (asked for by name): only the repeats are compared. They prove determinism only:
+  disagreeing repeats are `nondeterministic` (a violation), identical ones `unproven` with why,
+  never `exact`: a server sampling the wrong distribution repeats itself just as well.
 
 A point's status is its worst request verdict in `sweeper.proof.verdicts`' one order, except
 that a speculative point none of whose requests was compared with anything is `unproven`: no
@@ -218,8 +219,11 @@ def _judge_request(
             detail=f"repeats disagree at token {split_index}",
         )
     if not how.token_for_token:
-        detail = f"repeats identical (seed {how.seed}); not compared with the AR baseline"
-        return RequestVerdict(**base, verdict="exact", detail=detail)
+        detail = (
+            f"repeats identical at seed {how.seed} (deterministic); repeats prove determinism "
+            "only, not that the outputs are the target's: not compared with the AR baseline"
+        )
+        return RequestVerdict(**base, verdict="unproven", detail=detail)
     if reference is None or _ids(reference) is None:
         return RequestVerdict(**base, verdict="n/a", detail="no baseline output to compare")
     ids, ref_ids = _ids(row) or [], _ids(reference) or []

@@ -51,6 +51,9 @@ UNJUDGED: frozenset[str] = frozenset({"n/a", "unproven"})
 #: Verdicts with no violation found, proven or not.
 OK_VERDICTS: frozenset[str] = frozenset(SEVERITY) - VIOLATIONS
 assert set(SEVERITY) == CLEAN_VERDICTS | VIOLATIONS | UNJUDGED, "a verdict in no set"
+#: How a recorded verdict stands, least to most attention: `damaged` is a record, not a verdict.
+Standing = Literal["proven", "unjudged", "damaged", "violation"]
+STANDINGS: tuple[Standing, ...] = get_args(Standing)
 #: Verdicts whose outputs need no side-by-side view.
 QUIET_VERDICTS: tuple[Verdict, ...] = ("exact", "distribution-ok", "n/a", "unproven")
 #: Matrix cells that are no verdict: no record for the cell / the whole point failed.
@@ -71,6 +74,34 @@ COLOURS: dict[str, str] = {
     "garbled": "#6a1b9a",
     "failed": "#424242",
 }
+
+
+def standing(verdict: object) -> Standing:
+    """How a recorded verdict (a point's `determinism`, a request's `verdict`) stands: the one
+    definition of proven that every feasibility decision reads (best, the search, the report's
+    answer and front, compare, nightly, bisect, the exit code). `proven` only for a clean
+    verdict; a value that is missing (None, NaN, an absent column), not a string or no
+    verdict's name is `damaged`: a damaged record, never clean, never read as a verdict."""
+    if not isinstance(verdict, str) or verdict not in SEVERITY:
+        return "damaged"
+    if verdict in CLEAN_VERDICTS:
+        return "proven"
+    return "violation" if verdict in VIOLATIONS else "unjudged"
+
+
+def proven(verdict: object) -> bool:
+    """Whether a recorded verdict proves its point right (`standing`): a clean verdict only."""
+    return standing(verdict) == "proven"
+
+
+def verdict_damage(verdict: object) -> str:
+    """Why a recorded verdict is no verdict, in a few words ("" when it is one): what a reader
+    names beside the point it damages."""
+    if standing(verdict) != "damaged":
+        return ""
+    if pd.api.types.is_scalar(verdict) and pd.isna(verdict):
+        return "no determinism recorded"
+    return f"determinism {verdict!r} is no verdict"
 
 
 def worst(verdicts: Iterable[str]) -> Verdict:

@@ -3,9 +3,10 @@
 each load.
 
 Pure: a points table in, tables out. Restarts of one server config are averaged first (one
-point per config and load). Only feasible points can be on a front: a config with a determinism
-violation anywhere is infeasible at every load (`sweeper.analysis.objective`), as are failed and
-client-bound points. A speedup that is no result (busy, either side of the ratio, or impossible:
+point per config and load). Only feasible points can be on a front: a speculative config not
+proven right at every point (a violation, unproven, a damaged verdict: `proof.verdicts.proven`)
+is infeasible at every load (`sweeper.analysis.objective`), as are failed and client-bound
+points. A speedup that is no result (busy, either side of the ratio, or impossible:
 above the point's tau, `objective.withheld_speedup`) is never the best at its load.
 """
 
@@ -15,7 +16,7 @@ import pandas as pd
 
 from sweeper.analysis.objective import withheld_speedup
 from sweeper.config.labels import load_label, point_label
-from sweeper.proof.verdicts import VIOLATIONS
+from sweeper.proof.verdicts import proven
 
 #: Per-user speed: one request's tokens per second after its first (1 / its mean ITL).
 USER_TOK_S = "user_tok_s"
@@ -23,7 +24,7 @@ USER_TOK_S = "user_tok_s"
 
 def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     """One row per (server config, load), restarts averaged, with `label`, `load`,
-    `user_tok_s`, `feasible` (False for every load of a config with a violation) and
+    `user_tok_s`, `feasible` (False for every load of a config not proven right) and
     `speedup_withheld` (a restart's speedup there is no result: busy or impossible) and `best`
     (the answer's winner there: `build_view` marks the summary table's stars)."""
     if points.empty:
@@ -35,7 +36,9 @@ def feasible_points(points: pd.DataFrame) -> pd.DataFrame:
     frame["load"] = [load_label(r) for r in frame.to_dict("records")]
     itl = frame["request_itl_p50"] if "request_itl_p50" in frame else pd.Series(float("nan"))
     frame[USER_TOK_S] = 1.0 / itl.where(itl > 0)
-    wrong = frame.groupby("label")["determinism"].transform(lambda v: v.isin(VIOLATIONS).any())
+    checked = (frame["mode"] != "ar") & (frame["status"] == "ok")
+    unproven = checked & ~pd.Series([proven(v) for v in frame["determinism"]], index=frame.index)
+    wrong = unproven.groupby(frame["label"]).transform("any")
     bound = frame["client_bound"].fillna(False).astype(bool) if "client_bound" in frame else False
     frame["feasible"] = ~wrong & (frame["status"] == "ok") & ~bound
     frame["speedup_withheld"] = [bool(withheld_speedup(r)) for r in frame.to_dict("records")]

@@ -1,10 +1,10 @@
 """Pareto figures: per-user tok/s against total output tok/s (a line per config through its loads,
 the front drawn and its configs named), and speedup against load (the best feasible config at
-each load starred: the answer's winners, the summary table's stars). Infeasible configs (a
-determinism violation) are grey crosses: shown, so a fast wrong config is visible, never on a
-front. A speedup that is no result (busy, its host or its baseline's, or impossible: above the
-point's tau) is a hollow grey diamond off its config's line, never starred, and named in the
-caption."""
+each load starred: the answer's winners, the summary table's stars). Infeasible configs (not
+proven right: a violation, unproven, a damaged verdict) are grey crosses: shown, so a fast wrong
+config is visible, never on a front. A speedup that is no result (busy, its host or its
+baseline's, or impossible: above the point's tau) is a hollow grey diamond off its config's
+line, never starred, and named in the caption."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def _interactivity(frame: pd.DataFrame, temperature: float) -> list[Chart]:
     names = ", ".join(f"{r['label']} at {r['load']}" for _, r in on.iterrows())
     caption = (
         f"Front (red): {names or 'none'}. A line per config through its loads; AR dashed; "
-        "grey crosses: infeasible (a determinism violation), never on the front."
+        "grey crosses: infeasible (not proven right: a violation, unproven or a damaged "
+        "verdict), never on the front."
     )
     return [Chart(f"Pareto: per-user vs total tok/s, T={temperature:g}", to_data_uri(fig), caption)]
 

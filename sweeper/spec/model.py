@@ -43,9 +43,10 @@ class DeterminismSpec(StrictModel):
     #: outside the processed distribution is a proof, and their PITs must be uniform; the AR
     #: point's own samples, scored alike, are the false-alarm control), `distribution` (a
     #: two-sample test on `samples` seeded samples per prompt from it and from its AR baseline),
-    #: `repeats` (only its repeats agree: proves nothing about the distribution; must be asked
-    #: for by name). `auto`: coupled where the engine offers it (the catalog's expectation,
-    #: checked against what each server advertises), else scored where the engine scores
+    #: `repeats` (only its repeats are compared: proves determinism only, so its points are
+    #: `unproven` at best, `nondeterministic` when repeats disagree; must be asked for by
+    #: name). `auto`: coupled where the engine offers it (the catalog's expectation, checked
+    #: against what each server advertises), else scored where the engine scores
     #: (`sweeper.catalog.scoring`), else distribution.
     sampled: Literal["auto"] | SampledCheck = "auto"
     #: A coupled divergence where the baseline's sample margin (probability mass between its

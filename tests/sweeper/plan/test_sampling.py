@@ -238,7 +238,8 @@ def test_repeats_note_says_the_distribution_is_not_checked() -> None:
     plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {sampled: repeats}\n")
     (note,) = sampled_notes(plan)
     assert "determinism.sampled: repeats" in note
-    assert "not checked" in note
+    assert "proves determinism only" in note and "not checked" in note
+    assert note.endswith("so they will be unproven")
 
 
 def test_no_baseline_note_says_unproven() -> None:

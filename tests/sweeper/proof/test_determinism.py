@@ -178,7 +178,7 @@ def test_repeats_check_compares_only_the_repeats() -> None:
     sampled = [50, 51, 52]  # differs from the greedy baseline: that is fine when sampling
     same = [rec("poem", 0, sampled, "a"), rec("poem", 1, sampled, "a")]
     result = judge(same, temperature=0.7, seed=1234)
-    assert result.status == "exact"
+    assert result.status == "unproven"  # agreeing repeats prove determinism, nothing more
     assert result.requests[0].compared_with == ""
     differ = [rec("poem", 0, sampled, "abc"), rec("poem", 1, [50, 51, 9], "abd")]
     result = judge(differ, temperature=0.7, seed=1234)
@@ -206,13 +206,13 @@ def test_coupled_sampling_is_compared_with_ar_at_the_same_seed() -> None:
     assert result.status == "exact"
     assert result.requests[0].compared_with == "baseline"
     assert "seed 3" in result.requests[0].detail
-    # Repeats that agree with each other but not with AR: what the repeats check called exact.
+    # Repeats that agree with each other but not with AR: the repeats check cannot tell.
     wrong = [rec("poem", r, POEM_IDS[:4] + [99] * 6, POEM[:20] + "x") for r in (0, 1)]
     result = judge_point(wrong, base, temperature=0.7, seed=3, sampled_check="coupled")
     assert result.status == "diverged"
     assert result.requests[0].divergence_index == 4
     assert "sample margin 0.3" in result.requests[0].detail
-    assert judge_point(wrong, base, temperature=0.7, seed=3).status == "exact"  # repeats
+    assert judge_point(wrong, base, temperature=0.7, seed=3).status == "unproven"  # repeats
 
 
 def test_a_coupled_divergence_at_a_tiny_sample_margin_is_a_sampled_near_tie() -> None:
@@ -315,3 +315,25 @@ def test_a_repeat_equal_to_the_baseline_is_exact_while_the_point_stays_nondeterm
     assert result.status == "nondeterministic"
     assert [v.verdict for v in result.requests] == ["exact", "nondeterministic"]
     assert "repeat 1 disagrees at token 8" in result.requests[0].detail
+
+
+def test_repeats_prove_determinism_never_losslessness() -> None:
+    """The issue's wrong sampler (drafts sampled 1.6x hotter): repeated requests agree with each
+    other, not with AR (first tokens 218, 114, 72 against AR's 224, 115, 32). Repeats prove the
+    server deterministic at its seed, never that it samples the target's distribution: every
+    request and the point are `unproven`, with why; disagreeing repeats stay a violation."""
+    ar = {"a": [224, 9, 9], "b": [115, 9, 9], "c": [32, 9, 9]}
+    hot = {"a": [218, 7, 7], "b": [114, 7, 7], "c": [72, 7, 7]}
+    base = [rec(p, r, ids, "ar") for p, ids in ar.items() for r in (0, 1)]
+    agree = [rec(p, r, ids, "hot") for p, ids in hot.items() for r in (0, 1)]
+    result = judge_point(agree, base, temperature=0.7, seed=1234, sampled_check="repeats")
+    assert result.status == "unproven"
+    assert {v.verdict for v in result.requests} == {"unproven"}
+    assert {v.detail for v in result.requests} == {
+        "repeats identical at seed 1234 (deterministic); repeats prove determinism only, not "
+        "that the outputs are the target's: not compared with the AR baseline"
+    }
+    split = [*agree[:5], rec("c", 1, [72, 7, 8], "hot")]
+    result = judge_point(split, base, temperature=0.7, seed=1234, sampled_check="repeats")
+    assert result.status == "nondeterministic"
+    assert result.requests[-1].detail == "repeats disagree at token 2"

@@ -164,6 +164,8 @@ def test_points_table_report_matrix_and_compare_name_the_same_worst_verdict(
     named = {r.key: r.b["determinism"] for r in comparison.rows}
     by_label = {r.label: r for r in comparison.rows}
     assert sorted(named.values()) == sorted(table.values())
-    flagged = [r for r in by_label.values() if r.is_regression]
-    assert [r.b["determinism"] for r in flagged] == ["garbled"]
-    assert "determinism broken (garbled)" in flagged[0].flags
+    flagged = {r.b["determinism"]: r for r in by_label.values() if r.is_regression}
+    assert sorted(flagged) == ["garbled", "n/a"]
+    assert "determinism broken (garbled)" in flagged["garbled"].flags
+    # Exact before, half compared with nothing now: `best` no longer counts it, nor may compare.
+    assert flagged["n/a"].flags == ["no longer proven (n/a)"]
