@@ -157,6 +157,8 @@ class Runner:
         for row in self.store.scores(done):
             if row["host"] == host_plan.name:
                 known.add_score(row)
+        interrupted = self.store.interrupted_samples(done)
+        known.interrupted = {pid: rows for pid, rows in interrupted.items() if pid in known.points}
         settled = {pid for pid, row in done.items() if not row.get("scored_pending")}
 
         def run_step(
