@@ -53,7 +53,7 @@ def _wait_drawing(results: Path, at_least: int, timeout: float = 60) -> Path:
 def test_a_sweep_stopped_mid_drawing_resumes_drawing_only_the_missing_samples(
     tmp_path: Path, port: int
 ) -> None:
-    env = fake_runtime_env(tmp_path, {"FAKE_SAMPLING": "1", "FAKE_TOKEN_DELAY": "0.05"})
+    env = fake_runtime_env(tmp_path, {"FAKE_SAMPLING": "1", "FAKE_TOKEN_DELAY": "0.03"})
     determinism = {"sampled": "distribution", "samples": SAMPLES, "sample_concurrency": 2}
     spec = write_spec(
         tmp_path, port, fake_env=env, topk=(1,), temperature=(0.7,), prompts=PROMPTS,
