@@ -95,7 +95,9 @@ def draw_samples(
     kept = {sample_key(row): dict(row) for row in have if not row.get("error")}
     rc = point.request_config
 
-    def row_of(role: str, index: int, spec: RequestSpec, record: Mapping[str, Any]) -> dict:
+    def row_of(
+        role: str, index: int, spec: RequestSpec, record: Mapping[str, Any]
+    ) -> dict[str, Any]:
         return {
             # What identifies the point (`PointKey`: its configs' ids and label among it).
             **{k: key[k] for k in PointKey.model_fields if k in key},

@@ -243,17 +243,17 @@ class Runner:
                 recorded = [p for p in pending if p.point_id in known.done]
                 if recorded:  # their own server died before scoring them: this one does
                     self._settle(item.step, recorded, state, known, own=True)
-                    pending = [p for p in pending if p.point_id not in known.done]
-                for n, point in enumerate(pending):
+                measure = [p for p in pending if p.point_id not in known.done]
+                for n, point in enumerate(measure):
                     if self.stop_event.is_set():
                         return StepOutcome(state.identity, stopped=True)
                     exited = backend.service.state()
                     if exited.exited and exited.host_lost:
-                        return StepOutcome(state.identity, unmeasured=tuple(pending[n:]))
+                        return StepOutcome(state.identity, unmeasured=tuple(measure[n:]))
                     if exited.exited:
                         code = f"runtime exited (code {exited.exit_code}) during the sweep"
                         self._recorder.fail(
-                            backend, pending[n:], exited.reason or code, state.log_cursor
+                            backend, measure[n:], exited.reason or code, state.log_cursor
                         )
                         break
                     record = self._measurer.measure(backend, point, state, known)
