@@ -149,9 +149,9 @@ class ScoredProof:
             return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
         ar_points = known.ar_points(point)
         rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
-        failed = [r for r in records if r.error]
-        if failed and sampled_check(self.spec) == "scored":  # its server died, or refused
-            why = _not_yet(f"{len(failed)} of {len(records)} samples: {failed[0].error}")
+        failed = [r for r in rows if r.get("error")]  # of the samples it is judged on
+        if failed and sampled_check(self.spec) == "scored":  # their server died, or refused
+            why = _not_yet(f"{len(failed)} of {len(rows)} samples: {failed[0]['error']}")
             columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
             return PointScores([*records, *rescored], SampledVerdict("unproven", why), columns)
         verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
