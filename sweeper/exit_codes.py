@@ -46,7 +46,7 @@ EXIT_CODES: dict[int, ExitCode] = {
         "no points, ids that would collide, a grid past 20,000 combinations)",
     ),
     EXIT_FAILED: ExitCode(
-        "a point failed (recorded with its reason)",
+        "a point failed or awaits its scorer (recorded with why)",
         "a point failed (recorded with its reason; the sweep went on), or its samples could "
         "not be scored (its scorer died or did not start: the point is pending, `--resume` "
         "scores them); `bisect`: an end could not be judged (its points did not run: the line "
