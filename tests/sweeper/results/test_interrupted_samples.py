@@ -5,6 +5,7 @@ never an attempt that wrote request rows (stopped mid-commit), never a recorded 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
 from sweeper.results.store import RunStore
@@ -17,7 +18,7 @@ def _store(root: Path) -> RunStore:
     )
 
 
-def _key(point: str, attempt: str) -> dict[str, object]:
+def _key(point: str, attempt: str) -> dict[str, Any]:
     return {"run_id": "r", "host": "local", "point_id": point, "attempt": attempt}
 
 
