@@ -95,6 +95,7 @@ def test_a_sweep_stopped_mid_drawing_resumes_drawing_only_the_missing_samples(
     store = RunStore.open(run_dir)
     points = store.points()
     assert len(store.samples(points)) == AR_SAMPLES + SPEC_SAMPLES
+    assert points["local-ar-cg0-t0.7-c1"]["attempt"] == json.loads(kept[0])["attempt"]
     # Judged on all of them: N = 8 a side (too few to prove anything, which is not the point).
     spec_point = points["local-b8-k1-bs4-cg0-t0.7-c1"]
     assert spec_point["distribution_n"] == SAMPLES, spec_point
