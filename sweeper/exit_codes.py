@@ -46,9 +46,11 @@ EXIT_CODES: dict[int, ExitCode] = {
         "no points, ids that would collide, a grid past 20,000 combinations)",
     ),
     EXIT_FAILED: ExitCode(
-        "a point failed (recorded with its reason)",
-        "a point failed (recorded with its reason; the sweep went on); `bisect`: an end could "
-        "not be judged (its points did not run: the line gives the recorded reason)",
+        "a point failed or awaits its scorer (recorded with why)",
+        "a point failed (recorded with its reason; the sweep went on), or its samples could "
+        "not be scored (its scorer died or did not start: the point is pending, `--resume` "
+        "scores them); `bisect`: an end could not be judged (its points did not run: the line "
+        "gives the recorded reason)",
     ),
     EXIT_VIOLATION: ExitCode(
         "a determinism violation: a config's output is not the target's",
@@ -108,16 +110,17 @@ def exit_line(code: int) -> str:
 
 
 def exit_code_for(points: Mapping[str, Mapping[str, Any]]) -> int:
-    """4 if any determinism violation, else 3 if any point failed, else 6 if no point was
-    proven (`proof.verdicts.proven`: left unproven, nothing compared: only AR references,
-    `n/a`, or a damaged verdict), else 0."""
+    """4 if any determinism violation, else 3 if any point failed or awaits a scorer that
+    failed (`scored_pending`), else 6 if no point was proven (`proof.verdicts.proven`: left
+    unproven, nothing compared: only AR references, `n/a`, or a damaged verdict), else 0."""
     # Imported here: every command imports this module, and the verdicts load pandas.
     from sweeper.proof.verdicts import proven, standing
 
     rows = list(points.values())
     if any(standing(p.get("determinism")) == "violation" for p in rows):
         return EXIT_VIOLATION
-    if any(p.get("status") != "ok" for p in rows):
+    # A point whose samples its scorer could not score (it died) is left pending: a failure.
+    if any(p.get("status") != "ok" or p.get("scored_pending") for p in rows):
         return EXIT_FAILED
     if not any(proven(p.get("determinism")) for p in rows):
         return EXIT_UNPROVEN

@@ -7,11 +7,12 @@ the baseline's control set share none), the point's temperature, top-p and top-k
 `determinism.sample_length` output tokens, `determinism.sample_concurrency` in flight. A held output
 length is held by `ignore_eos` alone: an engine's `min_tokens` masks EOS (vLLM's does), which would
 move the distribution a scored sample is judged against. Samples are never timed: they are evidence
-of the distribution a server samples from, recorded in `samples.jsonl`, not measured load."""
+of the distribution a server samples from, recorded in `samples.jsonl`, not measured load: each
+as it arrives, so a run stopped mid-drawing resumes drawing only those it lacks."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -60,6 +61,11 @@ def sample_specs(
     return out
 
 
+def sample_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Which sample a row is of its point: its role, prompt, index and seed."""
+    return (str(row["role"]), str(row["prompt_id"]), int(row["index"]), int(row["seed"]))
+
+
 def draw_samples(
     base_url: str,
     point: Point,
@@ -71,9 +77,13 @@ def draw_samples(
     *,
     model: str | None = None,
     inputs: Mapping[str, Mapping[str, Any]] | None = None,
+    have: Sequence[Mapping[str, Any]] = (),
+    on_drawn: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """The sample rows (`SampleRecord` fields) of the point's `roles`; a failed sample is a
-    row with its error (the test leaves it out)."""
+    """The sample rows (`SampleRecord` fields) of the point's `roles`, in `sample_specs` order;
+    a failed sample is a row with its error (the test leaves it out). Samples in `have` (drawn
+    earlier by this attempt, kept on disk) are not drawn again; each new one that did not fail
+    goes to `on_drawn` as it arrives, so a run stopped mid-drawing keeps what it drew."""
     specs = sample_specs(
         point,
         workload,
@@ -82,35 +92,58 @@ def draw_samples(
         length_control=getattr(engine, "length_control", ()),
         inputs=inputs,
     )
-    if not specs:
-        return []
-    result = run_requests_sync(
-        base_url,
-        [spec for _, _, spec in specs],
-        engine=engine,
-        concurrency=policy.sample_concurrency,
-        model=model,
-    )
+    kept = {sample_key(row): dict(row) for row in have if not row.get("error")}
     rc = point.request_config
-    rows = []
-    for (role, index, spec), (_, record) in zip(specs, result.records, strict=True):
-        rows.append(
-            {
-                # What identifies the point (`PointKey`: its configs' ids and label among it).
-                **{k: key[k] for k in PointKey.model_fields if k in key},
-                "mode": key["mode"],
-                "temperature": rc.temperature,
-                "top_p": rc.top_p,
-                "top_k": rc.top_k,
-                "max_tokens": spec.max_tokens,
-                "role": role,
-                "prompt_id": spec.prompt_id,
-                "index": index,
-                "seed": spec.seed,
-                "token_ids": list(record.get("token_ids") or []),
-                "text": str(record.get("text") or ""),
-                "finish_reason": record.get("finish_reason"),
-                "error": record.get("error") or None,
-            }
+
+    def row_of(
+        role: str, index: int, spec: RequestSpec, record: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            # What identifies the point (`PointKey`: its configs' ids and label among it).
+            **{k: key[k] for k in PointKey.model_fields if k in key},
+            "mode": key["mode"],
+            "temperature": rc.temperature,
+            "top_p": rc.top_p,
+            "top_k": rc.top_k,
+            "max_tokens": spec.max_tokens,
+            "role": role,
+            "prompt_id": spec.prompt_id,
+            "index": index,
+            "seed": spec.seed,
+            "token_ids": list(record.get("token_ids") or []),
+            "text": str(record.get("text") or ""),
+            "finish_reason": record.get("finish_reason"),
+            "error": record.get("error") or None,
+        }
+
+    # Seeds are disjoint between roles and prompts: (prompt, seed) names one sample.
+    todo = {
+        (spec.prompt_id, spec.seed): (role, index, spec)
+        for role, index, spec in specs
+        if (role, spec.prompt_id, index, spec.seed) not in kept
+    }
+    drawn: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def arrived(spec: RequestSpec, record: dict[str, Any]) -> None:
+        role, index, asked = todo[(spec.prompt_id, spec.seed)]
+        row = row_of(role, index, asked, record)
+        drawn[sample_key(row)] = row
+        if on_drawn is not None and not row["error"]:
+            on_drawn(row)
+
+    if todo:
+        run_requests_sync(
+            base_url,
+            [spec for _, _, spec in todo.values()],
+            engine=engine,
+            concurrency=policy.sample_concurrency,
+            model=model,
+            on_record=arrived,
         )
-    return rows
+    out = []
+    for role, index, spec in specs:
+        sample = (role, spec.prompt_id, index, spec.seed)
+        row = kept.get(sample) or drawn.get(sample)
+        if row is not None:
+            out.append(row)
+    return out

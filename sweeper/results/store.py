@@ -6,8 +6,11 @@ drew any), `scores.jsonl` (samples scored by a server's prefill), `requests.json
 fsync'd, so a SIGKILL loses at most a torn last line (cut off on reopening). A point's sample,
 score and request rows are written before its point line; on load, they count only when their
 `(point_id, attempt)` matches a completed point line, so rows from an interrupted attempt are
-dropped and redone. Scores a later server adds to a recorded point, and the verdict they settle
-(`settled.jsonl`), come after its point line (`sweeper.results.scores`). `requests.parquet`,
+dropped and redone. Samples are written as they are drawn: a resumed attempt at a point takes
+the id of the stopped attempt whose samples it finds (`interrupted_samples`) and draws only the
+ones missing, so each sample is on disk once and counts with the point line. Scores a later
+server adds to a recorded point, and the verdict they settle (`settled.jsonl`), come after its
+point line (`sweeper.results.scores`). `requests.parquet`,
 `points.parquet` and `points.csv` are derived views rewritten with temp + rename after each
 point and at the end. Reading a run after the fact (report, compare, ls) goes through
 `reader.py`'s `Run`.
@@ -228,7 +231,7 @@ class RunStore:
         """Samples, scores and requests first, then the point line that makes them count (see
         the module docstring)."""
         if samples:
-            _append_lines(self.dir / SAMPLES_LOG, (s.model_dump() for s in samples))
+            self.append_samples(samples)
         if scores:
             self.append_scores(scores)
         _append_lines(self.dir / REQUESTS_LOG, (r.model_dump() for r in requests))
@@ -247,6 +250,10 @@ class RunStore:
         self.count_points(points)
         self.save_manifest()
         self.consolidate(points)
+
+    def append_samples(self, samples: list[SampleRecord]) -> None:
+        """Samples as they are drawn, before their point line (see the module docstring)."""
+        _append_lines(self.dir / SAMPLES_LOG, (s.model_dump() for s in samples))
 
     def append_scores(self, scores: list[ScoreRecord]) -> None:
         """Scores of samples already recorded (or about to be, with their point line)."""
@@ -292,6 +299,25 @@ class RunStore:
             for r in read_jsonl(self.dir / SAMPLES_LOG)
             if (r.get("point_id"), r.get("attempt")) in keep
         ]
+
+    def interrupted_samples(self, points: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """Per point not in `points` (unrecorded), the samples an attempt at it drew before it
+        was stopped: those of its attempt that drew the most, failed ones left out (drawn
+        again). A resumed attempt takes that attempt's id, so they count once its point line is
+        written, and draws only the rest. An attempt that wrote request rows was stopped
+        mid-commit: its rows would count beside the new measurement's, so it is not taken."""
+        committing = {
+            (r.get("point_id"), r.get("attempt"))
+            for r in read_jsonl(self.dir / REQUESTS_LOG)
+            if r.get("point_id") not in points
+        }
+        attempts: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for row in read_jsonl(self.dir / SAMPLES_LOG):
+            pid, attempt = row.get("point_id"), row.get("attempt")
+            if pid in points or (pid, attempt) in committing or row.get("error"):
+                continue
+            attempts.setdefault(str(pid), {}).setdefault(str(attempt), []).append(row)
+        return {pid: max(by.values(), key=len) for pid, by in attempts.items()}
 
     def scores(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Score rows of completed points' attempts, each output and scorer once."""

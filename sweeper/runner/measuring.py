@@ -81,9 +81,12 @@ class PointMeasurer:
         log_path = store.write_log(point.point_id, log_text)
         # Read as the measurement ends: judging below would count as another process's load.
         finished_at, host_load = utc_now(), probe.columns()
-        key = self.recorder.key(point)
+        # Samples a stopped attempt kept: this attempt takes its id and draws the rest.
+        have = known.interrupted.pop(point.point_id, [])
+        key = self.recorder.key(point, str(have[0]["attempt"]) if have else None)
         rows = request_rows(result, key)
-        drawn = self.sampled.draw(point, state.base_url, state.model, engine, key)
+        sample = self.recorder.sample
+        drawn = self.sampled.draw(point, state.base_url, state.model, engine, key, have, sample)
         if self.stop_event.is_set():
             return None
         known.samples[point.point_id] = drawn
@@ -128,7 +131,8 @@ class PointMeasurer:
             capabilities=engine.capabilities,
             host_load=host_load,
         )
-        samples = [SampleRecord(**row) for row in drawn]
+        # The others are on disk already, written as they were drawn.
+        samples = [SampleRecord(**row) for row in drawn if row.get("error")]
         self.recorder.commit(record, requests, samples, scored.records)
         if sc.mode == "ar":
             known.baseline_rows[point.point_id] = [r.model_dump() for r in requests]

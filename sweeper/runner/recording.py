@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from sweeper.measure.point import failed_point, point_columns
 from sweeper.plan import Point
@@ -34,9 +35,16 @@ class Recorder:
     #: record and the scheduler's words when it fails (`sweeper.runner.serving.placed`).
     serving: dict[str, tuple[Backend, Instance]] = field(default_factory=dict)
 
-    def key(self, point: Point) -> dict[str, object]:
-        """What identifies a new attempt at `point` in every row it writes."""
-        return point_columns(self.store.run_id, point, RunStore.new_attempt(), self.engine)
+    def key(self, point: Point, attempt: str | None = None) -> dict[str, object]:
+        """What identifies an attempt at `point` in every row it writes: a new one, or
+        `attempt` (one stopped mid-way, whose kept samples it completes)."""
+        attempt = attempt or RunStore.new_attempt()
+        return point_columns(self.store.run_id, point, attempt, self.engine)
+
+    def sample(self, row: dict[str, Any]) -> None:
+        """One sample, kept as soon as it is drawn (before its point line)."""
+        with self.lock:
+            self.store.append_samples([SampleRecord(**row)])
 
     def commit(
         self,

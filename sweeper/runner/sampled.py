@@ -11,6 +11,7 @@ an AR point's AR-vs-AR control and power.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,9 @@ class Known:
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scores: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     scorer_label: str | None = None
+    #: Samples kept on disk by an attempt at an unrecorded point that was stopped mid-way
+    #: (`RunStore.interrupted_samples`): the next attempt takes its id and draws the rest.
+    interrupted: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def samples_of(self, point_id: str | None) -> list[dict[str, Any]]:
         return list(self.samples.get(point_id or "", []))
@@ -113,8 +117,12 @@ class SampledProof:
         model: str | None,
         engine: Engine,
         key: dict[str, Any],
+        have: list[dict[str, Any]],
+        on_drawn: Callable[[dict[str, Any]], None],
     ) -> list[dict[str, Any]]:
-        """The point's seeded samples for its distribution test (none unless it draws them)."""
+        """The point's seeded samples for its distribution test (none unless it draws them):
+        those of `have` (kept by this attempt before it was stopped) and the rest, drawn now,
+        each handed to `on_drawn` as it arrives."""
         if not point.samples:
             return []
         self.progress.status(point.host, f"{point.server_config.label} samples")
@@ -135,6 +143,8 @@ class SampledProof:
             key,
             model=model,
             inputs=inputs,
+            have=have,
+            on_drawn=on_drawn,
         )
 
     def judge(

@@ -8,6 +8,9 @@ and has them judged (`sweeper.proof.scored`): who scores, when, and what the poi
   speculative point's are judged (`judge`). A speculative scorer also rescores one AR output per
   prompt, so two servers scored the same tokens: their raw probabilities must agree within
   `determinism.score_agreement`, else its verdict is `unproven` (the scoring path is not the AR's).
+  A speculative point whose samples its server could not all score (it died after drawing them)
+  is recorded `scored_pending` (a run that ends with one exits 3), and a resumed run starts its
+  config again to score what has no score yet, as `self`, then settles it (`settle(own=True)`).
 - Otherwise (SGLang) the point is recorded `unproven` for now, `scored_pending`, and the AR
   server, started once more after the host's speculative configs (a scoring step of the plan),
   scores its samples and every AR point's first output per prompt (the agreement), then appends
@@ -146,6 +149,11 @@ class ScoredProof:
             return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
         ar_points = known.ar_points(point)
         rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
+        failed = [r for r in rows if r.get("error")]  # of the samples it is judged on
+        if failed and sampled_check(self.spec) == "scored":  # their server died, or refused
+            why = _not_yet(f"{len(failed)} of {len(rows)} samples: {failed[0]['error']}")
+            columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
+            return PointScores([*records, *rescored], SampledVerdict("unproven", why), columns)
         verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
         return self._beside(PointScores([*records, *rescored], verdict, columns))
 
@@ -268,10 +276,14 @@ class ScoredProof:
     # -- a scoring restart ---------------------------------------------------------------------
 
     def settle(
-        self, points: Sequence[Point], serving: Serving, known: Known
+        self, points: Sequence[Point], serving: Serving, known: Known, *, own: bool = False
     ) -> tuple[list[ScoreRecord], list[SettledRecord]]:
-        """Score what the recorded points awaiting this server have not had scored, and every
-        AR point's first output per prompt (the agreement), then their settled verdicts."""
+        """Score what the recorded points awaiting this server have not had scored, and the
+        outputs of the AR points they are judged beside that it has not scored (the
+        agreement), then their settled verdicts. The points await the AR scoring restart, or
+        (`own`) a fresh server of their own config, their own having died before it scored its
+        samples: that config scores them as `self`."""
+        scorer, label = (SELF, SELF) if own else (serving.scorer, serving.label)
         pending = [p for p in points if (known.done.get(p.point_id) or {}).get("scored_pending")]
         outputs: list[Output] = []
         seen: set[tuple[Any, ...]] = set()
@@ -279,24 +291,28 @@ class ScoredProof:
             source = point.samples_from or point.point_id
             done = {score_key(r) for r in known.scores_of(source) if not r.get("error")}
             for output in self._recorded(point, serving, known):
-                key = output.key(serving.scorer)
+                key = output.key(scorer)
                 if key not in done and key not in seen:
                     seen.add(key)
                     outputs.append(output)
-        ar_points = known.ar_points(None)
-        checks = self._agreement(ar_points, known, serving) if pending else []
-        records = self._score(serving, [*outputs, *checks], None, known)
+        ar_of = {p.point_id: known.ar_points(p if own else None) for p in pending}
+        ar_points = list({a.point_id: a for ars in ar_of.values() for a in ars}.values())
+        checks = self._agreement(ar_points, known, serving)
+        records = [
+            *self._score(serving, outputs, scorer, known),
+            *self._score(serving, checks, None, known),
+        ]
         settled = []
         for point in pending:
             source = point.samples_from or point.point_id
-            mine = [r for r in known.scores_of(source) if r.get("scorer") == serving.scorer]
+            mine = [r for r in known.scores_of(source) if r.get("scorer") == scorer]
             failed = [r for r in mine if r.get("error")]
             if failed:  # still pending: a resumed run scores what failed
                 why = f"{len(failed)} of {len(mine)} samples: {failed[0]['error']}"
                 settled += self.unscored([point], known, why)
                 continue
             verdict, columns = self._judged(
-                point, mine, ar_points, serving.scorer, serving.label, known
+                point, mine, ar_of[point.point_id], serving.scorer, label, known
             )
             settled.append(self._settled(known.done[point.point_id], verdict, columns))
         return records, settled
@@ -308,10 +324,7 @@ class ScoredProof:
         for point in points:
             row = known.done.get(point.point_id) or {}
             if row.get("scored_pending"):
-                why = (
-                    f"its samples could not be scored yet ({reason}); `sweeper run --resume` "
-                    "scores them"
-                )
+                why = _not_yet(reason)
                 verdict = SampledVerdict("unproven", why)
                 out.append(self._settled(row, verdict, {"scored_detail": why}, pending=True))
         return out
@@ -348,6 +361,17 @@ def merge(columns: Mapping[str, Any], scored: PointScores) -> dict[str, Any]:
         out["determinism"] = worst([str(columns.get("determinism")), str(second)])
         out["sampled_detail"] = f"scored beside coupling: {scored.columns.get('scored_detail')}"
     return out
+
+
+def own_scorer(row: Mapping[str, Any]) -> bool:
+    """Whether a recorded point's samples are scored by its own config (a pending one then
+    awaits a restart of that config, not the AR scoring restart)."""
+    return row.get("scored_by") == SELF
+
+
+def _not_yet(reason: str) -> str:
+    """Why a point's scored verdict is pending: its samples could not all be scored."""
+    return f"its samples could not be scored yet ({reason}); `sweeper run --resume` scores them"
 
 
 def _evidence(caps: Any) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.inputs import Inputs
-from sweeper.plan import HostPlan, Plan, Point
+from sweeper.plan import HostPlan, Plan, Point, Step
 from sweeper.progress import SweepProgress
 from sweeper.proof.calibration import calibrated_points
 from sweeper.results.baseline import EarlierBaseline
@@ -24,7 +24,7 @@ from sweeper.results.store import RunStore
 from sweeper.runner.measuring import PointMeasurer
 from sweeper.runner.recording import Recorder
 from sweeper.runner.sampled import Known, SampledProof
-from sweeper.runner.scoring import ScoredProof
+from sweeper.runner.scoring import ScoredProof, own_scorer
 from sweeper.runner.scoring import Serving as Scorer
 from sweeper.runner.serving import StartFailed, host_lost
 from sweeper.runner.start import Starter
@@ -157,7 +157,12 @@ class Runner:
         for row in self.store.scores(done):
             if row["host"] == host_plan.name:
                 known.add_score(row)
+        interrupted = self.store.interrupted_samples(done)
+        known.interrupted = {pid: rows for pid, rows in interrupted.items() if pid in known.points}
         settled = {pid for pid, row in done.items() if not row.get("scored_pending")}
+        # Recorded points whose own server died before scoring their samples: their config's
+        # work again, to score them (`_run_step`).
+        own = {p for p, row in done.items() if row.get("scored_pending") and own_scorer(row)}
 
         def run_step(
             on: Backend, item: Work, previous: Identity | None, gate: Callable[[], bool] | None
@@ -165,10 +170,7 @@ class Runner:
             return self._run_step(on, host_plan.name, item, previous, known, gate)
 
         def fail(points: list[Point], reason: str) -> None:
-            """Unrecorded points fail; recorded ones awaiting a scorer say why they still do."""
-            self._recorder.settle([], self.scoring.unscored(points, known, reason))
-            unrecorded = [p for p in points if p.point_id not in done]
-            self._recorder.fail(backend, unrecorded, reason, None)
+            self._fail(backend, points, reason, None, known)
 
         hooks = WorkerHooks[Backend](
             run_step=run_step,
@@ -182,8 +184,22 @@ class Runner:
             InOrder(backend).run(host_plan.name, self.order(host_plan, done), hooks)
             return
         (backend.workers or InOrder(backend)).run(
-            host_plan.name, pending_work(host_plan, done, settled), hooks
+            host_plan.name, pending_work(host_plan, done.keys() - own, settled), hooks
         )
+
+    def _fail(
+        self,
+        backend: Backend,
+        points: list[Point],
+        reason: str,
+        cursor: str | None,
+        known: Known,
+        log_tail: str | None = None,
+    ) -> None:
+        """Unrecorded points fail; recorded ones awaiting a scorer say why they still do."""
+        self._recorder.settle([], self.scoring.unscored(points, known, reason))
+        unrecorded = [p for p in points if p.point_id not in known.done]
+        self._recorder.fail(backend, unrecorded, reason, cursor, log_tail=log_tail)
 
     def _run_step(
         self,
@@ -209,7 +225,7 @@ class Runner:
                     why = f"the AR server could not be started to score them: {failed.reason}"
                     self._recorder.settle([], self.scoring.unscored(pending, known, why))
                     return StepOutcome()
-                self._recorder.fail(backend, pending, failed.reason, None, log_tail=failed.log_tail)
+                self._fail(backend, pending, failed.reason, None, known, failed.log_tail)
                 return StepOutcome()
             if state is None:
                 return StepOutcome(stopped=True)
@@ -222,18 +238,22 @@ class Runner:
                     stopped = self.stop_event.is_set()
                     return StepOutcome(state.identity, stopped, () if stopped else tuple(pending))
                 if item.step.scoring:
-                    self._settle(item, state, known)
+                    self._settle(item.step, item.points, state, known)
                     return StepOutcome(state.identity, self.stop_event.is_set())
-                for n, point in enumerate(pending):
+                recorded = [p for p in pending if p.point_id in known.done]
+                if recorded:  # their own server died before scoring them: this one does
+                    self._settle(item.step, recorded, state, known, own=True)
+                measure = [p for p in pending if p.point_id not in known.done]
+                for n, point in enumerate(measure):
                     if self.stop_event.is_set():
                         return StepOutcome(state.identity, stopped=True)
                     exited = backend.service.state()
                     if exited.exited and exited.host_lost:
-                        return StepOutcome(state.identity, unmeasured=tuple(pending[n:]))
+                        return StepOutcome(state.identity, unmeasured=tuple(measure[n:]))
                     if exited.exited:
                         code = f"runtime exited (code {exited.exit_code}) during the sweep"
                         self._recorder.fail(
-                            backend, pending[n:], exited.reason or code, state.log_cursor
+                            backend, measure[n:], exited.reason or code, state.log_cursor
                         )
                         break
                     record = self._measurer.measure(backend, point, state, known)
@@ -245,14 +265,17 @@ class Runner:
                     self._recorder.serving.pop(point.point_id, None)
         return StepOutcome(state.identity)
 
-    def _settle(self, item: Work, state: Any, known: Known) -> None:
-        """A scoring restart: the recorded points it scores get their scores and verdicts."""
-        sc = item.step.server_config
-        host = item.points[0].host if item.points else ""
+    def _settle(
+        self, step: Step, points: list[Point], state: Any, known: Known, *, own: bool = False
+    ) -> None:
+        """A scoring restart, or (`own`) a restart of the points' own config: the recorded
+        points it scores get their scores and verdicts."""
+        sc = step.server_config
+        host = points[0].host if points else ""
         self.progress.status(host, f"{sc.label} scoring")
         engine = state.engine or self.engine
         scorer = Scorer(state.base_url, state.model, engine, sc.id, sc.label)
-        records, settled = self.scoring.settle(item.points, scorer, known)
+        records, settled = self.scoring.settle(points, scorer, known, own=own)
         if self.stop_event.is_set():
             return
         self._recorder.settle(records, settled)

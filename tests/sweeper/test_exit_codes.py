@@ -53,3 +53,14 @@ def test_item16_exit_codes_are_named_from_the_table_never_numbers() -> None:
         if path.name != "exit_codes.py" and (found := _literal_codes(ast.parse(path.read_text())))
     }
     assert offences == {}
+
+
+def test_a_point_left_pending_by_a_dead_scorer_is_a_failure_not_nothing_proven() -> None:
+    """Issue 46 item 6: a scorer that died leaves its point pending, and the run says a server
+    failed (3), not that nothing was proven (6)."""
+    proven = {"determinism": "exact", "status": "ok"}
+    pending = {"determinism": "unproven", "status": "ok", "scored_pending": True}
+    assert exit_codes.exit_code_for({"a": pending}) == exit_codes.EXIT_FAILED
+    assert exit_codes.exit_code_for({"a": proven, "b": pending}) == exit_codes.EXIT_FAILED
+    settled = {**pending, "scored_pending": False}
+    assert exit_codes.exit_code_for({"a": settled}) == exit_codes.EXIT_UNPROVEN

@@ -280,6 +280,7 @@ def test_the_ar_server_scores_the_builds_samples_and_a_killed_scorer_resumes(
     assert [s["label"] for s in steps] == ["ar-cg0", "b16-k4-bs8-cg0", "ar-cg0-rs1"]
     assert steps[-1]["scoring"] is True and steps[-1]["request_configs"] == []
     first = _sweeper("run", str(spec), "--plain", "--results", str(tmp_path / "results"))
+    assert first.returncode == 3, first.stderr[-2000:]  # a scorer died: a point is pending
     run_dir = Path(first.stdout.strip().splitlines()[-1])
     point = "local-b16-k4-bs8-cg0-t0.7-c1"
     pending = RunStore.open(run_dir).points()[point]
