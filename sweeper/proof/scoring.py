@@ -44,7 +44,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: The steps an engine's processing `order` may name.
@@ -153,7 +153,7 @@ def pit(
     if basis == "exact":
         return _exact(position, sampling, margin)
     if basis == "topk":
-        return _from_top(position, sampling, margin, vocab or VOCAB_BOUND)
+        return pit_of(processed(position, sampling, vocab or VOCAB_BOUND), margin)
     raise ValueError(f"unknown scoring basis {basis!r} (exact | topk)")
 
 
@@ -235,9 +235,31 @@ def _top_of(position: Mapping[str, Any], temperature: float, vocab: int, own: fl
     return _Top(weights, cumulative, weights[-1], cumulative[-1] + lo, cumulative[-1] + hi)
 
 
-def _from_top(
-    position: Mapping[str, Any], sampling: Sampling, margin: float, vocab: int
-) -> TokenPit:
+@dataclass
+class Processed:
+    """A position's token under the asked processing, rebuilt from its returned top k: its rank
+    among them (None: outside), its own tempered weight where outside, what the steps kept, and
+    the evidence where a step certainly removed it."""
+
+    token: int
+    rank: int | None
+    given_rank: int | None
+    own: float
+    top: _Top
+    state: _State
+    removed: Impossible | None
+    #: Whether any step but temperature acts (else every token is kept).
+    truncated: bool
+
+    @property
+    def z(self) -> tuple[float, float]:
+        """The kept tempered weight's bounds (relative to the top token's)."""
+        c, state = self.top.cumulative, self.state
+        return c[state.j_lo] + state.t_lo, c[state.j_hi] + state.t_hi
+
+
+def processed(position: Mapping[str, Any], sampling: Sampling, vocab: int) -> Processed:
+    """The token of one `topk` row (or an exact row with its top k) under `sampling`."""
     token = int(position["token"])
     returned = top_of(position)
     ids = [t for t, _ in returned]
@@ -268,12 +290,18 @@ def _from_top(
             min(s.t_lo for s in after),
             min(s.t_hi for s in after),
         )
+    truncated = any(sampling.active(n) for step in sampling.order[1:] for n in step.split("+"))
+    return Processed(token, rank, given_rank, own, top, state, removed, truncated)
+
+
+def pit_of(processed: Processed, margin: float) -> TokenPit:
+    """The PIT bounds of a token rebuilt from its top k (module docstring)."""
+    top, state, rank, removed = processed.top, processed.state, processed.rank, processed.removed
     if removed is not None:
-        evidence = Impossible(token, rank or given_rank, removed.gap, removed.step, removed.kept)
+        evidence = replace(removed, rank=rank or processed.given_rank)
         near = removed.gap is not None and removed.gap < margin
         return TokenPit(1.0, 0.0, 1.0, 0.0, exact=False, impossible=evidence, near_tie=near)
-    z_lo = top.cumulative[state.j_lo] + state.t_lo
-    z_hi = top.cumulative[state.j_hi] + state.t_hi
+    z_lo, z_hi = processed.z
     exact = z_lo == z_hi
     if rank is not None:
         above, weight = top.cumulative[rank - 1], top.weights[rank - 1]
@@ -283,7 +311,7 @@ def _from_top(
         return TokenPit(*low, 1.0, 0.0, exact=False)  # kept in some tails only: at the edge
     # Outside the returned top k: uniform on [Q, 1], Q the top k's processed share.
     known = top.cumulative[-1]
-    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, own))
+    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, processed.own))
     return TokenPit(q_lo, 1.0 - q_lo, q_hi, 1.0 - q_hi, exact=q_lo == q_hi)
 
 
