@@ -14,13 +14,14 @@ Two bases, as the scorer gives them (`ScoreRecord.basis`):
 
 - `exact` (the bundled runtime computes the processed distribution itself): p, above and gap as
   given (and `kept`, the tempered mass of the truncation a p = 0 token fell outside, where the
-  scorer says); u is exact.
+  scorer says); u is exact. The claims are never trusted alone: `sweeper.proof.rebuilt` rebuilds
+  them from the raw logprobs returned beside them, as the `topk` basis does.
 - `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
   and rank): the processed distribution is rebuilt from the top k under the engine's processing
   `order`. Every step keeps a prefix of the tokens by probability (temperature keeps the order;
-  top-k, top-p and min-p each keep the likeliest tokens), so the kept set is the top J tokens
-  and a kept known token's u is (C[r-1] + V w_r) / Z: its tempered weight w_r, the weights C[r-1]
-  above it, and the kept weight Z. Only Z (and J) depend on the tokens the engine did not
+  top-k, top-p and min-p each keep the likeliest tokens; top-k every one tied with the k-th),
+  so the kept set is the top J tokens and a kept known token's u is (C[r-1] + V w_r) / Z: its
+  tempered weight w_r, the weights C[r-1] above it, and the kept weight Z. Only Z (and J) depend on the tokens the engine did not
   return, the tail: its raw mass R = 1 - the top k's is known exactly (raw logprobs are
   normalised), each of its tokens is at most the k-th's raw probability m, so its tempered
   weight lies in [0, R m^(1/T - 1)] below temperature 1 (vocabulary-bounded above it). The steps
@@ -321,7 +322,10 @@ def _apply(name: str, sampling: Sampling, top: _Top, state: _State) -> _State:
     if name == "top_k":
         cut = int(sampling.top_k or 0)
         if cut <= k:
-            return _State(min(state.j_lo, cut), min(state.j_hi, cut), 0.0, 0.0)
+            cut = _top_k_ties(top, cut)
+            if cut < k:
+                return _State(min(state.j_lo, cut), min(state.j_hi, cut), 0.0, 0.0)
+            return _State(state.j_lo, state.j_hi, 0.0, state.t_hi)  # the tail may tie too
         return _State(state.j_lo, state.j_hi, 0.0, min(state.t_hi, (cut - k) * top.tail_max))
     if name == "min_p":
         floor = float(sampling.min_p or 0.0)  # relative to the top token, whose weight is 1
@@ -337,6 +341,13 @@ def _apply(name: str, sampling: Sampling, top: _Top, state: _State) -> _State:
     t_hi = min(state.t_hi, share * z_hi - c[k] + top.tail_max)
     t_lo = max(0.0, min(state.t_lo, share * z_lo - c[k])) if state.j_lo == k else 0.0
     return _State(j_lo, j_hi, t_lo, t_hi)
+
+
+def _top_k_ties(top: _Top, cut: int) -> int:
+    """How many of the returned tokens top-k `cut` (at most k) keeps: every one tied with the
+    `cut`-th, as the runtime's `top_k_cut` and vLLM's top-k keep them (bfloat16 logits tie
+    often)."""
+    return sum(1 for w in top.weights if w >= top.weights[cut - 1])
 
 
 def _removes(
@@ -357,10 +368,10 @@ def _removes(
     total = top.total_hi
     if name == "top_k":
         cut = int(sampling.top_k or 0)
-        if where <= cut:
-            return None
         last = top.weights[cut - 1] if cut <= k else weight  # a tail token's bound: no gap
-        kept = c[min(cut, k)]
+        if where <= cut or (cut <= k and weight >= last):  # tied with the k-th: kept
+            return None
+        kept = c[_top_k_ties(top, cut) if cut <= k else k]
         return Impossible(token, where, max(0.0, last - weight) / total, name, kept / total)
     if name == "min_p":
         floor = float(sampling.min_p or 0.0)

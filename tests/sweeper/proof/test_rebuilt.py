@@ -13,7 +13,7 @@ import pytest
 
 from sweeper.proof.rebuilt import checked_pit
 from sweeper.proof.scoring import Sampling
-from tests.sweeper.proof.scored_data import above_of, processed, ranked
+from tests.sweeper.proof.scored_data import above_of, processed, ranked, softmax
 from tests.sweeper.proof.test_scoring import SETTINGS, _position
 
 VOCAB, K = 64, 8
@@ -77,3 +77,21 @@ def test_a_row_without_top_logprobs_cannot_be_checked() -> None:
     got, wrong = checked_pit(row, "exact", Sampling(0.7), 0.0)
     assert wrong is not None and "no top logprobs returned" in wrong.text()
     assert got.bounds(0.5) == (0.625, 0.625)  # the claim, unchecked
+
+
+def test_tokens_tied_with_the_k_th_are_kept_as_the_runtime_keeps_them() -> None:
+    """Logits in bfloat16 tie often; the runtime's top-k (`top_k_cut`) keeps every token tied
+    with the k-th, so its claims, rebuilt with ties kept, hold, and a tied token past the k-th
+    is kept, not removed."""
+    z = np.array([3.0, 2.0, 1.0, 1.0, 1.0] + [0.0] * 59)
+    tempered = softmax(z / 0.7)
+    probs = np.where(z >= 1.0, tempered, 0.0) / tempered[z >= 1.0].sum()  # top-k 3: five kept
+    sampling = Sampling(0.7, top_k=3)
+    for token in range(5):
+        row = {**_position(z, token, K), "p": float(probs[token])}
+        row["above"] = above_of(probs, token)
+        got, wrong = checked_pit(row, "exact", sampling, 0.0, vocab=VOCAB)
+        assert wrong is None and got.impossible is None, (token, wrong)
+        topk_basis, _ = checked_pit(row, "topk", sampling, 0.0, vocab=VOCAB)
+        assert topk_basis.exact and topk_basis.impossible is None
+        assert topk_basis.bounds(0.5)[0] == pytest.approx(row["above"] + 0.5 * row["p"])
