@@ -39,7 +39,9 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   measured on the point's own positions: a change of temperature moves the summed score by its
   variance, the Fisher information, and the ratio by its covariance with the score, less what
   the intervals cost);
-- `unproven` (with why): no scored samples, a failed scorer, no AR control, a control that fails
+- `unproven` (with why): claimed p and above that are not the ones rebuilt from the scorer's
+  raw logprobs (`sweeper.proof.rebuilt`: its processing is not the asked one), no scored
+  samples, a failed scorer, no AR control, a control that fails
   the same test (the scoring path does not match the sampler: wrong order, parameters or
   numerics), no top logprobs to state the power with, or a test too weak to see the shift it
   must.

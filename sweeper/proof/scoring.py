@@ -19,9 +19,9 @@ Two bases, as the scorer gives them (`ScoreRecord.basis`):
 - `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
   and rank): the processed distribution is rebuilt from the top k under the engine's processing
   `order`. Every step keeps a prefix of the tokens by probability (temperature keeps the order;
-  top-k, top-p and min-p each keep the likeliest tokens; top-k every one tied with the k-th),
-  so the kept set is the top J tokens and a kept known token's u is (C[r-1] + V w_r) / Z: its
-  tempered weight w_r, the weights C[r-1] above it, and the kept weight Z. Only Z (and J) depend on the tokens the engine did not
+  top-k, top-p and min-p each keep the likeliest tokens), so the kept set is the top J tokens
+  and a kept known token's u is (C[r-1] + V w_r) / Z: its tempered weight w_r, the weights C[r-1]
+  above it, and the kept weight Z. Only Z (and J) depend on the tokens the engine did not
   return, the tail: its raw mass R = 1 - the top k's is known exactly (raw logprobs are
   normalised), each of its tokens is at most the k-th's raw probability m, so its tempered
   weight lies in [0, R m^(1/T - 1)] below temperature 1 (vocabulary-bounded above it). The steps

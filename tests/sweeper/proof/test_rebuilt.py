@@ -33,7 +33,9 @@ def _claimed(z: np.ndarray, token: int, claimed: dict[str, Any], order: Any) -> 
 def test_true_claims_hold_and_hot_ones_do_not(setting: dict[str, Any]) -> None:
     rng = np.random.default_rng(11)
     order = setting.get("order", ("temperature", "top_k", "top_p", "min_p"))
-    asked = {key: setting.get(key) for key in ("temperature", "top_p", "top_k", "min_p")}
+    asked: dict[str, Any] = {
+        key: setting.get(key) for key in ("temperature", "top_p", "top_k", "min_p")
+    }
     hot = {**asked, "temperature": asked["temperature"] * 1.6}
     sampling = Sampling(order=tuple(order), **asked)
     caught = tokens = 0
@@ -88,10 +90,10 @@ def test_tokens_tied_with_the_k_th_are_kept_as_the_runtime_keeps_them() -> None:
     probs = np.where(z >= 1.0, tempered, 0.0) / tempered[z >= 1.0].sum()  # top-k 3: five kept
     sampling = Sampling(0.7, top_k=3)
     for token in range(5):
-        row = {**_position(z, token, K), "p": float(probs[token])}
-        row["above"] = above_of(probs, token)
+        p, above = float(probs[token]), above_of(probs, token)
+        row = {**_position(z, token, K), "p": p, "above": above}
         got, wrong = checked_pit(row, "exact", sampling, 0.0, vocab=VOCAB)
         assert wrong is None and got.impossible is None, (token, wrong)
         topk_basis, _ = checked_pit(row, "topk", sampling, 0.0, vocab=VOCAB)
         assert topk_basis.exact and topk_basis.impossible is None
-        assert topk_basis.bounds(0.5)[0] == pytest.approx(row["above"] + 0.5 * row["p"])
+        assert topk_basis.bounds(0.5)[0] == pytest.approx(above + 0.5 * p)
