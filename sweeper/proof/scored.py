@@ -460,9 +460,9 @@ def verdict_of(
     if found.mismatched:
         return _unproven(
             f"{facts}; {len(found.mismatched)} token(s)' claimed processed probability and mass "
-            "above are not the ones rebuilt from its raw logprobs at the asked parameters "
-            f"(tolerance {REBUILD_TOLERANCE:g}): the scoring path's processing is not the asked "
-            f"one, first: {found.mismatched[0].text()}"
+            "above are not (or cannot be checked to be) the ones rebuilt from its raw logprobs "
+            f"at the asked parameters (tolerance {REBUILD_TOLERANCE:g}): the scoring path's "
+            f"processing is not shown to be the asked one, first: {found.mismatched[0].text()}"
         )
     control_p = _number(control_point.get("scored_control_p"))
     if control_p is None:

@@ -115,7 +115,7 @@ def test_a_hot_scorer_cannot_hide_a_hot_sampler() -> None:
     rows = records(LOGITS, N, seed=2, drawn_as=hot, scored_as=hot)
     found, _ = judge(rows, POLICY, control_point=control_point("exact", 8))
     assert found.verdict == "unproven", found.detail
-    assert "not the ones rebuilt from its raw logprobs" in found.detail
+    assert "the ones rebuilt from its raw logprobs at the asked parameters" in found.detail
     assert re.search(r"first: prompt q0 sample 0 position \d+: token \d+ claimed p ", found.detail)
 
 
