@@ -39,7 +39,9 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   measured on the point's own positions: a change of temperature moves the summed score by its
   variance, the Fisher information, and the ratio by its covariance with the score, less what
   the intervals cost);
-- `unproven` (with why): no scored samples, a failed scorer, no AR control, a control that fails
+- `unproven` (with why): claimed p and above that are not the ones rebuilt from the scorer's
+  raw logprobs (`sweeper.proof.rebuilt`: its processing is not the asked one), no scored
+  samples, a failed scorer, no AR control, a control that fails
   the same test (the scoring path does not match the sampler: wrong order, parameters or
   numerics), no top logprobs to state the power with, or a test too weak to see the shift it
   must.
@@ -60,12 +62,12 @@ from typing import Any
 import numpy as np
 
 from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.rebuilt import REBUILD_TOLERANCE, Mismatch, checked_pit
 from sweeper.proof.scoring import (
     Impossible,
     Sampling,
     TemperatureScore,
     colder_ratio,
-    pit,
     temperature_score,
 )
 from sweeper.results.rows import is_missing
@@ -117,12 +119,12 @@ CONTROL_COLUMNS = tuple(c for c in SCORED_COLUMNS if c.startswith("scored_contro
 
 @dataclass(frozen=True)
 class Found:
-    """An impossible (or near-tie) token and where it was."""
+    """An impossible (or near-tie) token, or one whose claims do not hold, and where it was."""
 
     prompt_id: str
     index: int
     position: int
-    evidence: Impossible
+    evidence: Impossible | Mismatch
 
     def text(self) -> str:
         return (
@@ -229,6 +231,9 @@ class Scored:
     seed: int = 0
     impossible: list[Found] = field(default_factory=list)
     near_ties: list[Found] = field(default_factory=list)
+    #: Tokens whose claimed p and above are not the ones rebuilt from the raw logprobs
+    #: (`sweeper.proof.rebuilt`): the scoring path's processing is not the asked one.
+    mismatched: list[Found] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -347,13 +352,18 @@ def scored(
         draws = np.random.default_rng(_seed_of(record)).random(len(positions))
         try:
             sampling = Sampling.of(record)
-            tokens = [pit(p, str(record.get("basis")), sampling, margin) for p in positions]
+            basis = str(record.get("basis"))
+            checked = [checked_pit(p, basis, sampling, margin) for p in positions]
             steps = [temperature_score(p, sampling) for p in positions]
         except (KeyError, TypeError, ValueError) as exc:  # a record this judge cannot read
             out.failed.append(f"cannot score sample {record.get('index')}: {exc!r}")
             continue
         out.samples += 1
-        for at, (token, step, v) in enumerate(zip(tokens, steps, draws, strict=True)):
+        for at, ((token, wrong), step, v) in enumerate(zip(checked, steps, draws, strict=True)):
+            if wrong is not None:
+                out.mismatched.append(
+                    Found(str(record.get("prompt_id")), int(record.get("index") or 0), at, wrong)
+                )
             if token.impossible is not None:
                 found = Found(str(record.get("prompt_id")), int(record.get("index") or 0), at,
                               token.impossible)  # fmt: skip
@@ -447,6 +457,13 @@ def verdict_of(
         f"{found.positions} tokens of {found.samples} sample(s) scored, "
         f"{_share(found.exact_share)} exact; p = {p:.4g}"
     )
+    if found.mismatched:
+        return _unproven(
+            f"{facts}; {len(found.mismatched)} token(s)' claimed processed probability and mass "
+            "above are not (or cannot be checked to be) the ones rebuilt from its raw logprobs "
+            f"at the asked parameters (tolerance {REBUILD_TOLERANCE:g}): the scoring path's "
+            f"processing is not shown to be the asked one, first: {found.mismatched[0].text()}"
+        )
     control_p = _number(control_point.get("scored_control_p"))
     if control_p is None:
         return _unproven(f"{facts}; no AR control scored the same way, so no false-alarm check")

@@ -14,7 +14,8 @@ Two bases, as the scorer gives them (`ScoreRecord.basis`):
 
 - `exact` (the bundled runtime computes the processed distribution itself): p, above and gap as
   given (and `kept`, the tempered mass of the truncation a p = 0 token fell outside, where the
-  scorer says); u is exact.
+  scorer says); u is exact. The claims are never trusted alone: `sweeper.proof.rebuilt` rebuilds
+  them from the raw logprobs returned beside them, as the `topk` basis does.
 - `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
   and rank): the processed distribution is rebuilt from the top k under the engine's processing
   `order`. Every step keeps a prefix of the tokens by probability (temperature keeps the order;
@@ -44,7 +45,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: The steps an engine's processing `order` may name.
@@ -153,7 +154,7 @@ def pit(
     if basis == "exact":
         return _exact(position, sampling, margin)
     if basis == "topk":
-        return _from_top(position, sampling, margin, vocab or VOCAB_BOUND)
+        return pit_of(processed(position, sampling, vocab or VOCAB_BOUND), margin)
     raise ValueError(f"unknown scoring basis {basis!r} (exact | topk)")
 
 
@@ -235,9 +236,31 @@ def _top_of(position: Mapping[str, Any], temperature: float, vocab: int, own: fl
     return _Top(weights, cumulative, weights[-1], cumulative[-1] + lo, cumulative[-1] + hi)
 
 
-def _from_top(
-    position: Mapping[str, Any], sampling: Sampling, margin: float, vocab: int
-) -> TokenPit:
+@dataclass
+class Processed:
+    """A position's token under the asked processing, rebuilt from its returned top k: its rank
+    among them (None: outside), its own tempered weight where outside, what the steps kept, and
+    the evidence where a step certainly removed it."""
+
+    token: int
+    rank: int | None
+    given_rank: int | None
+    own: float
+    top: _Top
+    state: _State
+    removed: Impossible | None
+    #: Whether any step but temperature acts (else every token is kept).
+    truncated: bool
+
+    @property
+    def z(self) -> tuple[float, float]:
+        """The kept tempered weight's bounds (relative to the top token's)."""
+        c, state = self.top.cumulative, self.state
+        return c[state.j_lo] + state.t_lo, c[state.j_hi] + state.t_hi
+
+
+def processed(position: Mapping[str, Any], sampling: Sampling, vocab: int) -> Processed:
+    """The token of one `topk` row (or an exact row with its top k) under `sampling`."""
     token = int(position["token"])
     returned = top_of(position)
     ids = [t for t, _ in returned]
@@ -268,12 +291,18 @@ def _from_top(
             min(s.t_lo for s in after),
             min(s.t_hi for s in after),
         )
+    truncated = any(sampling.active(n) for step in sampling.order[1:] for n in step.split("+"))
+    return Processed(token, rank, given_rank, own, top, state, removed, truncated)
+
+
+def pit_of(processed: Processed, margin: float) -> TokenPit:
+    """The PIT bounds of a token rebuilt from its top k (module docstring)."""
+    top, state, rank, removed = processed.top, processed.state, processed.rank, processed.removed
     if removed is not None:
-        evidence = Impossible(token, rank or given_rank, removed.gap, removed.step, removed.kept)
+        evidence = replace(removed, rank=rank or processed.given_rank)
         near = removed.gap is not None and removed.gap < margin
         return TokenPit(1.0, 0.0, 1.0, 0.0, exact=False, impossible=evidence, near_tie=near)
-    z_lo = top.cumulative[state.j_lo] + state.t_lo
-    z_hi = top.cumulative[state.j_hi] + state.t_hi
+    z_lo, z_hi = processed.z
     exact = z_lo == z_hi
     if rank is not None:
         above, weight = top.cumulative[rank - 1], top.weights[rank - 1]
@@ -283,7 +312,7 @@ def _from_top(
         return TokenPit(*low, 1.0, 0.0, exact=False)  # kept in some tails only: at the edge
     # Outside the returned top k: uniform on [Q, 1], Q the top k's processed share.
     known = top.cumulative[-1]
-    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, own))
+    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, processed.own))
     return TokenPit(q_lo, 1.0 - q_lo, q_hi, 1.0 - q_hi, exact=q_lo == q_hi)
 
 
@@ -293,7 +322,10 @@ def _apply(name: str, sampling: Sampling, top: _Top, state: _State) -> _State:
     if name == "top_k":
         cut = int(sampling.top_k or 0)
         if cut <= k:
-            return _State(min(state.j_lo, cut), min(state.j_hi, cut), 0.0, 0.0)
+            cut = _top_k_ties(top, cut)
+            if cut < k:
+                return _State(min(state.j_lo, cut), min(state.j_hi, cut), 0.0, 0.0)
+            return _State(state.j_lo, state.j_hi, 0.0, state.t_hi)  # the tail may tie too
         return _State(state.j_lo, state.j_hi, 0.0, min(state.t_hi, (cut - k) * top.tail_max))
     if name == "min_p":
         floor = float(sampling.min_p or 0.0)  # relative to the top token, whose weight is 1
@@ -309,6 +341,13 @@ def _apply(name: str, sampling: Sampling, top: _Top, state: _State) -> _State:
     t_hi = min(state.t_hi, share * z_hi - c[k] + top.tail_max)
     t_lo = max(0.0, min(state.t_lo, share * z_lo - c[k])) if state.j_lo == k else 0.0
     return _State(j_lo, j_hi, t_lo, t_hi)
+
+
+def _top_k_ties(top: _Top, cut: int) -> int:
+    """How many of the returned tokens top-k `cut` (at most k) keeps: every one tied with the
+    `cut`-th, as the runtime's `top_k_cut` and vLLM's top-k keep them (bfloat16 logits tie
+    often)."""
+    return sum(1 for w in top.weights if w >= top.weights[cut - 1])
 
 
 def _removes(
@@ -329,10 +368,10 @@ def _removes(
     total = top.total_hi
     if name == "top_k":
         cut = int(sampling.top_k or 0)
-        if where <= cut:
-            return None
         last = top.weights[cut - 1] if cut <= k else weight  # a tail token's bound: no gap
-        kept = c[min(cut, k)]
+        if where <= cut or (cut <= k and weight >= last):  # tied with the k-th: kept
+            return None
+        kept = c[_top_k_ties(top, cut) if cut <= k else k]
         return Impossible(token, where, max(0.0, last - weight) / total, name, kept / total)
     if name == "min_p":
         floor = float(sampling.min_p or 0.0)

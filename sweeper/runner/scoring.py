@@ -7,7 +7,8 @@ and has them judged (`sweeper.proof.scored`): who scores, when, and what the poi
   scored by `self`. An AR point's scores are the run's false-alarm control (`control`); a
   speculative point's are judged (`judge`). A speculative scorer also rescores one AR output per
   prompt, so two servers scored the same tokens: their raw probabilities must agree within
-  `determinism.score_agreement`, else its verdict is `unproven` (the scoring path is not the AR's).
+  `determinism.score_agreement` over enough tokens (`sweeper.proof.agreement`), else its verdict
+  is `unproven` (the scoring path is not the AR's, or not shown to be).
   A speculative point whose samples its server could not all score (it died after drawing them)
   is recorded `scored_pending` (a run that ends with one exits 3), and a resumed run starts its
   config again to score what has no score yet, as `self`, then settles it (`settle(own=True)`).
@@ -24,8 +25,7 @@ and has them judged (`sweeper.proof.scored`): who scores, when, and what the poi
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from sweeper.measure.scores import Output, request_outputs, sample_outputs, scor
 from sweeper.plan import Point
 from sweeper.plan.sampling import ar_scores_speculative, sampled_check, scores
 from sweeper.proof import scored as scored_proof
+from sweeper.proof.agreement import agreed, agreement, output_key
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.proof.verdicts import VIOLATIONS, worst
 from sweeper.results.scores import SELF, ScoreRecord, SettledRecord, score_key
@@ -65,35 +66,6 @@ class Serving:
     #: `self`, or the scoring config's id (records) and label (columns).
     scorer: str
     label: str
-
-
-def agreement(
-    mine: Iterable[Mapping[str, Any]], theirs: Iterable[Mapping[str, Any]]
-) -> tuple[float | None, int]:
-    """The largest difference of a token's raw probability between two scorers' records of the
-    same outputs, and how many tokens were compared (None, 0: none in common)."""
-    by_key = {_output_key(r): r for r in theirs if not r.get("error")}
-    largest, n = 0.0, 0
-    for row in mine:
-        other = by_key.get(_output_key(row))
-        if other is None or row.get("error"):
-            continue
-        for a, b in zip(row.get("positions") or [], other.get("positions") or [], strict=False):
-            if int(a["token"]) != int(b["token"]):
-                continue
-            largest = max(largest, abs(_prob(a["logprob"]) - _prob(b["logprob"])))
-            n += 1
-    return (largest if n else None), n
-
-
-def _prob(logprob: Any) -> float:
-    value = float(logprob)
-    return math.exp(value) if math.isfinite(value) else 0.0
-
-
-def _output_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Which output a score is of, whoever scored it (`score_key` without its scorer)."""
-    return score_key(row)[:-1]
 
 
 @dataclass
@@ -220,7 +192,7 @@ class ScoredProof:
                 if row.get("scorer") == SELF and not row.get("error"):
                     first.setdefault(str(row["prompt_id"]), row)
             done = {score_key(r) for r in rows if not r.get("error")}
-            wanted = {_output_key(r) for r in first.values()}
+            wanted = {output_key(r) for r in first.values()}
             for output in self._recorded(ar_point, serving, known):
                 key = output.key(serving.scorer)
                 if key[:-1] in wanted and key not in done:
@@ -256,15 +228,7 @@ class ScoredProof:
             "scored_verdict": verdict.verdict,
             "scored_detail": verdict.detail,
         }
-        if delta is not None and delta > policy.score_agreement:
-            why = (
-                f"the scoring server's probabilities differ from the AR server's own by up to "
-                f"{delta:.4g} on the same AR samples ({n} tokens), beyond "
-                f"determinism.score_agreement {policy.score_agreement:g}: the scoring path is "
-                f"not the AR's ({verdict.verdict}: {verdict.detail})"
-            )
-            verdict = SampledVerdict("unproven", why)
-        return verdict, columns
+        return agreed(verdict, delta, n, policy), columns
 
     def _beside(self, scored: PointScores) -> PointScores:
         """Coupled: the scored verdict is a second proof beside the token-for-token one (it

@@ -72,13 +72,19 @@ def _aboves(probs: np.ndarray) -> np.ndarray:
 
 
 def _position_table(
-    z: np.ndarray, order: Sequence[str], asked: dict[str, Any], drawn: dict[str, Any], k: int
+    z: np.ndarray,
+    order: Sequence[str],
+    asked: dict[str, Any],
+    drawn: dict[str, Any],
+    k: int,
+    claimed: dict[str, Any],
 ) -> dict[str, Any]:
-    """One position's scores of every token, and the sampler's CDF there."""
+    """One position's scores of every token (p and above as processed by `claimed`), and the
+    sampler's CDF there."""
     raw = z - (np.log(np.exp(z - z.max()).sum()) + z.max())
     rank = np.empty(z.size, dtype=np.int64)
     rank[ranked(raw)] = np.arange(1, z.size + 1)
-    scoring = processed(z, order=order, **asked)
+    scoring = processed(z, order=order, **claimed)
     return {
         "raw": raw,
         "rank": rank,
@@ -113,19 +119,24 @@ def records(
     seed: int = 0,
     order: Sequence[str] = ORDER,
     faulty: Sequence[int] | None = None,
+    scored_as: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """`samples` per prompt, each position drawn independently from the distribution
     `drawn_as` changes (e.g. {"temperature": 1.12}: a hotter sampler), scored against the one
     asked for; ScoreRecord rows as a scorer of `basis` writes them (`k`: its top logprobs).
     `faulty`: the only positions (of every prompt) `drawn_as` acts on (as a drafted position's
-    fault), else all."""
+    fault), else all. `scored_as`: what changes the processing the scorer's claimed p and above
+    come from (a scorer whose processing is wrong, its raw logprobs right), else as asked."""
     asked = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p}
     drawn = {**asked, **(drawn_as or {})}
+    claimed = {**asked, **(scored_as or {})}
     rng = np.random.default_rng(seed)
     rows = []
     for prompt in range(logits.shape[0]):
         table = [
-            _position_table(z, order, asked, drawn if faulty is None or at in faulty else asked, k)
+            _position_table(
+                z, order, asked, drawn if faulty is None or at in faulty else asked, k, claimed
+            )
             for at, z in enumerate(logits[prompt])
         ]
         cdfs = np.stack([t["cdf"] for t in table])

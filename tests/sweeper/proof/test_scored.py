@@ -28,7 +28,7 @@ from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
 from sweeper.results.records import PointRecord, extra_config_columns
 from sweeper.spec import DeterminismSpec
 from sweeper.stats.steps import simulated_sums, tail_p_values
-from tests.sweeper.proof.scored_data import records, target
+from tests.sweeper.proof.scored_data import processed, ranked, records, target
 
 POLICY = DeterminismSpec()
 LOGITS = target(4, 24, 64, seed=1)
@@ -104,6 +104,21 @@ def test_nothing_is_proven_without_a_quiet_control() -> None:
     assert alarmed.verdict == "unproven" and "fail the same test" in alarmed.detail
 
 
+def test_a_hot_scorer_cannot_hide_a_hot_sampler() -> None:
+    """The same 1.6x hotter processing in the sampler and in the p and above its scorer claims
+    (its raw logprobs right), on the test and the AR control alike: the claims are rebuilt from
+    the raw logprobs at the asked parameters, do not match, and name where; the PIT taken from
+    the rebuilt values shows the control's sampler hot."""
+    hot = {"temperature": 0.7 * 1.6}
+    ar = control(records(LOGITS, N, role="ar", seed=1, drawn_as=hot, scored_as=hot), POLICY)
+    assert ar["scored_control_p"] <= POLICY.alpha
+    rows = records(LOGITS, N, seed=2, drawn_as=hot, scored_as=hot)
+    found, _ = judge(rows, POLICY, control_point=control_point("exact", 8))
+    assert found.verdict == "unproven", found.detail
+    assert "the ones rebuilt from its raw logprobs at the asked parameters" in found.detail
+    assert re.search(r"first: prompt q0 sample 0 position \d+: token \d+ claimed p ", found.detail)
+
+
 def test_no_samples_or_a_failed_scorer_prove_nothing() -> None:
     none, columns = judge([], POLICY, control_point=control_point("exact", 8))
     assert none.verdict == "unproven" and columns == {}
@@ -119,19 +134,28 @@ def test_no_samples_or_a_failed_scorer_prove_nothing() -> None:
 
 
 def _with_near_ties(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
-    """Every `every`-th sample's first token made impossible by less than the margin."""
+    """Every `every`-th sample's first token replaced by the likeliest one the asked top-p
+    removes there, outside by less than the margin as its scorer says (its raw logprobs its
+    own, so the claim holds when rebuilt from them)."""
     out = []
     for i, row in enumerate(rows):
         if i % every == 0:
-            tie = {**row["positions"][0], "p": 0.0, "above": 1.0, "gap": 0.001}
+            z = LOGITS[int(row["prompt_id"][1:]), 0]
+            kept = processed(z, row["temperature"], top_p=row["top_p"]) > 0
+            raw = z - np.log(np.exp(z).sum())
+            order = [int(t) for t in ranked(raw)]
+            token = next(t for t in order if not kept[t])
+            claim = {"p": 0.0, "above": 1.0, "gap": 0.001}
+            tie = {**row["positions"][0], "token": token, "logprob": float(raw[token]),
+                   "rank": order.index(token) + 1, **claim}  # fmt: skip
             row = {**row, "positions": [tie, *row["positions"][1:]]}
         out.append(row)
     return out
 
 
 def test_near_ties_are_numerics_unless_above_the_controls_rate() -> None:
-    ar_rows = records(LOGITS, N, role="ar", seed=1)
-    rows = _with_near_ties(records(LOGITS, N, seed=2), every=2)
+    ar_rows = records(LOGITS, N, role="ar", seed=1, top_p=0.9)
+    rows = _with_near_ties(records(LOGITS, N, seed=2, top_p=0.9), every=2)
     quiet = control(ar_rows, POLICY)
     tied, _ = judge(rows, POLICY, control_point=quiet)
     assert tied.verdict == "impossible-token" and "counted as violations" in tied.detail
