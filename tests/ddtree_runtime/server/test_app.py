@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -380,6 +381,17 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("score prompt and messages", S, score(messages=[{"role": "user", "content": "hi"}]), "prompt"),
     ("score unknown model", S, score(model="other"), "model"),
     ("score too many top logprobs", S, score(top_logprobs=10**6), "top_logprobs"),
+    # Python's JSON parsers take these literals (json.dumps writes inf as Infinity, nan as NaN)
+    # and read 1e999 as inf; a sampler must never see them.
+    ("score temperature Infinity", S, score(temperature=math.inf), "temperature"),
+    (
+        "score temperature 1e999",
+        S,
+        json.dumps(score()).replace("0.7", "1e999").encode(),
+        "temperature",
+    ),
+    ("temperature Infinity", C, comp(temperature=math.inf), "temperature"),
+    ("chat temperature NaN", CHAT, chat(temperature=math.nan), "temperature"),
 ]
 
 
