@@ -1,7 +1,9 @@
 """The OpenAI-compatible HTTP app (FastAPI): routes, error mapping, streaming and non-streaming.
 
-The contract is README.md "Runtime HTTP API". Every client error is an OpenAI-style JSON error
-(400; 404 for an unknown route) and never stops the server.
+The contract is docs/runtime-api.md. Every client error is an OpenAI-style JSON error (400; 404
+for an unknown route, 413 for a body over the cap) and never stops the server. Every body is
+bounded (`limits.BodyLimit`), and a request's CPU work that grows with its size (parsing,
+templating, tokenizing) runs on a worker thread, so the event loop always answers (/health).
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from ddtree_runtime.server.generation import (
     completion_prompt_ids,
     new_request_id,
     sampling_params,
+    text_ids,
 )
+from ddtree_runtime.server.limits import BodyLimit
 from ddtree_runtime.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -63,6 +67,53 @@ def parse_body(model: type[RequestModel], body: bytes) -> RequestModel:
         return model.model_validate_json(body)
     except ValidationError as error:
         raise validation_error(error) from error
+
+
+def completion_inputs(state: RuntimeState, body: bytes) -> tuple[CompletionRequest, list[int]]:
+    """POST /v1/completions' request and prompt ids (worker thread)."""
+    request = parse_body(CompletionRequest, body)
+    check_model_name(state, request)
+    return request, completion_prompt_ids(state, request.prompt)
+
+
+def chat_inputs(state: RuntimeState, body: bytes) -> tuple[ChatCompletionRequest, list[int]]:
+    """POST /v1/chat/completions' request and prompt ids (worker thread)."""
+    request = parse_body(ChatCompletionRequest, body)
+    check_model_name(state, request)
+    return request, chat_prompt_ids(state, request.messages)
+
+
+def score_inputs(state: RuntimeState, body: bytes) -> tuple[ScoreRequest, list[int]]:
+    """POST /score's request and prompt ids, every check but the engine's (worker thread)."""
+    request = parse_body(ScoreRequest, body)
+    request.one_prompt()
+    if request.model != state.config.served_model_name:
+        raise RequestError(f"model '{request.model}' is not served here", param="model")
+    if request.messages is not None:
+        prompt = chat_prompt_ids(state, request.messages)
+    else:
+        assert request.prompt is not None
+        prompt = completion_prompt_ids(state, request.prompt)
+    continuation = request.continuation
+    vocab = state.engine.limits.vocab_size
+    if any(not 0 <= token < vocab for token in continuation):
+        raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
+    limit = state.config.max_model_len
+    if len(prompt) + len(continuation) > limit:
+        raise RequestError(
+            f"prompt ({len(prompt)} tokens) plus continuation ({len(continuation)}) exceeds "
+            f"max_model_len ({limit})",
+            param="continuation",
+        )
+    return request, prompt
+
+
+def tokenize_inputs(state: RuntimeState, body: bytes) -> list[int]:
+    """POST /tokenize's ids (worker thread)."""
+    request = parse_body(TokenizeRequest, body)
+    if request.model not in (None, state.config.served_model_name):
+        raise RequestError(f"model '{request.model}' is not served here", param="model")
+    return text_ids(state, request.prompt, "prompt", request.add_special_tokens)
 
 
 @dataclass
@@ -185,6 +236,7 @@ def create_app(state: RuntimeState) -> FastAPI:
         state.loop.stop()
 
     app = FastAPI(title="ddtree_runtime", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limits=state.limits)
     token_text = TokenText(state.loaded.tokenizer)
     app.state.runtime = state
 
@@ -231,14 +283,7 @@ def create_app(state: RuntimeState) -> FastAPI:
     async def tokenize(http: Request) -> dict[str, Any]:
         """A text's ids under the served tokenizer (vLLM's route and shape), so a client can
         build prompts of exact token counts."""
-        request = parse_body(TokenizeRequest, await http.body())
-        if request.model not in (None, state.config.served_model_name):
-            raise RequestError(f"model '{request.model}' is not served here", param="model")
-        tokens = list(
-            state.loaded.tokenizer.encode(
-                request.prompt, add_special_tokens=request.add_special_tokens
-            )
-        )
+        tokens = await asyncio.to_thread(tokenize_inputs, state, await http.body())
         limit = state.config.max_model_len
         return {"tokens": tokens, "count": len(tokens), "max_model_len": limit}
 
@@ -247,26 +292,8 @@ def create_app(state: RuntimeState) -> FastAPI:
         """A sampled continuation scored by the target's own prefill under the parameters it
         was drawn with (`ddtree_runtime.score`); the forward runs on the engine thread between
         steps."""
-        request = parse_body(ScoreRequest, await http.body())
-        request.one_prompt()
-        if request.model != state.config.served_model_name:
-            raise RequestError(f"model '{request.model}' is not served here", param="model")
-        if request.messages is not None:
-            prompt = chat_prompt_ids(state, request.messages)
-        else:
-            assert request.prompt is not None
-            prompt = completion_prompt_ids(state, request.prompt)
+        request, prompt = await asyncio.to_thread(score_inputs, state, await http.body())
         continuation = request.continuation
-        vocab = state.engine.limits.vocab_size
-        if any(not 0 <= token < vocab for token in continuation):
-            raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
-        limit = state.config.max_model_len
-        if len(prompt) + len(continuation) > limit:
-            raise RequestError(
-                f"prompt ({len(prompt)} tokens) plus continuation ({len(continuation)}) exceeds "
-                f"max_model_len ({limit})",
-                param="continuation",
-            )
         model, top_k = state.loaded.model, max(request.top_k, 0)
 
         def run() -> list[Any]:
@@ -296,13 +323,12 @@ def create_app(state: RuntimeState) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(http: Request) -> Any:
-        request = parse_body(CompletionRequest, await http.body())
-        check_model_name(state, request)
+        request, prompt_ids = await asyncio.to_thread(completion_inputs, state, await http.body())
         job = Job(
             state=state,
             head=ResponseHead(new_request_id("cmpl"), request.model, chat=False),
             request=request,
-            prompt_ids=completion_prompt_ids(state, request.prompt),
+            prompt_ids=prompt_ids,
             top_logprobs=request.logprobs,
             token_text=token_text,
         )
@@ -310,14 +336,13 @@ def create_app(state: RuntimeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(http: Request) -> Any:
-        request = parse_body(ChatCompletionRequest, await http.body())
-        check_model_name(state, request)
+        request, prompt_ids = await asyncio.to_thread(chat_inputs, state, await http.body())
         top = (request.top_logprobs or 0) if request.logprobs else None
         job = Job(
             state=state,
             head=ResponseHead(new_request_id("chatcmpl"), request.model, chat=True),
             request=request,
-            prompt_ids=chat_prompt_ids(state, request.messages),
+            prompt_ids=prompt_ids,
             top_logprobs=top,
             token_text=token_text,
         )
