@@ -3,13 +3,15 @@
 The contract is docs/runtime-api.md. Every client error is an OpenAI-style JSON error (400; 404
 for an unknown route, 413 for a body over the cap) and never stops the server. Every body is
 bounded (`limits.BodyLimit`), and a request's CPU work that grows with its size (parsing,
-templating, tokenizing) runs on a worker thread, so the event loop always answers (/health).
+templating, tokenizing, rendering a long answer) runs on a worker thread, so the event loop
+always answers (/health).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -108,12 +110,30 @@ def score_inputs(state: RuntimeState, body: bytes) -> tuple[ScoreRequest, list[i
     return request, prompt
 
 
-def tokenize_inputs(state: RuntimeState, body: bytes) -> list[int]:
-    """POST /tokenize's ids (worker thread)."""
+def compact_json(value: Any) -> str:
+    """JSON as `JSONResponse` renders it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def score_answer(request: ScoreRequest, prompt: list[int], scores: list[Any]) -> Response:
+    """POST /score's answer, rendered a position at a time on a worker thread: a long
+    continuation's `top` lists make megabytes of JSON, and one `json.dumps` over all of them
+    would hold the GIL, and so the event loop, throughout."""
+    head = {"object": "score", "model": request.model, "prompt_tokens": len(prompt), **SCORING}
+    positions = ",".join(compact_json(position.as_dict()) for position in scores)
+    # The head's closing brace gives way to the positions.
+    body = f'{compact_json(head)[:-1]},"positions":[{positions}]}}'
+    return Response(body, media_type="application/json")
+
+
+def tokenize_answer(state: RuntimeState, body: bytes) -> JSONResponse:
+    """POST /tokenize's answer, rendered (worker thread)."""
     request = parse_body(TokenizeRequest, body)
     if request.model not in (None, state.config.served_model_name):
         raise RequestError(f"model '{request.model}' is not served here", param="model")
-    return text_ids(state, request.prompt, "prompt", request.add_special_tokens)
+    tokens = text_ids(state, request.prompt, "prompt", request.add_special_tokens)
+    limit = state.config.max_model_len
+    return JSONResponse({"tokens": tokens, "count": len(tokens), "max_model_len": limit})
 
 
 @dataclass
@@ -280,15 +300,13 @@ def create_app(state: RuntimeState) -> FastAPI:
         return {"object": "list", "data": [model]}
 
     @app.post("/tokenize")
-    async def tokenize(http: Request) -> dict[str, Any]:
+    async def tokenize(http: Request) -> JSONResponse:
         """A text's ids under the served tokenizer (vLLM's route and shape), so a client can
         build prompts of exact token counts."""
-        tokens = await asyncio.to_thread(tokenize_inputs, state, await http.body())
-        limit = state.config.max_model_len
-        return {"tokens": tokens, "count": len(tokens), "max_model_len": limit}
+        return await asyncio.to_thread(tokenize_answer, state, await http.body())
 
     @app.post("/score")
-    async def score(http: Request) -> dict[str, Any]:
+    async def score(http: Request) -> Response:
         """A sampled continuation scored by the target's own prefill under the parameters it
         was drawn with (`ddtree_runtime.score`); the forward runs on the engine thread between
         steps."""
@@ -313,13 +331,7 @@ def create_app(state: RuntimeState) -> FastAPI:
             raise RequestError(str(error), status=503) from error
         except EngineFailure as error:  # stopping before it ran
             raise RequestError(str(error), status=error.status) from error
-        return {
-            "object": "score",
-            "model": request.model,
-            "prompt_tokens": len(prompt),
-            **SCORING,
-            "positions": [s.as_dict() for s in scores],
-        }
+        return await asyncio.to_thread(score_answer, request, prompt, scores)
 
     @app.post("/v1/completions")
     async def completions(http: Request) -> Any:
