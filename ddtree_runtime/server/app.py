@@ -1,13 +1,17 @@
 """The OpenAI-compatible HTTP app (FastAPI): routes, error mapping, streaming and non-streaming.
 
-The contract is README.md "Runtime HTTP API". Every client error is an OpenAI-style JSON error
-(400; 404 for an unknown route) and never stops the server.
+The contract is docs/runtime-api.md. Every client error is an OpenAI-style JSON error (400; 404
+for an unknown route, 413 for a body over the cap) and never stops the server. Every body is
+bounded (`limits.BodyLimit`), and a request's CPU work that grows with its size (parsing,
+templating, tokenizing, rendering a long answer) runs on a worker thread, so the event loop
+always answers (/health).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -15,7 +19,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -37,7 +41,9 @@ from ddtree_runtime.server.generation import (
     completion_prompt_ids,
     new_request_id,
     sampling_params,
+    text_ids,
 )
+from ddtree_runtime.server.limits import BodyLimit
 from ddtree_runtime.server.protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -63,6 +69,71 @@ def parse_body(model: type[RequestModel], body: bytes) -> RequestModel:
         return model.model_validate_json(body)
     except ValidationError as error:
         raise validation_error(error) from error
+
+
+def completion_inputs(state: RuntimeState, body: bytes) -> tuple[CompletionRequest, list[int]]:
+    """POST /v1/completions' request and prompt ids (worker thread)."""
+    request = parse_body(CompletionRequest, body)
+    check_model_name(state, request)
+    return request, completion_prompt_ids(state, request.prompt)
+
+
+def chat_inputs(state: RuntimeState, body: bytes) -> tuple[ChatCompletionRequest, list[int]]:
+    """POST /v1/chat/completions' request and prompt ids (worker thread)."""
+    request = parse_body(ChatCompletionRequest, body)
+    check_model_name(state, request)
+    return request, chat_prompt_ids(state, request.messages)
+
+
+def score_inputs(state: RuntimeState, body: bytes) -> tuple[ScoreRequest, list[int]]:
+    """POST /score's request and prompt ids, every check but the engine's (worker thread)."""
+    request = parse_body(ScoreRequest, body)
+    request.one_prompt()
+    if request.model != state.config.served_model_name:
+        raise RequestError(f"model '{request.model}' is not served here", param="model")
+    if request.messages is not None:
+        prompt = chat_prompt_ids(state, request.messages)
+    else:
+        assert request.prompt is not None
+        prompt = completion_prompt_ids(state, request.prompt)
+    continuation = request.continuation
+    vocab = state.engine.limits.vocab_size
+    if any(not 0 <= token < vocab for token in continuation):
+        raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
+    limit = state.config.max_model_len
+    if len(prompt) + len(continuation) > limit:
+        raise RequestError(
+            f"prompt ({len(prompt)} tokens) plus continuation ({len(continuation)}) exceeds "
+            f"max_model_len ({limit})",
+            param="continuation",
+        )
+    return request, prompt
+
+
+def compact_json(value: Any) -> str:
+    """JSON as `JSONResponse` renders it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def score_answer(request: ScoreRequest, prompt: list[int], scores: list[Any]) -> Response:
+    """POST /score's answer, rendered a position at a time on a worker thread: a long
+    continuation's `top` lists make megabytes of JSON, and one `json.dumps` over all of them
+    would hold the GIL, and so the event loop, throughout."""
+    head = {"object": "score", "model": request.model, "prompt_tokens": len(prompt), **SCORING}
+    positions = ",".join(compact_json(position.as_dict()) for position in scores)
+    # The head's closing brace gives way to the positions.
+    body = f'{compact_json(head)[:-1]},"positions":[{positions}]}}'
+    return Response(body, media_type="application/json")
+
+
+def tokenize_answer(state: RuntimeState, body: bytes) -> JSONResponse:
+    """POST /tokenize's answer, rendered (worker thread)."""
+    request = parse_body(TokenizeRequest, body)
+    if request.model not in (None, state.config.served_model_name):
+        raise RequestError(f"model '{request.model}' is not served here", param="model")
+    tokens = text_ids(state, request.prompt, "prompt", request.add_special_tokens)
+    limit = state.config.max_model_len
+    return JSONResponse({"tokens": tokens, "count": len(tokens), "max_model_len": limit})
 
 
 @dataclass
@@ -185,6 +256,7 @@ def create_app(state: RuntimeState) -> FastAPI:
         state.loop.stop()
 
     app = FastAPI(title="ddtree_runtime", lifespan=lifespan)
+    app.add_middleware(BodyLimit, limits=state.limits)
     token_text = TokenText(state.loaded.tokenizer)
     app.state.runtime = state
 
@@ -228,45 +300,18 @@ def create_app(state: RuntimeState) -> FastAPI:
         return {"object": "list", "data": [model]}
 
     @app.post("/tokenize")
-    async def tokenize(http: Request) -> dict[str, Any]:
+    async def tokenize(http: Request) -> JSONResponse:
         """A text's ids under the served tokenizer (vLLM's route and shape), so a client can
         build prompts of exact token counts."""
-        request = parse_body(TokenizeRequest, await http.body())
-        if request.model not in (None, state.config.served_model_name):
-            raise RequestError(f"model '{request.model}' is not served here", param="model")
-        tokens = list(
-            state.loaded.tokenizer.encode(
-                request.prompt, add_special_tokens=request.add_special_tokens
-            )
-        )
-        limit = state.config.max_model_len
-        return {"tokens": tokens, "count": len(tokens), "max_model_len": limit}
+        return await asyncio.to_thread(tokenize_answer, state, await http.body())
 
     @app.post("/score")
-    async def score(http: Request) -> dict[str, Any]:
+    async def score(http: Request) -> Response:
         """A sampled continuation scored by the target's own prefill under the parameters it
         was drawn with (`ddtree_runtime.score`); the forward runs on the engine thread between
         steps."""
-        request = parse_body(ScoreRequest, await http.body())
-        request.one_prompt()
-        if request.model != state.config.served_model_name:
-            raise RequestError(f"model '{request.model}' is not served here", param="model")
-        if request.messages is not None:
-            prompt = chat_prompt_ids(state, request.messages)
-        else:
-            assert request.prompt is not None
-            prompt = completion_prompt_ids(state, request.prompt)
+        request, prompt = await asyncio.to_thread(score_inputs, state, await http.body())
         continuation = request.continuation
-        vocab = state.engine.limits.vocab_size
-        if any(not 0 <= token < vocab for token in continuation):
-            raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
-        limit = state.config.max_model_len
-        if len(prompt) + len(continuation) > limit:
-            raise RequestError(
-                f"prompt ({len(prompt)} tokens) plus continuation ({len(continuation)}) exceeds "
-                f"max_model_len ({limit})",
-                param="continuation",
-            )
         model, top_k = state.loaded.model, max(request.top_k, 0)
 
         def run() -> list[Any]:
@@ -286,23 +331,16 @@ def create_app(state: RuntimeState) -> FastAPI:
             raise RequestError(str(error), status=503) from error
         except EngineFailure as error:  # stopping before it ran
             raise RequestError(str(error), status=error.status) from error
-        return {
-            "object": "score",
-            "model": request.model,
-            "prompt_tokens": len(prompt),
-            **SCORING,
-            "positions": [s.as_dict() for s in scores],
-        }
+        return await asyncio.to_thread(score_answer, request, prompt, scores)
 
     @app.post("/v1/completions")
     async def completions(http: Request) -> Any:
-        request = parse_body(CompletionRequest, await http.body())
-        check_model_name(state, request)
+        request, prompt_ids = await asyncio.to_thread(completion_inputs, state, await http.body())
         job = Job(
             state=state,
             head=ResponseHead(new_request_id("cmpl"), request.model, chat=False),
             request=request,
-            prompt_ids=completion_prompt_ids(state, request.prompt),
+            prompt_ids=prompt_ids,
             top_logprobs=request.logprobs,
             token_text=token_text,
         )
@@ -310,14 +348,13 @@ def create_app(state: RuntimeState) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(http: Request) -> Any:
-        request = parse_body(ChatCompletionRequest, await http.body())
-        check_model_name(state, request)
+        request, prompt_ids = await asyncio.to_thread(chat_inputs, state, await http.body())
         top = (request.top_logprobs or 0) if request.logprobs else None
         job = Job(
             state=state,
             head=ResponseHead(new_request_id("chatcmpl"), request.model, chat=True),
             request=request,
-            prompt_ids=chat_prompt_ids(state, request.messages),
+            prompt_ids=prompt_ids,
             top_logprobs=top,
             token_text=token_text,
         )

@@ -35,14 +35,20 @@ def check_model_name(state: RuntimeState, request: SamplingFields) -> None:
         )
 
 
+def text_ids(state: RuntimeState, text: str, param: str, add_special_tokens: bool) -> list[int]:
+    """A text's ids under the served tokenizer; a text too long to fit is refused (naming
+    `param`) by its length alone, before the tokenizer sees it (`RequestLimits`)."""
+    state.limits.check_prompt(text, param)
+    return list(state.loaded.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+
 def completion_prompt_ids(state: RuntimeState, prompt: str | list[int]) -> list[int]:
     """A completion's prompt ids: text encoded by the served tokenizer, or ids checked."""
-    tokenizer = state.loaded.tokenizer
     if isinstance(prompt, str):
-        ids = list(tokenizer.encode(prompt))
+        ids = text_ids(state, prompt, "prompt", add_special_tokens=True)
     else:
         ids = list(prompt)
-        vocab = len(tokenizer)
+        vocab = len(state.loaded.tokenizer)
         if any(not 0 <= token < vocab for token in ids):
             raise RequestError(f"prompt token ids must be in [0, {vocab})", param="prompt")
     if not ids:
@@ -59,7 +65,7 @@ def chat_prompt_ids(state: RuntimeState, chat: list[ChatMessage]) -> list[int]:
     else:
         # Test models ship no template; a plain transcript keeps chat usable with them.
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
-    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    ids = text_ids(state, text, "messages", add_special_tokens=False)
     if not ids:
         raise RequestError("messages produce an empty prompt", param="messages")
     return ids

@@ -2,6 +2,8 @@
 
 Validation is strict (no "5" -> 5 coercion): a wrong type is a client error the sweeper should
 see, not something to guess around. Unknown fields are ignored, as OpenAI clients send extras.
+Numbers must be finite: Python's JSON parsers take `Infinity` and `NaN` (and read `1e999` as
+infinity), which no sampling parameter may be.
 """
 
 from __future__ import annotations
@@ -13,16 +15,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 MAX_TOP_LOGPROBS = 5
 
 
-class StreamOptions(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
+class Strict(BaseModel):
+    """Every request model: the module docstring's rules, in one place."""
 
+    model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
+
+
+class StreamOptions(Strict):
     include_usage: bool = False
 
 
-class SamplingFields(BaseModel):
+class SamplingFields(Strict):
     """Fields shared by completions and chat completions."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
 
     model: str
     max_tokens: int | None = Field(default=None, ge=1)
@@ -73,26 +77,20 @@ class CompletionRequest(SamplingFields):
     echo: Literal[False] = False
 
 
-class TokenizeRequest(BaseModel):
+class TokenizeRequest(Strict):
     """POST /tokenize (vLLM's shape): a text's token ids under the served tokenizer."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
 
     model: str | None = None
     prompt: str
     add_special_tokens: bool = True
 
 
-class TextPart(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
-
+class TextPart(Strict):
     type: Literal["text"]
     text: str
 
 
-class ChatMessage(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore")
-
+class ChatMessage(Strict):
     role: Literal["system", "user", "assistant", "developer", "tool"]
     content: str | list[TextPart]
 
@@ -156,12 +154,10 @@ def validation_error(error: ValidationError) -> RequestError:
 MAX_SCORE_TOP_LOGPROBS = 256
 
 
-class ScoreRequest(BaseModel):
+class ScoreRequest(Strict):
     """POST /score: a sampled continuation scored under the sampling parameters it was drawn
     with (`ddtree_runtime.score`). The prompt is given as a completion's (`prompt`: text or
     token ids) or a chat's (`messages`), exactly one, and becomes ids as those routes make them."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
 
     model: str
     prompt: str | list[int] | None = None

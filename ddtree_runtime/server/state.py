@@ -16,6 +16,7 @@ from ddtree_runtime import __version__
 from ddtree_runtime.score import ORDER
 from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_inputs
 from ddtree_runtime.server.engine_loop import EngineLoop
+from ddtree_runtime.server.limits import RequestLimits, longest_token_chars
 from ddtree_runtime.stats import TOTALLED, RequestStats
 
 #: How this runtime samples (``algo.sampling``), so a controller knows it may compare sampled output
@@ -89,6 +90,9 @@ class RuntimeState:
             self.config, self.loaded.weights_hash, self.source_hash
         )
         self.fingerprint = fingerprint(self.fingerprint_inputs)
+        self.limits = RequestLimits(
+            self.config.max_model_len, longest_token_chars(self.loaded.tokenizer)
+        )
 
     def server_info(self) -> dict[str, Any]:
         return {
@@ -110,5 +114,6 @@ class RuntimeState:
             "engine": dict(getattr(self.engine, "info", {}) or {}),
             "sampling": dict(SAMPLING),
             "scoring": dict(SCORING),
+            "limits": self.limits.as_dict(),
             "stats": self.stats.as_dict(self.loop.in_flight(), self.loop.steps),
         }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +15,7 @@ import httpx
 import pytest
 
 from ddtree_runtime.server.local_server import LocalServer
+from tests.ddtree_runtime.server.rawhttp import raw_post
 
 MODEL = "tiny-random"
 MAX_MODEL_LEN = 256
@@ -380,6 +383,17 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("score prompt and messages", S, score(messages=[{"role": "user", "content": "hi"}]), "prompt"),
     ("score unknown model", S, score(model="other"), "model"),
     ("score too many top logprobs", S, score(top_logprobs=10**6), "top_logprobs"),
+    # Python's JSON parsers take these literals (json.dumps writes inf as Infinity, nan as NaN)
+    # and read 1e999 as inf; a sampler must never see them.
+    ("score temperature Infinity", S, score(temperature=math.inf), "temperature"),
+    (
+        "score temperature 1e999",
+        S,
+        json.dumps(score()).replace("0.7", "1e999").encode(),
+        "temperature",
+    ),
+    ("temperature Infinity", C, comp(temperature=math.inf), "temperature"),
+    ("chat temperature NaN", CHAT, chat(temperature=math.nan), "temperature"),
 ]
 
 
@@ -411,6 +425,69 @@ def test_unknown_route_is_an_openai_404(server: LocalServer) -> None:
     response = httpx.get(f"{server.url}/v1/nothing-here")
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def limits(server: LocalServer) -> dict[str, int]:
+    return dict(httpx.get(f"{server.url}/server_info").json()["limits"])
+
+
+@pytest.mark.quiet  # it times /health
+def test_health_answers_while_an_8_mb_prompt_is_refused(server: LocalServer) -> None:
+    body = json.dumps(score(prompt="a" * 8_000_000)).encode()
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll_health() -> None:
+        while not done.is_set() or len(latencies) < 5:
+            started = time.monotonic()
+            ok = httpx.get(f"{server.url}/health", timeout=60).status_code == 200
+            latencies.append(time.monotonic() - started if ok else float("inf"))
+            time.sleep(0.02)
+
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    try:
+        status, answer = raw_post(server.port, S, [body], len(body))
+    finally:
+        done.set()
+        poller.join()
+    assert status in (400, 413), answer
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert max(latencies) < 0.5, f"/health took {max(latencies):.2f} s"
+
+
+def test_a_body_over_the_cap_is_refused_unread(server: LocalServer) -> None:
+    """Declared too long (the 80 MB that once took 13 GB): refused on its head alone. Sent
+    chunked, never ended: refused once past the cap."""
+    status, answer = raw_post(server.port, S, [], 80_000_000)
+    cap = limits(server)["max_body_bytes"]
+    assert status == 413 and f"{cap} bytes" in answer["error"]["message"], answer
+    prefix = b'{"model": "tiny-random", "continuation": [5], "temperature": 0.5, "prompt": "'
+    pieces = [prefix, *(b"a" * 65536 for _ in range(8_000_000 // 65536))]
+    status, answer = raw_post(server.port, C, pieces, None, end=False)
+    assert status == 413, answer
+    assert answer["error"]["type"] == "invalid_request_error"
+    assert completion(server)["choices"][0]["finish_reason"] in {"length", "stop"}
+
+
+def test_a_prompt_too_long_to_fit_is_refused_before_tokenizing(server: LocalServer) -> None:
+    """More characters than max_model_len tokens of the longest token can hold: 400 naming the
+    prompt (or messages) and the cap, on every route that tokenizes text."""
+    cap = MAX_MODEL_LEN * len("<|endoftext|>")  # tiny-random's longest token
+    text = "a" * (cap + 1)
+    cases = [
+        (S, score(prompt=text), "prompt"),
+        (S, score(prompt=None, messages=[{"role": "user", "content": text}]), "messages"),
+        (C, comp(prompt=text), "prompt"),
+        (CHAT, chat(messages=[{"role": "user", "content": text}]), "messages"),
+        ("/tokenize", {"model": MODEL, "prompt": text}, "prompt"),
+    ]
+    for path, body, param in cases:
+        response = post(server, path, body)
+        assert response.status_code == 400, (path, response.text)
+        error = response.json()["error"]
+        assert error["param"] == param and f"{cap} characters" in error["message"], error
+    assert limits(server)["max_prompt_chars"] == cap
 
 
 def in_flight_after(server: LocalServer, timeout_s: float) -> dict[str, Any]:
