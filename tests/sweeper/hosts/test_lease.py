@@ -155,7 +155,8 @@ def test_a_live_holder_in_another_pid_namespace_is_never_taken_over(tmp_path: Pa
         assert holder.stdout is not None and holder.stdout.readline().strip() == "taken"
         found = read_lease(host, path)
         assert found is not None and found[1].pid == 1
-        with pytest.raises(LeaseBusy, match="another PID namespace, so it cannot be checked"):
+        refused = r"in another PID namespace \(pid:\[\d+\]; .*\), so it cannot be checked"
+        with pytest.raises(LeaseBusy, match=refused):
             take(host, path, new_holder("beta", here, boot_id(host)), here)
     finally:
         holder.kill()
