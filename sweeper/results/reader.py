@@ -35,6 +35,8 @@ from sweeper.results.scores import (
     current_scores,
     settled_points,
 )
+from sweeper.statefile import MANIFEST as MANIFEST_KIND
+from sweeper.statefile import RECORDS, check, read_state
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -60,8 +62,8 @@ RECORD_KEYS: dict[str, tuple[str, ...]] = {POINTS_LOG: ("point_id", "status")}
 #: wrong type, a status that is no status) is damaged like a cut one, checked strictly as the
 #: JSON it is: the writer dumps each model as it is, so `"4"` where a number belongs is damage,
 #: not a number. A field a line lacks (a run written before the field existed) or one the model
-#: does not declare (an extra grid flag; a settled line's point columns, which its writer never
-#: validates as a point's) is read as it is.
+#: does not declare (an extra grid flag) is read as it is, except in a settled line: it may
+#: carry only the verdict columns its model declares (`STRICT`), never a measurement.
 RECORD_MODELS: dict[str, type[BaseModel]] = {
     POINTS_LOG: PointRecord,
     REQUESTS_LOG: RequestRecord,
@@ -71,6 +73,8 @@ RECORD_MODELS: dict[str, type[BaseModel]] = {
 }
 #: Validation errors that say a field is absent or undeclared, not that a value is wrong.
 _NOT_DAMAGE = frozenset({"missing", "extra_forbidden"})
+#: Record files whose lines may hold no field their model does not declare.
+STRICT = frozenset({SETTLED_LOG})
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -84,10 +88,10 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, 
     its `RECORD_MODELS` accept), and its damaged lines as (line number, text verbatim: bytes
     that are not UTF-8 kept as surrogate escapes, why it is damaged). Split on "\\n" only: a
     JSON string may hold U+2028 and other separators that `str.splitlines` would cut at.
-    Absent: nothing; there but unreadable (a directory, no permission): the OSError, never
-    read as absent."""
+    Absent: nothing; there but unreadable (a directory, a FIFO, no permission, over the cap):
+    the OSError, never read as absent."""
     try:
-        data = path.read_bytes()
+        data = read_state(path, RECORDS)
     except FileNotFoundError:
         return [], []
     rows: list[dict[str, Any]] = []
@@ -121,7 +125,8 @@ def _damage(name: str, raw: bytes, row: Any) -> str:
         if model is not None:
             model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
-        refused = [e for e in exc.errors() if e["type"] not in _NOT_DAMAGE]
+        excused = frozenset({"missing"}) if name in STRICT else _NOT_DAMAGE
+        refused = [e for e in exc.errors() if e["type"] not in excused]
         return _refused(refused) if refused else ""
     return ""
 
@@ -139,9 +144,10 @@ def _refused(errors: list[Any]) -> str:
 
 
 def read_manifest(run_dir: Path) -> Manifest | None:
-    """The run's manifest, or None when absent or unreadable."""
+    """The run's manifest, or None when absent or unreadable (a FIFO, a device: never opened
+    for reading)."""
     try:
-        return Manifest.model_validate_json((Path(run_dir) / MANIFEST).read_text())
+        return Manifest.model_validate_json(read_state(Path(run_dir) / MANIFEST, MANIFEST_KIND))
     except (OSError, ValueError):
         return None
 
@@ -176,7 +182,7 @@ class Run:
     @cached_property
     def _points_bytes(self) -> bytes | None:
         try:
-            return (self.dir / POINTS_PARQUET).read_bytes()
+            return read_state(self.dir / POINTS_PARQUET, RECORDS)
         except OSError:
             return None
 
@@ -189,7 +195,7 @@ class Run:
         points = None if data is None else _view(lambda: pd.read_parquet(io.BytesIO(data)))
         if points is None and (self.dir / POINTS_CSV).exists():
             path = self.dir / POINTS_CSV
-            points = _view(lambda: pd.read_csv(path, keep_default_na=False, na_values=[""]))
+            points = _view(lambda: _read_csv(path))
         if points is None:
             if not self.point_lines:
                 return None
@@ -197,9 +203,19 @@ class Run:
         return self.upgrade_legacy(self._settled(points))
 
     @cached_property
+    def _settled_lines(self) -> tuple[list[dict[str, Any]], list[tuple[int, str, str]]]:
+        return jsonl_lines(self.dir / SETTLED_LOG)
+
+    @property
     def settled(self) -> list[dict[str, Any]]:
         """settled.jsonl: verdict columns settled after their point lines ([] for most runs)."""
-        return read_jsonl(self.dir / SETTLED_LOG)
+        return self._settled_lines[0]
+
+    @property
+    def settled_damage(self) -> list[str]:
+        """settled.jsonl's damaged lines, each in words (`settled.jsonl line 3: field ...`):
+        never applied to their point, and said by every command that reads the run."""
+        return [f"{SETTLED_LOG} line {n}: {why}" for n, _text, why in self._settled_lines[1]]
 
     def _settled(self, points: pd.DataFrame) -> pd.DataFrame:
         """The frame with each point's latest settled columns (views written since hold them
@@ -361,9 +377,12 @@ class Run:
 
 def open_requests(source: Path | pa.BufferReader) -> pq.ParquetFile | None:
     """A requests view opened with its repeated strings as categoricals, or None when it is
-    unreadable. A run none of whose points completed a request has a view with no columns:
-    it opens as it is (pyarrow raises KeyError for an absent dictionary column)."""
+    unreadable (a file that is no regular one is never opened). A run none of whose points
+    completed a request has a view with no columns: it opens as it is (pyarrow raises KeyError
+    for an absent dictionary column)."""
     try:
+        if isinstance(source, Path):
+            check(source, RECORDS)
         try:
             return pq.ParquetFile(source, read_dictionary=list(CATEGORICAL))
         except KeyError:
@@ -389,8 +408,14 @@ def _view(read: Any) -> pd.DataFrame | None:
     return frame if isinstance(frame, pd.DataFrame) else None
 
 
+def _read_csv(path: Path) -> pd.DataFrame:
+    check(path, RECORDS)  # a FIFO there would block pandas' open
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
 def _csv_readable(path: Path) -> bool:
     try:
+        check(path, RECORDS)
         pd.read_csv(path, nrows=1)
     except pd.errors.EmptyDataError:
         return path.stat().st_size == 0 and not (path.parent / POINTS_LOG).stat().st_size

@@ -2,7 +2,7 @@
 may carry (a wrong type, a measurement it may not set, an unknown verdict: a damaged line,
 named, never a crash nor believed), and a state file that is a FIFO or a link to a device is
 refused in one line before it is opened for reading (never a hang, never memory without end).
-Each command runs in-process under a deadline and a memory cap (`tests/bounded.py`), so old
+Each command runs in-process under a deadline and a memory cap (`tests.bounded`), so old
 code shows its hang or its MemoryError as a failure, not as a stuck or swapping machine."""
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def _settle(run: Path, point: dict[str, Any], **columns: Any) -> None:
         handle.write(json.dumps(line) + "\n")
 
 
-def _invoke(*argv: str) -> tuple[int, str]:
-    with bounded(seconds=30):
+def _invoke(*argv: str, seconds: float = 30) -> tuple[int, str]:
+    with bounded(seconds):
         done = CliRunner().invoke(app, list(argv), env={"COLUMNS": "200"})
     return done.exit_code, done.output
 
@@ -49,14 +49,15 @@ def _invoke(*argv: str) -> tuple[int, str]:
 def test_a_settled_column_of_a_wrong_type_is_a_named_damaged_line(tmp_path: Path) -> None:
     run, point = _run(tmp_path)
     _settle(run, point, output_tok_s="fast", determinism=5)
-    for argv in (["report", str(run)], ["diagnose", str(run), "--dry-run"]):
+    for argv in (["report", str(run)], ["best", str(run)]):
         code, output = _invoke(*argv)
         assert code == 0, output
         assert f"{SETTLED_LOG} line 1: field " in output, output
     rows, damaged = jsonl_lines(run / SETTLED_LOG)
-    assert rows == [] and [(n, why.split(":")[0]) for n, _, why in damaged] == [
-        (1, "field output_tok_s")
-    ]
+    assert rows == [] and [n for n, _, _ in damaged] == [1]
+    why = damaged[0][2]
+    assert why.startswith("field determinism: Input should be 'exact'"), why
+    assert why.endswith(", got 5; also output_tok_s"), why
 
 
 def test_a_settled_line_never_sets_a_measurement(tmp_path: Path) -> None:
@@ -87,12 +88,15 @@ def test_an_unknown_verdict_is_a_damaged_line(name: str, tmp_path: Path) -> None
 
 def test_a_state_file_linked_to_a_device_is_refused_before_it_is_read(tmp_path: Path) -> None:
     run, _ = _run(tmp_path)
+    manifest = (run / "manifest.json").read_bytes()
     (run / "manifest.json").unlink()
     (run / "manifest.json").symlink_to("/dev/zero")
     for argv, code in ((["ls", "--results", str(run.parent.parent)], 0), (["repair", str(run)], 5)):
         found, output = _invoke(*argv)
         assert found == code, output
         assert "internal error" not in output and "MemoryError" not in output, output
+    (run / "manifest.json").unlink()
+    (run / "manifest.json").write_bytes(manifest)
     (run / POINTS_LOG).symlink_to("/dev/zero")
     found, output = _invoke("best", str(run))
     assert found == 5, output
@@ -107,8 +111,9 @@ def test_a_fifo_in_a_state_files_place_never_blocks(where: str, tmp_path: Path) 
     (run / where).unlink(missing_ok=True)
     os.mkfifo(run / where)
     said = []
-    for argv in (["ls", "--results", str(run.parent.parent)], ["best", str(run)], ["repair", str(run)]):
-        code, output = _invoke(*argv)
+    results = str(run.parent.parent)
+    for argv in (["ls", "--results", results], ["best", str(run)], ["repair", str(run)]):
+        code, output = _invoke(*argv, seconds=10)
         said.append((argv[0], code))
         assert code in (0, 2, 5) and "internal error" not in output, output
     assert said[-1] == ("repair", 5), said
