@@ -39,6 +39,8 @@ MANIFEST = Kind("manifest", 256 * _MiB)
 JOURNAL = Kind("study journal", 256 * _MiB)
 #: A run's append-only records and its points view (requests: texts and token ids).
 RECORDS = Kind("record file", 16 * _GiB)
+#: A point's server log (its tail is shown).
+LOG = Kind("log", 1 * _GiB)
 #: A run lock (the holder's pid).
 LOCK = Kind("lock file", 1 * _MiB)
 #: A spec file.

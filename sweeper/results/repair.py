@@ -55,7 +55,7 @@ def repair(run_dir: Path) -> list[str]:
     run_dir = Path(run_dir)
     try:  # a FIFO, a device or an oversized manifest: said as it is (UnsafeStateFile)
         check(run_dir / MANIFEST, MANIFEST_KIND)
-    except (FileNotFoundError, IsADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         raise RepairError(f"{run_dir} is not a run directory (no {MANIFEST})") from None
     run = read_run(run_dir)
     if run.manifest is None:

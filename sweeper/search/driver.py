@@ -93,7 +93,9 @@ def _search_log_problem(log: Path) -> str:
     (an object) and `restart` (a whole number)."""
     try:
         text = read_state(log, STATE).decode()
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    except UnicodeDecodeError as exc:
         return f"cannot be read: {exc}"
     if not text.strip():
         return "empty"

@@ -73,7 +73,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "which config to try next",
     ),
     "report": (
-        frozenset({"analysis", "config", "diagnosis", "proof", "results", "spec"}),
+        frozenset({"analysis", "config", "diagnosis", "proof", "results", "spec", "statefile"}),
         "HTML, figures, the tables only the report shows",
     ),
     "exit_codes": (frozenset({"proof"}), "what a sweep's exit code says"),
