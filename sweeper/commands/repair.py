@@ -52,7 +52,7 @@ def checked(run: Run) -> Run:
     """For commands that read a run: the run with its broken views rebuilt in memory (saying
     so on stderr; nothing is written); the same run when none was broken. A damaged settled
     line (a verdict column of a wrong type, a column it may not set, an unknown verdict) is
-    never applied to its point, and said."""
+    never applied: its point is read with no verdict (never proven), and it is said."""
     from sweeper.results.recover import damage_said
     from sweeper.results.repair import RecoveredRun, repaired
 
@@ -60,8 +60,8 @@ def checked(run: Run) -> Run:
     if damage:
         more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
         typer.echo(
-            f"note: {run.dir}: {damage[0]}{more}: not applied to its point (`sweeper repair "
-            f"{run.dir}` keeps it aside)",
+            f"note: {run.dir}: {damage[0]}{more}: not applied, its point has no verdict "
+            f"(`sweeper repair {run.dir}` keeps the line aside)",
             err=True,
         )
     run = repaired(run)

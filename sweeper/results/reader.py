@@ -90,12 +90,36 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, 
     JSON string may hold U+2028 and other separators that `str.splitlines` would cut at.
     Absent: nothing; there but unreadable (a directory, a FIFO, no permission, over the cap):
     the OSError, never read as absent."""
+    lines = _lines(path)
+    rows = [row for _, _, row, why in lines if not why]
+    return rows, [(number, text, why) for number, text, _, why in lines if why]
+
+
+def settled_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """settled.jsonl's lines in order, as `settled_points` applies them, and its damaged lines
+    in words (`settled.jsonl line 3: field ...`). A damaged line that still names its point
+    and attempt settled something that cannot be told: it leaves that point with no verdict
+    (`determinism` None: damaged, never proven) until a later sound line settles it."""
+    rows: list[dict[str, Any]] = []
+    said: list[str] = []
+    for number, _text, row, why in _lines(path):
+        if why:
+            said.append(f"{path.name} line {number}: {why}")
+            if not (isinstance(row, dict) and isinstance(row.get("point_id"), str)):
+                continue
+            row = {"point_id": row["point_id"], "attempt": row.get("attempt"), "determinism": None}
+        rows.append(row)
+    return rows, said
+
+
+def _lines(path: Path) -> list[tuple[int, str, Any, str]]:
+    """A record file's non-blank lines: (line number, text verbatim, what it parsed to (None
+    where it is not JSON), why it is no record: "" for a record)."""
     try:
         data = read_state(path, RECORDS)
     except FileNotFoundError:
-        return [], []
-    rows: list[dict[str, Any]] = []
-    damaged: list[tuple[int, str, str]] = []
+        return []
+    lines: list[tuple[int, str, Any, str]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -103,14 +127,10 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, 
         try:
             row = json.loads(text)
         except ValueError:
-            damaged.append((number, text, "not JSON"))
+            lines.append((number, text, None, "not JSON"))
             continue
-        why = _damage(path.name, raw, row)
-        if why:
-            damaged.append((number, text, why))
-        else:
-            rows.append(row)
-    return rows, damaged
+        lines.append((number, text, row, _damage(path.name, raw, row)))
+    return lines
 
 
 def _damage(name: str, raw: bytes, row: Any) -> str:
@@ -203,19 +223,20 @@ class Run:
         return self.upgrade_legacy(self._settled(points))
 
     @cached_property
-    def _settled_lines(self) -> tuple[list[dict[str, Any]], list[tuple[int, str, str]]]:
-        return jsonl_lines(self.dir / SETTLED_LOG)
+    def _settled_lines(self) -> tuple[list[dict[str, Any]], list[str]]:
+        return settled_rows(self.dir / SETTLED_LOG)
 
     @property
     def settled(self) -> list[dict[str, Any]]:
-        """settled.jsonl: verdict columns settled after their point lines ([] for most runs)."""
+        """settled.jsonl: verdict columns settled after their point lines ([] for most runs);
+        a damaged line leaves its point with no verdict (`settled_rows`)."""
         return self._settled_lines[0]
 
     @property
     def settled_damage(self) -> list[str]:
         """settled.jsonl's damaged lines, each in words (`settled.jsonl line 3: field ...`):
-        never applied to their point, and said by every command that reads the run."""
-        return [f"{SETTLED_LOG} line {n}: {why}" for n, _text, why in self._settled_lines[1]]
+        their columns never applied, and said by every command that reads the run."""
+        return self._settled_lines[1]
 
     def _settled(self, points: pd.DataFrame) -> pd.DataFrame:
         """The frame with each point's latest settled columns (views written since hold them

@@ -39,6 +39,7 @@ from sweeper.results.reader import (
     SCORES_LOG,
     SETTLED_LOG,
     read_jsonl,
+    settled_rows,
 )
 from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
 from sweeper.results.scores import ScoreRecord, SettledRecord, current_scores, settled_points
@@ -274,7 +275,7 @@ class RunStore:
         out: dict[str, dict[str, Any]] = {}
         for row in read_jsonl(self.dir / POINTS_LOG):
             out.setdefault(row["point_id"], upgrade_legacy_row(row, self.engine))
-        return settled_points(out, read_jsonl(self.dir / SETTLED_LOG))
+        return settled_points(out, settled_rows(self.dir / SETTLED_LOG)[0])
 
     def requests(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Request rows of completed points only, from the attempt that completed."""

@@ -1,9 +1,10 @@
 """State read safely (issue 46 #8): a settled line is validated against the point columns it
 may carry (a wrong type, a measurement it may not set, an unknown verdict: a damaged line,
-named, never a crash nor believed), and a state file that is a FIFO or a link to a device is
-refused in one line before it is opened for reading (never a hang, never memory without end).
-Each command runs in-process under a deadline and a memory cap (`tests.bounded`), so old
-code shows its hang or its MemoryError as a failure, not as a stuck or swapping machine."""
+named, never a crash nor believed; its point is left with no verdict), and a state file that
+is a FIFO or a link to a device is refused in one line before it is opened for reading (never
+a hang, never memory without end). Each command runs in-process under a deadline and a memory
+cap (`tests.bounded`), so old code shows its hang or its MemoryError as a failure, not as a
+stuck or swapping machine."""
 
 from __future__ import annotations
 
@@ -67,6 +68,8 @@ def test_a_settled_line_never_sets_a_measurement(tmp_path: Path) -> None:
     assert frame is not None
     row = frame.set_index("point_id").loc[point["point_id"]]
     assert (row["output_tok_s"], row["speedup"]) == (point["output_tok_s"], point["speedup"])
+    # What the damaged line settled cannot be told: the point has no verdict, never proven.
+    assert pd.isna(row["determinism"])
     _, damaged = jsonl_lines(run / SETTLED_LOG)
     assert [why for _, _, why in damaged] == [
         "field output_tok_s: Extra inputs are not permitted, got 99999.0; also speedup"
