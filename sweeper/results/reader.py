@@ -18,7 +18,7 @@ import reprlib
 import shutil
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from sweeper.results.lock import live_holder
 from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
-from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
+from sweeper.results.records import PointRecord, RequestRecord, SampleRecord, Verdict
 from sweeper.results.scores import (
     ScoreRecord,
     SettledRecord,
@@ -53,6 +53,8 @@ DERIVED_VIEWS = (POINTS_PARQUET, POINTS_CSV, REQUESTS_PARQUET)
 CATEGORICAL = ("host", "point_id", "prompt_id", "verdict")
 
 Filters = list[tuple[str, str, Any]]
+#: The verdicts' names.
+VERDICTS: tuple[str, ...] = get_args(Verdict)
 
 
 #: What every line of a record file holds, as strings: its point, and a point line its status.
@@ -99,17 +101,23 @@ def settled_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """settled.jsonl's lines in order, as `settled_points` applies them, and its damaged lines
     in words (`settled.jsonl line 3: field ...`). A damaged line that still names its point
     and attempt settled something that cannot be told: it leaves that point with no verdict
-    (`determinism` None: damaged, never proven) until a later sound line settles it."""
+    (`determinism` None, or the value it holds where that is no verdict, so that readers name
+    it: damaged, never proven) until a later sound line settles it."""
     rows: list[dict[str, Any]] = []
-    said: list[str] = []
+    damaged: list[str] = []
     for number, _text, row, why in _lines(path):
         if why:
-            said.append(f"{path.name} line {number}: {why}")
+            damaged.append(f"{path.name} line {number}: {why}")
             if not (isinstance(row, dict) and isinstance(row.get("point_id"), str)):
                 continue
-            row = {"point_id": row["point_id"], "attempt": row.get("attempt"), "determinism": None}
+            held = row.get("determinism")
+            row = {
+                "point_id": row["point_id"],
+                "attempt": row.get("attempt"),
+                "determinism": None if held in VERDICTS else held,
+            }
         rows.append(row)
-    return rows, said
+    return rows, damaged
 
 
 def _lines(path: Path) -> list[tuple[int, str, Any, str]]:
