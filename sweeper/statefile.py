@@ -41,6 +41,8 @@ JOURNAL = Kind("study journal", 256 * _MiB)
 RECORDS = Kind("record file", 16 * _GiB)
 #: A point's server log (its tail is shown).
 LOG = Kind("log", 1 * _GiB)
+#: A server's pidfile (its pid, start and launch id).
+PIDFILE = Kind("pidfile", 4096)
 #: A run lock (the holder's pid).
 LOCK = Kind("lock file", 1 * _MiB)
 #: A spec file.

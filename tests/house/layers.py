@@ -91,7 +91,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     ),
     "stats": (frozenset(), "statistics beneath the proof: tests, bounds, combinations"),
     "measure": (
-        frozenset({"config", "engines", "hosts", "plan", "poll", "results", "spec"}),
+        frozenset({"config", "engines", "hosts", "plan", "poll", "results", "spec", "statefile"}),
         "a point's load and client -> records",
     ),
     "workers": (
@@ -99,7 +99,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "backends per host; Slurm allocations and the work dealt to them",
     ),
     "services": (
-        frozenset({"config", "engines", "hosts", "poll"}),
+        frozenset({"config", "engines", "hosts", "poll", "statefile"}),
         "a server kept running, ready and proven; the runtime's package",
     ),
     "hosts": (frozenset({"poll"}), "where commands run and files go"),
