@@ -25,13 +25,13 @@ _GiB = 1 << 30
 @dataclass(frozen=True)
 class Kind:
     """A kind of state file: what it is called in an error, and the most bytes one may hold
-    (far above any this tool writes, far below what would exhaust a machine)."""
+    (far above any this tool writes: past it the file is damage, never read whole)."""
 
     name: str
     cap: int
 
 
-#: A bisect's state, a search's log of its trials.
+#: A bisect's state, a search's log of its trials, a run's synthetic inputs.
 STATE = Kind("state file", 64 * _MiB)
 #: A run's manifest: the resolved spec with every dataset's prompts expanded.
 MANIFEST = Kind("manifest", 256 * _MiB)
@@ -113,4 +113,6 @@ def _what(mode: int) -> str:
 
 
 def _size(cap: int) -> str:
-    return f"{cap // _GiB} GiB" if cap % _GiB == 0 else f"{cap // _MiB} MiB"
+    if cap % _GiB == 0:
+        return f"{cap // _GiB} GiB"
+    return f"{cap // _MiB} MiB" if cap % _MiB == 0 else f"{cap} bytes"
