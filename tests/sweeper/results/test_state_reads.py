@@ -47,6 +47,7 @@ def _invoke(*argv: str, seconds: float = 30) -> tuple[int, str]:
     return done.exit_code, done.output
 
 
+@pytest.mark.slow  # writes a report (seconds)
 def test_a_settled_column_of_a_wrong_type_is_a_named_damaged_line(tmp_path: Path) -> None:
     run, point = _run(tmp_path)
     _settle(run, point, output_tok_s="fast", determinism=5)
