@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.sweeper.faults.context import Shared  # noqa: E402
-from tests.sweeper.faults.states import KINDS, STATE_FILES, answers  # noqa: E402
+from tests.sweeper.faults.states import STATE_FILES, answers  # noqa: E402
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
         print(f"\n**{state.name}** ({state.what}):\n")
         print("| damage | " + " | ".join(f"`{verb}`" for verb in state.commands) + " |")
         print("| --- |" + " --- |" * len(state.commands))
-        for kind in KINDS:
+        for kind in state.kinds:
             scratch = tmp / state.name / kind.name
             scratch.mkdir(parents=True)
             found = answers(state, kind, scratch, shared)

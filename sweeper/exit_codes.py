@@ -61,7 +61,8 @@ EXIT_CODES: dict[int, ExitCode] = {
         "the results or the sweeper's state could not be written or read",
         "the sweeper's own I/O error: results or state cannot be written or read (disk full, a "
         "read-only or unwritable directory, a file where a directory must be, a damaged "
-        "`bisect.json`, search state or host lease: the line names the file); a run is marked "
+        "`bisect.json`, search state or host lease, any state file that is a FIFO, a link to a "
+        "device or past its size cap: the line names the file); a run is marked "
         "`failed` and resumes once fixed",
     ),
     EXIT_UNPROVEN: ExitCode(

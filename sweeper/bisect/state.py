@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sweeper.bisect.search import Outcome
 from sweeper.results.pinned import file_changes, resumable, spec_changes
 from sweeper.results.store import atomic_write, utc_now
+from sweeper.statefile import STATE, read_state
 
 STATE_FILE = "bisect.json"
 Metric = Literal["verdict", "output_tok_s"]
@@ -166,7 +167,7 @@ class BisectState(BaseModel):
             "runs stay there for report and compare)"
         )
         try:
-            text = path.read_bytes()
+            text = read_state(path, STATE)
         except OSError as exc:
             raise BisectStateError(f"{path} cannot be read ({exc.strerror}): {todo}") from None
         try:

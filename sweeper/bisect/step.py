@@ -45,6 +45,7 @@ from sweeper.exit_codes import (
 from sweeper.results.reader import is_finished, runs_of_sweep
 from sweeper.spec import Spec
 from sweeper.spec.load import PACKAGE_MARKER
+from sweeper.statefile import STATE, read_state
 
 #: A step's run exit codes that mean "measured" (all well, failed points, violation, unproven).
 MEASURED = frozenset({EXIT_OK, EXIT_FAILED, EXIT_VIOLATION, EXIT_UNPROVEN})
@@ -124,7 +125,7 @@ def _tree(here: Path, source: Source, sha: str) -> Path:
         marker.write_text(f"{sha} {_digest(tree)}\n")
         return tree
     try:
-        recorded = marker.read_text().split()
+        recorded = read_state(marker, STATE).decode().split()
     except (OSError, UnicodeDecodeError) as exc:
         recorded = [str(exc)]
     if recorded != [sha, _digest(tree)]:

@@ -18,7 +18,10 @@ def command(run_dir: Path = typer.Argument(..., help="The run directory to repai
     if not run_dir.is_dir():
         typer.echo(f"error: no run directory at {run_dir}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
-    if not is_run_dir(run_dir):
+    manifest = run_dir / MANIFEST
+    # Something that is no file in the manifest's place (a FIFO, a device link) is said by
+    # `repair` naming it; only no manifest at all (or a directory) is no run.
+    if not (is_run_dir(run_dir) or manifest.is_symlink() or manifest.exists()) or manifest.is_dir():
         typer.echo(f"error: {run_dir} is not a run directory (no {MANIFEST})", err=True)
         raise typer.Exit(EXIT_BAD_SPEC)
     try:
@@ -47,10 +50,20 @@ def recovered(run_dir: Path) -> list[str]:
 
 def checked(run: Run) -> Run:
     """For commands that read a run: the run with its broken views rebuilt in memory (saying
-    so on stderr; nothing is written); the same run when none was broken."""
+    so on stderr; nothing is written); the same run when none was broken. A damaged settled
+    line (a verdict column of a wrong type, a column it may not set, an unknown verdict) is
+    never applied: its point is read with no verdict (never proven), and it is said."""
     from sweeper.results.recover import damage_said
     from sweeper.results.repair import RecoveredRun, repaired
 
+    damage = run.settled_damage
+    if damage:
+        more = f" (and {len(damage) - 1} more)" if len(damage) > 1 else ""
+        typer.echo(
+            f"note: {run.dir}: {damage[0]}{more}: not applied, its point has no verdict "
+            f"(`sweeper repair {run.dir}` keeps the line aside)",
+            err=True,
+        )
     run = repaired(run)
     if run.rebuilt:
         names = ", ".join(run.rebuilt)

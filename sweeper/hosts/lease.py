@@ -16,7 +16,9 @@ state directory that is a file) is `LeaseDamaged`: the run stops naming the file
 it as no lease and never taking the host without one. A holder
 is gone when the host booted since it was taken, or when its controller is this machine and its
 pid is dead on the same boot (a recycled pid is told apart by its start time). A holder on
-another controller cannot be checked from here: it holds until it gives the lease back.
+another controller, or in another PID namespace of this one (a container: its pid names another
+process here), cannot be checked from here: it holds until it gives the lease back. A swap that
+fails leaves no staged holder behind.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from sweeper.hosts.local import process_start_ticks
 
 LEASE_FILE = "lease.json"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
+PID_NS = "/proc/self/ns/pid"
 #: Seconds the compare-and-swap waits for another controller's (a few ms long) swap.
 GUARD_WAIT_S = 30
 #: Exit status of the swap when the lease was not what the taker read (someone else moved).
@@ -48,18 +51,16 @@ _NOT_A_FILE = 6
 MAX_LEASE_BYTES = 64 * 1024
 #: $1 the lease, $2 the new holder's file ("" to give the lease back), $3 the sha256 of the
 #: lease the taker read ("" when it found none). The lease changes only if it still has those
-#: exact bytes.
+#: exact bytes; the new holder's file is gone when it ends, moved into place or removed.
 _SWAP = f"""
 lease=$1 new=$2 expect=$3
+[ -z "$new" ] || trap 'rm -f "$new"' EXIT
 exec 9>>"$lease.guard" || exit 5
 flock -w {GUARD_WAIT_S} 9 || exit 5
 if [ -e "$lease" ] || [ -L "$lease" ]; then
   [ -f "$lease" ] || exit {_NOT_A_FILE}
   current=$(sha256sum < "$lease") || exit 5
-  if [ "${{current%% *}}" != "$expect" ]; then
-    [ -z "$new" ] || rm -f "$new"
-    exit {_MOVED}
-  fi
+  [ "${{current%% *}}" = "$expect" ] || exit {_MOVED}
 elif [ -n "$expect" ] && [ -z "$new" ]; then
   exit 0
 fi
@@ -94,6 +95,10 @@ class Holder(BaseModel):
     controller: str
     controller_boot_id: str
     pid: int = Field(gt=0)
+    #: The PID namespace `pid` is counted in (`pid:[4026531836]`): a holder in another one (a
+    #: container) cannot be checked from here, its pid naming another process. None in a
+    #: lease written before it was recorded: read as this controller's own namespace.
+    pid_ns: str | None = None
     #: The controller process's start time in clock ticks since its boot (tells a recycled
     #: pid apart); None where /proc could not say.
     pid_start: int | None = None
@@ -124,6 +129,8 @@ class Controller:
     boot_id: str
     pid: int
     pid_start: int | None
+    #: This process's PID namespace (`Holder.pid_ns`).
+    pid_ns: str | None = None
 
     @classmethod
     def here(cls) -> Controller:
@@ -132,18 +139,23 @@ class Controller:
             Path(BOOT_ID).read_text().strip(),
             os.getpid(),
             process_start_ticks(os.getpid()),
+            pid_namespace(),
         )
+
+
+def pid_namespace() -> str | None:
+    """This process's PID namespace (`pid:[inode]`), None where /proc cannot say."""
+    try:
+        return os.readlink(PID_NS)
+    except OSError:
+        return None
 
 
 class LeaseBusy(RuntimeError):
     """A live run holds the host (or, from another controller, one that cannot be checked)."""
 
-    def __init__(self, host: str, holder: Holder, checkable: bool) -> None:
-        unsure = (
-            ""
-            if checkable
-            else "; it runs on another controller, so it cannot be checked from here"
-        )
+    def __init__(self, host: str, holder: Holder, unsure: str = "") -> None:
+        unsure = f"; it runs {unsure}, so it cannot be checked from here" if unsure else ""
         super().__init__(f"host {host} is leased to {holder.describe()}{unsure}")
         self.host = host
         self.holder = holder
@@ -198,6 +210,7 @@ def new_holder(sweep: str, here: Controller, host_boot_id: str) -> Holder:
         controller=here.hostname,
         controller_boot_id=here.boot_id,
         pid=here.pid,
+        pid_ns=here.pid_ns,
         pid_start=here.pid_start,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         host_boot_id=host_boot_id,
@@ -269,6 +282,17 @@ def _probe(host: Host, path: str) -> str:
     return " ".join(said.split())
 
 
+def uncheckable(holder: Holder, here: Controller) -> str:
+    """Where `holder` runs that its process cannot be checked from here ("" where it can): on
+    another controller, or in another PID namespace of this one (its pid names another
+    process here: a container's pid 1 is this machine's init)."""
+    if holder.controller != here.hostname:
+        return "on another controller"
+    if (holder.pid_ns or here.pid_ns) != here.pid_ns:
+        return f"in another PID namespace ({holder.pid_ns}; this controller's: {here.pid_ns})"
+    return ""
+
+
 def gone(holder: Holder, host_boot_id: str, here: Controller) -> str | None:
     """Why `holder` no longer holds (None: it lives, or cannot be checked from here)."""
     if holder.host_boot_id != host_boot_id:
@@ -277,6 +301,8 @@ def gone(holder: Holder, host_boot_id: str, here: Controller) -> str | None:
         return None
     if holder.controller_boot_id != here.boot_id:
         return f"its controller {holder.controller} has booted since"
+    if uncheckable(holder, here):
+        return None
     if holder.pid == here.pid and holder.pid_start == here.pid_start:
         return None  # this very process (another host's lease of this run)
     start = process_start_ticks(holder.pid)
@@ -302,7 +328,7 @@ def take(
             expect, previous = found
             reason = gone(previous, holder.host_boot_id, here)
             if reason is None:
-                raise LeaseBusy(host.name, previous, previous.controller == here.hostname)
+                raise LeaseBusy(host.name, previous, uncheckable(previous, here))
             why = reason
             if vet is not None:
                 vet(previous)

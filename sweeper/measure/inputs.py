@@ -39,6 +39,7 @@ from sweeper.measure.sse_http import StreamClient
 from sweeper.measure.workload import expand_requests
 from sweeper.results.store import atomic_write
 from sweeper.spec import PromptSpec, WorkloadSpec
+from sweeper.statefile import STATE, read_state
 
 INPUTS_FILE = "inputs.json"
 #: Words of the synthetic source text: common English, so tokenizers split it as prose.
@@ -213,7 +214,7 @@ async def tokenize(
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
+        found = json.loads(read_state(path, STATE))
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None

@@ -20,23 +20,13 @@ the target's processed distribution gives probability 0: a proof, at one token) 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, get_args
+from typing import get_args
 
 import pandas as pd
 
-#: Least to most severe: the one list of verdict names (the order below is the severity order).
-Verdict = Literal[
-    "exact",
-    "near-tie",
-    "distribution-ok",
-    "n/a",
-    "unproven",
-    "shifted",
-    "impossible-token",
-    "diverged",
-    "nondeterministic",
-    "garbled",
-]
+# The names, least to most severe, are the records' (a verdict column holds one of them).
+from sweeper.results.records import Verdict
+
 SEVERITY: tuple[Verdict, ...] = get_args(Verdict)
 #: Verdicts that prove a request or a config right (feasible; the diagnosis's clean requests):
 #: near-tie is numerics, not a bug; distribution-ok is a test's pass at a stated power.

@@ -27,6 +27,7 @@ from sweeper.results.manifest import PROMPT_PLAIN_CHAT
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
 from sweeper.results.records import PointRecord
 from sweeper.spec.search import ConstraintsSpec
+from sweeper.statefile import LOG, read_state
 
 #: What `build_view` adds to the point records for the page (never grid flags).
 VIEW_COLUMNS = ("config", "config_long", "best", *IMPOSSIBLE_COLUMNS)
@@ -195,7 +196,8 @@ def _failures(points: pd.DataFrame, run_dir: Path) -> list[Failure]:
 def _log_tail(run_dir: Path, log_path: str) -> str:
     path = Path(log_path) if Path(log_path).is_absolute() else run_dir / log_path
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+        text = read_state(path, LOG).decode(errors="replace")
+        return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
     except OSError:
         return f"(no log at {log_path})"
 

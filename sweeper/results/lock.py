@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweeper.statefile import LOCK, UnsafeStateFile, check, read_state
+
 
 class LockBusy(RuntimeError):
     """Another live process holds the lock."""
@@ -35,7 +37,11 @@ class Held:
 def _read_pid(handle: object) -> int | None:
     assert hasattr(handle, "seek") and hasattr(handle, "read")
     handle.seek(0)
-    text = handle.read().strip()
+    return _pid(handle.read(LOCK.cap))
+
+
+def _pid(data: str | bytes) -> int | None:
+    text = data.strip()
     return int(text) if text.isdigit() else None
 
 
@@ -43,6 +49,8 @@ def _read_pid(handle: object) -> int | None:
 def run_lock(path: Path) -> Iterator[Held]:
     """Hold `path` exclusively for the block; raise LockBusy at once if a live process holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() or path.is_symlink():
+        check(path, LOCK)  # a FIFO or a device there is said, never locked nor read
     with open(path, "a+") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,8 +76,9 @@ def live_holder(path: Path) -> int | None:
     lock to test it would make a run starting at that instant fail as "busy"."""
     try:
         stat = path.stat()
-        with path.open() as handle:
-            recorded = _read_pid(handle)
+        recorded = _pid(read_state(path, LOCK))
+    except UnsafeStateFile:
+        raise  # a FIFO or a device in its place: said, never read as no holder
     except OSError:
         return None
     device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"

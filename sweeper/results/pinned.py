@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.results.manifest import Manifest
+from sweeper.statefile import INPUT, read_state
 
 #: Spec fields a resume may change: how long and how patiently, never what is measured
 #: (`search.budget` is `search.stop` in a run saved before the rename).
@@ -35,7 +36,7 @@ def file_hashes(paths: list[Path]) -> dict[str, str]:
             files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
             for file in files:
                 digest.update(str(file.relative_to(path) if path.is_dir() else "").encode())
-                digest.update(file.read_bytes())
+                digest.update(read_state(file, INPUT))
         except OSError:
             out[str(path)] = "unreadable"
             continue

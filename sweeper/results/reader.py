@@ -18,7 +18,7 @@ import reprlib
 import shutil
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pandas as pd
@@ -28,13 +28,15 @@ from pydantic import BaseModel, ValidationError
 
 from sweeper.results.lock import live_holder
 from sweeper.results.manifest import DEFAULT_ENGINE, Manifest, legacy_mode
-from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
+from sweeper.results.records import PointRecord, RequestRecord, SampleRecord, Verdict
 from sweeper.results.scores import (
     ScoreRecord,
     SettledRecord,
     current_scores,
     settled_points,
 )
+from sweeper.statefile import MANIFEST as MANIFEST_KIND
+from sweeper.statefile import RECORDS, check, read_state
 
 MANIFEST = "manifest.json"
 REQUESTS_LOG = "requests.jsonl"
@@ -51,6 +53,8 @@ DERIVED_VIEWS = (POINTS_PARQUET, POINTS_CSV, REQUESTS_PARQUET)
 CATEGORICAL = ("host", "point_id", "prompt_id", "verdict")
 
 Filters = list[tuple[str, str, Any]]
+#: The verdicts' names.
+VERDICTS: tuple[str, ...] = get_args(Verdict)
 
 
 #: What every line of a record file holds, as strings: its point, and a point line its status.
@@ -60,8 +64,8 @@ RECORD_KEYS: dict[str, tuple[str, ...]] = {POINTS_LOG: ("point_id", "status")}
 #: wrong type, a status that is no status) is damaged like a cut one, checked strictly as the
 #: JSON it is: the writer dumps each model as it is, so `"4"` where a number belongs is damage,
 #: not a number. A field a line lacks (a run written before the field existed) or one the model
-#: does not declare (an extra grid flag; a settled line's point columns, which its writer never
-#: validates as a point's) is read as it is.
+#: does not declare (an extra grid flag) is read as it is, except in a settled line: it may
+#: carry only the verdict columns its model declares (`STRICT`), never a measurement.
 RECORD_MODELS: dict[str, type[BaseModel]] = {
     POINTS_LOG: PointRecord,
     REQUESTS_LOG: RequestRecord,
@@ -71,6 +75,8 @@ RECORD_MODELS: dict[str, type[BaseModel]] = {
 }
 #: Validation errors that say a field is absent or undeclared, not that a value is wrong.
 _NOT_DAMAGE = frozenset({"missing", "extra_forbidden"})
+#: Record files whose lines may hold no field their model does not declare.
+STRICT = frozenset({SETTLED_LOG})
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -84,14 +90,44 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, 
     its `RECORD_MODELS` accept), and its damaged lines as (line number, text verbatim: bytes
     that are not UTF-8 kept as surrogate escapes, why it is damaged). Split on "\\n" only: a
     JSON string may hold U+2028 and other separators that `str.splitlines` would cut at.
-    Absent: nothing; there but unreadable (a directory, no permission): the OSError, never
-    read as absent."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return [], []
+    Absent: nothing; there but unreadable (a directory, a FIFO, no permission, over the cap):
+    the OSError, never read as absent."""
+    lines = _lines(path)
+    rows = [row for _, _, row, why in lines if not why]
+    return rows, [(number, text, why) for number, text, _, why in lines if why]
+
+
+def settled_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """settled.jsonl's lines in order, as `settled_points` applies them, and its damaged lines
+    in words (`settled.jsonl line 3: field ...`). A damaged line that still names its point
+    and attempt settled something that cannot be told: it leaves that point with no verdict
+    (`determinism` None, or the value it holds where that is no verdict, so that readers name
+    it: damaged, never proven) until a later sound line settles it."""
     rows: list[dict[str, Any]] = []
-    damaged: list[tuple[int, str, str]] = []
+    damaged: list[str] = []
+    for number, _text, row, why in _lines(path):
+        if why:
+            damaged.append(f"{path.name} line {number}: {why}")
+            if not (isinstance(row, dict) and isinstance(row.get("point_id"), str)):
+                continue
+            held = row.get("determinism")
+            row = {
+                "point_id": row["point_id"],
+                "attempt": row.get("attempt"),
+                "determinism": None if held in VERDICTS else held,
+            }
+        rows.append(row)
+    return rows, damaged
+
+
+def _lines(path: Path) -> list[tuple[int, str, Any, str]]:
+    """A record file's non-blank lines: (line number, text verbatim, what it parsed to (None
+    where it is not JSON), why it is no record: "" for a record)."""
+    try:
+        data = read_state(path, RECORDS)
+    except FileNotFoundError:
+        return []
+    lines: list[tuple[int, str, Any, str]] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -99,14 +135,10 @@ def jsonl_lines(path: Path) -> tuple[list[dict[str, Any]], list[tuple[int, str, 
         try:
             row = json.loads(text)
         except ValueError:
-            damaged.append((number, text, "not JSON"))
+            lines.append((number, text, None, "not JSON"))
             continue
-        why = _damage(path.name, raw, row)
-        if why:
-            damaged.append((number, text, why))
-        else:
-            rows.append(row)
-    return rows, damaged
+        lines.append((number, text, row, _damage(path.name, raw, row)))
+    return lines
 
 
 def _damage(name: str, raw: bytes, row: Any) -> str:
@@ -121,7 +153,8 @@ def _damage(name: str, raw: bytes, row: Any) -> str:
         if model is not None:
             model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
-        refused = [e for e in exc.errors() if e["type"] not in _NOT_DAMAGE]
+        excused = frozenset({"missing"}) if name in STRICT else _NOT_DAMAGE
+        refused = [e for e in exc.errors() if e["type"] not in excused]
         return _refused(refused) if refused else ""
     return ""
 
@@ -139,9 +172,10 @@ def _refused(errors: list[Any]) -> str:
 
 
 def read_manifest(run_dir: Path) -> Manifest | None:
-    """The run's manifest, or None when absent or unreadable."""
+    """The run's manifest, or None when absent or unreadable (a FIFO, a device: never opened
+    for reading)."""
     try:
-        return Manifest.model_validate_json((Path(run_dir) / MANIFEST).read_text())
+        return Manifest.model_validate_json(read_state(Path(run_dir) / MANIFEST, MANIFEST_KIND))
     except (OSError, ValueError):
         return None
 
@@ -176,7 +210,7 @@ class Run:
     @cached_property
     def _points_bytes(self) -> bytes | None:
         try:
-            return (self.dir / POINTS_PARQUET).read_bytes()
+            return read_state(self.dir / POINTS_PARQUET, RECORDS)
         except OSError:
             return None
 
@@ -189,7 +223,7 @@ class Run:
         points = None if data is None else _view(lambda: pd.read_parquet(io.BytesIO(data)))
         if points is None and (self.dir / POINTS_CSV).exists():
             path = self.dir / POINTS_CSV
-            points = _view(lambda: pd.read_csv(path, keep_default_na=False, na_values=[""]))
+            points = _view(lambda: _read_csv(path))
         if points is None:
             if not self.point_lines:
                 return None
@@ -197,9 +231,20 @@ class Run:
         return self.upgrade_legacy(self._settled(points))
 
     @cached_property
+    def _settled_lines(self) -> tuple[list[dict[str, Any]], list[str]]:
+        return settled_rows(self.dir / SETTLED_LOG)
+
+    @property
     def settled(self) -> list[dict[str, Any]]:
-        """settled.jsonl: verdict columns settled after their point lines ([] for most runs)."""
-        return read_jsonl(self.dir / SETTLED_LOG)
+        """settled.jsonl: verdict columns settled after their point lines ([] for most runs);
+        a damaged line leaves its point with no verdict (`settled_rows`)."""
+        return self._settled_lines[0]
+
+    @property
+    def settled_damage(self) -> list[str]:
+        """settled.jsonl's damaged lines, each in words (`settled.jsonl line 3: field ...`):
+        their columns never applied, and said by every command that reads the run."""
+        return self._settled_lines[1]
 
     def _settled(self, points: pd.DataFrame) -> pd.DataFrame:
         """The frame with each point's latest settled columns (views written since hold them
@@ -361,9 +406,12 @@ class Run:
 
 def open_requests(source: Path | pa.BufferReader) -> pq.ParquetFile | None:
     """A requests view opened with its repeated strings as categoricals, or None when it is
-    unreadable. A run none of whose points completed a request has a view with no columns:
-    it opens as it is (pyarrow raises KeyError for an absent dictionary column)."""
+    unreadable (a file that is no regular one is never opened). A run none of whose points
+    completed a request has a view with no columns: it opens as it is (pyarrow raises KeyError
+    for an absent dictionary column)."""
     try:
+        if isinstance(source, Path):
+            check(source, RECORDS)
         try:
             return pq.ParquetFile(source, read_dictionary=list(CATEGORICAL))
         except KeyError:
@@ -389,8 +437,14 @@ def _view(read: Any) -> pd.DataFrame | None:
     return frame if isinstance(frame, pd.DataFrame) else None
 
 
+def _read_csv(path: Path) -> pd.DataFrame:
+    check(path, RECORDS)  # a FIFO there would block pandas' open
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
 def _csv_readable(path: Path) -> bool:
     try:
+        check(path, RECORDS)
         pd.read_csv(path, nrows=1)
     except pd.errors.EmptyDataError:
         return path.stat().st_size == 0 and not (path.parent / POINTS_LOG).stat().st_size

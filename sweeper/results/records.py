@@ -17,6 +17,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from sweeper.config.columns import SERVER_KEYS
 from sweeper.config.request import REQUEST_COLUMNS
 
+#: The determinism verdicts, least to most severe: the one list of their names (what each
+#: means, its sets and its order: `sweeper.proof.verdicts`). A record's verdict column holds one
+#: of them; any other value is a damaged record, never read as a verdict.
+Verdict = Literal[
+    "exact",
+    "near-tie",
+    "distribution-ok",
+    "n/a",
+    "unproven",
+    "shifted",
+    "impossible-token",
+    "diverged",
+    "nondeterministic",
+    "garbled",
+]
+
 
 class ServerConfigColumns(BaseModel):
     """The columns that say which server config a row measured (extra grid flags add theirs)."""
@@ -161,7 +177,7 @@ class RequestRecord(ExposureColumns, _PointColumns):
     #: A coupled server's sample margins (AR baseline at temperature > 0): per token, the
     #: probability mass between its uniform and the chosen token's CDF edge.
     sample_margins: list[float] = Field(default_factory=list)
-    verdict: str | None = None
+    verdict: Verdict | None = None
     divergence_index: int | None = None
     # The load client's timeline, in seconds from the point's t0 (one monotonic clock for every
     # client process): when the request was due, when it left, when it ended.
@@ -278,7 +294,7 @@ class PointRecord(ExposureColumns, _PointColumns):
     scored_control_near_ties: int | None = None
     score_agreement: float | None = None
     score_agreement_n: int | None = None
-    scored_verdict: str | None = None
+    scored_verdict: Verdict | None = None
     scored_detail: str = ""
     #: Labels the engine's rules make this same behaviour (`sweeper.catalog.effective`): the
     #: config was measured once, and these numbers stand for each of them.
@@ -291,7 +307,7 @@ class PointRecord(ExposureColumns, _PointColumns):
     #: Throughput over the speed baseline's (`runtime.speed_baseline`: e.g. the production
     #: attention backend), where the spec names one; None otherwise.
     speed_speedup: float | None = None
-    determinism: str = "n/a"
+    determinism: Verdict = "n/a"
     #: `engine` when every request's ids came from the engine's OpenAI extension, `native`
     #: from its native API (SGLang's `/generate`); else the least exact source (`logprobs`,
     #: `approximate`, `none`: a stream carried no ids): verdicts on approximate ids compare

@@ -36,6 +36,7 @@ from sweeper.results.reader import (
     jsonl_lines,
 )
 from sweeper.results.records import PointRecord, RequestRecord
+from sweeper.statefile import RECORDS, check
 
 #: The records a run appends, in the order a point writes them (settled lines come later).
 RECORD_LOGS = (SAMPLES_LOG, SCORES_LOG, REQUESTS_LOG, POINTS_LOG, SETTLED_LOG)
@@ -195,6 +196,7 @@ def _view_rows(path: Path, more_than: int, always: bool = False) -> list[dict[st
     """A parquet view's rows, nulls left out as the records write them, when its footer counts
     more than `more_than` rows (or `always`); opened once. Absent or unreadable: none."""
     try:
+        check(path, RECORDS)  # a FIFO there would block pyarrow's open
         view = pq.ParquetFile(path)
     except (OSError, ValueError):  # ArrowInvalid is a ValueError
         return []
@@ -215,6 +217,7 @@ def _csv_rows(path: Path) -> list[dict[str, Any]]:
     import pyarrow.csv as pacsv
 
     try:
+        check(path, RECORDS)
         guessed = pacsv.read_csv(path)
         names = guessed.column_names
         options = pacsv.ConvertOptions(

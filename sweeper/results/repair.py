@@ -32,6 +32,8 @@ from sweeper.results.reader import (
 )
 from sweeper.results.recover import RECORD_LOGS, Recovery, damage_said, recover
 from sweeper.results.store import RunStore, atomic_write, new_run_id
+from sweeper.statefile import MANIFEST as MANIFEST_KIND
+from sweeper.statefile import check
 
 #: Where `repair` keeps the lines it could not read, verbatim (one JSON object per line:
 #: file, line, text, and why it is damaged).
@@ -51,8 +53,10 @@ def repair(run_dir: Path) -> list[str]:
     """Put every recoverable row back into the records, keep the damaged lines aside, rewrite
     the views; one line per thing done (empty when nothing was broken)."""
     run_dir = Path(run_dir)
-    if not (run_dir / MANIFEST).is_file():
-        raise RepairError(f"{run_dir} is not a run directory (no {MANIFEST})")
+    try:  # a FIFO, a device or an oversized manifest: said as it is (UnsafeStateFile)
+        check(run_dir / MANIFEST, MANIFEST_KIND)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise RepairError(f"{run_dir} is not a run directory (no {MANIFEST})") from None
     run = read_run(run_dir)
     if run.manifest is None:
         raise RepairError(

@@ -15,9 +15,11 @@ latest settled columns (`settled_points`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from sweeper.results.records import PointRecord
 
 #: Who scored a sample: the server that drew it, or another config's server (its config id).
 SELF = "self"
@@ -102,15 +104,44 @@ def current_scores(
     return list(seen.values())
 
 
-class SettledRecord(BaseModel):
-    """A point's verdict columns, settled after its point line (`settled.jsonl`): by the
-    scores its samples got from a server started after it. Any point column may follow."""
+class SettledKey(BaseModel):
+    """Which point's attempt a settled line is for, and when it was settled."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     point_id: str
     attempt: str
     settled_at: str
+
+
+#: The point columns a settled line may set: its verdict and the scored test's columns.
+SETTLED_COLUMNS = (
+    "determinism",
+    "sampled_detail",
+    "unproven_reason",
+    *(name for name in PointRecord.model_fields if name.startswith("scored_")),
+    "score_agreement",
+    "score_agreement_n",
+)
+
+if TYPE_CHECKING:
+    SettledRecord = SettledKey
+else:
+    #: A point's verdict columns, settled after its point line (`settled.jsonl`): by the
+    #: scores its samples got from a server started after it. Only `SETTLED_COLUMNS`, each
+    #: typed as the point record types it (a column not set is absent, never null): a settled
+    #: line never sets a measurement, and a line holding another column, a value of another
+    #: type or an unknown verdict is damaged (named, never applied). Written with only the
+    #: columns set (`exclude_unset`).
+    SettledRecord = create_model(
+        "SettledRecord",
+        __base__=SettledKey,
+        __module__=__name__,
+        **{
+            name: (PointRecord.model_fields[name].annotation, Field(default=None))
+            for name in SETTLED_COLUMNS
+        },
+    )
 
 
 def settled_points(

@@ -42,9 +42,12 @@ from sweeper.results.reader import (
     SCORES_LOG,
     SETTLED_LOG,
     read_jsonl,
+    settled_rows,
 )
 from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
 from sweeper.results.scores import ScoreRecord, SettledRecord, current_scores, settled_points
+from sweeper.statefile import MANIFEST as MANIFEST_KIND
+from sweeper.statefile import RECORDS, check, read_state
 
 
 def utc_now() -> str:
@@ -93,8 +96,9 @@ def atomic_write(path: Path, write: Callable[[Path], object]) -> None:
 
 
 def _trim_torn_tail(path: Path) -> None:
-    """Cut a last line that a kill left without its newline (it was never a complete record)."""
-    if not path.exists() or path.stat().st_size == 0:
+    """Cut a last line that a kill left without its newline (it was never a complete record);
+    a record file that is no regular one (a FIFO, a device link) is said, never opened."""
+    if not (path.exists() or path.is_symlink()) or check(path, RECORDS) == 0:
         return
     with open(path, "rb+") as fh:
         data = fh.read()
@@ -159,7 +163,7 @@ class RunStore:
         path = run_dir / MANIFEST
         if not path.exists():
             raise FileNotFoundError(f"{run_dir} is not a run directory (no {MANIFEST})")
-        manifest = Manifest.model_validate_json(path.read_text())
+        manifest = Manifest.model_validate_json(read_state(path, MANIFEST_KIND))
         for name in (SAMPLES_LOG, SCORES_LOG, REQUESTS_LOG, POINTS_LOG, SETTLED_LOG):
             _trim_torn_tail(run_dir / name)
         (run_dir / "logs").mkdir(exist_ok=True)
@@ -261,7 +265,7 @@ class RunStore:
 
     def settle(self, settled: list[SettledRecord]) -> None:
         """Append points' settled verdict columns and refresh the derived files."""
-        _append_lines(self.dir / SETTLED_LOG, (s.model_dump() for s in settled))
+        _append_lines(self.dir / SETTLED_LOG, (s.model_dump(exclude_unset=True) for s in settled))
         self.consolidate()
 
     def count_points(self, points: Mapping[str, Mapping[str, Any]] | None = None) -> None:
@@ -278,7 +282,7 @@ class RunStore:
         out: dict[str, dict[str, Any]] = {}
         for row in read_jsonl(self.dir / POINTS_LOG):
             out.setdefault(row["point_id"], upgrade_legacy_row(row, self.engine))
-        return settled_points(out, read_jsonl(self.dir / SETTLED_LOG))
+        return settled_points(out, settled_rows(self.dir / SETTLED_LOG)[0])
 
     def requests(self, points: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Request rows of completed points only, from the attempt that completed."""

@@ -30,6 +30,7 @@ from sweeper.results.store import atomic_write
 from sweeper.search.space import Space, params_key
 from sweeper.search.strategies import make_strategy
 from sweeper.spec.search import SearchSpec
+from sweeper.statefile import JOURNAL, STATE, read_state
 from sweeper.workers import Work
 
 SEARCH_LOG = "search.json"
@@ -49,7 +50,7 @@ def resumable_search(run_dir: Path) -> list[str]:
     journal = run_dir / STUDY_FILE
     if journal.exists() or journal.is_symlink():  # there but no file: said, never skipped
         try:
-            data = journal.read_bytes()
+            data = read_state(journal, JOURNAL)
         except OSError as exc:
             raise SearchStateError(
                 f"{journal} cannot be read ({exc.strerror or exc}): the study cannot be resumed "
@@ -91,8 +92,10 @@ def _search_log_problem(log: Path) -> str:
     with a finite, non-negative `spent_s` and `trials`, a list of objects each with `params`
     (an object) and `restart` (a whole number)."""
     try:
-        text = log.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_state(log, STATE).decode()
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    except UnicodeDecodeError as exc:
         return f"cannot be read: {exc}"
     if not text.strip():
         return "empty"
@@ -137,7 +140,7 @@ class SearchOrder:
         self.run_dir, self.clock = run_dir, clock
         self.log: dict[str, Any] = {"strategy": self.search.strategy, "spent_s": 0.0, "trials": []}
         if (run_dir / SEARCH_LOG).exists():
-            self.log = json.loads((run_dir / SEARCH_LOG).read_text())
+            self.log = json.loads(read_state(run_dir / SEARCH_LOG, STATE))
         self.stopped_by = ""
 
     def __call__(

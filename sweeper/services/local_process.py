@@ -24,6 +24,7 @@ from sweeper.engines.launch import Launch
 from sweeper.hosts.local import process_start_ticks
 from sweeper.poll import WaitTimeout, wait_until
 from sweeper.services import Instance, ServiceError, ServiceState
+from sweeper.statefile import PIDFILE, UnsafeStateFile, read_state
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -191,8 +192,6 @@ class ProcessService:
 
 #: Linux's largest pid (PID_MAX_LIMIT): a pidfile naming a larger one is damaged.
 PID_MAX = 4_194_304
-#: Larger than any pidfile this module writes.
-MAX_PIDFILE_BYTES = 4096
 
 
 class PidRecord(BaseModel):
@@ -211,18 +210,13 @@ def read_pidfile(pidfile: Path) -> PidRecord | None:
     naming the file) when it holds no record, so nothing is ever signalled on a guess."""
     path = Path(pidfile)
     try:
-        if not path.is_file():
-            if not path.exists():
-                return None
-            raise ServiceError(f"the pidfile {path} is not a regular file")
-        with path.open("rb") as fh:
-            data = fh.read(MAX_PIDFILE_BYTES + 1)
+        data = read_state(path, PIDFILE)
     except FileNotFoundError:
         return None
+    except UnsafeStateFile as exc:
+        raise ServiceError(f"the pidfile {path} {exc.strerror}") from None
     except OSError as exc:
         raise ServiceError(f"the pidfile {path} cannot be read ({exc})") from None
-    if len(data) > MAX_PIDFILE_BYTES:
-        raise ServiceError(f"the pidfile {path} holds more than {MAX_PIDFILE_BYTES} bytes")
     try:
         return PidRecord.model_validate_json(data)
     except ValidationError as exc:

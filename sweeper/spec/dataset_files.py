@@ -27,6 +27,7 @@ from sweeper.spec.base import MAX_PROMPT_CHARS
 from sweeper.spec.datasets import DatasetSpec, template_columns
 from sweeper.spec.errors import SpecIssue
 from sweeper.spec.workload import Message
+from sweeper.statefile import INPUT, read_state
 
 #: What a JSON file nested deeper than Python's reader allows (its recursion limit) is told.
 TOO_DEEP = "not JSON: nested deeper than the reader allows (about 1,000 levels)"
@@ -64,7 +65,7 @@ class FileProblem(ValueError):
 def read_text(path: Path) -> str:
     """A text file decoded as the tools that write them do: UTF-8, a leading byte-order mark
     (Excel's, Notepad's) dropped; bytes that are not UTF-8 are a FileProblem at their line."""
-    data = path.read_bytes()
+    data = read_state(path, INPUT)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

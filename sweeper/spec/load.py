@@ -24,13 +24,14 @@ from sweeper.spec.model import Spec
 from sweeper.spec.reference import resolve_reference
 from sweeper.spec.workload import PromptSpec, WorkloadSpec
 from sweeper.spec.yaml_lines import YamlLines
+from sweeper.statefile import SPEC, read_state
 
 
 def load_spec(path: str | os.PathLike[str]) -> Spec:
     """Read, validate and resolve a spec file; raise `SpecError` listing every problem."""
     spec_path = Path(path)
     try:
-        raw = spec_path.read_bytes()
+        raw = read_state(spec_path, SPEC)
     except OSError as exc:
         raise SpecError(
             [SpecIssue(str(spec_path), None, "", f"cannot read spec: {exc.strerror}")]

@@ -25,6 +25,7 @@ from sweeper.catalog.reference_sets import REFERENCE_SETS
 from sweeper.spec.base import NonEmptyStr, Number, Slug, StrictModel
 from sweeper.spec.errors import SpecError, SpecIssue, error_loc, error_message, problem, suggest
 from sweeper.spec.yaml_lines import YamlLines
+from sweeper.statefile import INPUT, read_state
 
 #: How a speculative config decodes, as the papers' columns name it: one drafted path per step
 #: (`chain`: DFlash's own decoding, a top-1 tree) or a tree of several (`tree`: DDTree).
@@ -147,7 +148,7 @@ def resolve_reference(
 
 def _read_table(path: Path, spec: YamlLines, line: int | None, field: str) -> ReferenceTable:
     try:
-        text = path.read_text("utf-8")
+        text = read_state(path, INPUT).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         message = f"cannot read reference table {str(path)!r}: {reason}"

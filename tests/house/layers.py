@@ -38,7 +38,7 @@ _CONTROL = (
     "exit_codes",
 )
 _MACHINERY = ("measure", "workers", "services", "hosts", "engines", "doctor")
-_DATA = ("plan", "spec", "catalog", "config", "results", "poll", "progress")
+_DATA = ("plan", "spec", "catalog", "config", "results", "statefile", "poll", "progress")
 
 #: room -> the rooms it may import, and what the room is.
 MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
@@ -60,7 +60,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     ),
     "bisect": (
         frozenset({"analysis", "catalog", "config", "diagnosis", "exit_codes", "plan"})
-        | frozenset({"proof", "results", "services", "spec"}),
+        | frozenset({"proof", "results", "services", "spec", "statefile"}),
         "which commit broke it: steps as ordinary runs, judged, searched",
     ),
     "schedule": (
@@ -68,11 +68,12 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "cron and the nightly",
     ),
     "search": (
-        frozenset({"analysis", "config", "plan", "proof", "results", "spec", "workers"}),
+        frozenset({"analysis", "config", "plan", "proof", "results", "spec", "statefile"})
+        | frozenset({"workers"}),
         "which config to try next",
     ),
     "report": (
-        frozenset({"analysis", "config", "diagnosis", "proof", "results", "spec"}),
+        frozenset({"analysis", "config", "diagnosis", "proof", "results", "spec", "statefile"}),
         "HTML, figures, the tables only the report shows",
     ),
     "exit_codes": (frozenset({"proof"}), "what a sweep's exit code says"),
@@ -90,7 +91,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     ),
     "stats": (frozenset(), "statistics beneath the proof: tests, bounds, combinations"),
     "measure": (
-        frozenset({"config", "engines", "hosts", "plan", "poll", "results", "spec"}),
+        frozenset({"config", "engines", "hosts", "plan", "poll", "results", "spec", "statefile"}),
         "a point's load and client -> records",
     ),
     "workers": (
@@ -98,7 +99,7 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "backends per host; Slurm allocations and the work dealt to them",
     ),
     "services": (
-        frozenset({"config", "engines", "hosts", "poll"}),
+        frozenset({"config", "engines", "hosts", "poll", "statefile"}),
         "a server kept running, ready and proven; the runtime's package",
     ),
     "hosts": (frozenset({"poll"}), "where commands run and files go"),
@@ -107,10 +108,17 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
         "adapters: argv, expected config, proof, request, stream",
     ),
     "plan": (frozenset({"catalog", "config", "spec"}), "grid -> configs, points, restarts"),
-    "spec": (frozenset({"catalog", "config", "results"}), "the YAML schema"),
+    "spec": (frozenset({"catalog", "config", "results", "statefile"}), "the YAML schema"),
     "catalog": (frozenset(), "each engine, and published reference tables, as plain data"),
-    "results": (frozenset({"config"}), "record models, store, the one run loader, recovery"),
+    "results": (
+        frozenset({"config", "statefile"}),
+        "record models, store, the one run loader, recovery",
+    ),
     "config": (frozenset(), "server and request configs: ids, labels, ranges, columns"),
+    "statefile": (
+        frozenset(),
+        "reading a file back as state: a regular file, under its kind's cap, never blocking",
+    ),
     "poll": (frozenset(), "waits"),
     "progress": (frozenset(), "progress lines"),
 }

@@ -73,9 +73,9 @@ def test_upward_imports_faces_and_unknown_rooms_fail(tmp_path: Path) -> None:
         "(sweeper.engines, sweeper.engines.base, sweeper.engines.capabilities, "
         "sweeper.engines.launch, sweeper.engines.registry, sweeper.engines.stream)",
         "sweeper.results.store imports sweeper.plan.build: results may not import plan "
-        "(results may import config)",
+        "(results may import config, statefile)",
         "sweeper.results.store imports sweeper.plan: results may not import plan "
-        "(results may import config)",
+        "(results may import config, statefile)",
     ]
 
 

@@ -1,8 +1,10 @@
 """The damaged-state corpus: every file the sweeper reads back as state (a host's lease, a
-bisect's state, a search's state, a run's manifest and records) times every way the corpus
-damages a file, and what each command that reads it does: its exit code and the one line it
-prints (`test_states.py` runs it in CI; `bench/damaged_states.py` prints it as the table of
-docs/results.md).
+bisect's state, a search's state, a run's manifest, records and settled verdicts) times every
+way the corpus damages a file (its bytes, a directory, a FIFO, a link to /dev/zero, a file past
+any cap; a settled line's columns besides), and what each command that reads it does: its exit
+code and the one line it prints (`test_states.py` runs it in CI; `bench/damaged_states.py`
+prints it as the table of docs/results.md). Each command runs under a deadline and a memory cap
+(`tests.bounded`): a hang or a read without end fails, never stalls or swaps the machine.
 
 The rule (the brief's): state that cannot be read as expected stops the command with one line
 naming the file and what to do; it is never read as absent, never a traceback. Records are the
@@ -31,6 +33,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from sweeper.cli import app
+from sweeper.results.reader import POINTS_LOG, SETTLED_LOG
+from tests.bounded import bounded
 from tests.sweeper.bisecting.bisect_helpers import bisect_argv, bisect_spec
 from tests.sweeper.bisecting.histories import runtime_history
 from tests.sweeper.faults.context import Shared
@@ -38,6 +42,10 @@ from tests.sweeper.hosts.lease_damage import gone_text
 
 #: Bytes of white space a "huge" file gains: past any lease (64 KiB), past argv's 128 KiB.
 HUGE = 200_000
+#: The size of an "oversized" file (sparse: no disk): past every state file's cap (16 GiB).
+OVERSIZED = (16 << 30) + 1
+#: Seconds a command may take on a damaged file before it counts as hung.
+DEADLINE_S = 60
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,31 @@ def _parent_a_file(path: Path) -> None:
     path.parent.write_text("a file where the directory must be")
 
 
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _dev_zero(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/dev/zero")
+
+
+def _oversized(path: Path) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(OVERSIZED)
+
+
+def _settled_column(**columns: object) -> Callable[[Path], None]:
+    """The sound settled line with `columns` set in it (a hand edit)."""
+
+    def damage(path: Path) -> None:
+        line = json.loads(path.read_text())
+        path.write_text(json.dumps({**line, **columns}) + "\n")
+
+    return damage
+
+
 KINDS = [
     Kind("empty", "empty", _bytes(lambda data: b"")),
     Kind("truncated", "cut at half its length", _bytes(lambda data: data[: len(data) // 2])),
@@ -84,6 +117,16 @@ KINDS = [
     Kind("huge", f"{HUGE // 1000} KB of white space added", _bytes(lambda d: d + b" " * HUGE)),
     Kind("directory", "a directory in its place", _directory),
     Kind("parent_a_file", "its directory a file", _parent_a_file),
+    Kind("fifo", "a FIFO in its place", _fifo),
+    Kind("dev_zero", "a link to /dev/zero in its place", _dev_zero),
+    Kind("oversized", "16 GiB (sparse), past every cap", _oversized),
+]
+#: Damage only a settled line can have: a column of another type, a measurement (which a
+#: settled line never sets), a verdict that is none.
+SETTLED_KINDS = [
+    Kind("wrong_type", '`scored_p: "low"`', _settled_column(scored_p="low")),
+    Kind("measurement", "`output_tok_s: 99999`", _settled_column(output_tok_s=99999)),
+    Kind("unknown_verdict", '`determinism: "bogus"`', _settled_column(determinism="bogus")),
 ]
 
 
@@ -111,6 +154,12 @@ class StateFile:
     what: str
     make: Callable[[Scene], Path]
     commands: dict[str, Callable[[Scene], list[str]]]
+    #: Damage of this file's own, after the common `KINDS`.
+    own: tuple[Kind, ...] = ()
+
+    @property
+    def kinds(self) -> list[Kind]:
+        return [*KINDS, *self.own]
 
 
 def _lease(scene: Scene) -> Path:
@@ -133,6 +182,16 @@ def _run_file(name: str) -> Callable[[Scene], Path]:
         return scene.run / name
 
     return make
+
+
+def _settled(scene: Scene) -> Path:
+    """The verdict of the run's first point settled again as it is (a sound settled line)."""
+    path = _run_file(SETTLED_LOG)(scene)
+    assert scene.run is not None
+    point = json.loads((scene.run / POINTS_LOG).read_text().splitlines()[0])
+    line = {"point_id": point["point_id"], "attempt": point["attempt"], "settled_at": "t"}
+    path.write_text(json.dumps({**line, "determinism": point["determinism"]}) + "\n")
+    return path
 
 
 def _search(scene: Scene) -> Path:
@@ -245,6 +304,12 @@ STATE_FILES = [
         "requests.jsonl", "a run's request records", _run_file("requests.jsonl"),
         {"diagnose": _on_run("diagnose", "--dry-run"), "repair": _on_run("repair")},
     ),
+    StateFile(
+        "settled.jsonl", "a run's verdicts settled after their points", _settled,
+        {"diagnose": _on_run("diagnose", "--dry-run"), "best": _on_run("best"),
+         "repair": _on_run("repair")},
+        tuple(SETTLED_KINDS),
+    ),
 ]  # fmt: skip
 
 
@@ -271,7 +336,8 @@ def _invoke(scene: Scene, argv: list[str]) -> Answer:
     saved = {k: os.environ.get(k) for k in scene.env}
     os.environ.update(scene.env)  # the lease's state directory is read from the environment
     try:
-        done = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
+        with bounded(DEADLINE_S):
+            done = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
     finally:
         for key, value in saved.items():
             if value is None:

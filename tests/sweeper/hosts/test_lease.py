@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from sweeper.hosts.lease import (
     Controller,
     LeaseBusy,
+    LeaseDamaged,
     boot_id,
     lease_path,
     new_holder,
@@ -132,3 +134,41 @@ def test_racing_takers_never_both_win(tmp_path: Path) -> None:
         winner = said.index("taken")
         found = read_lease(LocalHost(), path)
         assert found is not None and found[1] is not None and found[1].sweep == f"s{winner}"
+
+
+@pytest.mark.root
+def test_a_live_holder_in_another_pid_namespace_is_never_taken_over(tmp_path: Path) -> None:
+    """A real holder in its own PID namespace (`unshare`, as a container runs it): its pid 1
+    names another process here, so its liveness cannot be checked: refused, never taken."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to unshare a PID namespace (CI runs as root)")
+    host, here = LocalHost(), Controller.here()
+    path = lease_path(str(tmp_path))
+    unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+    holder = subprocess.Popen(
+        [*unshare, sys.executable, "-c", HOLDER, path, "alpha", "hold"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "taken"
+        found = read_lease(host, path)
+        assert found is not None and found[1].pid == 1
+        refused = r"in another PID namespace \(pid:\[\d+\]; .*\), so it cannot be checked"
+        with pytest.raises(LeaseBusy, match=refused):
+            take(host, path, new_holder("beta", here, boot_id(host)), here)
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+
+
+def test_a_failed_swap_leaves_no_staged_lease(tmp_path: Path) -> None:
+    """The swap cannot take its guard (a directory in its place): the taker stops naming the
+    lease, and the new holder it staged beside it is gone too."""
+    host, here = LocalHost(), Controller.here()
+    path = lease_path(str(tmp_path))
+    Path(f"{path}.guard").mkdir(parents=True)
+    with pytest.raises(LeaseDamaged, match="cannot be swapped"):
+        take(host, path, new_holder("alpha", here, boot_id(host)), here)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lease.json.guard"]
