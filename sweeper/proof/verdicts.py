@@ -20,7 +20,7 @@ the target's processed distribution gives probability 0: a proof, at one token) 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import get_args
+from typing import Literal, get_args
 
 import pandas as pd
 
