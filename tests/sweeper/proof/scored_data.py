@@ -71,7 +71,7 @@ def _aboves(probs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _position_table(
+def position_table(
     z: np.ndarray, order: Sequence[str], asked: dict[str, Any], drawn: dict[str, Any], k: int
 ) -> dict[str, Any]:
     """One position's scores of every token, and the sampler's CDF there."""
@@ -85,9 +85,38 @@ def _position_table(
         "top": [(int(i), float(raw[i])) for i in ranked(raw)[:k]],
         "p": scoring,
         "above": _aboves(scoring),
+        "tempered": softmax(z / asked["temperature"]),
         "tempered_above": _aboves(softmax(z / asked["temperature"])),
+        "top_k": asked["top_k"],
+        "top_p": asked["top_p"],
         "cdf": np.cumsum(processed(z, order=order, **drawn)),
     }
+
+
+def exact_position(table: dict[str, Any], token: int) -> dict[str, Any]:
+    """`token`'s `PositionScore` as the bundled runtime's exact route writes it; where p is 0,
+    `gap` (tempered mass: below top-k the k-th token's tempered probability less its own, else
+    the mass above it beyond top-p) and `boundary` (the least likely kept token's raw logprob)."""
+    p = float(table["p"][token])
+    position = {
+        "token": token,
+        "logprob": float(table["raw"][token]),
+        "rank": int(table["rank"][token]),
+        "top": table["top"],
+        "p": p,
+        "above": float(table["above"][token]) if p > 0 else 1.0,
+        "gap": None,
+        "boundary": None,
+    }
+    if p > 0:
+        return position
+    tempered, top_k = table["tempered"], table["top_k"]
+    if top_k and table["rank"][token] > top_k:
+        gap = float(np.sort(tempered)[::-1][top_k - 1] - tempered[token])
+    else:
+        gap = float(table["tempered_above"][token]) - (table["top_p"] or 1.0)
+    boundary = float(table["raw"][table["p"] > 0].min())
+    return position | {"gap": gap, "boundary": boundary}
 
 
 def target(prompts: int, positions: int, vocab: int, seed: int) -> np.ndarray:
@@ -113,19 +142,20 @@ def records(
     seed: int = 0,
     order: Sequence[str] = ORDER,
     faulty: Sequence[int] | None = None,
+    near_tie_margin: float | None = None,
 ) -> list[dict[str, Any]]:
     """`samples` per prompt, each position drawn independently from the distribution
     `drawn_as` changes (e.g. {"temperature": 1.12}: a hotter sampler), scored against the one
     asked for; ScoreRecord rows as a scorer of `basis` writes them (`k`: its top logprobs).
     `faulty`: the only positions (of every prompt) `drawn_as` acts on (as a drafted position's
-    fault), else all."""
+    fault), else all. `near_tie_margin`: the scorer's, in nats, where it states one."""
     asked = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p}
     drawn = {**asked, **(drawn_as or {})}
     rng = np.random.default_rng(seed)
     rows = []
     for prompt in range(logits.shape[0]):
         table = [
-            _position_table(z, order, asked, drawn if faulty is None or at in faulty else asked, k)
+            position_table(z, order, asked, drawn if faulty is None or at in faulty else asked, k)
             for at, z in enumerate(logits[prompt])
         ]
         cdfs = np.stack([t["cdf"] for t in table])
@@ -142,9 +172,7 @@ def records(
                     "top": t["top"],
                 }
                 if basis == "exact":
-                    p = float(t["p"][token])
-                    gap = None if p > 0 else float(t["tempered_above"][token]) - (top_p or 1.0)
-                    position |= {"p": p, "above": float(t["above"][token]), "gap": gap}
+                    position = exact_position(t, token)
                 positions.append(position)
             rows.append(
                 {
@@ -159,6 +187,7 @@ def records(
                     "k": k,
                     "positions": positions,
                     "error": None,
+                    **({} if near_tie_margin is None else {"near_tie_margin": near_tie_margin}),
                 }
             )
     return rows

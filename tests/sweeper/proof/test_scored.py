@@ -83,7 +83,7 @@ def test_ignoring_top_p_draws_impossible_tokens_shown_with_their_evidence(basis:
     assert found == "impossible-token", detail
     first = columns["scored_impossible"]
     assert re.match(r"prompt q\d sample \d+ position \d+: token \d+ \(rank \d+\)", first)
-    assert "(rank " in first and "outside the top-p nucleus" in first
+    assert "(rank " in first and "nats below the top-p boundary" in first
     assert columns["scored_impossible_n"] > 0 and first in detail
 
 
@@ -119,12 +119,15 @@ def test_no_samples_or_a_failed_scorer_prove_nothing() -> None:
 
 
 def _with_near_ties(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
-    """Every `every`-th sample's first token made impossible by less than the margin."""
+    """Every `every`-th sample's first token made impossible by less than the margin (1e-5
+    nats below the boundary, the record's margin 1e-3)."""
     out = []
     for i, row in enumerate(rows):
         if i % every == 0:
-            tie = {**row["positions"][0], "p": 0.0, "above": 1.0, "gap": 0.001}
-            row = {**row, "positions": [tie, *row["positions"][1:]]}
+            first = row["positions"][0]
+            boundary = first["logprob"] + 1e-5
+            tie = {**first, "p": 0.0, "above": 1.0, "gap": 1e-6, "boundary": boundary}
+            row = {**row, "positions": [tie, *row["positions"][1:]], "near_tie_margin": 1e-3}
         out.append(row)
     return out
 
