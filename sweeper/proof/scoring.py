@@ -122,8 +122,8 @@ class Impossible:
         return self.nats is not None and self.nats < margin
 
     def text(self) -> str:
-        """`token 1234 (rank 57) 0.41 nats below the top-p boundary (nucleus mass 0.912, by
-        0.031 of the tempered mass)`."""
+        """`token 1234 (rank 57) 0.41 nats below the top-p boundary (kept mass 0.912, by 0.031
+        of the tempered mass)`."""
         rank = f" (rank {self.rank})" if self.rank is not None else ""
         where = _WHERE.get(self.step or "", "the truncation")
         far = f" {self.nats:.3g} nats below" if self.nats is not None else " outside"
@@ -278,7 +278,7 @@ def _from_top(
             continue
         if removed is None:
             for name in active:
-                removed = _removes(name, sampling, top, state, rank, own, tail_rank, token)
+                removed = _removes(name, sampling, top, state, rank, own, tail_rank, position)
                 if removed is not None:
                     break
         after = [_apply(name, sampling, top, state) for name in active]
@@ -340,26 +340,31 @@ def _removes(
     rank: int | None,
     own: float,
     tail_rank: int,
-    token: int,
+    position: Mapping[str, Any],
 ) -> Impossible | None:
-    """The evidence if step `name` certainly removes the token (whatever the tail), with the
-    smallest gap any tail allows (so a near tie is never called a proof): in tempered mass, and
-    in nats below the boundary's raw logprob (temperature times the log of their tempered
-    weights' ratio)."""
+    """The evidence if `position`'s token is certainly removed by step `name` (whatever the
+    tail), with the smallest gap any tail allows (so a near tie is never called a proof): in
+    tempered mass, and in nats below the boundary's raw logprob (from the boundary's tempered
+    weight, relative to the top token's like every weight here, and the token's raw logprob, so
+    a token far in the tail, whose weight underflows, is still far)."""
     k, c = top.k, top.cumulative
+    token, first = int(position["token"]), top_of(position)[0][1]
     weight = top.weights[rank - 1] if rank is not None else own
     where = rank if rank is not None else tail_rank
     total = top.total_hi
 
     def nats(boundary: float) -> float:
-        return max(0.0, sampling.temperature * math.log(boundary / weight)) if weight > 0 else 0.0
+        below = sampling.temperature * math.log(boundary) + first - float(position["logprob"])
+        return max(0.0, below)
 
     if name == "top_k":
         cut = int(sampling.top_k or 0)
         if where <= cut:
             return None
-        last = top.weights[cut - 1] if cut <= k else weight  # a tail token's bound: no gap
         kept = c[min(cut, k)]
+        if cut > k:  # the boundary is in the tail, unreturned: no gap can be shown
+            return Impossible(token, where, 0.0, name, kept / total, 0.0)
+        last = top.weights[cut - 1]
         gap = max(0.0, last - weight) / total
         return Impossible(token, where, gap, name, kept / total, nats(last))
     if name == "min_p":

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from sweeper.proof.scored import control, judge
+from sweeper.proof.scoring import Sampling, pit
 from sweeper.spec import DeterminismSpec
 from tests.sweeper.proof.scored_data import (
     ORDER,
@@ -98,3 +99,12 @@ def test_a_token_a_few_1e_5_nats_outside_top_k_is_still_a_near_tie() -> None:
     assert found.verdict == "distribution-ok", found.detail
     assert columns["scored_near_ties"] == 1 and columns["scored_impossible_n"] == 0
     assert f"near-tie margin {MARGIN:g} nats" in found.detail
+
+
+def test_a_token_whose_tempered_weight_underflows_is_far_not_near() -> None:
+    # Top-20 basis: the token 900 nats below the top, its tempered weight exp(-1286) is 0.
+    top = [(i, -0.1 - 0.05 * i) for i in range(32)]
+    position = {"token": 99, "logprob": -900.0, "rank": 5000, "top": top}
+    got = pit(position, "topk", Sampling(0.7, top_k=TOP_K), MARGIN)
+    assert got.impossible is not None and not got.near_tie
+    assert got.impossible.nats == pytest.approx(900.0 - 0.1 - 0.05 * (TOP_K - 1))
