@@ -6,15 +6,16 @@ fault on its drafted positions) at one sampling setting, `--size` samples per pr
 `--tokens` tokens, each with its own seed. Every sample is then scored as the runtime's exact
 route scores it (one plain forward over prompt + sample; per token its raw logprob and rank,
 its processed probability `p` under the runtime's own `processed_probs`, the processed mass
-`above` it, and `gap` where p is 0), and the raw top `--top` logprobs per position, what an
-engine that returns only its top k would give (the `topk` basis). Pools are cached as .npz in
-`--out` (default .cache/scored-power/), keyed by their settings.
+`above` it, and `gap` and `boundary` where p is 0, as `ddtree_runtime.score` gives them), and
+the raw top `--top` logprobs per position, what an engine that returns only its top k would give
+(the `topk` basis). Pools are cached as .npz in `--out` (default .cache/scored-power/), keyed
+by their settings.
 
     python bench/scored_pools.py [--size 192] [--tokens 24] [--batch 32] [--out DIR] POOL...
 
-POOL is `name:fault:temperature:top_p:seed_base`, e.g. `ar:none:0.7:1.0:0` or
-`hot:hot_drafts:0.7:1.0:500000000`; fault `none` for a correct engine, `ar` in the name for
-budget 0.
+POOL is `name:fault:temperature:top_p:seed_base[:top_k]`, e.g. `ar:none:0.7:1.0:0` or
+`hot:hot_drafts:0.7:1.0:500000000` (top-k 0, off, unless given: `ark:none:0.7:1.0:0:20`);
+fault `none` for a correct engine, `ar` in the name for budget 0.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
 from ddtree_runtime.params import EngineConfig, SamplingParams
+from ddtree_runtime.score import boundaries, truncation_gaps
 
 #: The prompts of sweeps/local-sampled.yaml (its chat workload), which the distribution test's
 #: power table was measured on.
@@ -54,14 +56,17 @@ class PoolSpec:
     temperature: float
     top_p: float
     seed_base: int
+    top_k: int = 0
 
     @classmethod
     def parse(cls, text: str) -> PoolSpec:
-        name, fault, temperature, top_p, seed_base = text.split(":")
-        return cls(name, fault, float(temperature), float(top_p), int(seed_base))
+        name, fault, temperature, top_p, seed_base, *top_k = text.split(":")
+        k = int(top_k[0]) if top_k else 0
+        return cls(name, fault, float(temperature), float(top_p), int(seed_base), k)
 
     def path(self, out: Path, size: int, tokens: int, top: int) -> Path:
         key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
+        key += f"-tk{self.top_k}" if self.top_k else ""
         return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
 
 
@@ -98,6 +103,7 @@ def generate(
             max_tokens=tokens,
             temperature=pool.temperature,
             top_p=pool.top_p,
+            top_k=pool.top_k,
             seed=pool.seed_base + 1_000_003 * i + k,
         )
         for i, k in requests
@@ -122,15 +128,17 @@ def score(
     loaded: LoadedModel,
     prompt: list[int],
     samples: list[list[int]],
-    temperature: float,
-    top_p: float,
+    pool: PoolSpec,
     tokens: int,
     top: int,
 ) -> dict[str, np.ndarray]:
     """Per sample and position (padded to `tokens`, `length` says how many are real): the exact
     route's fields and the raw top `top`."""
     s = len(samples)
-    out = {name: np.full((s, tokens), np.nan) for name in ("logprob", "p", "above", "gap", "rank")}
+    out = {
+        name: np.full((s, tokens), np.nan)
+        for name in ("logprob", "p", "above", "gap", "boundary", "rank")
+    }
     out["token"] = np.full((s, tokens), -1, dtype=np.int64)
     out["top_ids"] = np.zeros((s, tokens, top), dtype=np.int64)
     out["top_lp"] = np.zeros((s, tokens, top))
@@ -146,12 +154,12 @@ def score(
         own = raw.gather(-1, index)
         vocab = torch.arange(raw.shape[-1])
         rank = 1 + (raw > own).sum(-1) + ((raw == own) & (vocab < index)).sum(-1)
-        probs = processed_probs(logits, temperature, 0, top_p)
+        probs = processed_probs(logits, pool.temperature, pool.top_k, pool.top_p)
         p = probs.gather(-1, index)[..., 0]
         above = _mass_above(probs, index)
-        gap = torch.full_like(p, float("nan"))
-        if top_p < 1.0:  # outside the nucleus by this much tempered mass
-            gap = _mass_above(torch.softmax(logits / temperature, dim=-1), index) - top_p
+        flat = (logits.flatten(0, 1), index.flatten(0, 1), pool.temperature, pool.top_k)
+        gap = truncation_gaps(*flat, pool.top_p).view_as(p)
+        boundary = boundaries(raw, probs)
         best = torch.topk(raw, top, dim=-1)
         valid = np.arange(tokens)[None, :] < out["length"][rows, None]
         for name, value in (
@@ -160,6 +168,7 @@ def score(
             ("p", p),
             ("above", torch.where(p > 0, above, torch.ones_like(above))),
             ("gap", torch.where(p > 0, torch.full_like(gap, float("nan")), gap)),
+            ("boundary", torch.where(p > 0, torch.full_like(gap, float("nan")), boundary)),
         ):
             out[name][rows] = np.where(valid, value.numpy(), np.nan)
         out["token"][rows] = np.where(valid, index[..., 0].numpy(), -1)
@@ -186,7 +195,7 @@ def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path
     samples = generate(loaded, pool, prompts, args.size, args.tokens, args.batch)
     drawn = time.perf_counter() - started
     parts = [
-        score(loaded, prompt, found, pool.temperature, pool.top_p, args.tokens, args.top)
+        score(loaded, prompt, found, pool, args.tokens, args.top)
         for prompt, found in zip(prompts, samples, strict=True)
     ]
     arrays = {k: np.stack([part[k] for part in parts]) for k in parts[0]}

@@ -13,7 +13,11 @@ AR pool at the same sampling parameters. Draws reuse their pools, so the rates a
 not independent experiments.
 
     python bench/scored_power.py [--pools DIR] [--n 8,16,32,96] [--draws 30]
-        [--alarm-draws 100] [--distribution] [--basis exact,topk]
+        [--alarm-draws 100] [--distribution] [--basis exact,topk] [--outside]
+
+`--outside`: each cell also says in how many draws a token the request's truncation removes
+(p = 0) was drawn, and how many of those were judged `impossible-token`; and, on the alarm rows,
+how many near ties the draws held (within the scorer's margin, nats: the catalog's).
 """
 
 from __future__ import annotations
@@ -26,31 +30,41 @@ from typing import Any
 
 import numpy as np
 
+from sweeper.catalog.scoring import SCORING
 from sweeper.proof.distribution import two_sample_test
 from sweeper.proof.scored import control, judge
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.spec import DeterminismSpec
 
 ORDER = ["temperature", "top_k", "top_p"]  # the runtime's (`processed_probs`)
-#: (row label, pool file stem, its AR pool's stem)
+#: The runtime's near-tie margin (nats), as its scores state it.
+MARGIN = SCORING["ddtree_runtime"].near_tie_margin
+#: (row label, pool file stem, its AR pool's key: the fault's pool has its sampling settings)
 FAULTS = (
     ("drafted positions 1.6x hotter (`hot_drafts`)", "hot-hot_drafts-t0.7-p1.0-s500000000", "ar1"),
     ("top-p 0.9 ignored on drafted positions (`untruncated_drafts`)",
      "untrunc-untruncated_drafts-t0.7-p0.9-s700000000", "ar09"),
     ("drafted positions 0.6x colder (`cold_drafts`)", "cold-cold_drafts-t0.7-p1.0-s600000000",
      "ar1"),
+    ("top-k 20 ignored on drafted positions (`untruncated_drafts`)",
+     "utk-untruncated_drafts-t0.7-p1.0-s800000000-tk20", "ark20"),
 )  # fmt: skip
-AR = {"ar1": "ar-none-t0.7-p1.0-s0", "ar09": "ar-none-t0.7-p0.9-s100000000"}
+#: AR pools: key -> (file stem, top-p, top-k).
+AR = {
+    "ar1": ("ar-none-t0.7-p1.0-s0", 1.0, None),
+    "ar09": ("ar-none-t0.7-p0.9-s100000000", 0.9, None),
+    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", 1.0, 20),
+}
 
 
 class Pool:
     """One pool's samples and scores, per prompt."""
 
-    def __init__(self, path: Path, temperature: float, top_p: float) -> None:
+    def __init__(self, path: Path, temperature: float, top_p: float, top_k: int | None) -> None:
         data = np.load(path)
         self.data = {k: data[k] for k in data.files}
         self.prompts = [str(p) for p in self.data["prompts"]]
-        self.temperature, self.top_p = temperature, top_p
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
 
     @property
     def size(self) -> int:
@@ -74,10 +88,13 @@ class Pool:
             }
             if basis == "exact":
                 gap = float(d["gap"][prompt, sample, t])
+                # Pools drawn before the runtime returned `boundary` have none: no near ties.
+                boundary = float(d["boundary"][prompt, sample, t]) if "boundary" in d else np.nan
                 position |= {
                     "p": float(d["p"][prompt, sample, t]),
                     "above": float(d["above"][prompt, sample, t]),
                     "gap": None if np.isnan(gap) else gap,
+                    "boundary": None if np.isnan(boundary) else boundary,
                 }
             positions.append(position)
         return {
@@ -89,10 +106,11 @@ class Pool:
             "basis": basis,
             "temperature": self.temperature,
             "top_p": self.top_p,
-            "top_k": None,
+            "top_k": self.top_k,
             "min_p": None,
             "order": ORDER,
             "k": len(positions[0]["top"]) if positions else None,
+            "near_tie_margin": MARGIN,
             "positions": positions,
             "error": None,
         }
@@ -148,6 +166,15 @@ def distribution_found(
     return found is not None and found.p_value <= alpha
 
 
+def outside(judged: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """How many draws drew a p = 0 token, how many of those were `impossible-token`, and the
+    near ties all the draws held (`--outside`)."""
+    drew = [(v, c) for v, c in judged if c.get("scored_impossible_n") or c.get("scored_near_ties")]
+    caught = sum(v == "impossible-token" for v, _ in drew)
+    ties = sum(int(c.get("scored_near_ties") or 0) for _, c in judged)
+    return f" [p = 0 drawn in {len(drew)}, {caught} of them impossible-token; {ties} near ties]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pools", type=Path, default=Path(".cache/scored-power"))
@@ -160,18 +187,20 @@ def main() -> None:
     parser.add_argument("--only", default="", help="only the fault rows whose label holds this")
     parser.add_argument("--seed", type=int, default=0, help="draws from another seed")
     parser.add_argument("--no-alarms", dest="alarms", action="store_false")
+    parser.add_argument("--outside", action="store_true", help="p = 0 draws and near ties too")
     args = parser.parse_args()
     policy = DeterminismSpec()
     sizes = [int(n) for n in args.n.split(",")]
     bases = args.basis.split(",")
 
-    def load(stem: str, top_p: float) -> Pool | None:
+    def load(stem: str, ar: str) -> Pool | None:
         found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"))
-        return Pool(found[-1], 0.7, top_p) if found else None
+        _, top_p, top_k = AR[ar]
+        return Pool(found[-1], 0.7, top_p, top_k) if found else None
 
-    ars = {"ar1": load(AR["ar1"], 1.0), "ar09": load(AR["ar09"], 0.9)}
+    ars = {key: load(stem, key) for key, (stem, _, _) in AR.items()}
     rows = [
-        (label, load(stem, 0.9 if ar == "ar09" else 1.0), ars[ar], args.draws)
+        (label, load(stem, ar), ars[ar], args.draws)
         for label, stem, ar in FAULTS
         if args.only in label
     ]
@@ -179,6 +208,8 @@ def main() -> None:
         ("false alarms: AR scored against itself (top-p 1.0)", ars["ar1"], ars["ar1"],
          args.alarm_draws),
         ("false alarms: AR scored against itself (top-p 0.9)", ars["ar09"], ars["ar09"],
+         args.alarm_draws),
+        ("false alarms: AR scored against itself (top-k 20)", ars["ark20"], ars["ark20"],
          args.alarm_draws),
     ] if args.alarms else []  # fmt: skip
     head = ["shift, temperature 0.7, 4 prompts x 24 tokens"]
@@ -198,12 +229,12 @@ def main() -> None:
             started = time.perf_counter()
             for basis in bases:
                 rng = np.random.default_rng(args.seed + n)
-                verdicts = [
-                    scored_verdict(test, ar, n, basis, rng, policy)[0] for _ in range(draws)
-                ]
+                judged = [scored_verdict(test, ar, n, basis, rng, policy) for _ in range(draws)]
+                verdicts = [v for v, _ in judged]
                 hits = sum(v in VIOLATIONS for v in verdicts)
                 unproven = sum(v == "unproven" for v in verdicts)
-                cells.append(f"{hits}/{draws}" + (f" ({unproven} unproven)" if unproven else ""))
+                cell = f"{hits}/{draws}" + (f" ({unproven} unproven)" if unproven else "")
+                cells.append(cell + (outside(judged) if args.outside else ""))
             if args.distribution:
                 rng = np.random.default_rng(args.seed + 1000 + n)
                 hits = sum(

@@ -15,6 +15,11 @@ under the request's temperature / top-k / top-p as `algo.sampling.processed_prob
   (temperature applied, untruncated): below top-k, the k-th token's tempered probability minus
   its own; outside the top-p nucleus, the mass above it beyond top_p, in tempered mass. A token a
   hair outside is a numerical near tie, never a proof;
+- `boundary` (only where p is 0): the raw logprob of the boundary it fell outside, the least
+  likely token the processed distribution keeps (below top-k, the k-th token; outside the top-p
+  nucleus, the nucleus's last): the judge holds a near tie to its distance from it in nats, the
+  scale this runtime's numerics move (a tempered-mass gap makes every violation in the tail look
+  small);
 - `top` (as many as asked): the position's best tokens as [id, raw logprob], best first (ties:
   the lower id), whatever token was drawn there. The judge's test for temperature weighs each
   position by how much temperature moves it, which it reads from these (`sweeper.proof.scoring`).
@@ -44,6 +49,7 @@ class PositionScore:
     p: float
     above: float
     gap: float | None
+    boundary: float | None
     top: tuple[tuple[int, float], ...]
 
     def as_dict(self) -> dict[str, Any]:
@@ -54,6 +60,7 @@ class PositionScore:
             "p": self.p,
             "above": self.above,
             "gap": self.gap,
+            "boundary": self.boundary,
             "top": [[token, logprob] for token, logprob in self.top],
         }
 
@@ -87,7 +94,8 @@ def score_rows(
     above, _ = mass_above(probs)
     p = probs.gather(-1, index)[:, 0]
     out = []
-    gaps = _gaps(logits, index, temperature, top_k, top_p)
+    gaps = truncation_gaps(logits, index, temperature, top_k, top_p)
+    bounds = boundaries(raw, probs)
     best = _best(raw, top_logprobs)
     for j, token in enumerate(tokens):
         dropped = bool(p[j] <= 0)
@@ -99,6 +107,7 @@ def score_rows(
                 p=float(p[j]),
                 above=float(above[j, token]) if not dropped else float(probs[j].sum()),
                 gap=float(gaps[j]) if dropped else None,
+                boundary=float(bounds[j]) if dropped else None,
                 top=best[j],
             )
         )
@@ -118,7 +127,13 @@ def _best(raw: torch.Tensor, k: int) -> list[tuple[tuple[int, float], ...]]:
     ]
 
 
-def _gaps(
+def boundaries(raw: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+    """Per row, the raw logprob of the least likely token `probs` keeps (the boundary a dropped
+    token fell outside: every step keeps the likeliest tokens, so the kept set is a prefix)."""
+    return raw.masked_fill(probs <= 0, float("inf")).min(dim=-1).values
+
+
+def truncation_gaps(
     logits: torch.Tensor, index: torch.Tensor, temperature: float, top_k: int, top_p: float
 ) -> torch.Tensor:
     """Per row, how far the token fell outside the truncation, in tempered mass (>= 0; 0 where

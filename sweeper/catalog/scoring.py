@@ -5,10 +5,13 @@ Per engine: the basis (`exact`: the bundled runtime computes the processed distr
 `topk`: the engine returns raw logprobs of the sampled token and its top k), how many top
 logprobs are asked and the launch flag that allows them, whether the logprobs it returns for
 input tokens are temperature-scaled, whether a speculative server may score its own samples (its
-prefill never runs the speculative path and it accepts logprob requests), and the order its
-sampler applies temperature, top-k, top-p and min-p in. An order is a list of steps, each acting
-on the distribution the step before left, renormalised; `top_k+top_p` is one step (both cut the
-same distribution: SGLang's joint filter). The file:line references say where each fact is.
+prefill never runs the speculative path and it accepts logprob requests), the order its
+sampler applies temperature, top-k, top-p and min-p in, and its near-tie margin: how far (nats)
+its scoring prefill may move a token's raw logprob relative to a truncation boundary's from what
+its sampler saw, its numerics, below which a token just outside is a near tie, never a proof.
+An order is a list of steps, each acting on the distribution the step before left,
+renormalised; `top_k+top_p` is one step (both cut the same distribution: SGLang's joint
+filter). The file:line references say where each fact is.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class Scoring:
     #: Why a speculative server does or does not score its own.
     self_scoring_why: str
     orders: tuple[Order, ...]
+    #: The near-tie margin in nats (module docstring), recorded with each score it makes.
+    near_tie_margin: float
+    #: Where that margin comes from: measured, or why it is what it is.
+    near_tie_source: str
 
     def order(self, version: str | None, min_p: float | None = None) -> tuple[str, ...]:
         """The order of the engine `version` runs (the newest known when unknown)."""
@@ -67,6 +74,24 @@ class Scoring:
                 break
         return found.with_min_p if min_p else found.steps
 
+
+#: The bundled runtime's: its /score runs the sampler's own code (`processed_probs`) on one
+#: plain fp32 prefill, so all that moves a logprob difference is the order of the prefill's
+#: sums against the decode's or verify's: at most 4.6e-5 nats measured, 20x that kept.
+RUNTIME_MARGIN = 1e-3
+RUNTIME_MARGIN_SOURCE = (
+    "measured (bench/scored_margin.py, smollm2-135m fp32 on CPU, T 0.7, top-k 20, 531 tokens "
+    "each): the prefill moves a difference of two raw logprobs from the sampler's by at most "
+    "4.0e-5 nats against AR decode, 4.6e-5 against DDTree b16 verify; 1e-3 is 20x that"
+)
+#: vLLM's and SGLang's: a prefill against a decode in the served dtype (bf16 on a GPU, whose
+#: logits round by up to 2^-8 of their size), not measured here: the greedy near-tie margin's
+#: default (`determinism.near_tie_margin`), the same numerics at temperature 0.
+SERVED_MARGIN = 0.05
+SERVED_MARGIN_SOURCE = (
+    "not measured: the greedy near-tie margin's default (a prefill against a decode in the "
+    "served dtype); set determinism.scored_near_tie_margin to calibrate it"
+)
 
 _SGLANG_JOINT = (
     "sampler.py _sample_from_probs: without min-p, flashinfer top_k_top_p_sampling_from_probs("
@@ -96,6 +121,8 @@ SCORING: dict[str, Scoring] = {
                 "ddtree_runtime/algo/sampling.py processed_probs (no min-p: /score refuses one)",
             ),
         ),
+        near_tie_margin=RUNTIME_MARGIN,
+        near_tie_source=RUNTIME_MARGIN_SOURCE,
     ),
     "vllm": Scoring(
         basis="topk",
@@ -126,6 +153,8 @@ SCORING: dict[str, Scoring] = {
                 "sample/sampler.py apply_sampling_params in the same order",
             ),
         ),
+        near_tie_margin=SERVED_MARGIN,
+        near_tie_source=SERVED_MARGIN_SOURCE,
     ),
     "sglang": Scoring(
         basis="topk",
@@ -153,5 +182,7 @@ SCORING: dict[str, Scoring] = {
                 "them, shares both)",
             ),
         ),
+        near_tie_margin=SERVED_MARGIN,
+        near_tie_source=SERVED_MARGIN_SOURCE,
     ),
 }

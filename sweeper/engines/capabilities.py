@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from sweeper.catalog.scoring import SCORING
 from sweeper.engines.base import (
     Capabilities,
     EngineError,
@@ -171,6 +172,13 @@ def _probe_once(
     except (httpx.HTTPError, ValueError) as exc:
         return ProbeResult(None, None, f"{type(exc).__name__}: {exc}")
     return ProbeResult(200, reader)
+
+
+def near_tie_margin(engine: str) -> float | None:
+    """The engine's scoring near-tie margin in nats (`sweeper.catalog.scoring`), recorded with
+    each of its scores; None for an engine the catalog does not know."""
+    scoring = SCORING.get(engine)
+    return scoring.near_tie_margin if scoring is not None else None
 
 
 def error_message(raw: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import httpx
 
 from sweeper.engines.base import Engine, EngineError, RequestSpec
+from sweeper.engines.capabilities import near_tie_margin
 from sweeper.measure.drive import point_prompts
 from sweeper.measure.samples import sample_specs
 from sweeper.plan import Point
@@ -132,6 +133,7 @@ def score_outputs(
     id), in order; a failed one recorded with its error."""
     caps = engine.capabilities
     basis: Literal["exact", "topk"] = "exact" if caps and caps.scoring == "exact" else "topk"
+    margin = near_tie_margin(engine.name)
 
     def one(client: httpx.Client, output: Output) -> ScoreRecord:
         spec = output.spec
@@ -148,6 +150,7 @@ def score_outputs(
             "temperature": spec.temperature,
             "top_p": spec.top_p,
             "top_k": spec.top_k,
+            "near_tie_margin": margin,
         }
         try:
             scored = engine.score(client, base_url, spec, list(output.token_ids), model)

@@ -240,20 +240,23 @@ def _judge_request(
     garble, ref_garble = garble_score(text), garble_score(ref_text)
     if how.sampled:
         margin = _margin_at(reference, index, "sample_margins")
-        limit, kind = policy.sampled_near_tie_margin, "sample margin"
-    else:
+        limit, kind, unit = policy.sampled_near_tie_margin, "sample margin", ""
+    else:  # the top-2 margin is a logprob difference: nats, as the scored near tie's
         margin = _margin_at(reference, index, "top2_margins")
-        limit, kind = policy.near_tie_margin, "margin"
+        limit, kind, unit = policy.near_tie_margin, "margin", " nats"
     if garble - ref_garble > policy.garble_margin and garble >= policy.garble_min_score:
         verdict: Verdict = "garbled"
         detail = f"garble score {garble:.2f} vs baseline {ref_garble:.2f}"
     elif margin is not None and margin < limit:
         verdict = "near-tie"
-        detail = f"baseline {kind} {margin:.4g} < {limit} at token {index}{seeded}"
+        detail = f"baseline {kind} {margin:.4g}{unit} < {limit}{unit} at token {index}{seeded}"
     else:
         verdict = "diverged"
-        shown = "unknown" if margin is None else f"{margin:.4g}"
-        detail = f"differs from baseline{seeded} at token {index} (baseline {kind} {shown})"
+        shown = "unknown" if margin is None else f"{margin:.4g}{unit}"
+        detail = (
+            f"differs from baseline{seeded} at token {index} (baseline {kind} {shown}, "
+            f"near-tie margin {limit}{unit})"
+        )
     return _differs(
         base,
         verdict,

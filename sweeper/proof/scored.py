@@ -8,12 +8,15 @@ share their V); under the null the PITs are i.i.d. uniform, whatever
 the prefixes, so every token of every sample counts and no AR samples are needed. The verdict:
 
 - `impossible-token` (a violation): a token the processed distribution gives probability 0,
-  outside a truncation by at least the near-tie margin (`scored_near_tie_margin`, tempered
-  mass); its evidence is the first such token (prompt, sample, position, token, rank, the mass
-  it fell outside). Tokens outside by less are near ties, numerics of a prefill against a
-  decode, never a proof: but, as greedy near ties are held to the AR-vs-AR control
-  (`calibration`), a point whose near-tie rate per token is above the AR server's own (its 95%
-  Wilson upper bound) has them counted as impossible tokens;
+  its raw logprob at least the near-tie margin below the boundary's (the k-th token's, the
+  nucleus's last, the min-p threshold; in nats, the scorer's own numerical margin as its record
+  states it, `sweeper.catalog.scoring`, unless `scored_near_tie_margin` sets one; a record that
+  states none has no near ties); its evidence is the first such token (prompt, sample,
+  position, token, rank, how far below the boundary, the mass it fell outside). Tokens within
+  the margin are near ties, numerics of a prefill against a decode, never a proof: but, as
+  greedy near ties are held to the AR-vs-AR control (`calibration`), a point whose near-tie
+  rate per token is above the AR server's own (its 95% Wilson upper bound) has them counted as
+  impossible tokens. Every verdict states the margin;
 - `shifted` (a violation): the tokens' PITs are not uniform at `alpha`. Three parts,
   Bonferroni-split (`HOT_SHARE`, `COLD_SHARE`, `GOF_SHARE`: 0.2, 0.6, 0.2 of alpha), each
   one-sided where it has a side. `hotter` (0.2 alpha): the score for temperature summed over
@@ -234,6 +237,13 @@ class Scored:
     #: Tokens whose claimed p and above are not the ones rebuilt from the raw logprobs
     #: (`sweeper.proof.rebuilt`): the scoring path's processing is not the asked one.
     mismatched: list[Found] = field(default_factory=list)
+    #: The near-tie margins (nats) the records were judged at (`near_tie_margin`).
+    margins: set[float] = field(default_factory=set)
+
+    def margin_text(self) -> str:
+        """The margin as a verdict states it: `near-tie margin 0.001 nats (2 near ties)`."""
+        shown = " / ".join(f"{m:g}" for m in sorted(self.margins)) or "none stated"
+        return f"near-tie margin {shown} nats ({len(self.near_ties)} near ties)"
 
     @property
     def tokens(self) -> int:
@@ -343,11 +353,11 @@ def scored(
     lo: list[float] = []
     hi: list[float] = []
     scores: list[TemperatureScore | None] = []
-    margin = policy.scored_near_tie_margin
     for record in records:
         if not is_missing(record.get("error")) and record.get("error"):
             out.failed.append(str(record["error"]))
             continue
+        margin = near_tie_margin(record, policy)
         positions = list(record.get("positions") or [])
         draws = np.random.default_rng(_seed_of(record)).random(len(positions))
         try:
@@ -359,6 +369,7 @@ def scored(
             out.failed.append(f"cannot score sample {record.get('index')}: {exc!r}")
             continue
         out.samples += 1
+        out.margins.add(margin)
         for at, ((token, wrong), step, v) in enumerate(zip(checked, steps, draws, strict=True)):
             if wrong is not None:
                 out.mismatched.append(
@@ -379,6 +390,15 @@ def scored(
         out.scores = [score for score in scores if score is not None]
         out.colder = [colder_ratio(score, COLDER) for score in out.scores]
     return out
+
+
+def near_tie_margin(record: Mapping[str, Any], policy: DeterminismSpec) -> float:
+    """The near-tie margin (nats) a record is judged at: the policy's where it sets one, else
+    the scorer's own as the record states it, else 0 (no near ties without a stated margin)."""
+    if policy.scored_near_tie_margin is not None:
+        return float(policy.scored_near_tie_margin)
+    stated = record.get("near_tie_margin")
+    return 0.0 if stated is None or is_missing(stated) else float(stated)
 
 
 def _covariance(score: TemperatureScore, ratio: TemperatureScore) -> float:
@@ -452,10 +472,10 @@ def verdict_of(
     policy: DeterminismSpec,
 ) -> SampledVerdict:
     """What the scored test's outcome proves, given the run's control (module docstring)."""
-    alpha, margin = policy.alpha, policy.scored_near_tie_margin
+    alpha = policy.alpha
     facts = (
         f"{found.positions} tokens of {found.samples} sample(s) scored, "
-        f"{_share(found.exact_share)} exact; p = {p:.4g}"
+        f"{_share(found.exact_share)} exact; p = {p:.4g}; {found.margin_text()}"
     )
     if found.mismatched:
         return _unproven(
@@ -478,7 +498,7 @@ def verdict_of(
     if found.impossible or ties:
         shown = (found.impossible or found.near_ties)[0]
         count = len(found.impossible) + (len(found.near_ties) if ties else 0)
-        why = f"; {ties}" if ties else f" (near-tie margin {margin:g})"
+        why = f"; {ties}" if ties else ""
         return SampledVerdict(
             "impossible-token", f"{count} impossible token(s), first: {shown.text()}{why}; {facts}"
         )

@@ -6,16 +6,20 @@ A lossless server at temperature > 0 draws every token from the target's process
 processed probability (descending; ties by id); a token with processed probability p and mass
 `above` strictly above it has u = above + V * p, V uniform on [0, 1]: uniform on [0, 1] under
 the null, whatever the prefix, so the u of every token of every sample are i.i.d. uniform
-(`sweeper.proof.scored` tests that). A token with p = 0 is a proof of a violation, unless it
-fell outside a truncation boundary by less than the near-tie margin (numerics of a prefill
-against a decode): a near tie, never a proof.
+(`sweeper.proof.scored` tests that). A token with p = 0 is a proof of a violation, unless its
+raw logprob lies within the near-tie margin (nats) of the boundary it fell outside, the
+boundary's: the k-th token's (top-k), the nucleus's last token's (top-p), the min-p threshold
+(numerics of a prefill against a decode move logits, so the margin is on their scale, the
+scorer's own: `sweeper.catalog.scoring`): a near tie, never a proof. A margin in tempered mass
+would not do: deep in the tail every token is a hair of the mass from any boundary.
 
 Two bases, as the scorer gives them (`ScoreRecord.basis`):
 
 - `exact` (the bundled runtime computes the processed distribution itself): p, above and gap as
   given (and `kept`, the tempered mass of the truncation a p = 0 token fell outside, where the
-  scorer says); u is exact. The claims are never trusted alone: `sweeper.proof.rebuilt` rebuilds
-  them from the raw logprobs returned beside them, as the `topk` basis does.
+  scorer says, and `boundary`, the raw logprob of the least likely token it keeps); u is exact.
+  The claims are never trusted alone: `sweeper.proof.rebuilt` rebuilds them from the raw
+  logprobs returned beside them, as the `topk` basis does.
 - `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
   and rank): the processed distribution is rebuilt from the top k under the engine's processing
   `order`. Every step keeps a prefix of the tokens by probability (temperature keeps the order;
@@ -110,18 +114,32 @@ class Impossible:
     step: str | None
     #: The tempered mass kept by the truncation it fell outside (the nucleus), where known.
     kept: float | None
+    #: How far its raw logprob lies below the boundary's (the k-th token's, the nucleus's last
+    #: token's, the min-p threshold), in nats (a lower bound where the tail was not returned):
+    #: what a near tie is judged by; None where the scorer did not say.
+    nats: float | None = None
+
+    def near(self, margin: float) -> bool:
+        """A near tie at `margin` (nats): within it of the boundary; never without a distance."""
+        return self.nats is not None and self.nats < margin
 
     def text(self) -> str:
-        """`token 1234 (rank 57) outside the top-p nucleus (mass 0.912) by 0.031`: the
-        nucleus's share and the gap in tempered probability mass."""
+        """`token 1234 (rank 57) 0.41 nats below the top-p boundary (kept mass 0.912, by 0.031
+        of the tempered mass)`."""
         rank = f" (rank {self.rank})" if self.rank is not None else ""
-        where = _WHERE.get(self.step or "", "outside the truncation")
-        kept = f" (mass {self.kept:.3g})" if self.kept is not None else ""
-        gap = f" by {self.gap:.3g}" if self.gap is not None else ""
-        return f"token {self.token}{rank} {where}{kept}{gap}"
+        where = _WHERE.get(self.step or "", "the truncation")
+        far = f" {self.nats:.3g} nats below" if self.nats is not None else " outside"
+        mass = [f"kept mass {self.kept:.3g}"] if self.kept is not None else []
+        mass += [f"by {self.gap:.3g} of the tempered mass"] if self.gap is not None else []
+        shown = f" ({', '.join(mass)})" if mass else ""
+        return f"token {self.token}{rank}{far} {where}{shown}"
 
 
-_WHERE = {"top_k": "below top-k", "top_p": "outside the top-p nucleus", "min_p": "below min-p"}
+_WHERE = {
+    "top_k": "the top-k boundary",
+    "top_p": "the top-p boundary",
+    "min_p": "the min-p threshold",
+}
 
 
 @dataclass(frozen=True)
@@ -147,8 +165,8 @@ def pit(
     position: Mapping[str, Any], basis: str, sampling: Sampling, margin: float, vocab: int = 0
 ) -> TokenPit:
     """The PIT and evidence of one `PositionScore` row (module docstring); `margin`: the
-    near-tie margin in tempered mass; `vocab`: the vocabulary size where known (else
-    `VOCAB_BOUND`)."""
+    near-tie margin in nats (raw logprob below the boundary's); `vocab`: the vocabulary size
+    where known (else `VOCAB_BOUND`)."""
     if sampling.temperature <= 0:
         raise ValueError(f"temperature {sampling.temperature:g}: only sampled tokens are scored")
     if basis == "exact":
@@ -165,8 +183,11 @@ def _exact(position: Mapping[str, Any], sampling: Sampling, margin: float) -> To
     gap = _maybe(position.get("gap"), float)
     rank = _maybe(position.get("rank"), int)
     kept = _maybe(position.get("kept"), float)
-    evidence = Impossible(int(position["token"]), rank, gap, _exact_step(rank, sampling), kept)
-    near = gap is not None and gap < margin
+    boundary = _maybe(position.get("boundary"), float)
+    nats = None if boundary is None else max(0.0, boundary - float(position["logprob"]))
+    step = _exact_step(rank, sampling)
+    evidence = Impossible(int(position["token"]), rank, gap, step, kept, nats)
+    near = evidence.near(margin)
     return TokenPit(1.0, 0.0, 1.0, 0.0, exact=True, impossible=evidence, near_tie=near)
 
 
@@ -281,7 +302,7 @@ def processed(position: Mapping[str, Any], sampling: Sampling, vocab: int) -> Pr
             continue
         if removed is None:
             for name in active:
-                removed = _removes(name, sampling, top, state, rank, own, tail_rank, token)
+                removed = _removes(name, sampling, top, state, rank, own, tail_rank, position)
                 if removed is not None:
                     break
         after = [_apply(name, sampling, top, state) for name in active]
@@ -300,7 +321,7 @@ def pit_of(processed: Processed, margin: float) -> TokenPit:
     top, state, rank, removed = processed.top, processed.state, processed.rank, processed.removed
     if removed is not None:
         evidence = replace(removed, rank=rank or processed.given_rank)
-        near = removed.gap is not None and removed.gap < margin
+        near = evidence.near(margin)
         return TokenPit(1.0, 0.0, 1.0, 0.0, exact=False, impossible=evidence, near_tie=near)
     z_lo, z_hi = processed.z
     exact = z_lo == z_hi
@@ -358,33 +379,48 @@ def _removes(
     rank: int | None,
     own: float,
     tail_rank: int,
-    token: int,
+    position: Mapping[str, Any],
 ) -> Impossible | None:
-    """The evidence if step `name` certainly removes the token (whatever the tail), with the
-    smallest gap any tail allows (so a near tie is never called a proof), in tempered mass."""
+    """The evidence if `position`'s token is certainly removed by step `name` (whatever the
+    tail), with the smallest gap any tail allows (so a near tie is never called a proof): in
+    tempered mass, and in nats below the boundary's raw logprob (from the boundary's tempered
+    weight, relative to the top token's like every weight here, and the token's raw logprob, so
+    a token far in the tail, whose weight underflows, is still far)."""
     k, c = top.k, top.cumulative
+    token, first = int(position["token"]), top_of(position)[0][1]
     weight = top.weights[rank - 1] if rank is not None else own
     where = rank if rank is not None else tail_rank
     total = top.total_hi
+
+    def nats(boundary: float) -> float:
+        below = sampling.temperature * math.log(boundary) + first - float(position["logprob"])
+        return max(0.0, below)
+
     if name == "top_k":
         cut = int(sampling.top_k or 0)
-        last = top.weights[cut - 1] if cut <= k else weight  # a tail token's bound: no gap
-        if where <= cut or (cut <= k and weight >= last):  # tied with the k-th: kept
+        if cut > k:  # the boundary is in the tail, unreturned: no gap can be shown
+            if where <= cut:
+                return None
+            return Impossible(token, where, 0.0, name, c[k] / total, 0.0)
+        last = top.weights[cut - 1]
+        if where <= cut or weight >= last:  # tied with the k-th: kept
             return None
-        kept = c[_top_k_ties(top, cut) if cut <= k else k]
-        return Impossible(token, where, max(0.0, last - weight) / total, name, kept / total)
+        kept = c[_top_k_ties(top, cut)]
+        gap = max(0.0, last - weight) / total
+        return Impossible(token, where, gap, name, kept / total, nats(last))
     if name == "min_p":
         floor = float(sampling.min_p or 0.0)
         if weight >= floor:
             return None
-        return Impossible(token, where, (floor - weight) / total, name, None)
+        return Impossible(token, where, (floor - weight) / total, name, None, nats(floor))
     share = float(sampling.top_p if sampling.top_p is not None else 1.0)
     z_hi = c[state.j_hi] + state.t_hi
     above = c[rank - 1] if rank is not None else c[k] + max(0, tail_rank - k - 1) * own
     if above < share * z_hi:
         return None
-    nucleus = c[sum(1 for i in range(state.j_hi) if c[i] < share * z_hi)]
-    return Impossible(token, where, (above - share * z_hi) / total, name, nucleus / total)
+    size = sum(1 for i in range(state.j_hi) if c[i] < share * z_hi)  # the nucleus's
+    gap = (above - share * z_hi) / total
+    return Impossible(token, where, gap, name, c[size] / total, nats(top.weights[max(size, 1) - 1]))
 
 
 def _maybe(value: Any, kind: Any) -> Any:

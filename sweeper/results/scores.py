@@ -39,6 +39,9 @@ class PositionScore(BaseModel):
     p: float | None = None
     above: float | None = None
     gap: float | None = None
+    #: Basis `exact`, where p is 0: the raw logprob of the boundary it fell outside (the least
+    #: likely token kept), which a near tie is judged by.
+    boundary: float | None = None
     #: The engine's top k at this position, (id, raw logprob), best first: on basis `topk`
     #: (vLLM, SGLang) what the PIT is bounded by; on either basis what the test for temperature
     #: weighs the position by.
@@ -77,6 +80,9 @@ class ScoreRecord(BaseModel):
     order: list[str]
     #: How many top logprobs the engine returned per position (None: none).
     k: int | None = None
+    #: The scoring engine's near-tie margin in nats (`sweeper.catalog.scoring`); None: none
+    #: stated, so no near ties.
+    near_tie_margin: float | None = None
     positions: list[PositionScore] = Field(default_factory=list)
     #: Why scoring failed (recorded, never dropped); then `positions` is empty.
     error: str | None = None

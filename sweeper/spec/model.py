@@ -52,11 +52,13 @@ class DeterminismSpec(StrictModel):
     #: A coupled divergence where the baseline's sample margin (probability mass between its
     #: uniform and the chosen token's CDF edge) is below this is a sampled near tie.
     sampled_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.001
-    #: A scored token outside a truncation boundary (top-k, top-p, min-p) by less than this, in
-    #: tempered probability mass, is a near tie (prefill and decode numerics), never a proof;
-    #: a point with more such near ties per token than its AR server's own samples (95% upper
-    #: bound) has them counted as violations (`sweeper.proof.scored`).
-    scored_near_tie_margin: Annotated[Number, Field(ge=0, le=0.5)] = 0.005
+    #: A scored token outside a truncation (top-k, top-p, min-p) whose raw logprob lies less
+    #: than this below the boundary's (the k-th token's, the nucleus's last, the min-p
+    #: threshold), in nats, is a near tie (prefill and decode numerics), never a proof; a point
+    #: with more such near ties per token than its AR server's own samples (95% upper bound) has
+    #: them counted as violations (`sweeper.proof.scored`). Unset: the scoring engine's own
+    #: numerical margin (`sweeper.catalog.scoring`, recorded with each score).
+    scored_near_tie_margin: Annotated[Number, Field(ge=0, le=5)] | None = None
     #: A scored pass proves something only if the test detects a sampler this much hotter or
     #: colder at every token (the log of the temperature factor: 0.2 is 1.22x) with 80% power
     #: on the point's own tokens; a weaker test's pass is `unproven`. (Under top-p or top-k a

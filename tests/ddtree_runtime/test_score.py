@@ -1,8 +1,9 @@
 """Scoring a continuation (`ddtree_runtime.score`) against a brute-force reading of the same
 distribution: for every token of a small vocabulary, under temperature, top-k and top-p, its
 processed probability, the mass above it, its raw rank, and how far outside the truncation it
-fell. Then the property the statistics rest on: tokens the sampler draws have p > 0 and a
-randomized PIT that is uniform."""
+fell (in tempered mass, and the raw logprob of the boundary: the least likely token kept). Then
+the property the statistics rest on: tokens the sampler draws have p > 0 and a randomized PIT
+that is uniform."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def brute(row: list[float], temperature: float, top_k: int, top_p: float) -> lis
     p = [after_k[i] / mass if i in kept else 0.0 for i in range(VOCAB)]
     raw_big = max(row)
     raw_lse = raw_big + math.log(sum(math.exp(x - raw_big) for x in row))
+    boundary = min(row[i] for i in kept) - raw_lse
     out = []
     for t in range(VOCAB):
         rank = 1 + sum(row[j] > row[t] or (row[j] == row[t] and j < t) for j in range(VOCAB))
@@ -53,7 +55,7 @@ def brute(row: list[float], temperature: float, top_k: int, top_p: float) -> lis
             else:
                 gap = (before[t] - top_p) * mass_k
         out.append({"logprob": row[t] - raw_lse, "rank": rank, "p": p[t], "above": above,
-                    "gap": gap})  # fmt: skip
+                    "gap": gap, "boundary": None if gap is None else boundary})  # fmt: skip
     return out
 
 
@@ -81,11 +83,12 @@ def test_every_tokens_score_is_the_distributions_own(
             assert got.p == pytest.approx(expected["p"], abs=1e-9)
             if expected["p"] > 0:
                 assert got.above == pytest.approx(expected["above"], abs=1e-9)
-                assert got.gap is None
+                assert got.gap is None and got.boundary is None
             else:
                 assert got.above == pytest.approx(1.0)
                 assert got.gap is not None and expected["gap"] is not None
                 assert got.gap == pytest.approx(max(expected["gap"], 0.0), abs=1e-9)
+                assert got.boundary == pytest.approx(expected["boundary"], abs=1e-9)
 
 
 def test_the_samplers_draws_score_inside_the_distribution_with_a_uniform_pit() -> None:

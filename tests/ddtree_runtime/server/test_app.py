@@ -227,7 +227,7 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     assert body["order"] == ["temperature", "top_k", "top_p"] and body["basis"] == "exact"
     positions = body["positions"]
     assert [p["token"] for p in positions] == tokens
-    assert all(p["p"] > 0 and p["gap"] is None for p in positions)
+    assert all(p["p"] > 0 and p["gap"] is None and p["boundary"] is None for p in positions)
     assert all(p["above"] + p["p"] <= 1 + 1e-9 for p in positions)
     reported = choice["logprobs"]["token_logprobs"]
     assert [p["logprob"] for p in positions] == pytest.approx(reported, abs=1e-4)
@@ -245,6 +245,8 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     greedy = post(server, "/score", score(continuation=[0, 1, 2], top_k=1)).json()["positions"]
     outside = [p for p in greedy if p["rank"] > 1]
     assert outside and all(p["p"] == 0 and p["gap"] > 0 and p["above"] == 1 for p in outside)
+    # The boundary crossed: top-k 1 keeps the top token, whose raw logprob is above theirs.
+    assert all(p["boundary"] > p["logprob"] for p in outside)
 
 
 def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:

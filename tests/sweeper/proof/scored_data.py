@@ -71,29 +71,58 @@ def _aboves(probs: np.ndarray) -> np.ndarray:
     return out
 
 
-def _position_table(
+def position_table(
     z: np.ndarray,
     order: Sequence[str],
     asked: dict[str, Any],
     drawn: dict[str, Any],
     k: int,
-    claimed: dict[str, Any],
+    claimed: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One position's scores of every token (p and above as processed by `claimed`), and the
-    sampler's CDF there."""
+    """One position's scores of every token (p and above as processed by `claimed`, else as
+    `asked`), and the sampler's CDF there."""
     raw = z - (np.log(np.exp(z - z.max()).sum()) + z.max())
     rank = np.empty(z.size, dtype=np.int64)
     rank[ranked(raw)] = np.arange(1, z.size + 1)
-    scoring = processed(z, order=order, **claimed)
+    scoring = processed(z, order=order, **(claimed or asked))
     return {
         "raw": raw,
         "rank": rank,
         "top": [(int(i), float(raw[i])) for i in ranked(raw)[:k]],
         "p": scoring,
         "above": _aboves(scoring),
+        "tempered": softmax(z / asked["temperature"]),
         "tempered_above": _aboves(softmax(z / asked["temperature"])),
+        "top_k": asked["top_k"],
+        "top_p": asked["top_p"],
         "cdf": np.cumsum(processed(z, order=order, **drawn)),
     }
+
+
+def exact_position(table: dict[str, Any], token: int) -> dict[str, Any]:
+    """`token`'s `PositionScore` as the bundled runtime's exact route writes it; where p is 0,
+    `gap` (tempered mass: below top-k the k-th token's tempered probability less its own, else
+    the mass above it beyond top-p) and `boundary` (the least likely kept token's raw logprob)."""
+    p = float(table["p"][token])
+    position = {
+        "token": token,
+        "logprob": float(table["raw"][token]),
+        "rank": int(table["rank"][token]),
+        "top": table["top"],
+        "p": p,
+        "above": float(table["above"][token]) if p > 0 else 1.0,
+        "gap": None,
+        "boundary": None,
+    }
+    if p > 0:
+        return position
+    tempered, top_k = table["tempered"], table["top_k"]
+    if top_k and table["rank"][token] > top_k:
+        gap = float(np.sort(tempered)[::-1][top_k - 1] - tempered[token])
+    else:
+        gap = float(table["tempered_above"][token]) - (table["top_p"] or 1.0)
+    boundary = float(table["raw"][table["p"] > 0].min())
+    return position | {"gap": gap, "boundary": boundary}
 
 
 def target(prompts: int, positions: int, vocab: int, seed: int) -> np.ndarray:
@@ -120,13 +149,15 @@ def records(
     order: Sequence[str] = ORDER,
     faulty: Sequence[int] | None = None,
     scored_as: dict[str, Any] | None = None,
+    near_tie_margin: float | None = None,
 ) -> list[dict[str, Any]]:
     """`samples` per prompt, each position drawn independently from the distribution
     `drawn_as` changes (e.g. {"temperature": 1.12}: a hotter sampler), scored against the one
     asked for; ScoreRecord rows as a scorer of `basis` writes them (`k`: its top logprobs).
     `faulty`: the only positions (of every prompt) `drawn_as` acts on (as a drafted position's
     fault), else all. `scored_as`: what changes the processing the scorer's claimed p and above
-    come from (a scorer whose processing is wrong, its raw logprobs right), else as asked."""
+    come from (a scorer whose processing is wrong, its raw logprobs right), else as asked.
+    `near_tie_margin`: the scorer's, in nats, where it states one."""
     asked = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p}
     drawn = {**asked, **(drawn_as or {})}
     claimed = {**asked, **(scored_as or {})}
@@ -134,7 +165,7 @@ def records(
     rows = []
     for prompt in range(logits.shape[0]):
         table = [
-            _position_table(
+            position_table(
                 z, order, asked, drawn if faulty is None or at in faulty else asked, k, claimed
             )
             for at, z in enumerate(logits[prompt])
@@ -153,9 +184,7 @@ def records(
                     "top": t["top"],
                 }
                 if basis == "exact":
-                    p = float(t["p"][token])
-                    gap = None if p > 0 else float(t["tempered_above"][token]) - (top_p or 1.0)
-                    position |= {"p": p, "above": float(t["above"][token]), "gap": gap}
+                    position = exact_position(t, token)
                 positions.append(position)
             rows.append(
                 {
@@ -170,6 +199,7 @@ def records(
                     "k": k,
                     "positions": positions,
                     "error": None,
+                    **({} if near_tie_margin is None else {"near_tie_margin": near_tie_margin}),
                 }
             )
     return rows

@@ -58,6 +58,7 @@ def test_near_tie_at_a_small_baseline_margin() -> None:
     verdict = result.requests[0]
     assert verdict.divergence_index == 6
     assert verdict.margin == pytest.approx(0.01)
+    assert verdict.detail == "baseline margin 0.01 nats < 0.05 nats at token 6"  # stated, nats
     assert verdict.compared_with == "baseline"
     # The excerpts start at the same place and show both sides of the first differing character.
     assert verdict.char_offset == POEM.index("goes")
@@ -72,6 +73,7 @@ def test_diverged_where_the_baseline_was_confident() -> None:
     assert result.status == "diverged"
     assert result.requests[0].divergence_index == 2
     assert result.requests[0].margin == pytest.approx(3.0)
+    assert "(baseline margin 3 nats, near-tie margin 0.05 nats)" in result.requests[0].detail
 
 
 def test_near_tie_margin_comes_from_the_policy() -> None:

@@ -83,7 +83,7 @@ def test_ignoring_top_p_draws_impossible_tokens_shown_with_their_evidence(basis:
     assert found == "impossible-token", detail
     first = columns["scored_impossible"]
     assert re.match(r"prompt q\d sample \d+ position \d+: token \d+ \(rank \d+\)", first)
-    assert "(rank " in first and "outside the top-p nucleus" in first
+    assert "(rank " in first and "nats below the top-p boundary" in first
     assert columns["scored_impossible_n"] > 0 and first in detail
 
 
@@ -135,8 +135,9 @@ def test_no_samples_or_a_failed_scorer_prove_nothing() -> None:
 
 def _with_near_ties(rows: list[dict[str, Any]], every: int) -> list[dict[str, Any]]:
     """Every `every`-th sample's first token replaced by the likeliest one the asked top-p
-    removes there, outside by less than the margin as its scorer says (its raw logprobs its
-    own, so the claim holds when rebuilt from them)."""
+    removes there (its raw logprobs its own, so the claim holds when rebuilt from them), a near
+    tie: its scorer states a margin just wider than its distance in nats to the nucleus's last
+    token (the boundary)."""
     out = []
     for i, row in enumerate(rows):
         if i % every == 0:
@@ -145,10 +146,12 @@ def _with_near_ties(rows: list[dict[str, Any]], every: int) -> list[dict[str, An
             raw = z - np.log(np.exp(z).sum())
             order = [int(t) for t in ranked(raw)]
             token = next(t for t in order if not kept[t])
-            claim = {"p": 0.0, "above": 1.0, "gap": 0.001}
+            boundary = float(raw[kept].min())
+            claim = {"p": 0.0, "above": 1.0, "gap": 0.001, "boundary": boundary}
             tie = {**row["positions"][0], "token": token, "logprob": float(raw[token]),
                    "rank": order.index(token) + 1, **claim}  # fmt: skip
-            row = {**row, "positions": [tie, *row["positions"][1:]]}
+            margin = boundary - float(raw[token]) + 1e-3
+            row = {**row, "positions": [tie, *row["positions"][1:]], "near_tie_margin": margin}
         out.append(row)
     return out
 

@@ -31,17 +31,23 @@ def test_the_exact_basis_is_above_plus_v_times_p() -> None:
     token = pit({"token": 5, "p": 0.25, "above": 0.5}, "exact", Sampling(0.7), 0.005)
     assert token.exact and token.impossible is None
     assert token.bounds(0.5) == (0.625, 0.625)
-    removed = {"token": 5, "rank": 40, "p": 0.0, "above": 1.0, "gap": 0.03, "kept": 0.91}
-    out = pit(removed, "exact", Sampling(0.7, top_p=0.9), 0.005)
+    removed = {"token": 5, "logprob": -6.0, "rank": 40, "p": 0.0, "above": 1.0, "gap": 0.03,
+               "kept": 0.91, "boundary": -5.59}  # fmt: skip
+    out = pit(removed, "exact", Sampling(0.7, top_p=0.9), 0.001)
     assert out.impossible is not None and not out.near_tie and out.impossible.rank == 40
     assert out.impossible.text() == (
-        "token 5 (rank 40) outside the top-p nucleus (mass 0.91) by 0.03"
+        "token 5 (rank 40) 0.41 nats below the top-p boundary (kept mass 0.91, by 0.03 of the "
+        "tempered mass)"
     )
     # Ranked below an asked top-k: that is what removed it, whatever else was asked.
-    below = pit(removed, "exact", Sampling(0.7, top_p=0.9, top_k=20), 0.005).impossible
+    below = pit(removed, "exact", Sampling(0.7, top_p=0.9, top_k=20), 0.001).impossible
     assert below is not None and below.step == "top_k"
-    tie = pit({"token": 5, "p": 0.0, "above": 1.0, "gap": 0.001}, "exact", Sampling(0.7), 0.005)
+    # Within the margin (nats) of the boundary: a near tie; with no boundary stated, never.
+    close = {**removed, "boundary": -6.0 + 3e-5}
+    tie = pit(close, "exact", Sampling(0.7, top_p=0.9), 0.001)
     assert tie.impossible is not None and tie.near_tie
+    unstated = pit({**close, "boundary": None}, "exact", Sampling(0.7, top_p=0.9), 0.001)
+    assert unstated.impossible is not None and not unstated.near_tie
 
 
 SETTINGS = [
@@ -118,14 +124,16 @@ def test_a_token_outside_the_top_k_is_uniform_above_their_processed_mass() -> No
 def test_a_nucleus_closed_inside_the_top_k_makes_an_outside_token_a_proof_with_evidence() -> None:
     z = np.array([6.0, 5.0, 4.0] + [0.0] * 61)
     position = _position(z, 40, 8)
-    got = pit(position, "topk", Sampling(0.7, top_p=0.9), 0.005, vocab=64)
+    got = pit(position, "topk", Sampling(0.7, top_p=0.9), 0.001, vocab=64)
     assert got.impossible is not None and not got.near_tie
     evidence = got.impossible
     assert evidence.step == "top_p" and evidence.rank == position["rank"]
     assert evidence.gap is not None and evidence.gap > 0.005
-    assert "outside the top-p nucleus" in evidence.text()
+    # The nucleus is the top two (logits 6 and 5): the token's logit 0 is 5 nats below its last.
+    assert evidence.nats == pytest.approx(5.0)
+    assert "5 nats below the top-p boundary" in evidence.text()
     # Within the margin it is a near tie, never a proof.
-    assert pit(position, "topk", Sampling(0.7, top_p=0.9), 0.5, vocab=64).near_tie
+    assert pit(position, "topk", Sampling(0.7, top_p=0.9), 5.5, vocab=64).near_tie
 
 
 def test_top_k_within_the_returned_k_is_exact() -> None:

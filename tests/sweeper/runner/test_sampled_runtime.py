@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from sweeper.catalog.scoring import SCORING
 from tests.sweeper.planted import plant_fault
 
 pytestmark = pytest.mark.slow
@@ -89,3 +90,5 @@ def test_a_sampling_only_fault_in_the_runtime_is_diverged_at_the_same_seed(
     scores = pd.read_json(run_dir / "scores.jsonl", lines=True)
     assert set(scores["basis"]) == {"exact"} and set(scores["source"]) == {"request"}
     assert set(scores["role"]) == {"test", "control"} and scores["error"].isna().all()
+    # Each score states its scorer's near-tie margin (nats), the catalog's for the runtime.
+    assert set(scores["near_tie_margin"]) == {SCORING["ddtree_runtime"].near_tie_margin}
