@@ -164,6 +164,11 @@ def sigterm_with_requests_in_flight(server: LocalServer, model: str) -> list[str
     for client in clients:
         client.start()
     assert first_chunk.wait(30)
+    # The plain request is admitted once its prompt is tokenized (on a worker thread), which on
+    # a loaded machine can come after the streaming one's first chunk: wait for both, bounded.
+    deadline = time.monotonic() + 10
+    while server_info(server)["stats"]["in_flight"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert server_info(server)["stats"]["in_flight"] == 2
     started = time.monotonic()
     assert server.terminate(timeout_s=10) == 0

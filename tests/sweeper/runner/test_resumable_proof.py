@@ -103,8 +103,9 @@ def test_a_sweep_stopped_mid_drawing_resumes_drawing_only_the_missing_samples(
     assert read_jsonl(run_dir / POINTS_LOG)[0]["distribution_control_p"] > 0.01
 
 
-#: The line of the runtime's `POST /score` that the dying copy precedes with its exit.
-_SCORE_LINE = "        request = parse_body(ScoreRequest, await http.body())\n"
+#: The line of the runtime's `POST /score` (its worker-thread half) that the dying copy follows
+#: with its exit.
+_SCORE_LINE = "    request = parse_body(ScoreRequest, body)\n"
 
 
 def _dying_scorer(dest: Path, trigger: Path) -> Path:
@@ -117,13 +118,13 @@ def _dying_scorer(dest: Path, trigger: Path) -> Path:
     text = app.read_text()
     assert text.count(_SCORE_LINE) == 1
     dies = (
-        f"        if state.config.speculative != 'none' and os.path.exists({str(trigger)!r}) "
-        "and len(json.loads(await http.body())['continuation']) > 1:\n"
-        "            os._exit(9)\n"
+        f"    if state.config.speculative != 'none' and os.path.exists({str(trigger)!r}) "
+        "and len(request.continuation) > 1:\n"
+        "        os._exit(9)\n"
     )
     future = "from __future__ import annotations\n"
-    text = text.replace(future, future + "import json, os\n", 1)
-    app.write_text(text.replace(_SCORE_LINE, dies + _SCORE_LINE))
+    text = text.replace(future, future + "import os\n", 1)
+    app.write_text(text.replace(_SCORE_LINE, _SCORE_LINE + dies))
     return package
 
 
