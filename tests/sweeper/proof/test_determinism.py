@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from sweeper.catalog.scoring import RUNTIME_MARGIN
 from sweeper.proof.determinism import (
     PointVerdict,
     SampledVerdict,
@@ -81,6 +82,32 @@ def test_near_tie_margin_comes_from_the_policy() -> None:
     text = "The tide rises high, the moon is bright,\nthe gulls sleep on the sand."
     loose = DeterminismSpec(near_tie_margin=5.0)
     assert judge([rec("poem", 0, ids, text)], policy=loose).status == "near-tie"
+
+
+def test_the_greedy_near_tie_margin_is_the_engines_calibrated_one() -> None:
+    """A divergence where the baseline's top-1 minus top-2 is 0.01 nats: a near tie at the old
+    spec default (0.05), but 10x the runtime's calibrated margin, which its records state (the
+    measurement writes the catalog's): diverged, the margin stated in nats and whence. The spec
+    still overrides it; a record that states none has no near ties."""
+    ids = POEM_IDS[:6] + [99, 98, 97, 96]
+    text = "The tide comes in, the tide rolls back,\nthe gulls cry over the sand."
+    engine = {"engine": "ddtree_runtime", "near_tie_margin": RUNTIME_MARGIN}
+    result = judge([rec("poem", 0, ids, text, **engine)])
+    assert result.status == "diverged"
+    assert result.requests[0].detail == (
+        "differs from baseline at token 6 (baseline margin 0.01 nats, near-tie margin 0.001 "
+        "nats: ddtree_runtime's calibrated margin)"
+    )
+    spec = judge([rec("poem", 0, ids, text, **engine)], policy=DeterminismSpec(near_tie_margin=0.05))
+    assert spec.status == "near-tie"
+    assert spec.requests[0].detail == (
+        "baseline margin 0.01 nats < 0.05 nats (the spec's near_tie_margin) at token 6"
+    )
+    unknown = judge([rec("poem", 0, ids, text, engine="openai")]).requests[0]
+    assert unknown.verdict == "diverged"
+    assert unknown.detail.endswith(
+        "near-tie margin 0 nats: openai has no calibrated margin, set determinism.near_tie_margin)"
+    )
 
 
 def test_prefix_counts_as_divergence_at_the_shorter_length() -> None:
