@@ -31,7 +31,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -207,13 +209,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=64)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    runs: list[tuple[str, Callable[[], list[float]]]]
     if args.engine == "runtime":
-        runs = [
-            (name, lambda s=s: spreads(args, s))
-            for name, s in (("AR", False), ("DDTree b16", True))
-        ]
+        runs = [("AR", partial(spreads, args, False)), ("DDTree b16", partial(spreads, args, True))]
     else:
-        runs = [(f"{args.engine} AR", lambda: served_spreads(args))]
+        runs = [(f"{args.engine} AR", partial(served_spreads, args))]
     for name, run in runs:
         found = np.array(run())
         print(
