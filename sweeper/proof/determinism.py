@@ -6,8 +6,10 @@ output for the same prompt and request config, by token ids. At the first diverg
 says whether it is numerics or a bug:
 
 - `exact`: identical token ids;
-- `near-tie`: they diverge where the baseline's top-1 minus top-2 logprob is below the policy's
-  `near_tie_margin` (two almost equally likely tokens; a different kernel order may flip them);
+- `near-tie`: they diverge where the baseline's top-1 minus top-2 logprob is below the near-tie
+  margin in nats (two almost equally likely tokens; a different kernel order may flip them):
+  the policy's `near_tie_margin` where it sets one, else the engine's calibrated margin as the
+  request's record states it (`greedy_margin`), else 0; every verdict states it and whence;
 - `garbled`: the output's garble score (`garble.py`) exceeds the baseline's by more than
   `garble_margin` and is at least `garble_min_score`;
 - `diverged`: any other difference;
@@ -35,7 +37,7 @@ A point's status is its worst request verdict in `sweeper.proof.verdicts`' one o
 that a speculative point none of whose requests was compared with anything is `unproven`: no
 verdict without a proof.
 Records are mappings (or a DataFrame) with the request columns of docs/results.md: prompt_id,
-repeat, token_ids, text, top2_margins, sample_margins, error.
+repeat, token_ids, text, top2_margins, sample_margins, error, engine, near_tie_margin.
 """
 
 from __future__ import annotations
@@ -241,21 +243,26 @@ def _judge_request(
     if how.sampled:
         margin = _margin_at(reference, index, "sample_margins")
         limit, kind, unit = policy.sampled_near_tie_margin, "sample margin", ""
+        whence, since = "", ""
     else:  # the top-2 margin is a logprob difference: nats, as the scored near tie's
         margin = _margin_at(reference, index, "top2_margins")
-        limit, kind, unit = policy.near_tie_margin, "margin", " nats"
+        (limit, whence), kind, unit = greedy_margin(row, policy), "margin", " nats"
+        since = f" ({whence})"
     if garble - ref_garble > policy.garble_margin and garble >= policy.garble_min_score:
         verdict: Verdict = "garbled"
         detail = f"garble score {garble:.2f} vs baseline {ref_garble:.2f}"
     elif margin is not None and margin < limit:
         verdict = "near-tie"
-        detail = f"baseline {kind} {margin:.4g}{unit} < {limit}{unit} at token {index}{seeded}"
+        detail = (
+            f"baseline {kind} {margin:.4g}{unit} < {limit:.4g}{unit}{since} at token "
+            f"{index}{seeded}"
+        )
     else:
         verdict = "diverged"
         shown = "unknown" if margin is None else f"{margin:.4g}{unit}"
         detail = (
             f"differs from baseline{seeded} at token {index} (baseline {kind} {shown}, "
-            f"near-tie margin {limit}{unit})"
+            f"near-tie margin {limit:.4g}{unit}{': ' + whence if whence else ''})"
         )
     return _differs(
         base,
@@ -270,6 +277,20 @@ def _judge_request(
         reference_garble=ref_garble,
         excerpt_chars=policy.excerpt_chars,
     )
+
+
+def greedy_margin(row: Mapping[str, Any], policy: DeterminismSpec) -> tuple[float, str]:
+    """The greedy near-tie margin (nats) a request is judged at, and whence: the spec's where it
+    sets one, else its engine's calibrated margin as the request's record states it (the
+    measurement writes the catalog's, `sweeper.catalog.scoring`), else 0: no near ties from an
+    engine whose numerics nobody measured."""
+    if policy.near_tie_margin is not None:
+        return float(policy.near_tie_margin), "the spec's near_tie_margin"
+    engine = str(row.get("engine") or "the engine")
+    stated = row.get("near_tie_margin")
+    if stated is None or is_missing(stated):
+        return 0.0, f"{engine} has no calibrated margin, set determinism.near_tie_margin"
+    return float(stated), f"{engine}'s calibrated margin"
 
 
 def _differs(

@@ -13,6 +13,7 @@ from typing import Any
 
 from sweeper.analysis.summary import summarize
 from sweeper.engines.base import Engine
+from sweeper.engines.capabilities import near_tie_margin
 from sweeper.measure.drive import drive_point, records_tokens
 from sweeper.measure.hostload import HostProbe
 from sweeper.measure.inputs import Inputs
@@ -84,7 +85,7 @@ class PointMeasurer:
         # Samples a stopped attempt kept: this attempt takes its id and draws the rest.
         have = known.interrupted.pop(point.point_id, [])
         key = self.recorder.key(point, str(have[0]["attempt"]) if have else None)
-        rows = request_rows(result, key)
+        rows = request_rows(result, key, near_tie_margin=near_tie_margin(engine.name))
         sample = self.recorder.sample
         drawn = self.sampled.draw(point, state.base_url, state.model, engine, key, have, sample)
         if self.stop_event.is_set():

@@ -28,8 +28,10 @@ SampledCheck = Literal["coupled", "scored", "distribution", "repeats"]
 class DeterminismSpec(StrictModel):
     """When a difference from the AR baseline is numerics and when it is a bug."""
 
-    #: A divergence where the baseline's top-1 minus top-2 logprob is below this is a near tie.
-    near_tie_margin: Annotated[Number, Field(ge=0)] = 0.05
+    #: A greedy divergence where the baseline's top-1 minus top-2 logprob is below this, in
+    #: nats, is a near tie. Unset: the engine's own calibrated margin (`sweeper.catalog.scoring`,
+    #: written on each request record); an engine with none has no near ties.
+    near_tie_margin: Annotated[Number, Field(ge=0)] | None = None
     #: Output is garbled when its garble score exceeds the baseline's by more than this...
     garble_margin: Annotated[Number, Field(ge=0, le=1)] = 0.15
     #: ...and is at least this (so clean text that differs a little is never "garbled").

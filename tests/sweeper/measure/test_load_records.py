@@ -14,6 +14,7 @@ import pytest
 from sweeper.analysis.summary import summarize
 from sweeper.config import RequestConfig, ServerConfig
 from sweeper.engines.base import RequestSpec
+from sweeper.engines.capabilities import near_tie_margin
 from sweeper.measure.load_process import UNFINISHED
 from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.pool import NOT_SENT
@@ -84,9 +85,16 @@ def measure(
     store: RunStore, point: Point, res: WorkloadResult, baseline: PointRecord | None
 ) -> PointRecord:
     key = point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime")
-    measured, base = request_rows(res, key), baseline.model_dump() if baseline else None
+    measured, base = (
+        request_rows(res, key, near_tie_margin=near_tie_margin("ddtree_runtime")),
+        baseline.model_dump() if baseline else None,
+    )
     # Judged against the AR point's outputs (the same ids): proven exact, so it may be best.
-    judged_against = request_rows(res, key) if baseline is not None else None
+    judged_against = (
+        request_rows(res, key, near_tie_margin=near_tie_margin("ddtree_runtime"))
+        if baseline is not None
+        else None
+    )
     summary, verdicts = summarize(
         point.server_config,
         point.request_config,

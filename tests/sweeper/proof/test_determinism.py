@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from sweeper.catalog.scoring import RUNTIME_MARGIN
 from sweeper.proof.determinism import (
     PointVerdict,
     SampledVerdict,
@@ -24,6 +25,8 @@ POEM = "The tide comes in, the tide goes out,\nthe gulls cry over the sand."
 POEM_IDS = [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]
 # Clear margins everywhere except token 6, where two tokens are almost equally likely.
 MARGINS = [2.0, 1.5, 3.0, 0.9, 1.2, 2.2, 0.01, 1.0, 1.0, 1.0]
+#: A spec that sets the greedy near-tie margin (nats) itself.
+SPEC_MARGIN = DeterminismSpec(near_tie_margin=0.05)
 
 
 def rec(prompt: str, repeat: int, ids: list[int], text: str, **extra: object) -> dict[str, object]:
@@ -53,12 +56,15 @@ def test_exact() -> None:
 def test_near_tie_at_a_small_baseline_margin() -> None:
     ids = POEM_IDS[:6] + [99, 98, 97, 96]
     text = "The tide comes in, the tide rolls back,\nthe gulls cry over the sand."
-    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)])
+    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)], policy=SPEC_MARGIN)
     assert result.status == "near-tie"
     verdict = result.requests[0]
     assert verdict.divergence_index == 6
     assert verdict.margin == pytest.approx(0.01)
-    assert verdict.detail == "baseline margin 0.01 nats < 0.05 nats at token 6"  # stated, nats
+    # Stated, in nats, and whence.
+    assert verdict.detail == (
+        "baseline margin 0.01 nats < 0.05 nats (the spec's near_tie_margin) at token 6"
+    )
     assert verdict.compared_with == "baseline"
     # The excerpts start at the same place and show both sides of the first differing character.
     assert verdict.char_offset == POEM.index("goes")
@@ -69,11 +75,12 @@ def test_near_tie_at_a_small_baseline_margin() -> None:
 def test_diverged_where_the_baseline_was_confident() -> None:
     ids = POEM_IDS[:2] + [50, 51, 52, 53, 54, 55, 56, 57]
     text = "The tide rises high, the moon is bright,\nthe gulls sleep on the sand."
-    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)])
+    result = judge([rec("poem", 0, ids, text), rec("poem", 1, ids, text)], policy=SPEC_MARGIN)
     assert result.status == "diverged"
     assert result.requests[0].divergence_index == 2
     assert result.requests[0].margin == pytest.approx(3.0)
-    assert "(baseline margin 3 nats, near-tie margin 0.05 nats)" in result.requests[0].detail
+    stated = "(baseline margin 3 nats, near-tie margin 0.05 nats: the spec's near_tie_margin)"
+    assert stated in result.requests[0].detail
 
 
 def test_near_tie_margin_comes_from_the_policy() -> None:
@@ -81,6 +88,34 @@ def test_near_tie_margin_comes_from_the_policy() -> None:
     text = "The tide rises high, the moon is bright,\nthe gulls sleep on the sand."
     loose = DeterminismSpec(near_tie_margin=5.0)
     assert judge([rec("poem", 0, ids, text)], policy=loose).status == "near-tie"
+
+
+def test_the_greedy_near_tie_margin_is_the_engines_calibrated_one() -> None:
+    """A divergence where the baseline's top-1 minus top-2 is 0.01 nats: a near tie at the old
+    spec default (0.05), but 10x the runtime's calibrated margin, which its records state (the
+    measurement writes the catalog's): diverged, the margin stated in nats and whence. The spec
+    still overrides it; a record that states none has no near ties."""
+    ids = POEM_IDS[:6] + [99, 98, 97, 96]
+    text = "The tide comes in, the tide rolls back,\nthe gulls cry over the sand."
+    engine = {"engine": "ddtree_runtime", "near_tie_margin": RUNTIME_MARGIN}
+    result = judge([rec("poem", 0, ids, text, **engine)])
+    assert result.status == "diverged"
+    assert result.requests[0].detail == (
+        "differs from baseline at token 6 (baseline margin 0.01 nats, near-tie margin 0.001 "
+        "nats: ddtree_runtime's calibrated margin)"
+    )
+    spec = judge(
+        [rec("poem", 0, ids, text, **engine)], policy=DeterminismSpec(near_tie_margin=0.05)
+    )
+    assert spec.status == "near-tie"
+    assert spec.requests[0].detail == (
+        "baseline margin 0.01 nats < 0.05 nats (the spec's near_tie_margin) at token 6"
+    )
+    unknown = judge([rec("poem", 0, ids, text, engine="openai")]).requests[0]
+    assert unknown.verdict == "diverged"
+    assert unknown.detail.endswith(
+        "near-tie margin 0 nats: openai has no calibrated margin, set determinism.near_tie_margin)"
+    )
 
 
 def test_prefix_counts_as_divergence_at_the_shorter_length() -> None:
@@ -135,7 +170,7 @@ def test_point_status_is_the_worst_request_verdict() -> None:
         rec("poem", 0, POEM_IDS, POEM),
         rec("code", 0, ids, "The tide comes in, the tide rolls back"),
     ]
-    result = judge_point(records, b, temperature=0.0)
+    result = judge_point(records, b, temperature=0.0, policy=SPEC_MARGIN)
     assert result.status == "near-tie"
     assert result.counts == {"exact": 1, "near-tie": 1}
     found = {(v.prompt_id, v.repeat): v.verdict for v in result.requests}

@@ -17,6 +17,7 @@ import pytest
 from sweeper.analysis.compare import compare_loaded
 from sweeper.analysis.summary import summarize
 from sweeper.config import RequestConfig, ServerConfig
+from sweeper.engines.capabilities import near_tie_margin
 from sweeper.measure.point import measured_point, point_columns, request_rows
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point
@@ -112,7 +113,7 @@ def _measure(
 ) -> Any:
     result = _result(records)
     key = point_columns(store.run_id, point, RunStore.new_attempt(), "ddtree_runtime")
-    rows = request_rows(result, key)
+    rows = request_rows(result, key, near_tie_margin=near_tie_margin("ddtree_runtime"))
     summary, verdicts = summarize(
         point.server_config,
         point.request_config,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.catalog.scoring import SCORING
 from sweeper.results.store import RunStore
 from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.sweep_fixtures import write_spec
@@ -57,6 +58,8 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     assert list(sampled["sampled_check"]) == ["coupled"] * 3
     assert points.fingerprint.nunique() == 3  # three distinct configs, each proven
     assert len(requests) == 24 and (requests.output_tokens > 0).all()
+    # The engine's calibrated near-tie margin on every request: what the greedy judge reads.
+    assert set(requests.near_tie_margin) == {SCORING["ddtree_runtime"].near_tie_margin}
     ar_sampled = requests[(requests["mode"] == "ar") & (requests["temperature"] > 0)]
     # The AR's sample margins: what tells a sampled near-tie from a divergence.
     margins = zip(ar_sampled.sample_margins, ar_sampled.output_tokens, strict=True)
