@@ -54,7 +54,8 @@ def brute(
     for t in range(VOCAB):
         rank = 1 + sum(row[j] > row[t] or (row[j] == row[t] and j < t) for j in range(VOCAB))
         above = sum(p[j] for j in range(VOCAB) if p[j] > p[t] or (p[j] == p[t] and j < t))
-        gap, bound = None, boundary
+        gap: float | None = None
+        bound: float | None = boundary
         if p[t] == 0:
             if t not in keep_m:
                 gap, bound = min_p * max(tempered) - tempered[t], threshold

@@ -249,8 +249,8 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     # The boundary crossed: top-k 1 keeps the top token, whose raw logprob is above theirs.
     assert all(p["boundary"] > p["logprob"] for p in outside)
     # Min-p's boundary is its threshold: the top raw logprob + T ln(min_p), T 0.7 here.
-    ranked = score(continuation=[0, 1, 2], min_p=0.5, top_logprobs=1)
-    for p in post(server, "/score", ranked).json()["positions"]:
+    cut = score(continuation=[0, 1, 2], min_p=0.5, top_logprobs=1)
+    for p in post(server, "/score", cut).json()["positions"]:
         threshold = p["top"][0][1] + 0.7 * math.log(0.5)
         assert (p["p"] == 0) == (p["logprob"] < threshold)
         assert p["boundary"] == (pytest.approx(threshold) if p["p"] == 0 else None)
