@@ -163,3 +163,12 @@ def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
                 )
     assert hot_caught >= 0.9 * hot_moved > 0
     assert (min_p_nats > 0) == (min_p > 0)
+
+
+def test_the_catalog_states_the_order_this_route_scores_in() -> None:
+    """The sweeper's catalog entry for this runtime (what its docs and the power bench read) is
+    the order `/score` states and `processed_probs` applies, with min-p and without."""
+    from sweeper.catalog.scoring import SCORING
+
+    scoring = SCORING["ddtree_runtime"]
+    assert scoring.order(None) == scoring.order(None, 0.1) == ORDER
