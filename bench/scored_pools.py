@@ -13,9 +13,10 @@ by their settings.
 
     python bench/scored_pools.py [--size 192] [--tokens 24] [--batch 32] [--out DIR] POOL...
 
-POOL is `name:fault:temperature:top_p:seed_base[:top_k]`, e.g. `ar:none:0.7:1.0:0` or
-`hot:hot_drafts:0.7:1.0:500000000` (top-k 0, off, unless given: `ark:none:0.7:1.0:0:20`);
-fault `none` for a correct engine, `ar` in the name for budget 0.
+POOL is `name:fault:temperature:top_p:seed_base[:top_k[:min_p]]`, e.g. `ar:none:0.7:1.0:0` or
+`hot:hot_drafts:0.7:1.0:500000000` (top-k and min-p 0, off, unless given:
+`ark:none:0.7:1.0:0:20`, `armp:none:0.7:1.0:0:0:0.1`); fault `none` for a correct engine, `ar`
+in the name for budget 0.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
 from ddtree_runtime.params import EngineConfig, SamplingParams
-from ddtree_runtime.score import boundaries, truncation_gaps
+from ddtree_runtime.score import below_min_p, boundaries, truncation_gaps
 
 #: The prompts of sweeps/local-sampled.yaml (its chat workload), which the distribution test's
 #: power table was measured on.
@@ -57,16 +58,21 @@ class PoolSpec:
     top_p: float
     seed_base: int
     top_k: int = 0
+    min_p: float = 0.0
 
     @classmethod
     def parse(cls, text: str) -> PoolSpec:
-        name, fault, temperature, top_p, seed_base, *top_k = text.split(":")
-        k = int(top_k[0]) if top_k else 0
-        return cls(name, fault, float(temperature), float(top_p), int(seed_base), k)
+        name, fault, temperature, top_p, seed_base, *cuts = text.split(":")
+        if len(cuts) > 2:
+            raise ValueError(f"pool {text!r}: at most top_k and min_p after seed_base")
+        k = int(cuts[0]) if cuts else 0
+        min_p = float(cuts[1]) if len(cuts) > 1 else 0.0
+        return cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
 
     def path(self, out: Path, size: int, tokens: int, top: int) -> Path:
         key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
         key += f"-tk{self.top_k}" if self.top_k else ""
+        key += f"-mp{self.min_p}" if self.min_p else ""
         return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
 
 
@@ -104,6 +110,7 @@ def generate(
             temperature=pool.temperature,
             top_p=pool.top_p,
             top_k=pool.top_k,
+            min_p=pool.min_p,
             seed=pool.seed_base + 1_000_003 * i + k,
         )
         for i, k in requests
@@ -154,12 +161,16 @@ def score(
         own = raw.gather(-1, index)
         vocab = torch.arange(raw.shape[-1])
         rank = 1 + (raw > own).sum(-1) + ((raw == own) & (vocab < index)).sum(-1)
-        probs = processed_probs(logits, pool.temperature, pool.top_k, pool.top_p)
+        probs = processed_probs(logits, pool.temperature, pool.top_k, pool.top_p, pool.min_p)
         p = probs.gather(-1, index)[..., 0]
         above = _mass_above(probs, index)
-        flat = (logits.flatten(0, 1), index.flatten(0, 1), pool.temperature, pool.top_k)
-        gap = truncation_gaps(*flat, pool.top_p).view_as(p)
-        boundary = boundaries(raw, probs)
+        flat_logits, flat_index = logits.flatten(0, 1), index.flatten(0, 1)
+        cuts = (pool.temperature, pool.top_k, pool.top_p, pool.min_p)
+        gap = truncation_gaps(flat_logits, flat_index, *cuts).view_as(p)
+        below = below_min_p(flat_logits, flat_index, pool.temperature, pool.min_p)
+        flat_probs = probs.flatten(0, 1)
+        bounds = boundaries(raw.flatten(0, 1), flat_probs, below, pool.temperature, pool.min_p)
+        boundary = bounds.view_as(p)
         best = torch.topk(raw, top, dim=-1)
         valid = np.arange(tokens)[None, :] < out["length"][rows, None]
         for name, value in (

@@ -13,11 +13,14 @@ AR pool at the same sampling parameters. Draws reuse their pools, so the rates a
 not independent experiments.
 
     python bench/scored_power.py [--pools DIR] [--n 8,16,32,96] [--draws 30]
-        [--alarm-draws 100] [--distribution] [--basis exact,topk] [--outside]
+        [--alarm-draws 100] [--distribution] [--basis exact,topk] [--outside] [--only TEXT]
+        [--rows TEXT]
 
 `--outside`: each cell also says in how many draws a token the request's truncation removes
 (p = 0) was drawn, and how many of those were judged `impossible-token`; and, on the alarm rows,
-how many near ties the draws held (within the scorer's margin, nats: the catalog's).
+how many near ties the draws held (within the scorer's margin, nats: the catalog's). `--only`
+keeps the fault rows whose label holds its text (the alarm rows stay); `--rows` keeps only the
+rows, fault or alarm, whose label holds its text (`--rows "min-p 0.1"`: the min-p alarm row).
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from sweeper.proof.scored import control, judge
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.spec import DeterminismSpec
 
-ORDER = ["temperature", "top_k", "top_p"]  # the runtime's (`processed_probs`)
 #: The runtime's near-tie margin (nats), as its scores state it.
 MARGIN = SCORING["ddtree_runtime"].near_tie_margin
 #: (row label, pool file stem, its AR pool's key: the fault's pool has its sampling settings)
@@ -49,22 +51,32 @@ FAULTS = (
     ("top-k 20 ignored on drafted positions (`untruncated_drafts`)",
      "utk-untruncated_drafts-t0.7-p1.0-s800000000-tk20", "ark20"),
 )  # fmt: skip
-#: AR pools: key -> (file stem, top-p, top-k).
+#: AR pools: key -> (file stem, top-p, top-k, min-p).
 AR = {
-    "ar1": ("ar-none-t0.7-p1.0-s0", 1.0, None),
-    "ar09": ("ar-none-t0.7-p0.9-s100000000", 0.9, None),
-    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", 1.0, 20),
+    "ar1": ("ar-none-t0.7-p1.0-s0", 1.0, None, None),
+    "ar09": ("ar-none-t0.7-p0.9-s100000000", 0.9, None, None),
+    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", 1.0, 20, None),
+    "armp01": ("ar-none-t0.7-p1.0-s300000000-mp0.1", 1.0, None, 0.1),
 }
 
 
 class Pool:
     """One pool's samples and scores, per prompt."""
 
-    def __init__(self, path: Path, temperature: float, top_p: float, top_k: int | None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        temperature: float,
+        top_p: float,
+        top_k: int | None,
+        min_p: float | None,
+    ) -> None:
         data = np.load(path)
         self.data = {k: data[k] for k in data.files}
         self.prompts = [str(p) for p in self.data["prompts"]]
-        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+        self.temperature, self.top_p, self.top_k, self.min_p = temperature, top_p, top_k, min_p
+        #: The runtime's processing order, as the catalog (and its /score) states it.
+        self.order = list(SCORING["ddtree_runtime"].order(None, min_p))
 
     @property
     def size(self) -> int:
@@ -107,8 +119,8 @@ class Pool:
             "temperature": self.temperature,
             "top_p": self.top_p,
             "top_k": self.top_k,
-            "min_p": None,
-            "order": ORDER,
+            "min_p": self.min_p,
+            "order": self.order,
             "k": len(positions[0]["top"]) if positions else None,
             "near_tie_margin": MARGIN,
             "positions": positions,
@@ -185,6 +197,7 @@ def main() -> None:
     parser.add_argument("--basis", default="exact,topk")
     parser.add_argument("--distribution", action="store_true", help="also today's test")
     parser.add_argument("--only", default="", help="only the fault rows whose label holds this")
+    parser.add_argument("--rows", default="", help="only the rows (any) whose label holds this")
     parser.add_argument("--seed", type=int, default=0, help="draws from another seed")
     parser.add_argument("--no-alarms", dest="alarms", action="store_false")
     parser.add_argument("--outside", action="store_true", help="p = 0 draws and near ties too")
@@ -195,10 +208,10 @@ def main() -> None:
 
     def load(stem: str, ar: str) -> Pool | None:
         found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"))
-        _, top_p, top_k = AR[ar]
-        return Pool(found[-1], 0.7, top_p, top_k) if found else None
+        _, top_p, top_k, min_p = AR[ar]
+        return Pool(found[-1], 0.7, top_p, top_k, min_p) if found else None
 
-    ars = {key: load(stem, key) for key, (stem, _, _) in AR.items()}
+    ars = {key: load(stem, key) for key, (stem, *_) in AR.items()}
     rows = [
         (label, load(stem, ar), ars[ar], args.draws)
         for label, stem, ar in FAULTS
@@ -211,7 +224,10 @@ def main() -> None:
          args.alarm_draws),
         ("false alarms: AR scored against itself (top-k 20)", ars["ark20"], ars["ark20"],
          args.alarm_draws),
+        ("false alarms: AR scored against itself (min-p 0.1)", ars["armp01"], ars["armp01"],
+         args.alarm_draws),
     ] if args.alarms else []  # fmt: skip
+    rows = [row for row in rows if args.rows in row[0]]
     head = ["shift, temperature 0.7, 4 prompts x 24 tokens"]
     for n in sizes:
         head += [f"N = {n}: {b}" for b in bases] + (["distribution"] if args.distribution else [])

@@ -98,7 +98,7 @@ def emitted_sample_margins(
     distribution: emitted token j comes from the depth-j node of the accepted path (`rows` are its
     logits), which predicts position prefix + 1 + j, so it gets the u AR uses there (as in
     ``Engine._row_sampling``). An AR round emits one token, at depth 0."""
-    probs = processed_probs(rows, params.temperature, params.top_k, params.top_p)
+    probs = processed_probs(rows, params.temperature, params.top_k, params.top_p, params.min_p)
     u = [uniform(seed, prefix + 1 + j) for j in range(len(tokens))]
     margins = sample_margins(
         probs,

@@ -327,10 +327,10 @@ class Engine:
     def _row_sampling(self, r: _Request, prefix: int, max_depth: int) -> RowSampling:
         p = r.params
         if p.temperature <= 0:
-            return RowSampling(0.0, 0, 1.0, None)
+            return RowSampling(0.0, 0, 1.0, 0.0, None)
         # Node at depth d predicts absolute position prefix + 1 + d: same u as AR there.
         us = [uniform(r.seed, prefix + 1 + d) for d in range(max_depth + 1)]
-        return RowSampling(p.temperature, p.top_k, p.top_p, us)
+        return RowSampling(p.temperature, p.top_k, p.top_p, p.min_p, us)
 
     def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
         tokens, nodes = verdict.emitted(i)

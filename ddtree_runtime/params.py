@@ -54,6 +54,9 @@ class SamplingParams:
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0  # 0 = off
+    #: Keep tokens whose tempered probability is at least min_p times the top token's (0 = off);
+    #: applied after temperature, before top-k and top-p (`algo.sampling.processed_probs`).
+    min_p: float = 0.0
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     logprobs: int | None = None  # None: none; n >= 0: chosen token + top-n alternatives
@@ -80,6 +83,8 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
         if not 0 <= self.min_tokens <= self.max_tokens:
@@ -106,7 +111,8 @@ class TokenLogprob:
     logprob: float
     top: list[tuple[int, float]]
     #: Sampled requests only: how far the token's uniform lies inside its CDF interval under the
-    #: request's temperature / top-k / top-p (``algo.sampling.sample_margins``); None when greedy.
+    #: request's temperature / min-p / top-k / top-p (``algo.sampling.sample_margins``); None when
+    #: greedy.
     sample_margin: float | None = None
 
 

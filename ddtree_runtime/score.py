@@ -3,8 +3,8 @@ distribution this runtime samples from.
 
 One plain Hugging Face forward over prompt + continuation (no slot cache, no tree mask, no draft,
 no verify: transformers' own causal attention, as `reference.py`), then per continuation token,
-under the request's temperature / top-k / top-p as `algo.sampling.processed_probs` applies them
-(the one definition the sampler and sample margins use):
+under the request's temperature / min-p / top-k / top-p as `algo.sampling.processed_probs`
+applies them (the one definition the sampler and sample margins use):
 
 - `logprob`: the raw log-softmax of the logits (temperature 1, untruncated), and `rank`, its
   1-based rank by raw logprob (ties: the lower id first);
@@ -12,12 +12,15 @@ under the request's temperature / top-k / top-p as `algo.sampling.processed_prob
   strictly above it (processed probability descending, ties by id ascending): a lossless sampler
   draws tokens whose randomized PIT `above + V * p` is uniform;
 - `gap` (only where p is 0): how far outside the truncation it fell, in tempered probability mass
-  (temperature applied, untruncated): below top-k, the k-th token's tempered probability minus
-  its own; outside the top-p nucleus, the mass above it beyond top_p, in tempered mass. A token a
-  hair outside is a numerical near tie, never a proof;
-- `boundary` (only where p is 0): the raw logprob of the boundary it fell outside, the least
-  likely token the processed distribution keeps (below top-k, the k-th token; outside the top-p
-  nucleus, the nucleus's last): the judge holds a near tie to its distance from it in nats, the
+  (temperature applied, untruncated), the first cut that removed it deciding: below min-p,
+  min_p times the top token's tempered probability minus its own; below top-k, the k-th token's
+  tempered probability minus its own; outside the top-p nucleus, the mass above it beyond top_p,
+  in tempered mass. A token a hair outside is a numerical near tie, never a proof;
+- `boundary` (only where p is 0): the raw logprob of the boundary it fell outside: below min-p,
+  its threshold, the top token's raw logprob + T ln(min_p) (a tempered ratio of min_p to the
+  top); otherwise the least likely token the processed distribution keeps (below top-k, the k-th
+  token; outside the top-p nucleus, the nucleus's last): the judge holds a near tie to its
+  distance from it in nats, the
   scale this runtime's numerics move (a tempered-mass gap makes every violation in the tail look
   small);
 - `top` (as many as asked): the position's best tokens as [id, raw logprob], best first (ties:
@@ -27,16 +30,23 @@ under the request's temperature / top-k / top-p as `algo.sampling.processed_prob
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from ddtree_runtime.algo.sampling import mass_above, processed_probs, tempered, top_k_cut
+from ddtree_runtime.algo.sampling import (
+    mass_above,
+    min_p_cut,
+    processed_probs,
+    tempered,
+    top_k_cut,
+)
 
 #: The order this runtime applies its sampling parameters in (`processed_probs`): each step on
-#: the distribution the previous one left, renormalised. It has no min-p.
-ORDER = ("temperature", "top_k", "top_p")
+#: the distribution the previous one left, renormalised.
+ORDER = ("temperature", "min_p", "top_k", "top_p")
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ def score_rows(
     temperature: float,
     top_k: int,
     top_p: float,
+    min_p: float,
     top_logprobs: int,
 ) -> list[PositionScore]:
     """Scores of `tokens[i]` under row i of `logits` [n, V], each with its row's best
@@ -90,12 +101,13 @@ def score_rows(
     own_raw = raw.gather(-1, index)
     ids = torch.arange(raw.shape[-1], device=raw.device)[None, :]
     rank = 1 + (raw > own_raw).sum(-1) + ((raw == own_raw) & (ids < index)).sum(-1)
-    probs = processed_probs(logits, temperature, top_k, top_p)
+    probs = processed_probs(logits, temperature, top_k, top_p, min_p)
     above, _ = mass_above(probs)
     p = probs.gather(-1, index)[:, 0]
     out = []
-    gaps = truncation_gaps(logits, index, temperature, top_k, top_p)
-    bounds = boundaries(raw, probs)
+    gaps = truncation_gaps(logits, index, temperature, top_k, top_p, min_p)
+    below = below_min_p(logits, index, temperature, min_p)
+    bounds = boundaries(raw, probs, below, temperature, min_p)
     best = _best(raw, top_logprobs)
     for j, token in enumerate(tokens):
         dropped = bool(p[j] <= 0)
@@ -127,26 +139,50 @@ def _best(raw: torch.Tensor, k: int) -> list[tuple[tuple[int, float], ...]]:
     ]
 
 
-def boundaries(raw: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
-    """Per row, the raw logprob of the least likely token `probs` keeps (the boundary a dropped
-    token fell outside: every step keeps the likeliest tokens, so the kept set is a prefix)."""
-    return raw.masked_fill(probs <= 0, float("inf")).min(dim=-1).values
+def below_min_p(
+    logits: torch.Tensor, index: torch.Tensor, temperature: float, min_p: float
+) -> torch.Tensor:
+    """Per row, whether min-p removes the token `index[i]` (the sampler's own cut)."""
+    return torch.isinf(min_p_cut(tempered(logits, temperature), min_p).gather(-1, index)[:, 0])
+
+
+def boundaries(
+    raw: torch.Tensor, probs: torch.Tensor, below: torch.Tensor, temperature: float, min_p: float
+) -> torch.Tensor:
+    """Per row, the raw logprob of the boundary a dropped token fell outside: min-p's threshold
+    (the top raw logprob + T ln(min_p)) where min-p removed it (`below`, from `below_min_p`),
+    else the least likely token `probs` keeps (every step keeps the likeliest tokens, so the
+    kept set is a prefix)."""
+    kept = raw.masked_fill(probs <= 0, float("inf")).min(dim=-1).values
+    if min_p <= 0.0:
+        return kept
+    threshold = raw.max(dim=-1).values + temperature * math.log(min_p)
+    return torch.where(below, threshold, kept)
 
 
 def truncation_gaps(
-    logits: torch.Tensor, index: torch.Tensor, temperature: float, top_k: int, top_p: float
+    logits: torch.Tensor,
+    index: torch.Tensor,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    min_p: float,
 ) -> torch.Tensor:
     """Per row, how far the token fell outside the truncation, in tempered mass (>= 0; 0 where
-    it is inside): the first step that removed it decides (top-k, then top-p)."""
+    it is inside): the first step that removed it decides (min-p, top-k, then top-p)."""
     scaled = tempered(logits, temperature)
     tempered_probs = torch.softmax(scaled, dim=-1)
     own = tempered_probs.gather(-1, index)[:, 0]
-    cut = top_k_cut(scaled, top_k)
+    outside_min_p = below_min_p(logits, index, temperature, min_p)
+    cut = top_k_cut(min_p_cut(scaled, min_p), top_k)
     outside_k = torch.isinf(cut.gather(-1, index)[:, 0])
     kept = cut > float("-inf")
     # Below top-k: the k-th kept token's tempered probability minus its own.
     kth = tempered_probs.masked_fill(~kept, float("inf")).min(dim=-1).values
     gap = torch.where(outside_k, (kth - own).clamp(min=0.0), torch.zeros_like(own))
+    # Below min-p: min_p times the top token's tempered probability minus its own.
+    floor = min_p * tempered_probs.max(dim=-1).values
+    gap = torch.where(outside_min_p, (floor - own).clamp(min=0.0), gap)
     if top_p < 1.0:
         after_k = torch.softmax(cut, dim=-1)
         before = mass_above(after_k)[0].gather(-1, index)[:, 0]
@@ -163,8 +199,9 @@ def score_continuation(
     temperature: float,
     top_k: int,
     top_p: float,
+    min_p: float,
     top_logprobs: int,
 ) -> list[PositionScore]:
     """Every continuation token scored by one prefill of the target (module docstring)."""
     logits = continuation_logits(model, prompt, continuation)
-    return score_rows(logits, continuation, temperature, top_k, top_p, top_logprobs)
+    return score_rows(logits, continuation, temperature, top_k, top_p, min_p, top_logprobs)

@@ -1,5 +1,6 @@
 """Target choice per node: argmax at temperature 0, otherwise an inverse-CDF sample; the processed
-distribution it samples from (`processed_probs`, in steps a scorer reuses: `ddtree_runtime.score`).
+distribution it samples from (`processed_probs`, in steps a scorer reuses: `ddtree_runtime.score`):
+temperature, then min-p, top-k and top-p, each on what the one before left (vLLM's order).
 
 The uniform for a sample is a fixed function of (request seed, absolute token position), so every
 tree node predicting position p uses the same u autoregressive decoding uses at p. DDTree sampling
@@ -32,6 +33,17 @@ def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     return logits.to(torch.float64) / temperature
 
 
+def min_p_cut(scaled: torch.Tensor, min_p: float) -> torch.Tensor:
+    """`scaled` (tempered logits) with -inf where a token's tempered probability is below
+    `min_p` times the top token's (0: unchanged). The ratio is exp of the logit difference, the
+    weight relative to the top token the judge reads min-p by (`sweeper.proof.scoring`); the top
+    token and its ties are always kept, so the argmax never moves."""
+    if min_p <= 0.0:
+        return scaled
+    top = scaled.max(dim=-1, keepdim=True).values
+    return scaled.masked_fill(torch.exp(scaled - top) < min_p, float("-inf"))
+
+
 def top_k_cut(scaled: torch.Tensor, top_k: int) -> torch.Tensor:
     """`scaled` with -inf below its k-th largest value (0 or k >= vocab: unchanged): ties at
     the k-th value are all kept."""
@@ -59,11 +71,12 @@ def top_p_dropped(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def processed_probs(
-    logits: torch.Tensor, temperature: float, top_k: int, top_p: float
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, min_p: float
 ) -> torch.Tensor:
-    """Probabilities after temperature, top-k and top-p (over the last dim), in float64; top-p
-    acts on the distribution top-k left, renormalised."""
-    probs = torch.softmax(top_k_cut(tempered(logits, temperature), top_k), dim=-1)
+    """Probabilities after temperature, min-p, top-k and top-p (over the last dim), in float64;
+    each cut acts on the distribution the one before left, renormalised."""
+    cut = top_k_cut(min_p_cut(tempered(logits, temperature), min_p), top_k)
+    probs = torch.softmax(cut, dim=-1)
     if top_p < 1.0:
         probs = probs.masked_fill(top_p_dropped(probs, top_p), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
@@ -89,13 +102,15 @@ def choose(
     temperature: float,
     top_k: int,
     top_p: float,
+    min_p: float,
     u: torch.Tensor | None,
 ) -> torch.Tensor:
-    """Target choice for rows of logits [..., V]; u (same leading shape) is needed when T > 0."""
+    """Target choice for rows of logits [..., V]; u (same leading shape) is needed when T > 0.
+    At T = 0 the cuts are moot: each keeps the argmax."""
     if temperature <= 0:
         return logits.argmax(dim=-1)
     assert u is not None
-    return sample_with_uniform(processed_probs(logits, temperature, top_k, top_p), u)
+    return sample_with_uniform(processed_probs(logits, temperature, top_k, top_p, min_p), u)
 
 
 def sample_margins(probs: torch.Tensor, u: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -34,6 +34,7 @@ class RowSampling:
     temperature: float
     top_k: int
     top_p: float
+    min_p: float
     uniforms: list[float] | None  # u for depth 0..D (position prefix+1+depth); None when greedy
 
 
@@ -45,7 +46,7 @@ def target_choices(logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling
             assert row.uniforms is not None
             u_by_depth = torch.tensor(row.uniforms, dtype=torch.float64, device=logits.device)
             u = u_by_depth[tree.depths[i].clamp(max=len(row.uniforms) - 1)]
-            choices[i] = choose(logits[i], row.temperature, row.top_k, row.top_p, u)
+            choices[i] = choose(logits[i], row.temperature, row.top_k, row.top_p, row.min_p, u)
     return choices
 
 
@@ -110,9 +111,9 @@ def redrawn_drafted_choices(
 ) -> torch.Tensor:
     """The planted sampling faults' common part (tests only): sampled rows' choices at real nodes
     of depth >= 1 are redrawn with the same uniforms from another distribution (temperature x
-    `temperature_scale`; without top-k / top-p unless `truncate`). The root (depth 0), greedy rows
-    and AR rounds (no depth >= 1 nodes) keep the target's choice, so only sampling on drafted
-    positions breaks, reproducibly per seed."""
+    `temperature_scale`; without min-p / top-k / top-p unless `truncate`). The root (depth 0),
+    greedy rows and AR rounds (no depth >= 1 nodes) keep the target's choice, so only sampling on
+    drafted positions breaks, reproducibly per seed."""
     out = choices.clone()
     for i, row in enumerate(rows):
         drafted = tree.real[i] & (tree.depths[i] >= 1)
@@ -121,8 +122,8 @@ def redrawn_drafted_choices(
         assert row.uniforms is not None
         u_by_depth = torch.tensor(row.uniforms, dtype=torch.float64, device=logits.device)
         u = u_by_depth[tree.depths[i].clamp(max=len(row.uniforms) - 1)]
-        top_k, top_p = (row.top_k, row.top_p) if truncate else (0, 1.0)
-        redrawn = choose(logits[i], row.temperature * temperature_scale, top_k, top_p, u)
+        top_k, top_p, min_p = (row.top_k, row.top_p, row.min_p) if truncate else (0, 1.0, 0.0)
+        redrawn = choose(logits[i], row.temperature * temperature_scale, top_k, top_p, min_p, u)
         out[i] = torch.where(drafted, redrawn, out[i])
     return out
 
@@ -131,7 +132,7 @@ def hot_draft_choices(
     logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
 ) -> torch.Tensor:
     """Planted fault (tests only, ``hot_drafts`` in ``mask._FAULTS``): drafted positions are
-    sampled at temperature x ``HOT_DRAFT_SCALE`` (same uniforms, top-k, top-p)."""
+    sampled at temperature x ``HOT_DRAFT_SCALE`` (same uniforms and cuts)."""
     return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=HOT_DRAFT_SCALE)
 
 
@@ -139,7 +140,7 @@ def cold_draft_choices(
     logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
 ) -> torch.Tensor:
     """Planted fault (tests only, ``cold_drafts`` in ``mask._FAULTS``): drafted positions are
-    sampled at temperature x ``COLD_DRAFT_SCALE`` (same uniforms, top-k, top-p)."""
+    sampled at temperature x ``COLD_DRAFT_SCALE`` (same uniforms and cuts)."""
     return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=COLD_DRAFT_SCALE)
 
 
@@ -147,5 +148,5 @@ def untruncated_draft_choices(
     logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
 ) -> torch.Tensor:
     """Planted fault (tests only, ``untruncated_drafts`` in ``mask._FAULTS``): drafted positions
-    are sampled ignoring top-k and top-p (same uniforms and temperature)."""
+    are sampled ignoring min-p, top-k and top-p (same uniforms and temperature)."""
     return redrawn_drafted_choices(logits, tree, rows, choices, truncate=False)

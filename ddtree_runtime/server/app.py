@@ -322,6 +322,7 @@ def create_app(state: RuntimeState) -> FastAPI:
                 request.temperature,
                 top_k,
                 request.top_p,
+                request.min_p,
                 request.top_logprobs,
             )
 

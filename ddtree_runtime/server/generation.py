@@ -98,6 +98,7 @@ def sampling_params(
         temperature=request.temperature,
         top_p=request.top_p,
         top_k=max(request.top_k, 0),
+        min_p=request.min_p,
         seed=request.seed,
         stop=request.stop_list(),
         logprobs=logprobs,

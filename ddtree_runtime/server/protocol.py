@@ -33,6 +33,7 @@ class SamplingFields(Strict):
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = Field(default=0, ge=-1)  # 0 or -1: disabled (vLLM spells it -1)
+    min_p: float = Field(default=0.0, ge=0.0, le=1.0)  # 0: disabled
     stop: str | list[str] | None = None
     seed: int | None = None
     n: int = 1
@@ -166,17 +167,9 @@ class ScoreRequest(Strict):
     temperature: float = Field(gt=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = Field(default=0, ge=-1)  # 0 or -1: disabled, as in sampling
-    #: This runtime's sampler has no min-p: any other value is refused, never ignored.
-    min_p: float = 0.0
+    min_p: float = Field(default=0.0, ge=0.0, le=1.0)  # 0: disabled, as in sampling
     #: How many of each position's best tokens to return (`top`), raw logprobs.
     top_logprobs: int = Field(default=0, ge=0, le=MAX_SCORE_TOP_LOGPROBS)
-
-    @field_validator("min_p")
-    @classmethod
-    def _no_min_p(cls, value: float) -> float:
-        if value != 0.0:
-            raise ValueError("this runtime samples without min-p, so it cannot score under one")
-        return value
 
     def one_prompt(self) -> None:
         """RequestError unless exactly one of `prompt` and `messages` is given."""

@@ -24,7 +24,7 @@ from ddtree_runtime.stats import TOTALLED, RequestStats
 SAMPLING: dict[str, Any] = {
     "coupled": True,
     "uniform": "splitmix64(seed, absolute position) -> [0, 1), 53 bits",
-    "inverse_cdf": "token-id order, after temperature, top-k, top-p",
+    "inverse_cdf": "token-id order, after temperature, min-p, top-k, top-p",
     "sample_margins": "logprobs: chat content[i].sample_margin, completions sample_margins",
 }
 

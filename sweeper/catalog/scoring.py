@@ -133,9 +133,11 @@ SCORING: dict[str, Scoring] = {
         orders=(
             Order(
                 ("*",),
-                ("temperature", "top_k", "top_p"),
-                ("temperature", "top_k", "top_p"),
-                "ddtree_runtime/algo/sampling.py processed_probs (no min-p: /score refuses one)",
+                ("temperature", "min_p", "top_k", "top_p"),
+                ("temperature", "min_p", "top_k", "top_p"),
+                "ddtree_runtime/algo/sampling.py processed_probs: tempered, then min_p_cut (a "
+                "tempered ratio to the top token, vLLM's rule), top_k_cut and top_p_dropped, "
+                "each on what the one before left; /score's ORDER says the same",
             ),
         ),
         near_tie_margin=RUNTIME_MARGIN,

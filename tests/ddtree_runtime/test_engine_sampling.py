@@ -35,12 +35,12 @@ def exact_two_token_distribution(ctx: list[int]) -> dict[tuple[int, int], float]
     model = tiny().model
     with torch.inference_mode():
         p1 = processed_probs(
-            model(input_ids=torch.tensor([ctx])).logits[0, -1], TEMPERATURE, TOP_K, 1.0
+            model(input_ids=torch.tensor([ctx])).logits[0, -1], TEMPERATURE, TOP_K, 1.0, 0.0
         )
         out = {}
         for t1 in torch.nonzero(p1).flatten().tolist():
             logits = model(input_ids=torch.tensor([ctx + [t1]])).logits[0, -1]
-            p2 = processed_probs(logits, TEMPERATURE, TOP_K, 1.0)
+            p2 = processed_probs(logits, TEMPERATURE, TOP_K, 1.0, 0.0)
             for t2 in torch.nonzero(p2).flatten().tolist():
                 out[(t1, t2)] = float(p1[t1] * p2[t2])
     return out
@@ -95,3 +95,28 @@ def test_same_seed_same_output_whatever_the_batch() -> None:
         .token_ids
     )
     assert other_seed != alone
+
+
+def test_min_p_sample_equals_ar_per_seed_and_greedy_is_unmoved() -> None:
+    """Min-p is a per-position processor, so every tree node's choice is AR's at that position:
+    DDTree at min-p 0.1 emits AR's tokens for the same seed, every one inside min-p's cut; at
+    temperature 0 min-p changes nothing (the argmax is always kept)."""
+    prompts, refs = prompts_and_refs()
+    model = tiny().model
+    cut = [SamplingParams(max_tokens=24, temperature=1.5, min_p=0.1, seed=s) for s in range(4)]
+    tree = oracle_engine(16, 4, 8).generate(prompts[:4], cut)
+    ar = oracle_engine(0, 1, 2).generate(prompts[:4], cut)
+    assert [r.token_ids for r in tree] == [r.token_ids for r in ar]
+    plain = oracle_engine(0, 1, 2).generate(
+        prompts[:4], [SamplingParams(**{**p.__dict__, "min_p": 0.0}) for p in cut]
+    )
+    assert [r.token_ids for r in plain] != [r.token_ids for r in ar]  # min-p 0.1 bites here
+    with torch.inference_mode():
+        for prompt, result in zip(prompts[:4], ar, strict=True):
+            ids = torch.tensor([prompt + result.token_ids])
+            logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+            probs = processed_probs(logits, 1.5, 0, 1.0, 0.1)
+            assert bool((probs.gather(-1, torch.tensor(result.token_ids)[:, None]) > 0).all())
+    greedy = [SamplingParams(max_tokens=len(ref), min_p=0.1) for ref in refs[:2]]
+    out = oracle_engine(16, 4, 8).generate(prompts[:2], greedy)
+    assert [r.token_ids for r in out] == refs[:2]

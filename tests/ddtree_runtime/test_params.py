@@ -19,6 +19,8 @@ LIMITS = RequestLimits(max_model_len=64, budget=8, topk=4, vocab_size=100)
         ([1], {"top_p": 0.0}, "top_p must be in (0, 1]"),
         ([1], {"top_p": 1.5}, "top_p must be in (0, 1]"),
         ([1], {"top_k": -1}, "top_k must be >= 0"),
+        ([1], {"min_p": -0.1}, "min_p must be in [0, 1]"),
+        ([1], {"min_p": 1.5}, "min_p must be in [0, 1]"),
         ([1], {"logprobs": -1}, "logprobs must be >= 0"),
         ([1], {"budget": 9}, "engine budget 8"),
         ([1], {"budget": -1}, "engine budget 8"),

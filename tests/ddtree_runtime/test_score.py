@@ -1,5 +1,5 @@
 """Scoring a continuation (`ddtree_runtime.score`) against a brute-force reading of the same
-distribution: for every token of a small vocabulary, under temperature, top-k and top-p, its
+distribution: for every token of a small vocabulary, under temperature, min-p, top-k and top-p, its
 processed probability, the mass above it, its raw rank, and how far outside the truncation it
 fell (in tempered mass, and the raw logprob of the boundary: the least likely token kept). Then
 the property the statistics rest on: tokens the sampler draws have p > 0 and a randomized PIT
@@ -19,17 +19,22 @@ from ddtree_runtime.score import ORDER, score_rows
 VOCAB = 12
 
 
-def brute(row: list[float], temperature: float, top_k: int, top_p: float) -> list[dict]:
-    """Each token's score by reading the definition literally (no shared code)."""
+def brute(
+    row: list[float], temperature: float, top_k: int, top_p: float, min_p: float
+) -> list[dict]:
+    """Each token's score by reading the definition literally (no shared code): min-p, then
+    top-k, then top-p, each on what the one before left."""
     scaled = [x / temperature for x in row]
-    order = sorted(range(VOCAB), key=lambda i: (-scaled[i], i))
-    keep_k = set(order[:top_k]) if 0 < top_k < VOCAB else set(range(VOCAB))
-    if 0 < top_k < VOCAB:  # ties at the k-th value are kept
-        keep_k |= {i for i in range(VOCAB) if scaled[i] == scaled[order[top_k - 1]]}
     big = max(scaled)
     tempered = [math.exp(s - big) for s in scaled]
     total = sum(tempered)
     tempered = [t / total for t in tempered]
+    keep_m = {i for i in range(VOCAB) if tempered[i] >= min_p * max(tempered)}
+    order = sorted(range(VOCAB), key=lambda i: (-scaled[i], i))
+    ranked = [i for i in order if i in keep_m]
+    keep_k = set(ranked[:top_k]) if 0 < top_k < len(ranked) else set(keep_m)
+    if 0 < top_k < len(ranked):  # ties at the k-th value are kept
+        keep_k |= {i for i in ranked if scaled[i] == scaled[ranked[top_k - 1]]}
     mass_k = sum(tempered[i] for i in keep_k)
     after_k = [tempered[i] / mass_k if i in keep_k else 0.0 for i in range(VOCAB)]
     kept, before, running = set(), {}, 0.0
@@ -43,35 +48,43 @@ def brute(row: list[float], temperature: float, top_k: int, top_p: float) -> lis
     raw_big = max(row)
     raw_lse = raw_big + math.log(sum(math.exp(x - raw_big) for x in row))
     boundary = min(row[i] for i in kept) - raw_lse
+    # Min-p's boundary is its threshold: the top raw logprob + T ln(min_p).
+    threshold = raw_big - raw_lse + temperature * math.log(min_p) if min_p > 0 else None
     out = []
     for t in range(VOCAB):
         rank = 1 + sum(row[j] > row[t] or (row[j] == row[t] and j < t) for j in range(VOCAB))
         above = sum(p[j] for j in range(VOCAB) if p[j] > p[t] or (p[j] == p[t] and j < t))
-        gap = None
+        gap: float | None = None
+        bound: float | None = boundary
         if p[t] == 0:
-            if t not in keep_k:
+            if t not in keep_m:
+                gap, bound = min_p * max(tempered) - tempered[t], threshold
+            elif t not in keep_k:
                 kth = min(tempered[i] for i in keep_k)
                 gap = kth - tempered[t]
             else:
                 gap = (before[t] - top_p) * mass_k
         out.append({"logprob": row[t] - raw_lse, "rank": rank, "p": p[t], "above": above,
-                    "gap": gap, "boundary": None if gap is None else boundary})  # fmt: skip
+                    "gap": gap, "boundary": None if gap is None else bound})  # fmt: skip
     return out
 
 
 @pytest.mark.parametrize(
-    ("temperature", "top_k", "top_p"),
-    [(1.0, 0, 1.0), (0.7, 0, 0.9), (0.7, 4, 1.0), (1.3, 5, 0.8), (0.5, 3, 0.6)],
+    ("temperature", "top_k", "top_p", "min_p"),
+    [
+        *[(1.0, 0, 1.0, 0.0), (0.7, 0, 0.9, 0.0), (0.7, 4, 1.0, 0.0), (1.3, 5, 0.8, 0.0)],
+        *[(0.5, 3, 0.6, 0.0), (0.7, 0, 1.0, 0.1), (1.3, 5, 0.8, 0.05), (1.0, 3, 0.9, 0.3)],
+    ],
 )
 def test_every_tokens_score_is_the_distributions_own(
-    temperature: float, top_k: int, top_p: float
+    temperature: float, top_k: int, top_p: float, min_p: float
 ) -> None:
     rng = np.random.default_rng(7)
     rows = rng.normal(0, 2, size=(6, VOCAB)).round(1)  # rounded: ties in raw logits occur
     for row in rows:
         logits = torch.tensor(np.repeat(row[None, :], VOCAB, axis=0))
-        scores = score_rows(logits, list(range(VOCAB)), temperature, top_k, top_p, 5)
-        want = brute(list(row), temperature, top_k, top_p)
+        scores = score_rows(logits, list(range(VOCAB)), temperature, top_k, top_p, min_p, 5)
+        want = brute(list(row), temperature, top_k, top_p, min_p)
         # Every position's best 5 by raw logprob (ties: the lower id), whatever was drawn.
         best = sorted(range(VOCAB), key=lambda t: want[t]["rank"])[:5]
         for got in scores:
@@ -84,7 +97,8 @@ def test_every_tokens_score_is_the_distributions_own(
             if expected["p"] > 0:
                 assert got.above == pytest.approx(expected["above"], abs=1e-9)
                 assert got.gap is None and got.boundary is None
-            else:
+            else:  # removed: exactly 0, whichever step removed it
+                assert got.p == 0.0
                 assert got.above == pytest.approx(1.0)
                 assert got.gap is not None and expected["gap"] is not None
                 assert got.gap == pytest.approx(max(expected["gap"], 0.0), abs=1e-9)
@@ -96,9 +110,9 @@ def test_the_samplers_draws_score_inside_the_distribution_with_a_uniform_pit() -
     and above + V * p is uniform (a Kolmogorov-Smirnov distance well inside its 1% bound)."""
     generator = torch.Generator().manual_seed(3)
     logits = torch.randn(4000, VOCAB, generator=generator, dtype=torch.float64) * 2
-    probs = processed_probs(logits, 0.8, 6, 0.9)
+    probs = processed_probs(logits, 0.8, 6, 0.9, 0.05)
     tokens = sample_with_uniform(probs, torch.rand(4000, generator=generator, dtype=torch.float64))
-    scores = score_rows(logits, tokens.tolist(), 0.8, 6, 0.9, 0)
+    scores = score_rows(logits, tokens.tolist(), 0.8, 6, 0.9, 0.05, 0)
     assert all(s.p > 0 for s in scores)
     v = np.random.default_rng(1).random(len(scores))
     u = np.sort([s.above + vi * s.p for s, vi in zip(scores, v, strict=True)])
@@ -108,11 +122,14 @@ def test_the_samplers_draws_score_inside_the_distribution_with_a_uniform_pit() -
 
 
 @pytest.mark.parametrize(
-    ("temperature", "top_k", "top_p"),
-    [(0.7, 0, 1.0), (0.7, 0, 0.9), (0.7, 5, 1.0), (1.3, 5, 0.8), (0.5, 3, 0.6)],
+    ("temperature", "top_k", "top_p", "min_p"),
+    [
+        *[(0.7, 0, 1.0, 0.0), (0.7, 0, 0.9, 0.0), (0.7, 5, 1.0, 0.0), (1.3, 5, 0.8, 0.0)],
+        *[(0.5, 3, 0.6, 0.0), (0.7, 0, 1.0, 0.1), (1.3, 5, 0.8, 0.05), (0.7, 20, 0.9, 0.1)],
+    ],
 )
 def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
-    temperature: float, top_k: int, top_p: float
+    temperature: float, top_k: int, top_p: float, min_p: float
 ) -> None:
     """The contract with the judge (`sweeper.proof.rebuilt`): every token's p and above, as this
     runtime claims them beside its raw top logprobs, are the ones the judge rebuilds from those
@@ -120,23 +137,38 @@ def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
     claims processed 1.6x hotter than asked (a hot `processed_probs`, shared by the sampler and
     this route) are not."""
     from sweeper.proof.rebuilt import checked_pit
-    from sweeper.proof.scoring import Sampling
+    from sweeper.proof.scoring import Sampling, processed
 
     vocab, top = 96, 16
     generator = torch.Generator().manual_seed(5)
     rows = (torch.randn(8, vocab, generator=generator) * 3).bfloat16().to(torch.float64)
-    sampling = Sampling(temperature, top_p=top_p, top_k=top_k, order=ORDER)
-    hot_caught = hot_moved = 0
+    sampling = Sampling(temperature, top_p=top_p, top_k=top_k, min_p=min_p, order=ORDER)
+    hot_caught = hot_moved = min_p_nats = 0
     for row in rows:
         logits = row[None, :].repeat(vocab, 1)
-        asked = score_rows(logits, list(range(vocab)), temperature, top_k, top_p, top)
-        hot = score_rows(logits, list(range(vocab)), temperature * 1.6, top_k, top_p, top)
+        asked = score_rows(logits, list(range(vocab)), temperature, top_k, top_p, min_p, top)
+        hot = score_rows(logits, list(range(vocab)), temperature * 1.6, top_k, top_p, min_p, top)
         for right, wrong in zip(asked, hot, strict=True):
             _, mismatch = checked_pit(right.as_dict(), "exact", sampling, 0.0, vocab=vocab)
             assert mismatch is None, mismatch
+            removed = processed(right.as_dict(), sampling, vocab).removed
+            if removed is not None and removed.step == "min_p":  # the judge's threshold, in nats
+                assert right.boundary is not None and removed.nats is not None
+                assert right.boundary - right.logprob == pytest.approx(removed.nats, abs=1e-9)
+                min_p_nats += 1
             if abs(wrong.p - right.p) > 0.01:
                 hot_moved += 1
                 hot_caught += (
                     checked_pit(wrong.as_dict(), "exact", sampling, 0.0, vocab)[1] is not None
                 )
     assert hot_caught >= 0.9 * hot_moved > 0
+    assert (min_p_nats > 0) == (min_p > 0)
+
+
+def test_the_catalog_states_the_order_this_route_scores_in() -> None:
+    """The sweeper's catalog entry for this runtime (what its docs and the power bench read) is
+    the order `/score` states and `processed_probs` applies, with min-p and without."""
+    from sweeper.catalog.scoring import SCORING
+
+    scoring = SCORING["ddtree_runtime"]
+    assert scoring.order(None) == scoring.order(None, 0.1) == ORDER

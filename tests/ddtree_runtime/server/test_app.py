@@ -214,7 +214,7 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     route's plain prefill: every token inside the processed distribution, its raw logprob the
     one the completion reported, advertised in /server_info. A token the sampler could not
     draw (outside top-k 1) scores p 0 with how far outside it fell."""
-    params = {"temperature": 0.8, "top_p": 0.9, "top_k": 20}
+    params = {"temperature": 0.8, "top_p": 0.9, "top_k": 20, "min_p": 0.05}
     drawn = completion(server, seed=11, logprobs=1, return_token_ids=True, **params)
     choice = drawn["choices"][0]
     tokens = choice["token_ids"]
@@ -224,7 +224,8 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     body = response.json()
     info = httpx.get(f"{server.url}/server_info").json()["scoring"]
     assert info == {"route": "/score", "basis": "exact", "order": body["order"]}
-    assert body["order"] == ["temperature", "top_k", "top_p"] and body["basis"] == "exact"
+    assert body["order"] == ["temperature", "min_p", "top_k", "top_p"]
+    assert body["basis"] == "exact"
     positions = body["positions"]
     assert [p["token"] for p in positions] == tokens
     assert all(p["p"] > 0 and p["gap"] is None and p["boundary"] is None for p in positions)
@@ -247,6 +248,12 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     assert outside and all(p["p"] == 0 and p["gap"] > 0 and p["above"] == 1 for p in outside)
     # The boundary crossed: top-k 1 keeps the top token, whose raw logprob is above theirs.
     assert all(p["boundary"] > p["logprob"] for p in outside)
+    # Min-p's boundary is its threshold: the top raw logprob + T ln(min_p), T 0.7 here.
+    cut = score(continuation=[0, 1, 2], min_p=0.5, top_logprobs=1)
+    for p in post(server, "/score", cut).json()["positions"]:
+        threshold = p["top"][0][1] + 0.7 * math.log(0.5)
+        assert (p["p"] == 0) == (p["logprob"] < threshold)
+        assert p["boundary"] == (pytest.approx(threshold) if p["p"] == 0 else None)
 
 
 def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:
@@ -378,7 +385,11 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("chat unknown model", CHAT, chat(model="other"), "model"),
     ("chat max_tokens too large", CHAT, chat(max_tokens=100000), "max_tokens"),
     ("score greedy", S, score(temperature=0), "temperature"),
-    ("score min_p", S, score(min_p=0.1), "min_p"),
+    ("score min_p > 1", S, score(min_p=1.5), "min_p"),
+    ("score min_p NaN", S, score(min_p=math.nan), "min_p"),
+    ("min_p negative", C, comp(min_p=-0.1), "min_p"),
+    ("chat min_p > 1", CHAT, chat(min_p=1.01), "min_p"),
+    ("min_p Infinity", C, comp(min_p=math.inf), "min_p"),
     ("score no continuation", S, score(continuation=[]), "continuation"),
     ("score id out of range", S, score(continuation=[1, 10**9]), "continuation"),
     ("score too long", S, score(continuation=[5] * 300), "continuation"),
