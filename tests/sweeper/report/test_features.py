@@ -1,0 +1,69 @@
+"""The report's request features x server configs table: a feature proven where every point
+that used it is clean, violated with its first evidence, unproven with the point's why, not
+swept where no point of the config used it; rendered as text, a hostile prompt id included."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sweeper.report.assemble import RunView, build_view
+from sweeper.report.render import render_html
+from sweeper.results.reader import read_run
+from tests.sweeper.feature_run import AR, CHAIN, TREE, Point, write_run
+
+HOSTILE = "<script>alert('p')</script>"
+PROMPTS = ("p0", HOSTILE)
+WHY = "no scorer rebuilds top-k <40> here"
+
+
+@pytest.fixture(scope="module")
+def view(tmp_path_factory: pytest.TempPathFactory) -> RunView:
+    penalty = {"repetition_penalty": 1.3}
+    top_k = {"top_k": 40}
+    points = [
+        *(Point(AR, t) for t in (0.0, 0.7)),
+        Point(AR, features=penalty),
+        Point(AR, features=top_k),
+        *(Point(server, t) for server in (TREE, CHAIN) for t in (0.0, 0.7)),
+        Point(TREE, features=penalty, verdicts={HOSTILE: "diverged"}),
+        Point(TREE, features=top_k, determinism="unproven", unproven_reason=WHY),
+    ]
+    run = write_run(tmp_path_factory.mktemp("results"), points, PROMPTS)
+    return build_view(read_run(run))
+
+
+def test_each_feature_stands_per_config_with_its_evidence_or_why(view: RunView) -> None:
+    table = view.features
+    assert table is not None
+    cells = {
+        (row.feature, config): (cell.standing, cell.detail)
+        for row in table.rows
+        for config, cell in zip(table.configs, row.cells, strict=True)
+    }
+    assert sorted(table.configs) == ["b4 k1 bs4", "b8 k4 bs4"]  # AR is the reference
+    assert [row.feature for row in table.rows] == ["temperature > 0", "top_k", "repetition_penalty"]
+    assert cells == {
+        ("temperature > 0", "b8 k4 bs4"): ("proven", ""),
+        ("temperature > 0", "b4 k1 bs4"): ("proven", ""),
+        ("top_k", "b8 k4 bs4"): ("unproven", f"t0-tk40-c1: {WHY}"),
+        ("top_k", "b4 k1 bs4"): ("not swept", ""),
+        ("repetition_penalty", "b8 k4 bs4"): (
+            "violated",
+            f"t0-c1-repetition_penalty1.3, prompt {HOSTILE}, token 3: diverged",
+        ),
+        ("repetition_penalty", "b4 k1 bs4"): ("not swept", ""),
+    }
+
+
+def test_the_table_renders_its_words_and_evidence_as_text(view: RunView) -> None:
+    html = render_html(view)
+    section = re.search(r'<h2 id="features">.*?(?=<h2 )', html, re.S)
+    assert section is not None
+    text = section.group(0)
+    for word in ("proven", "violated", "unproven", "not swept"):
+        assert f">{word}<" in text
+    assert "prompt &lt;script&gt;alert(&#39;p&#39;)&lt;/script&gt;, token 3: diverged" in text
+    assert "no scorer rebuilds top-k &lt;40&gt; here" in text
+    assert "<script>" not in html and "<40>" not in html
