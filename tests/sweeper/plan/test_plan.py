@@ -267,3 +267,41 @@ def test_a_port_sglang_0_5_15_refuses_is_noted() -> None:
     chosen = plan_of(body.format(port=60361, env=", env: {SGLANG_GRPC_PORT: '50051'}"))
     assert not any("runtime.port" in n for n in chosen.notes)
     assert not any("runtime.port" in n for n in plan_of(body.format(port=55535, env="")).notes)
+
+
+FEATURES_WORKLOAD = WORKLOAD + (
+    '  logit_bias: {13: 2.5}\n  stop: ["\\n\\n"]\n  logprobs: 3\n'
+    "  response_format: {type: json_schema, json_schema: {name: a, schema: {type: object}}}\n"
+)
+
+
+def test_request_features_reach_every_request_config() -> None:
+    """Scalar features are grid axes (min-p, a cut-off, only where sampling); the workload's
+    structured ones go with every request config, AR baselines and AR-only sweeps alike."""
+    grid = (
+        "grid: {budget: [8], topk: [1], temperature: [0, 0.7], min_p: [0.1, 0.2],"
+        " repetition_penalty: [1.3]}\n"
+    )
+    plan = plan_of(grid, FEATURES_WORKLOAD)
+    configs = {rc.id: rc for step in plan.hosts[0].steps for rc in step.request_configs}
+    assert sorted(configs) == sorted(
+        f"{t}rp1.3-lb{lb}-st{st}-rf{rf}-lp3-c1"
+        for t in ("t0-", "t0.7-mp0.1-", "t0.7-mp0.2-")
+        for lb, st, rf in [[p[2:] for p in next(iter(configs)).split("-")[-5:-2]]]
+    )
+    assert "dropped 1 point: min_p has no effect at temperature 0 (greedy)" in plan.notes
+    for rc in configs.values():
+        assert rc.repetition_penalty == 1.3 and rc.logprobs == 3 and rc.stop == ("\n\n",)
+        assert rc.logit_bias == ((13, 2.5),)
+        values = rc.feature_values(plain=True)
+        assert values["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {"name": "a", "schema": {"type": "object"}},
+        }
+    assert {configs[i].min_p for i in configs} == {None, 0.1, 0.2}
+    # The digests name the values: the plan says which value each one stands for.
+    assert any(note.startswith("request features: logit_bias#") for note in plan.notes)
+    # Every speculative point is excluded: the AR-only sweep still asks for every feature.
+    only_ar = plan_of(grid.replace("}\n", ", exclude: [{budget: 8}]}\n"), FEATURES_WORKLOAD)
+    ids = {rc.id for step in only_ar.hosts[0].steps for rc in step.request_configs}
+    assert ids == set(configs)
