@@ -106,9 +106,10 @@ def _why(point: dict[str, Any]) -> str:
     """Why a point that used the feature proves nothing about it."""
     if point.get("status") != "ok":
         return f"the point failed: {point.get('reason') or '?'}"
-    verdict = point.get("determinism")
-    reason = point.get("unproven_reason")
-    return verdict_damage(verdict) or (reason if isinstance(reason, str) and reason else verdict)
+    verdict, reason = point.get("determinism"), point.get("unproven_reason")
+    if isinstance(reason, str) and reason:
+        return reason
+    return verdict_damage(verdict) or str(verdict)
 
 
 def _evidence(point: dict[str, Any], request: dict[str, Any] | None) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 from sweeper.config import point_id
 from sweeper.config.labels import server_label
 from sweeper.config.request import RequestConfig
-from sweeper.proof.verdicts import SEVERITY, worst
-from sweeper.results.records import PointRecord, RequestRecord
+from sweeper.proof.verdicts import worst
+from sweeper.results.records import PointRecord, RequestRecord, Verdict
 from sweeper.results.store import RunStore
 
 AR: dict[str, Any] = {"mode": "ar"}
@@ -25,15 +25,16 @@ CHAIN: dict[str, Any] = {"mode": "speculative", "budget": 4, "topk": 1, "block_s
 @dataclass(frozen=True)
 class Point:
     """One point: its server config (`mode` and knobs), what its requests ask for beyond
-    temperature (`features`: record columns), and each prompt's verdict (every repeat);
+    temperature (`features`: top_k and the request features, `RequestConfig.make`'s), and
+    each prompt's verdict (every repeat);
     prompts it does not name are `exact` (`n/a` on an AR point)."""
 
     server: Mapping[str, Any]
     temperature: float = 0.0
     features: Mapping[str, Any] = field(default_factory=dict)
-    verdicts: Mapping[str, str] = field(default_factory=dict)
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
     #: The point's verdict (default: its requests' worst) and why it is unproven.
-    determinism: str | None = None
+    determinism: Verdict | None = None
     unproven_reason: str = ""
 
 
@@ -49,10 +50,11 @@ def write_run(
         mode = str(point.server["mode"])
         knobs = {k: v for k, v in point.server.items() if k != "mode"}
         label = server_label(mode, knobs)
+        features = {k: v for k, v in point.features.items() if k != "top_k"}
         top_k = point.features.get("top_k")
-        request = RequestConfig.make(point.temperature, 16, 1, top_k=top_k)
-        rid = request.id + "".join(f"-{k}{v}" for k, v in point.features.items() if k != "top_k")
-        pid = point_id("local", label, rid)
+        request = RequestConfig.make(point.temperature, 16, 1, top_k=top_k, features=features)
+        columns = request.columns()
+        pid = point_id("local", label, request.id)
         key = {
             "run_id": store.run_id,
             "host": "local",
@@ -60,14 +62,12 @@ def write_run(
             "attempt": "a1",
             "server_config_id": label,
             "server_label": label,
-            "request_config_id": rid,
             "engine": "ddtree_runtime",
             "mode": mode,
             **knobs,
-            **{k: v for k, v in request.columns().items() if k != "request_config_id"},
-            **point.features,
+            **columns,
         }
-        default = "n/a" if mode == "ar" else "exact"
+        default: Verdict = "n/a" if mode == "ar" else "exact"
         verdicts = {p: point.verdicts.get(p, default) for p in prompts}
         requests = [
             RequestRecord(
@@ -85,7 +85,6 @@ def write_run(
             for repeat in range(repeats)
         ]
         determinism = point.determinism or worst(verdicts.values())
-        assert determinism in SEVERITY
         record = PointRecord(
             **key,
             status="ok",

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweeper.diagnosis.runs import diagnose_run
+from sweeper.diagnosis.followup import plan_followup
+from sweeper.diagnosis.runs import diagnose_requests, diagnose_run, run_requests
 from sweeper.diagnosis.text import sentence
+from sweeper.plan import build_plan
 from sweeper.results.reader import read_run
+from sweeper.results.records import Verdict
+from tests.sweeper.diagnosis.test_followup import _spec
 from tests.sweeper.feature_run import AR, CHAIN, TREE, Point, write_run
 
 PROMPTS = ("p0", "p1", "p2", "p3")
 
 
 def test_divergences_that_follow_one_feature_are_located_to_it(tmp_path: Path) -> None:
-    broken = dict.fromkeys(PROMPTS, "diverged")
+    broken: dict[str, Verdict] = dict.fromkeys(PROMPTS, "diverged")
     penalty = {"repetition_penalty": 1.3}
     harmless = {"frequency_penalty": 0.5}
     points = [
@@ -35,3 +39,20 @@ def test_divergences_that_follow_one_feature_are_located_to_it(tmp_path: Path) -
     levels = next(f for f in diagnosis.findings if f.column == "frequency_penalty").overall
     assert [(c.value, c.broken, c.judged) for c in levels] == [("0.5", 0, 24), ("not sent", 16, 48)]
     assert "repetition_penalty = 1.3" in sentence(diagnosis)
+
+
+def test_the_follow_up_asks_for_the_focus_s_features(tmp_path: Path) -> None:
+    broken: dict[str, Verdict] = dict.fromkeys(PROMPTS, "diverged")
+    penalty = {"repetition_penalty": 1.3}
+    points = [
+        Point(AR),
+        Point(AR, features=penalty),
+        Point(TREE),
+        Point(TREE, features=penalty, verdicts=broken),
+    ]
+    run = read_run(write_run(tmp_path, points, PROMPTS))
+    requests, kinds = run_requests([run])
+    followup = plan_followup(_spec([1]), diagnose_requests(requests, kinds), requests)
+    assert followup.spec is not None
+    plan = build_plan(followup.spec)
+    assert {p.request_config.repetition_penalty for p in plan.points()} == {1.3}

@@ -21,14 +21,16 @@ WHY = "no scorer rebuilds top-k <40> here"
 @pytest.fixture(scope="module")
 def view(tmp_path_factory: pytest.TempPathFactory) -> RunView:
     penalty = {"repetition_penalty": 1.3}
+    harmless = {"frequency_penalty": 0.5}
     top_k = {"top_k": 40}
     points = [
         *(Point(AR, t) for t in (0.0, 0.7)),
-        Point(AR, features=penalty),
-        Point(AR, features=top_k),
+        *(Point(AR, features=f) for f in (penalty, harmless)),
+        Point(AR, 0.7, top_k),
         *(Point(server, t) for server in (TREE, CHAIN) for t in (0.0, 0.7)),
         Point(TREE, features=penalty, verdicts={HOSTILE: "diverged"}),
-        Point(TREE, features=top_k, determinism="unproven", unproven_reason=WHY),
+        Point(TREE, features=harmless),
+        Point(TREE, 0.7, top_k, determinism="unproven", unproven_reason=WHY),
     ]
     run = write_run(tmp_path_factory.mktemp("results"), points, PROMPTS)
     return build_view(read_run(run))
@@ -43,17 +45,24 @@ def test_each_feature_stands_per_config_with_its_evidence_or_why(view: RunView) 
         for config, cell in zip(table.configs, row.cells, strict=True)
     }
     assert sorted(table.configs) == ["b4 k1 bs4", "b8 k4 bs4"]  # AR is the reference
-    assert [row.feature for row in table.rows] == ["temperature > 0", "top_k", "repetition_penalty"]
+    assert [row.feature for row in table.rows] == [
+        "temperature > 0",
+        "top_k",
+        "repetition_penalty",
+        "frequency_penalty",
+    ]
     assert cells == {
-        ("temperature > 0", "b8 k4 bs4"): ("proven", ""),
+        ("temperature > 0", "b8 k4 bs4"): ("unproven", f"t0.7-tk40-c1: {WHY}"),
         ("temperature > 0", "b4 k1 bs4"): ("proven", ""),
-        ("top_k", "b8 k4 bs4"): ("unproven", f"t0-tk40-c1: {WHY}"),
+        ("top_k", "b8 k4 bs4"): ("unproven", f"t0.7-tk40-c1: {WHY}"),
         ("top_k", "b4 k1 bs4"): ("not swept", ""),
         ("repetition_penalty", "b8 k4 bs4"): (
             "violated",
-            f"t0-c1-repetition_penalty1.3, prompt {HOSTILE}, token 3: diverged",
+            f"t0-rp1.3-c1, prompt {HOSTILE}, token 3: diverged",
         ),
         ("repetition_penalty", "b4 k1 bs4"): ("not swept", ""),
+        ("frequency_penalty", "b8 k4 bs4"): ("proven", ""),
+        ("frequency_penalty", "b4 k1 bs4"): ("not swept", ""),
     }
 
 
