@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
 import pytest
 
 from sweeper.report.assemble import RunView, build_view
+from sweeper.report.features import Cell, feature_table
 from sweeper.report.render import render_html
 from sweeper.results.reader import read_run
 from tests.sweeper.feature_run import AR, CHAIN, TREE, Point, write_run
@@ -76,3 +78,27 @@ def test_the_table_renders_its_words_and_evidence_as_text(view: RunView) -> None
     assert "prompt &lt;script&gt;alert(&#39;p&#39;)&lt;/script&gt;, token 3: diverged" in text
     assert "no scorer rebuilds top-k &lt;40&gt; here" in text
     assert "<script>" not in html and "<40>" not in html
+
+
+def test_a_test_s_violation_and_a_failed_point_say_why_without_requests() -> None:
+    # A distribution test judges samples, not requests: its evidence is the point's own words;
+    # a failed point proves nothing about what it sent.
+    detail = "permutation max-T: p = 0.0001, N = 48 a side <= alpha 0.01"
+    base = {"mode": "speculative", "temperature": 0.7, "determinism": "exact", "status": "ok"}
+    points = pd.DataFrame(
+        [
+            {**base, "point_id": "a", "request_config_id": "t0.7-c1", "determinism": "shifted",
+             "sampled_detail": detail},
+            {**base, "point_id": "b", "request_config_id": "t0.7-mp0.1-c1", "min_p": 0.1,
+             "status": "failed", "reason": "server exited", "determinism": "n/a"},
+            {**base, "mode": "ar", "point_id": "c", "request_config_id": "t0.7-c1",
+             "determinism": "n/a"},
+        ]
+    )  # fmt: skip
+    requests = pd.DataFrame({"point_id": ["a"], "prompt_id": ["p0"], "verdict": ["exact"]})
+    table = feature_table(points, requests, pd.Series(["b8", "b8", "AR"]))
+    assert table.configs == ("b8",)
+    assert [(r.feature, r.cells) for r in table.rows] == [
+        ("temperature > 0", (Cell("violated", f"t0.7-c1: shifted ({detail})"),)),
+        ("min_p", (Cell("unproven", "t0.7-mp0.1-c1: the point failed: server exited"),)),
+    ]
