@@ -28,6 +28,7 @@ from sweeper.catalog.records import RECORDS
 from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, mode_of
 from sweeper.config.features import SCALAR_FEATURES, used
 from sweeper.plan.checks import guard_size, review, same_request
+from sweeper.plan.features import check_features
 from sweeper.plan.model import HostPlan, Plan, Step
 from sweeper.plan.only import only_points
 from sweeper.plan.sampling import (
@@ -101,6 +102,8 @@ def build_plan(spec: Spec) -> Plan:
                 "speculative configs' own flags (speedup)"
             )
 
+    configs = [*ar_configs, *spec_configs]
+    notes += check_features(spec.runtime.engine, [(sc, rcs.values()) for sc, rcs in configs])
     # Samples nothing can be compared with (no AR baseline, no earlier run's) are not drawn
     # for a distribution test; scored samples need none (the AR's are only their control).
     comparable = spec.baseline or bool(spec.runtime.baseline_run)

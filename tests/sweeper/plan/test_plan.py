@@ -9,6 +9,7 @@ import pytest
 
 from sweeper.config import RequestConfig, ServerConfig
 from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
+from sweeper.plan.features import step_refusal
 from sweeper.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -305,3 +306,29 @@ def test_request_features_reach_every_request_config() -> None:
     only_ar = plan_of(grid.replace("}\n", ", exclude: [{budget: 8}]}\n"), FEATURES_WORKLOAD)
     ids = {rc.id for step in only_ar.hosts[0].steps for rc in step.request_configs}
     assert ids == set(configs)
+
+
+def test_a_feature_the_engine_would_drop_is_refused_in_one_line() -> None:
+    endpoint = "runtime: {engine: openai, base_url: 'http://127.0.0.1:1'}\n"
+    with pytest.raises(PlanError) as caught:
+        plan_of(endpoint + "grid: {temperature: [0.7], min_p: [0.1]}\n")
+    assert caught.value.field == "grid.min_p"
+    assert str(caught.value) == "openai (any build) does not take min_p (not in OpenAI's API)"
+    with pytest.raises(PlanError) as caught:
+        plan_of(endpoint, WORKLOAD + "  regex: '[0-9]+'\n")
+    assert caught.value.field == "workload.regex"
+    # OpenAI's own fields pass; the bundled runtime takes every one.
+    assert plan_of(endpoint, FEATURES_WORKLOAD).n_points
+    assert plan_of("grid: {min_p: [0.1], temperature: [0.7]}\n", FEATURES_WORKLOAD).n_points
+
+
+def test_a_started_server_is_judged_against_the_build_it_reports() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], repetition_penalty: [1.3]}\n")
+    for step in plan.hosts[0].steps:
+        args = (step.server_config, step.request_configs)
+        assert step_refusal("ddtree_runtime", *args, build="0.1.0") is None
+        assert step_refusal("ddtree_runtime", *args, build=None) is None
+        assert step_refusal("sglang", *args, build="0.5.15") == (
+            "sglang 0.5.15: repetition_penalty has no row in the feature table "
+            "(sweeper/catalog/features.py): refused, never sent unchecked"
+        )
