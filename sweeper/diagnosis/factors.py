@@ -13,7 +13,9 @@ values, the prompt), an `exposure` count (the path ran when > 0) or an `extent` 
 ordered). A *condition* is a test on one factor, `cuda_graph = on`, `padded_rounds > 0`,
 `max_tree_width >= 2`, held as a bit mask over the judged requests (bit i: request i passes),
 so rules are set operations. A request whose factor value is unknown (None) passes no
-condition on that factor. Requests are put in a canonical order first (by their values and
+condition on that factor; but a request feature's None means "not sent" (`config.usage`), a
+level of its own (`NOT_SENT`), so `repetition_penalty = 1.3` stands against the requests that
+sent none. Requests are put in a canonical order first (by their values and
 outcome, never by column names), so masks and ties do not depend on how columns are named or
 ordered.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import temperature_of
+from sweeper.config.usage import FEATURE_COLUMNS
 from sweeper.proof.verdicts import VIOLATIONS, proven
 from sweeper.results.rows import is_failed, is_missing, rows_of
 
@@ -45,7 +48,7 @@ class Population:
 
     def values(self, column: str) -> list[Any]:
         """The column's value per request, normalised (None when unknown)."""
-        return [normal(r.get(column)) for r in self.rows]
+        return [factor_value(r, column) for r in self.rows]
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class Condition:
 
     def holds(self, row: Mapping[str, Any]) -> bool:
         """Whether a request row passes (an unknown value passes nothing)."""
-        value = normal(row.get(self.column))
+        value = factor_value(row, self.column)
         if value is None:
             return False
         if self.op == "=":
@@ -74,6 +77,17 @@ class Condition:
     def key(self) -> tuple[str, str, str]:
         """Identity without the mask (for tests and de-duplication)."""
         return (self.column, self.op, show(self.value))
+
+
+#: The level of a request feature a request did not send.
+NOT_SENT = "not sent"
+
+
+def factor_value(row: Mapping[str, Any], column: str) -> Any:
+    """A row's value of a factor as compared (`normal`); a request feature not sent is
+    `NOT_SENT`."""
+    value = normal(row.get(column))
+    return NOT_SENT if value is None and column in FEATURE_COLUMNS else value
 
 
 def normal(value: Any) -> Any:
@@ -118,7 +132,7 @@ def population(records: Any, kinds: Mapping[str, str]) -> Population:
 
     def order(item: tuple[str, Mapping[str, Any]]) -> tuple[str, ...]:
         result, row = item
-        values = sorted(f"{kinds[c]}:{show(normal(row.get(c)))}" for c in kinds)
+        values = sorted(f"{kinds[c]}:{show(factor_value(row, c))}" for c in kinds)
         return (result, *values)
 
     judged.sort(key=order)

@@ -18,8 +18,8 @@ An experiment is planned only when the diagnosis left its question open: a facto
 implicated, confounded, modulates, inconclusive, not varied or unknown (not `cleared`, not
 `acts only through` another factor: the grid settled those), and the engine has the knob it
 turns (a chain needs topk). The follow-up is plain data: a `Spec` whose grid is the arms as
-include rules, with the same runtime, engine, model, determinism policy and AR baseline as the
-run.
+include rules, at the focus's request config (temperature, top-p, top-k, the request features),
+with the same runtime, engine, model, determinism policy and AR baseline as the run.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.config import SERVER_KEYS, temperature_of
+from sweeper.config import REQUEST_KEYS, SERVER_KEYS, temperature_of
 from sweeper.diagnosis.rule import Diagnosis
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.rows import is_missing, rows_of
@@ -212,6 +212,11 @@ def _spec(
     first = arms[0]
     grid: dict[str, Any] = {k: [v] for k, v in first.params.items()}
     grid["temperature"] = [temperature]
+    # What the focus's requests asked for besides (top-p, top-k, the scalar request features:
+    # a penalty's fault shows only where it is sent); the structured ones come with the workload.
+    for key in REQUEST_KEYS:
+        if key != "temperature" and not is_missing(focus.get(key)):
+            grid[key] = [_plain(key, focus[key])]
     grid["include"] = [
         {**arm.params, "temperature": temperature, "concurrency": arm.concurrency} for arm in arms
     ]

@@ -22,6 +22,7 @@ from sweeper.proof.calibration import calibrated_frame
 from sweeper.proof.indistinguishable import describe, indistinguishable_in
 from sweeper.proof.verdicts import SEVERITY, VIOLATIONS, worst_by_group
 from sweeper.report.answer import Answer, Blocker, answers, blockers, starred
+from sweeper.report.features import FeatureTable, feature_table
 from sweeper.report.outputs import Divergence, load_divergences
 from sweeper.results.manifest import PROMPT_PLAIN_CHAT
 from sweeper.results.reader import POINTS_CSV, POINTS_PARQUET, REQUESTS_PARQUET, Run
@@ -44,6 +45,7 @@ REQUEST_SCALARS = [
     "output_tokens",
     "tau",
     "verdict",
+    "divergence_index",
     "error",
 ]
 LOG_TAIL_LINES = 40
@@ -74,6 +76,9 @@ class RunView:
     requests: pd.DataFrame
     itl_sample: pd.DataFrame
     verdict_matrix: pd.DataFrame
+    #: Which request features each speculative server config is proven, violated or unproven
+    #: for (`sweeper.report.features`).
+    features: FeatureTable
     missing: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
@@ -252,9 +257,10 @@ def build_view(run: Run, max_divergences: int = 200) -> RunView:
         raw_points if raw_points is not None else pd.DataFrame(columns=["point_id"])
     )
     requests = _calibrated_requests(run.requests(REQUEST_SCALARS), points)
-    rows = points["config_long"]
+    rows, servers = points["config_long"], points["config"]
     if points["host"].nunique() > 1:  # the same config on two hosts is two rows
         rows = points["host"].astype(str) + " " + rows
+        servers = points["host"].astype(str) + " " + servers
     matrix = build_verdict_matrix(points.assign(config=rows), requests)
     divergences, total = load_divergences(run, points, max_divergences)
     # The answer is `sweeper best`'s, from the points as written (the view's own columns would
@@ -273,6 +279,7 @@ def build_view(run: Run, max_divergences: int = 200) -> RunView:
         requests=requests,
         itl_sample=run.sample_list("itls").rename(columns={"value": "itl"}),
         verdict_matrix=matrix,
+        features=feature_table(points, requests, servers),
         missing=missing,
         failures=_failures(points, run_dir),
         divergences=divergences,
