@@ -6,7 +6,9 @@ order (`sweeper.proof.processors` for logit bias and the penalties, counted over
 the sample's prefix; `sweeper.proof.scoring`'s top-k machinery for temperature and the cuts: an
 interval where the unreturned tail could matter, a point where it cannot), and compared. Where
 the processors cannot be rebuilt soundly the position is unrebuilt, naming the processor: its
-claims are not checked, so never used.
+claims are not checked, so never used. Where processors act, a token claimed removed is judged
+by the rebuild's evidence alone (the scorer's boundary is on its processed log-softmax, the
+token's logprob raw).
 
 A claim outside the rebuilt interval by more than `REBUILD_TOLERANCE` is a `Mismatch`: the
 scoring path's processing is not the asked one (a sampler fault it shares would hide behind it:
@@ -113,6 +115,10 @@ def checked_pit(
     if p > 0.0 and values.exact:
         u, width = values.above[0], values.p[0]
         return TokenPit(u, width, u, width, exact=True), None
+    if p <= 0.0 and sampling.processes_logits:
+        # The scorer's boundary is on its processed log-softmax, the token's logprob raw: their
+        # distance is no distance; the rebuild's evidence is on one scale (or proves nothing).
+        return pit_of(found, margin), None
     return claimed, None
 
 
