@@ -143,7 +143,7 @@ class DDTreeRuntime(LaunchedServer):
         )
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model, margins=self.margins_allowed())
+        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
         return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
