@@ -2,7 +2,10 @@
 probability integral transform (PIT), and the evidence when it could not have been sampled.
 
 A lossless server at temperature > 0 draws every token from the target's processed distribution
-(temperature, top-k, top-p, min-p applied) given the tokens before it. Order the tokens by
+(the logit processors, then temperature, top-k, top-p, min-p applied) given the tokens before it.
+The logit processors (bias, penalties) are rebuilt first (`sweeper.proof.processors`): what
+follows works on the logprobs they leave (the raw ones where none acts), a position they cannot
+be rebuilt at is `Unrebuilt`, never scored. Order the tokens by
 processed probability (descending; ties by id); a token with processed probability p and mass
 `above` strictly above it has u = above + V * p, V uniform on [0, 1]: uniform on [0, 1] under
 the null, whatever the prefix, so the u of every token of every sample are i.i.d. uniform

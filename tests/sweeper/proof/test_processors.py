@@ -20,6 +20,7 @@ from sweeper.proof.processors import Sampling, contexts
 from sweeper.proof.rebuilt import checked_pit
 from sweeper.proof.scored import control, judge
 from sweeper.proof.scoring import pit
+from sweeper.proof.verdicts import proven, standing
 from sweeper.spec import DeterminismSpec
 from tests.sweeper.proof.scored_data import above_of, processed, ranked
 
@@ -317,7 +318,8 @@ def test_an_unrebuilt_point_is_unproven_naming_the_processor_never_ok() -> None:
         for position in record["positions"]:
             position["logsumexp"] = None
     found, _ = judge(rows, POLICY, control_point=QUIET)
-    assert found.verdict == "unproven"
+    assert found.verdict == "unproven" and standing(found.verdict) == "unjudged"
+    assert not proven(found.verdict)  # never feasible, never a violation
     assert "position(s) not tested" in found.detail
     assert "repetition_penalty: 1.3 scales returned token" in found.detail
     regex = {"regex": "[a-z]+"}
