@@ -68,10 +68,27 @@ _OPENAI_DOCUMENTED = (
     "logprobs",
 )
 
+#: The bundled runtime's first version with the processors of issue 47; an older one (a spec's
+#: `runtime.source` or `runtime.package`) ignores unknown request fields, so they would be sent
+#: and silently dropped.
+RUNTIME_PROCESSORS_SINCE = "0.2.0"
+
 SUPPORT: tuple[Support, ...] = (
     # The bundled runtime takes every feature on completions and chat completions, SGLang's
-    # top-level `regex` among them, and applies each at every tree node (docs/runtime-api.md).
-    *(Support("ddtree_runtime", name, name) for name in FEATURE_NAMES),
+    # top-level `regex` among them, and applies each at every tree node (docs/runtime-api.md):
+    # min-p, stop strings, n (= 1) and logprobs since 0.1.0, the others since 0.2.0.
+    *(Support("ddtree_runtime", name, name) for name in ("min_p", "stop", "n", "logprobs")),
+    *(
+        Support("ddtree_runtime", name, name, since=RUNTIME_PROCESSORS_SINCE)
+        for name in (
+            "repetition_penalty",
+            "frequency_penalty",
+            "presence_penalty",
+            "logit_bias",
+            "response_format",
+            "regex",
+        )
+    ),
     # An OpenAI-compatible endpoint: OpenAI's documented fields only; what the server behind
     # it does with them under speculation is for the proof to find.
     *(Support("openai", name, name, speculative="unknown") for name in _OPENAI_DOCUMENTED),

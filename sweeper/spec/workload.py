@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from sweeper.config.features import STRUCTURED_FEATURES
 from sweeper.config.knobs import LOGIT_BIAS_RANGE, RANGES
 from sweeper.spec.base import Int, NonEmptyStr, Number, PromptText, Slug, StrictModel
 from sweeper.spec.datasets import DatasetSpec
@@ -218,14 +219,10 @@ class WorkloadSpec(StrictModel):
     def features(self) -> dict[str, Any]:
         """The structured request features every request carries, as plain values (those
         not set are None)."""
-        return {
-            "logit_bias": self.logit_bias,
-            "stop": self.stop,
-            "response_format": self.response_format.plain() if self.response_format else None,
-            "regex": self.regex,
-            "n": self.n,
-            "logprobs": self.logprobs,
-        }
+        out = {name: getattr(self, name) for name in STRUCTURED_FEATURES}
+        if self.response_format is not None:
+            out["response_format"] = self.response_format.plain()
+        return out
 
     def loads(self) -> list[dict[str, Any]]:
         """Every point's load, closed loops first: {"concurrency": c, "rate": None} or

@@ -4,7 +4,13 @@ build conditions judged again against the build a server reports."""
 
 from __future__ import annotations
 
-from sweeper.catalog.features import FEATURE_NAMES, FEATURE_TABLE, Support, Table
+from sweeper.catalog.features import (
+    FEATURE_NAMES,
+    FEATURE_TABLE,
+    RUNTIME_PROCESSORS_SINCE,
+    Support,
+    Table,
+)
 from sweeper.config.features import FEATURES
 
 PLANTED = Table(
@@ -33,6 +39,17 @@ def test_the_bundled_runtime_takes_every_feature_under_its_own_name() -> None:
         assert FEATURE_TABLE.body_field("ddtree_runtime", name) == name
         for speculative in (False, True):
             assert FEATURE_TABLE.refusal("ddtree_runtime", name, speculative=speculative) is None
+            assert (
+                FEATURE_TABLE.refusal(
+                    "ddtree_runtime", name, speculative=speculative, build=RUNTIME_PROCESSORS_SINCE
+                )
+                is None
+            )
+    # A runtime before the processors ignores their fields: it would drop them silently.
+    assert FEATURE_TABLE.refusal("ddtree_runtime", "min_p", speculative=True, build="0.1.0") is None
+    assert FEATURE_TABLE.refusal("ddtree_runtime", "regex", speculative=True, build="0.1.0") == (
+        "ddtree_runtime 0.1.0: regex is honoured only since 0.2.0"
+    )
 
 
 def test_an_openai_endpoint_takes_openais_documented_fields_only() -> None:

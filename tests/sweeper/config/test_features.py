@@ -11,9 +11,16 @@ import pandas as pd
 
 from sweeper.analysis.objective import request_config_id
 from sweeper.config import REQUEST_KEYS, RequestConfig
-from sweeper.config.features import BY_NAME, FEATURES, SCALAR_FEATURES, feature_labels
+from sweeper.config.features import (
+    BY_NAME,
+    FEATURES,
+    SCALAR_FEATURES,
+    STRUCTURED_FEATURES,
+    feature_labels,
+)
 from sweeper.config.knobs import RANGES
 from sweeper.config.labels import point_label_long
+from sweeper.spec import GridSpec, WorkloadSpec
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 EVERY = {
@@ -42,6 +49,9 @@ def test_one_table_names_every_feature_once_with_its_kind() -> None:
     # The scalar ones are grid axes beside temperature, top-p and top-k, each with a range.
     assert ("temperature", "top_p", "top_k", *SCALAR_FEATURES) == REQUEST_KEYS
     assert all(key in RANGES for key in (*SCALAR_FEATURES, "n", "logprobs"))
+    # The structured ones are workload fields, the scalar ones grid fields: one spec key each.
+    assert set(STRUCTURED_FEATURES) <= set(WorkloadSpec.model_fields)
+    assert set(SCALAR_FEATURES) <= set(GridSpec.model_fields)
 
 
 def test_the_id_names_every_feature_in_order_and_digests_the_structured_ones() -> None:

@@ -324,10 +324,20 @@ def test_a_feature_the_engine_would_drop_is_refused_in_one_line() -> None:
 
 def test_a_started_server_is_judged_against_the_build_it_reports() -> None:
     plan = plan_of("grid: {budget: [8], topk: [1], repetition_penalty: [1.3]}\n")
+    assert (
+        "ddtree_runtime: repetition_penalty needs a build >= 0.2.0: checked against the build "
+        "each server reports"
+    ) in plan.notes
     for step in plan.hosts[0].steps:
         args = (step.server_config, step.request_configs)
-        assert step_refusal("ddtree_runtime", *args, build="0.1.0") is None
-        assert step_refusal("ddtree_runtime", *args, build=None) is None
+        assert step_refusal("ddtree_runtime", *args, build="0.2.0") is None
+        assert step_refusal("ddtree_runtime", *args, build="0.1.0") == (
+            "ddtree_runtime 0.1.0: repetition_penalty is honoured only since 0.2.0"
+        )
+        # A server that reports no build cannot show it honours what only some builds do.
+        assert step_refusal("ddtree_runtime", *args, build=None) == (
+            "ddtree_runtime (build not reported): repetition_penalty is honoured only since 0.2.0"
+        )
         assert step_refusal("sglang", *args, build="0.5.15") == (
             "sglang 0.5.15: repetition_penalty has no row in the feature table "
             "(sweeper/catalog/features.py): refused, never sent unchecked"
