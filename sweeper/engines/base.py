@@ -170,6 +170,9 @@ class Scored:
     order: tuple[str, ...]
     k: int | None
     positions: list[dict[str, Any]]
+    #: The prompt's token ids the output was scored after (None: the scorer does not know
+    #: them): what a repetition penalty counts beside the output.
+    prompt_ids: tuple[int, ...] | None = None
 
 
 #: What negotiating scoring found: (basis `exact` | `topk` | `none`, top k, the sampler's
