@@ -7,6 +7,8 @@ take effect at the start of the next step).
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
 drafts, builds one padded tree per request, writes their mask, verifies all trees in one forward,
 commits the accepted path's KV and emits the accepted tokens + bonus through the AR stopping rules.
+Every node chooses from its processed logits: the request's logits processors (logit bias,
+penalties: ``algo.processors``) read the tokens before the round and the node's own drafted path.
 An AR server (budget 0, or speculative "none") is plain AR through the same forward, cache and
 sampling, but its rows get the causal decode mask (``fill_decode_mask``), never the tree mask:
 it is the reference DDTree is judged against, so it must not share the code under test.
@@ -35,16 +37,16 @@ from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
+from ddtree_runtime.algo.processors import PROCESSOR_FAULTS, History, tree_logits
 from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import (
+    DRAFT_SAMPLING_FAULTS,
     RowSampling,
     Verdict,
     blind_tree,
-    cold_draft_choices,
-    hot_draft_choices,
+    redrawn_drafted_choices,
     target_choices,
-    untruncated_draft_choices,
     unverified_choices,
     walk,
 )
@@ -84,6 +86,7 @@ class _Request:
     seed: int
     budget: int
     topk: int
+    prompt_len: int
     stats: RequestStats = field(default_factory=RequestStats)
     hidden: torch.Tensor | None = None  # target features of tokens[0:len-1] (feature drafters)
 
@@ -152,7 +155,9 @@ class Engine:
                 ignore_eos=params.ignore_eos,
                 min_tokens=params.min_tokens,
             )
-            request = _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
+            request = _Request(
+                request_id, list(prompt_ids), params, emitter, seed, budget, topk, len(prompt_ids)
+            )
             request.stats.accepted_hist = [0] * (1 + self.depth)
             self._waiting.append(request)
 
@@ -210,10 +215,11 @@ class Engine:
             kv_len = self._mask(tree, prefix)
         with clock.stage("verify"):
             logits = self.forward.verify(len(active), tree.tokens, prefix, kv_len)
-            verdict = self._walk(active, tree, logits)
+            processed = self._processed(active, tree, logits)
+            verdict = self._walk(active, tree, processed)
         with clock.stage("commit"):
             self._commit(verdict, prefix)
-            events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
+            events = [self._emit(i, r, verdict, logits, processed) for i, r in enumerate(active)]
         self._account(active, clock, tree, verdict)
         self._retire(events)
         return events
@@ -261,7 +267,19 @@ class Engine:
             fill_tree_mask(mask, positions, tree, prefix)
         return kv_len
 
+    def _processed(
+        self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor
+    ) -> torch.Tensor:
+        """The round's logits after each request's processors, every node from its own path."""
+        rows = [
+            History(r.params.processors(), r.tokens[: r.prompt_len], r.tokens[r.prompt_len :])
+            for r in active
+        ]
+        faults = frozenset(mask_module._FAULTS & PROCESSOR_FAULTS)  # planted: tests only
+        return tree_logits(logits, tree, rows, faults)
+
     def _walk(self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor) -> Verdict:
+        """Choose at every node from its processed `logits` (greedy or sampled) and walk."""
         rows = [
             self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
             for i, r in enumerate(active)
@@ -269,12 +287,9 @@ class Engine:
         choices = target_choices(logits, tree, rows)
         if f"unverified_b{self.budget}" in mask_module._FAULTS:  # planted fault, tests only
             choices = unverified_choices(tree, choices)
-        if "hot_drafts" in mask_module._FAULTS:  # planted fault, tests only
-            choices = hot_draft_choices(logits, tree, rows, choices)
-        if "cold_drafts" in mask_module._FAULTS:  # planted fault, tests only
-            choices = cold_draft_choices(logits, tree, rows, choices)
-        if "untruncated_drafts" in mask_module._FAULTS:  # planted fault, tests only
-            choices = untruncated_draft_choices(logits, tree, rows, choices)
+        for name, wrong in DRAFT_SAMPLING_FAULTS.items():
+            if name in mask_module._FAULTS:  # planted fault, tests only
+                choices = redrawn_drafted_choices(logits, tree, rows, choices, wrong)
         if "blind_drafts" in mask_module._FAULTS:  # planted fault, tests only
             tree = blind_tree(tree)
         return walk(tree, choices)
@@ -332,23 +347,35 @@ class Engine:
         us = [uniform(r.seed, prefix + 1 + d) for d in range(max_depth + 1)]
         return RowSampling(p.temperature, p.top_k, p.top_p, p.min_p, us)
 
-    def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
+    def _emit(
+        self,
+        i: int,
+        r: _Request,
+        verdict: Verdict,
+        logits: torch.Tensor,
+        processed: torch.Tensor,
+    ) -> TokenEvent:
+        """Push the accepted tokens through the stopping rules; logprobs are the raw `logits`',
+        sample margins the `processed` distribution's (the one sampled)."""
         tokens, nodes = verdict.emitted(i)
         prefix = len(r.tokens) - 1  # cached tokens before this round's root
         before = len(r.emitter.token_ids)
         finished = False
-        for t in tokens:
+        # Planted fault (tests only): stop strings looked for only at the round's last token.
+        round_end = "stop_round_end" in mask_module._FAULTS
+        for j, t in enumerate(tokens):
             r.tokens.append(t)
-            if r.emitter.push(t):
+            if r.emitter.push(t, stop_strings=not round_end or j == len(tokens) - 1):
                 finished = True
                 break
         new = r.emitter.token_ids[before:]
         r.stats.emitted_tokens += len(new)
         logprobs = None
         if r.params.logprobs is not None:
-            rows = logits[i, nodes[: len(new)]]
-            logprobs = token_logprobs(rows, new, r.params.logprobs)
+            emitting = nodes[: len(new)]
+            logprobs = token_logprobs(logits[i, emitting], new, r.params.logprobs)
             if r.params.temperature > 0:
+                rows = processed[i, emitting]
                 margins = emitted_sample_margins(r.params, r.seed, rows, new, prefix)
                 for entry, margin in zip(logprobs, margins, strict=True):
                     entry.sample_margin = margin
