@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sweeper.results.rows import is_failed, is_missing, rows_of
+from sweeper.results.rows import is_failed, is_missing, request_rows_of, rows_of
 from sweeper.spec import SloSpec
 
 #: The SLO's targets and attainment are the spec's `slo:` section.
@@ -215,8 +215,8 @@ def _rate(rate: float) -> str:
 
 def goodput_columns(records: object, slo: Slo | None, wall_s: float) -> dict[str, object]:
     """A point's goodput columns against the spec's SLO (all None without one), and its
-    per-request ITL percentiles (what the SLO's ITL target judges)."""
-    rows = rows_of(records)
+    per-request ITL percentiles (what the SLO's ITL target judges): one row per request."""
+    rows = request_rows_of(rows_of(records))
     ok = [r for r in rows if not is_failed(r) and _finished(r)]
     itls = np.asarray([v for v in (request_itl(r) for r in ok) if v is not None], dtype=float)
     columns: dict[str, object] = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.results.rows import is_failed, is_missing, rows_of
+from sweeper.results.rows import is_failed, is_missing, request_rows_of, rows_of
 
 PERCENTILES = (50, 90, 99)
 
@@ -54,10 +54,11 @@ def percentiles(values: Iterable[float | None], name: str) -> dict[str, float | 
 
 
 def point_metrics(records: Any, wall_s: float) -> PointMetrics:
-    """Metrics of one point from its (measured, non-warmup) request records."""
-    rows = rows_of(records)
+    """Metrics of one point from its (measured, non-warmup) request records: output tokens
+    of every choice's row, everything else per request (`request_rows_of`)."""
+    tokens = sum(int(r.get("output_tokens") or 0) for r in rows_of(records) if not is_failed(r))
+    rows = request_rows_of(rows_of(records))
     ok = [r for r in rows if not is_failed(r)]
-    tokens = sum(int(r.get("output_tokens") or 0) for r in ok)
     itls = [float(x) for r in ok for x in (_seq(r.get("itls")))]
     taus = [float(r["tau"]) for r in ok if not is_missing(r.get("tau"))]
     rate = wall_s > 0 and bool(ok)

@@ -13,6 +13,7 @@ from sweeper.analysis.metrics import point_metrics, speedup
 from sweeper.config import RequestConfig, ServerConfig
 from sweeper.proof.determinism import SampledVerdict, judge_point
 from sweeper.proof.verdicts import UNJUDGED
+from sweeper.results.rows import choice_of
 from sweeper.spec import DeterminismSpec, SloSpec
 from sweeper.spec.model import SampledCheck
 
@@ -63,9 +64,9 @@ def summarize(
         columns["speed_speedup"] = speedup(
             columns.get("output_tok_s"), speed_baseline_point.get("output_tok_s")
         )
-    by_key = {(v.prompt_id, v.repeat): v for v in judged.requests}
+    by_key = {(v.prompt_id, v.repeat, v.choice): v for v in judged.requests}
     per_row: list[tuple[str, int | None]] = []
     for row in rows:
-        verdict = by_key.get((str(row["prompt_id"]), int(row["repeat"])))
+        verdict = by_key.get((str(row["prompt_id"]), int(row["repeat"]), choice_of(row)))
         per_row.append((verdict.verdict, verdict.divergence_index) if verdict else ("n/a", None))
     return columns, per_row

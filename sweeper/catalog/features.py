@@ -76,7 +76,9 @@ RUNTIME_PROCESSORS_SINCE = "0.2.0"
 SUPPORT: tuple[Support, ...] = (
     # The bundled runtime takes every feature on completions and chat completions, SGLang's
     # top-level `regex` among them, and applies each at every tree node (docs/runtime-api.md):
-    # min-p, stop strings, n (= 1) and logprobs since 0.1.0, the others since 0.2.0.
+    # min-p, stop strings, n and logprobs since 0.1.0, the others since 0.2.0. Its stream
+    # carries every choice's ids under its `index`, so each choice of n > 1 is proven
+    # (`sweeper.measure.client`); a runtime without choices answers n > 1 with an error.
     *(Support("ddtree_runtime", name, name) for name in ("min_p", "stop", "n", "logprobs")),
     *(
         Support("ddtree_runtime", name, name, since=RUNTIME_PROCESSORS_SINCE)
@@ -91,7 +93,17 @@ SUPPORT: tuple[Support, ...] = (
     ),
     # An OpenAI-compatible endpoint: OpenAI's documented fields only; what the server behind
     # it does with them under speculation is for the proof to find.
-    *(Support("openai", name, name, speculative="unknown") for name in _OPENAI_DOCUMENTED),
+    *(
+        Support("openai", name, name, speculative="unknown")
+        for name in _OPENAI_DOCUMENTED
+        if name != "n"
+    ),
+    Support(
+        "openai",
+        "n",
+        None,
+        note="its reader recovers the ids of one choice only: the other choices would go unproven",
+    ),
     Support("openai", "min_p", None, note="not in OpenAI's API"),
     Support("openai", "repetition_penalty", None, note="not in OpenAI's API"),
     Support("openai", "regex", None, note="not in OpenAI's API (use response_format)"),

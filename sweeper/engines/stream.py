@@ -1,5 +1,6 @@
-"""Reading one streamed OpenAI-style response, chunk by chunk: text, token ids, top-2 margins,
-finish reason, usage and per-request acceptance and exposure.
+"""Reading one streamed OpenAI-style response, chunk by chunk: per choice (`n` > 1: every choice,
+told apart by its `index`) text, token ids, top-2 margins and finish reason; per request usage,
+acceptance and exposure.
 
 `ChunkReader` reads what every OpenAI-compatible server sends; an engine subclasses it where its
 stream differs (where token ids live, what acceptance extension it adds). A margin is the top-1
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
@@ -55,43 +57,100 @@ def sample_margins_of(choice: Mapping[str, Any], chat: bool) -> list[float]:
     return [math.nan if v is None else float(v) for v in values]
 
 
+@dataclass
+class ChoiceOutput:
+    """What one choice of a response streamed: its ids, text pieces, margins, finish reason."""
+
+    token_ids: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    margins: list[float] = field(default_factory=list)
+    sample_margins: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The record's per-choice fields."""
+        return {
+            "token_ids": list(map(int, self.token_ids)),
+            "text": "".join(self.texts),
+            "top2_margins": list(self.margins),
+            # Only a coupled server gives them: none at all is no column value, not NaNs.
+            "sample_margins": (
+                list(self.sample_margins) if any(m == m for m in self.sample_margins) else []
+            ),
+            "finish_reason": self.finish_reason,
+        }
+
+
 class ChunkReader:
-    """Collects one response's stream; `feed` each parsed chunk, then read `fields()`."""
+    """Collects one response's stream; `feed` each parsed chunk, then read `fields()`.
+
+    Each choice's output is kept apart by its `index` (`outputs`); `token_ids`, `texts`,
+    `margins` and `finish_reason` are choice 0's, where a reader of one choice keeps them."""
 
     ids_source: IdsSource = "engine"
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
-        self.token_ids: list[int] = []
-        self.texts: list[str] = []
-        self.margins: list[float] = []
-        self.sample_margins: list[float] = []
-        self.finish_reason: str | None = None
+        self.outputs: dict[int, ChoiceOutput] = {0: ChoiceOutput()}
         self.usage: dict[str, Any] = {}
         self.acceptance: dict[str, Any] = {}
         #: Whether any chunk carried token ids (until then, text chunks time the stream).
         self.saw_ids = False
 
+    @property
+    def token_ids(self) -> list[int]:
+        return self.outputs[0].token_ids
+
+    @token_ids.setter
+    def token_ids(self, ids: list[int]) -> None:
+        self.outputs[0].token_ids = ids
+
+    @property
+    def texts(self) -> list[str]:
+        return self.outputs[0].texts
+
+    @texts.setter
+    def texts(self, texts: list[str]) -> None:
+        self.outputs[0].texts = texts
+
+    @property
+    def margins(self) -> list[float]:
+        return self.outputs[0].margins
+
+    @margins.setter
+    def margins(self, margins: list[float]) -> None:
+        self.outputs[0].margins = margins
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.outputs[0].finish_reason
+
+    @finish_reason.setter
+    def finish_reason(self, reason: str | None) -> None:
+        self.outputs[0].finish_reason = reason
+
     def feed(self, chunk: Mapping[str, Any]) -> bool:
-        """Take one chunk; True when it carried output tokens (for TTFT and ITL timing)."""
+        """Take one chunk; True when it carried output tokens of any choice (for TTFT and ITL
+        timing: the request's first token is the first of any choice)."""
         if chunk.get("usage"):
             self.usage = dict(chunk["usage"])
         self.read_extension(chunk)
         carried = False
         for choice in chunk.get("choices") or []:
+            output = self.outputs.setdefault(int(choice.get("index") or 0), ChoiceOutput())
             ids = self.ids_of(choice, chunk)
             if ids:
-                self.token_ids += ids  # made ints once, in fields()
+                output.token_ids += ids  # made ints once, in fields()
                 self.saw_ids = carried = True
             text = self.text_of(choice)
             if text:
-                self.texts.append(text)
+                output.texts.append(text)
                 # A stream without ids is timed by its text chunks.
                 carried = carried or not self.saw_ids
             if choice.get("logprobs"):
-                self.margins += margins_of(choice, self.chat)
-                self.sample_margins += sample_margins_of(choice, self.chat)
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+                output.margins += margins_of(choice, self.chat)
+                output.sample_margins += sample_margins_of(choice, self.chat)
+            output.finish_reason = choice.get("finish_reason") or output.finish_reason
         return carried
 
     def ids_of(self, choice: Mapping[str, Any], chunk: Mapping[str, Any]) -> list[int] | None:
@@ -114,18 +173,14 @@ class ChunkReader:
         return "".join(self.texts)
 
     def fields(self) -> dict[str, Any]:
-        """The record's stream fields: ids, text, margins, finish, acceptance, ids' source, and
-        the exposure columns the engine reported (None: not reported)."""
+        """The record's stream fields: choice 0's ids, text, margins and finish, the request's
+        acceptance, ids' source and the exposure columns the engine reported (None: not
+        reported), and `choices`: every choice's `ChoiceOutput.fields` by the index the stream
+        carried."""
         return {
             **{name: self.acceptance.get(name) for name in EXPOSURE_COLUMNS},
-            "token_ids": list(map(int, self.token_ids)),
-            "text": self.text,
-            "top2_margins": list(self.margins),
-            # Only a coupled server gives them: none at all is no column value, not NaNs.
-            "sample_margins": (
-                list(self.sample_margins) if any(m == m for m in self.sample_margins) else []
-            ),
-            "finish_reason": self.finish_reason,
+            **self.outputs[0].fields(),
+            "choices": {i: self.outputs[i].fields() for i in sorted(self.outputs)},
             "tau": self.acceptance.get("tau"),
             "verify_rounds": self.acceptance.get("verify_rounds"),
             "token_ids_source": self.source,
@@ -141,8 +196,10 @@ class ChunkReader:
         return self.ids_source
 
     def usage_mismatch(self) -> str | None:
-        """Why the usage chunk disagrees with the ids the stream carried, or None."""
+        """Why the usage chunk disagrees with the ids the stream carried (every choice's), or
+        None."""
         expected = self.usage.get("completion_tokens")
-        if self.ids_source in ("engine", "native") and expected not in (None, len(self.token_ids)):
-            return f"usage says {expected} tokens, stream carried {len(self.token_ids)}"
+        carried = sum(len(output.token_ids) for output in self.outputs.values())
+        if self.ids_source in ("engine", "native") and expected not in (None, carried):
+            return f"usage says {expected} tokens, stream carried {carried}"
         return None

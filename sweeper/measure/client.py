@@ -11,13 +11,17 @@ to the arrival of the response's end, plus whatever follow-up the reader needed 
 ids), not the client's own decoding. `sha256` is
 the hex sha256 of the decimal token ids joined by "," (e.g. "12,7,99"), UTF-8 encoded; an empty
 output hashes the empty string.
+
+A request asking `n` > 1 choices is timed once (its first token is the first of any choice) and
+counts every choice's output tokens; its record holds choice 0's output beside `choices`, each
+choice's output, which `choice_records` turns into one record per choice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -25,7 +29,9 @@ import orjson
 
 from sweeper.engines.base import Engine, HttpRequest, RequestSpec
 from sweeper.engines.capabilities import error_message
+from sweeper.engines.stream import ChoiceOutput
 from sweeper.measure.sse_http import StreamClient
+from sweeper.results.records import EXPOSURE_COLUMNS
 
 DONE = b"[DONE]"
 
@@ -107,13 +113,58 @@ async def stream_request(
         error = f"{type(exc).__name__}: {exc}"
         e2e = time.perf_counter() - sent
     fields = reader.fields()
-    error = error or reader.usage_mismatch()
-    return {
+    outputs = fields.pop("choices")
+    asked = spec.n or 1
+    if error is None and _unasked(outputs, asked):
+        error = f"asked {asked} choices, the stream carried choices {sorted(outputs)}"
+    # A choice the stream never carried is recorded empty (the error above says why).
+    choices = [_choice(outputs.get(i) or ChoiceOutput().fields()) for i in range(asked)]
+    record = {
         "ttft": ttft,
         "itls": itls,
         "e2e": e2e,
-        "output_tokens": len(fields["token_ids"]),
         **fields,
-        "sha256": token_sha256(fields["token_ids"]),
-        "error": error,
+        **choices[0],
+        "output_tokens": sum(c["output_tokens"] for c in choices),
+        "error": error or reader.usage_mismatch(),
     }
+    if asked > 1:
+        record["choices"] = choices
+    return record
+
+
+def _unasked(outputs: Mapping[int, Any], asked: int) -> bool:
+    """Whether the stream carried other choices than the `asked` ones (0..asked-1); choice 0
+    is always there (a stream that carried nothing says why through its usage or error)."""
+    return set(outputs) | {0} != set(range(asked))
+
+
+def _choice(output: Mapping[str, Any]) -> dict[str, Any]:
+    """One choice's record fields (`ChoiceOutput.fields`) with its token count and hash."""
+    ids = output["token_ids"]
+    return {**output, "output_tokens": len(ids), "sha256": token_sha256(ids)}
+
+
+#: What a request has once, on its choice-0 record: its timing, acceptance and exposure.
+_REQUEST_ONLY: dict[str, Any] = {
+    "ttft": None,
+    "itls": [],
+    "e2e": None,
+    "tau": None,
+    "verify_rounds": None,
+    **dict.fromkeys(EXPOSURE_COLUMNS),
+}
+
+
+def choice_records(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One record per choice of a measured request (`choice` 0, 1, ...; n = 1: the record
+    itself as choice 0), each with its choice's output; the request's timing, acceptance and
+    exposure stay on choice 0 (`_REQUEST_ONLY`), so per-request numbers count it once."""
+    choices = record.get("choices")
+    shared = {k: v for k, v in record.items() if k != "choices"}
+    if not choices:
+        return [{**shared, "choice": 0}]
+    return [
+        {**shared, **(_REQUEST_ONLY if index else {}), **choice, "choice": index}
+        for index, choice in enumerate(choices)
+    ]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweeper.results.records import EXPOSURE_COLUMNS, factor_kinds
-from sweeper.results.rows import is_failed, is_missing
+from sweeper.results.rows import is_failed, is_missing, request_rows_of
 
 #: Exposure columns whose point value is the largest of its requests' (the rest are summed).
 _LARGEST = {c for c, kind in factor_kinds(EXPOSURE_COLUMNS).items() if kind == "extent"}
@@ -47,8 +47,9 @@ def point_exposure(
     counters: Mapping[str, float] | None,
     engine: str,
 ) -> dict[str, Any]:
-    """The point's exposure columns and `exposure_note` (see the module docstring)."""
-    answered = [r for r in rows if not is_failed(r)]
+    """The point's exposure columns and `exposure_note` (see the module docstring), from one
+    row per request (`request_rows_of`: a request's exposure is on its choice-0 row)."""
+    answered = [r for r in request_rows_of(rows) if not is_failed(r)]
     out: dict[str, Any] = {}
     unknown: list[str] = []
     for column in EXPOSURE_COLUMNS:

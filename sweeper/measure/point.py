@@ -16,16 +16,17 @@ from typing import Any, Literal
 
 import httpx
 
-from sweeper.engines.base import Engine
+from sweeper.engines.base import Engine, RequestSpec
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.stream import SOURCE_ORDER
+from sweeper.measure.client import choice_records
 from sweeper.measure.exposure import point_exposure
 from sweeper.measure.lengths import point_lengths, request_columns
 from sweeper.measure.selfcheck import check_columns
 from sweeper.measure.workload import WorkloadResult
 from sweeper.plan import Point
 from sweeper.results.records import PointRecord, RequestRecord
-from sweeper.results.rows import is_missing
+from sweeper.results.rows import is_missing, request_rows_of
 
 #: Characters of a service log kept in a point row (the whole log is in logs/<point>.log).
 LOG_TAIL_CHARS = 4000
@@ -47,10 +48,11 @@ def point_columns(run_id: str, point: Point, attempt: str, engine: str) -> dict[
 def request_rows(
     result: WorkloadResult, key: Mapping[str, Any], *, near_tie_margin: float | None
 ) -> list[dict[str, Any]]:
-    """The point's request rows as measured, in order: what identifies the point (`key`), the
-    prompt, repeat and seed, the engine's calibrated near-tie margin in nats (None: it has
-    none; what the greedy judge reads, `sweeper.proof.determinism.greedy_margin`), the client's
-    record and its asked lengths; no verdict yet."""
+    """The point's request rows as measured, in order, one per choice of each request
+    (`choice_records`; n = 1: one per request): what identifies the point (`key`), the prompt,
+    repeat and seed, the engine's calibrated near-tie margin in nats (None: it has none; what
+    the greedy judge reads, `sweeper.proof.determinism.greedy_margin`), the client's record
+    and its asked lengths; no verdict yet."""
     return [
         {
             **key,
@@ -58,11 +60,16 @@ def request_rows(
             "repeat": spec.repeat,
             "seed": spec.seed,
             "near_tie_margin": near_tie_margin,
-            **rec,
-            **request_columns(spec, rec),
+            **row,
+            **request_columns(spec, row),
         }
-        for spec, rec in result.records
+        for spec, row in _choices(result)
     ]
+
+
+def _choices(result: WorkloadResult) -> list[tuple[RequestSpec, dict[str, Any]]]:
+    """(request, record) for every choice of every request, in order (`choice_records`)."""
+    return [(spec, row) for spec, rec in result.records for row in choice_records(rec)]
 
 
 def measured_point(
@@ -94,13 +101,14 @@ def measured_point(
     its numbers describe the client. `host_load` (`sweeper.measure.hostload`) flags a busy host,
     and `baseline_busy` a baseline measured on one: their speedups are kept but not trusted.
     """
-    errors = [r["error"] for r in rows if r.get("error") and r.get("finished", True)]
-    completed = sum(r.get("finished", True) and not r.get("error") for r in rows)
+    sent = request_rows_of(rows)  # one per request: its choices share its error
+    errors = [r["error"] for r in sent if r.get("error") and r.get("finished", True)]
+    completed = sum(r.get("finished", True) and not r.get("error") for r in sent)
     if errors:
-        reason = f"{len(errors)}/{len(rows)} requests failed: {errors[0]}"
+        reason = f"{len(errors)}/{len(sent)} requests failed: {errors[0]}"
     elif not completed:
         # Nothing measured is never ok: a duration too short for one request (or none sent).
-        reason = f"no request completed ({len(rows)} sent or cut off by the load's duration)"
+        reason = f"no request completed ({len(sent)} sent or cut off by the load's duration)"
         errors = [reason]
     else:
         reason = ""
@@ -114,9 +122,9 @@ def measured_point(
         # Where margins came from, and why a point has no acceptance (an AR one needs none).
         numbers["margin_source"] = capabilities.margins
         numbers["acceptance_source"] = numbers["acceptance_source"] or capabilities.acceptance
-    numbers["n_unfinished"] = sum(not r.get("finished", True) for r in rows)
+    numbers["n_unfinished"] = sum(not r.get("finished", True) for r in sent)
     numbers.update(check_columns(result.check, result.processes))
-    numbers.update(point_lengths(result.records))
+    numbers.update(point_lengths(_choices(result)))
     if _flag(numbers.get("client_bound")) or _flag((baseline_point or {}).get("client_bound")):
         numbers.update(speedup=None, e2e_speedup=None, itl_speedup=None, speed_speedup=None)
     numbers.update(host_load or {})

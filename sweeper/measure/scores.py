@@ -21,6 +21,7 @@ from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.measure.drive import point_prompts
 from sweeper.measure.samples import sample_specs
 from sweeper.plan import Point
+from sweeper.results.rows import choice_of, is_missing
 from sweeper.results.scores import ScoreRecord, score_key
 from sweeper.spec import DeterminismSpec, WorkloadSpec
 
@@ -86,7 +87,9 @@ def request_outputs(
     the point's sampling parameters: role `control` on an AR point, `test` otherwise. One
     request per seed: a coupled sampler's uniform is a function of seed and position, so every
     request at one seed (the workload's, every prompt and repeat) draws with the same uniforms,
-    and their scores are one draw, not many (the scored test assumes independent tokens)."""
+    and their scores are one draw, not many (the scored test assumes independent tokens). The
+    choices of one request (`n` > 1) draw at seeds derived from its seed and their index: each
+    is a draw of its own, indexed request index x n + choice."""
     prompts = {p.prompt_id: p for p in point_prompts(point.request_config, workload, inputs=inputs)}
     role = "control" if point.server_config.mode == "ar" else "test"
     out = []
@@ -95,11 +98,14 @@ def request_outputs(
         spec = prompts.get(str(row.get("prompt_id")))
         if spec is None or row.get("error") or not row.get("token_ids"):
             continue
+        choice = choice_of(row)
         seed = row.get("seed")
-        if seed is not None and seed in seeds:
+        if seed is not None and (seed, choice) in seeds:
             continue
-        seeds.add(seed)
+        seeds.add((seed, choice))
         index = int(row["index"] if row.get("index") is not None else row.get("repeat") or 0)
+        n = row.get("n")
+        index = index * (1 if n is None or is_missing(n) else int(n)) + choice
         out.append(_output(row, "request", role, index, spec))
     return out
 

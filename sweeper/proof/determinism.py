@@ -49,7 +49,7 @@ from typing import Any
 
 from sweeper.proof.garble import garble_score
 from sweeper.proof.verdicts import CLEAN_VERDICTS, VIOLATIONS, Verdict, worst
-from sweeper.results.rows import is_failed, is_missing, rows_of
+from sweeper.results.rows import choice_of, is_failed, is_missing, rows_of
 from sweeper.spec import DeterminismSpec
 from sweeper.spec.model import SampledCheck
 
@@ -69,9 +69,12 @@ class RequestVerdict:
     prompt_id: str
     repeat: int
     verdict: Verdict
+    #: Which choice of its request (`n` > 1; 0 for n = 1).
+    choice: int = 0
     #: Token index of the first difference (from the baseline, or between repeats), else None.
     divergence_index: int | None = None
-    #: What the output was compared with: "baseline", "repeat <n>" or "".
+    #: What the output was compared with: "baseline", "repeat <r>" (or
+    #: "repeat <r> choice <c>") or "".
     compared_with: str = ""
     #: The baseline's margin at the divergence, when known: its top-1 minus top-2 logprob
     #: (greedy), or its sample margin in probability mass (coupled sampling).
@@ -121,18 +124,19 @@ def judge_point(
     every sampled request carries: its distribution test's, or why no check could be made
     (a server that does not advertise the coupling the plan expected)."""
     policy = policy or DeterminismSpec()
-    by_prompt = _by_prompt(rows_of(records))
+    sampled = temperature > 0
+    groups = _outputs(rows_of(records), sampled)
     references = {
-        prompt: rows[0] for prompt, rows in _by_prompt(rows_of(baseline_records)).items() if rows
+        key: rows[0] for key, rows in _outputs(rows_of(baseline_records), sampled).items() if rows
     }
-    how = _How(temperature > 0, sampled_check, seed, policy, sampled_verdict)
+    how = _How(sampled, sampled_check, seed, policy, sampled_verdict)
     verdicts: list[RequestVerdict] = []
-    for prompt_id, rows in by_prompt.items():
+    for key, rows in groups.items():
         split = None if how.by_point_verdict else _repeat_disagreement(rows)
         for row in rows:
-            reference = None if is_baseline else references.get(prompt_id)
+            reference = None if is_baseline else references.get(key)
             verdicts.append(_judge_request(row, split, reference, how))
-    verdicts.sort(key=lambda v: (v.prompt_id, v.repeat))
+    verdicts.sort(key=lambda v: (v.prompt_id, v.repeat, v.choice))
     if any(_approximate(r) for r in [*rows_of(records), *references.values()]):
         verdicts = [
             replace(v, detail=f"on approximate token ids (re-tokenized text): {v.detail}")
@@ -181,7 +185,7 @@ def _judge_request(
     how: _How,
 ) -> RequestVerdict:
     prompt_id, repeat = str(row["prompt_id"]), int(row["repeat"])
-    base: dict[str, Any] = {"prompt_id": prompt_id, "repeat": repeat}
+    base: dict[str, Any] = {"prompt_id": prompt_id, "repeat": repeat, "choice": choice_of(row)}
     policy = how.policy
     if is_failed(row):
         return RequestVerdict(**base, verdict="n/a", detail="request failed")
@@ -208,7 +212,7 @@ def _judge_request(
                 **base,
                 verdict="exact",
                 compared_with="baseline",
-                detail=f"identical to baseline; repeat {counterpart['repeat']} disagrees at "
+                detail=f"identical to baseline; {_which(counterpart)} disagrees at "
                 f"token {split_index}",
             )
         return _differs(
@@ -217,7 +221,7 @@ def _judge_request(
             row,
             counterpart,
             split_index,
-            compared_with=f"repeat {counterpart['repeat']}",
+            compared_with=_which(counterpart),
             detail=f"repeats disagree at token {split_index}",
         )
     if not how.token_for_token:
@@ -361,8 +365,27 @@ def _ids(row: Mapping[str, Any]) -> list[int] | None:
     return None if ids is None else [int(i) for i in ids]
 
 
-def _by_prompt(rows: list[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for row in sorted(rows, key=lambda r: (str(r["prompt_id"]), int(r["repeat"]))):
-        grouped[str(row["prompt_id"])].append(row)
+def output_key(row: Mapping[str, Any], sampled: bool) -> tuple[str, int]:
+    """The one pairing rule: the rows that must give one output (compared with each other as
+    repeats) and the baseline row they are compared with share this key. Greedy, every choice
+    of every repeat of a prompt is the prompt's greedy output (choice 0); sampled, choice i of
+    a request is its own draw (its seed derived from the request's and i), so it pairs only
+    with choice i of the same prompt, sent the same seed and n."""
+    return str(row["prompt_id"]), choice_of(row) if sampled else 0
+
+
+def _outputs(
+    rows: list[Mapping[str, Any]], sampled: bool
+) -> dict[tuple[str, int], list[Mapping[str, Any]]]:
+    """Rows grouped by `output_key`, each group in repeat then choice order."""
+    grouped: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    order = sorted(rows, key=lambda r: (str(r["prompt_id"]), int(r["repeat"]), choice_of(r)))
+    for row in order:
+        grouped[output_key(row, sampled)].append(row)
     return dict(grouped)
+
+
+def _which(row: Mapping[str, Any]) -> str:
+    """A row named among its prompt's outputs: `repeat 1`, or `repeat 1 choice 2`."""
+    choice = choice_of(row)
+    return f"repeat {row['repeat']}" + (f" choice {choice}" if choice else "")

@@ -23,6 +23,7 @@ JUDGED = [
     "point_id",
     "prompt_id",
     "repeat",
+    "choice",
     "token_ids",
     "text",
     "top2_margins",

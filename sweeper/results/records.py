@@ -164,6 +164,10 @@ class RequestRecord(ExposureColumns, _PointColumns):
     category: str | None = _factor("level")
     turn: int | None = _factor("level")
     repeat: int
+    #: Which choice of its request this row's output is (`n` > 1: one row per choice, each
+    #: judged as an output of its own); 0 for n = 1. The request's timing, acceptance and
+    #: exposure are on its choice-0 row only (None on the others): they are the request's.
+    choice: int = 0
     seed: int | None = None
     ttft: float | None = None
     itls: list[float] = Field(default_factory=list)

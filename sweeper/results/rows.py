@@ -6,7 +6,7 @@ requests.parquet, where a missing value is NaN and a list is a numpy array).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sweeper.config.columns import is_missing
@@ -25,3 +25,16 @@ def is_failed(row: Mapping[str, Any]) -> bool:
     """A request that ended in an error (a non-empty `error`)."""
     error = row.get("error")
     return not is_missing(error) and error != ""
+
+
+def choice_of(row: Mapping[str, Any]) -> int:
+    """Which choice of its request a row holds (`n` > 1); 0 where the row has none (n = 1, and
+    every run written before the `choice` column)."""
+    choice = row.get("choice")
+    return 0 if choice is None or is_missing(choice) else int(choice)
+
+
+def request_rows_of(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One row per request (its choice 0): what per-request numbers (timing, request rate,
+    acceptance, exposure, goodput) count, while output tokens count every choice's row."""
+    return [row for row in rows if choice_of(row) == 0]

@@ -62,11 +62,17 @@ def test_an_openai_endpoint_takes_openais_documented_fields_only() -> None:
         "logit_bias",
         "stop",
         "response_format",
-        "n",
         "logprobs",
     ]
     assert FEATURE_TABLE.refusal("openai", "min_p", speculative=False) == (
         "openai (any build) does not take min_p (not in OpenAI's API)"
+    )
+    # n > 1 is read choice by choice where a stream carries each choice's ids (the runtime);
+    # the endpoint's reader recovers one output's ids, so its other choices would go unproven.
+    assert FEATURE_TABLE.refusal("ddtree_runtime", "n", speculative=True, build="0.1.0") is None
+    assert FEATURE_TABLE.refusal("openai", "n", speculative=True) == (
+        "openai (any build) does not take n (its reader recovers the ids of one choice only: "
+        "the other choices would go unproven)"
     )
 
 

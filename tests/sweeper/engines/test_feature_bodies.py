@@ -86,7 +86,8 @@ def test_logprobs_asked_merge_with_the_margins_and_reach_a_speculative_server() 
 
 def test_an_openai_endpoint_gets_openais_fields_and_never_one_it_lacks() -> None:
     openai = engine_for(RuntimeSpec(engine="openai", base_url="http://127.0.0.1:1"))
-    documented = replace(_spec(True), min_p=None, repetition_penalty=None)
+    # n: the endpoint's reader recovers one choice's ids (sweeper/catalog/features.py).
+    documented = replace(_spec(True), min_p=None, repetition_penalty=None, n=None)
     body = openai.request(documented, "m").body
     assert body["logit_bias"] == WIRE["logit_bias"] and body["response_format"] == FORMAT
     with pytest.raises(LookupError, match="openai takes no min_p"):

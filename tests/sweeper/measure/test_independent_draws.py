@@ -40,3 +40,17 @@ def test_measured_requests_at_one_seed_are_scored_once() -> None:
     assert len(request_outputs(point, unseeded, spec.workload)) == 6
     own = [{**row, "seed": n} for n, row in enumerate(rows)]
     assert len(request_outputs(point, own, spec.workload)) == 6
+
+
+def test_each_choice_of_a_request_is_a_draw_of_its_own() -> None:
+    """n > 1: a request's choices draw at seeds derived from its seed and their index, so each
+    is scored, under an index of its own (request index x n + choice)."""
+    spec, points = _sampled_points()
+    point = points[0]
+    rows = [
+        {"run_id": "r", "host": "h", "point_id": point.point_id, "attempt": "a", "prompt_id": "a",
+         "repeat": 0, "index": 1, "n": 3, "choice": c, "seed": 7, "token_ids": [1, 2, 3],
+         "error": None}
+        for c in range(3)
+    ]  # fmt: skip
+    assert [o.index for o in request_outputs(point, rows, spec.workload)] == [3, 4, 5]
