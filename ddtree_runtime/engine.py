@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -35,6 +36,7 @@ from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
+from ddtree_runtime.algo.processors import PROCESSOR_FAULTS, History, Processors, tree_logits
 from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import (
@@ -62,6 +64,9 @@ from ddtree_runtime.params import (
 )
 from ddtree_runtime.stats import RequestStats, RoundShape, StageClock
 
+if TYPE_CHECKING:  # xgrammar is imported only once a request asks for a grammar (pyproject)
+    from ddtree_runtime.algo.grammar import Grammars, RequestGrammar
+
 FINISHED_STATS_KEPT = 10_000
 
 __all__ = [
@@ -84,8 +89,10 @@ class _Request:
     seed: int
     budget: int
     topk: int
+    prompt_len: int
     stats: RequestStats = field(default_factory=RequestStats)
     hidden: torch.Tensor | None = None  # target features of tokens[0:len-1] (feature drafters)
+    grammar: RequestGrammar | None = None  # structured output: the state after emitted tokens
 
 
 class Engine:
@@ -130,12 +137,14 @@ class Engine:
         self._active: list[_Request] = []  # index == cache slot
         self._finished: OrderedDict[str, RequestStats] = OrderedDict()
         self._counter = 0
+        self._grammars: Grammars | None = None  # made by the first request with a grammar
         self.pad_token = 0  # token id on padding nodes (tests set it to the target's choice)
 
     # ---- requests (any thread) -------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
         """Queue a request; ValueError (a client error) when its parameters cannot run here."""
         budget, topk = params.check(prompt_ids, self.limits)
+        grammar = self._grammar(params)
         with self._lock:
             if request_id in self._finished or any(
                 r.rid == request_id for r in (*self._waiting, *self._active)
@@ -152,9 +161,36 @@ class Engine:
                 ignore_eos=params.ignore_eos,
                 min_tokens=params.min_tokens,
             )
-            request = _Request(request_id, list(prompt_ids), params, emitter, seed, budget, topk)
+            request = _Request(
+                request_id, list(prompt_ids), params, emitter, seed, budget, topk, len(prompt_ids)
+            )
+            request.grammar = grammar
             request.stats.accepted_hist = [0] * (1 + self.depth)
             self._waiting.append(request)
+
+    def _grammar(self, params: SamplingParams) -> RequestGrammar | None:
+        """The request's grammar matcher (`algo.grammar`), None when it asks for none;
+        ValueError (a client error) for a schema or regex that cannot be compiled, or where
+        xgrammar is not installed."""
+        if params.response_format is None and params.regex is None:
+            return None
+        try:
+            from ddtree_runtime.algo import grammar
+        except ImportError as error:
+            raise ValueError(
+                "structured output needs xgrammar on the server: "
+                "pip install --no-deps xgrammar==0.2.8 apache-tvm-ffi==0.1.15.post2"
+            ) from error
+        key = grammar.grammar_key(params.response_format, params.regex)
+        if key is None:
+            return None
+        with self._lock:
+            if self._grammars is None:
+                vocab = self.limits.vocab_size
+                tokenizer, eos = self.loaded.tokenizer, self.loaded.eos_token_ids
+                self._grammars = grammar.Grammars(tokenizer, vocab, eos)
+            grammars = self._grammars
+        return grammars.request(key)
 
     def abort(self, request_id: str) -> None:
         with self._lock:
@@ -210,10 +246,11 @@ class Engine:
             kv_len = self._mask(tree, prefix)
         with clock.stage("verify"):
             logits = self.forward.verify(len(active), tree.tokens, prefix, kv_len)
-            verdict = self._walk(active, tree, logits)
+            processed = self._processed(active, tree, logits)
+            verdict = self._walk(active, tree, processed)
         with clock.stage("commit"):
             self._commit(verdict, prefix)
-            events = [self._emit(i, r, verdict, logits) for i, r in enumerate(active)]
+            events = [self._emit(i, r, verdict, logits, processed) for i, r in enumerate(active)]
         self._account(active, clock, tree, verdict)
         self._retire(events)
         return events
@@ -261,7 +298,27 @@ class Engine:
             fill_tree_mask(mask, positions, tree, prefix)
         return kv_len
 
+    def _processed(
+        self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor
+    ) -> torch.Tensor:
+        """The round's logits after each request's processors, every node from its own path:
+        the grammar mask first (`RequestGrammar.tree_bitmask`), then `algo.processors`."""
+        rows = [
+            History(
+                Processors(),  # logit bias and penalties: not requested through params yet
+                r.tokens[: r.prompt_len],
+                r.tokens[r.prompt_len :],
+                None
+                if r.grammar is None
+                else r.grammar.tree_bitmask(tree.tokens[i], tree.parents[i]),
+            )
+            for i, r in enumerate(active)
+        ]
+        faults = frozenset(mask_module._FAULTS & PROCESSOR_FAULTS)  # planted: tests only
+        return tree_logits(logits, tree, rows, faults)
+
     def _walk(self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor) -> Verdict:
+        """Choose at every node from its processed `logits` (greedy or sampled) and walk."""
         rows = [
             self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
             for i, r in enumerate(active)
@@ -332,7 +389,16 @@ class Engine:
         us = [uniform(r.seed, prefix + 1 + d) for d in range(max_depth + 1)]
         return RowSampling(p.temperature, p.top_k, p.top_p, p.min_p, us)
 
-    def _emit(self, i: int, r: _Request, verdict: Verdict, logits: torch.Tensor) -> TokenEvent:
+    def _emit(
+        self,
+        i: int,
+        r: _Request,
+        verdict: Verdict,
+        logits: torch.Tensor,
+        processed: torch.Tensor,
+    ) -> TokenEvent:
+        """Push the accepted tokens through the stopping rules; logprobs are the raw `logits`',
+        sample margins the `processed` distribution's (the one sampled)."""
         tokens, nodes = verdict.emitted(i)
         prefix = len(r.tokens) - 1  # cached tokens before this round's root
         before = len(r.emitter.token_ids)
@@ -344,11 +410,14 @@ class Engine:
                 break
         new = r.emitter.token_ids[before:]
         r.stats.emitted_tokens += len(new)
+        if r.grammar is not None:
+            r.grammar.advance(new)
         logprobs = None
         if r.params.logprobs is not None:
-            rows = logits[i, nodes[: len(new)]]
-            logprobs = token_logprobs(rows, new, r.params.logprobs)
+            emitting = nodes[: len(new)]
+            logprobs = token_logprobs(logits[i, emitting], new, r.params.logprobs)
             if r.params.temperature > 0:
+                rows = processed[i, emitting]
                 margins = emitted_sample_margins(r.params, r.seed, rows, new, prefix)
                 for entry, margin in zip(logprobs, margins, strict=True):
                     entry.sample_margin = margin
