@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -144,7 +144,7 @@ class Engine:
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
         """Queue a request; ValueError (a client error) when its parameters cannot run here."""
         budget, topk = params.check(prompt_ids, self.limits)
-        grammar = self._grammar(params)
+        grammar = self.request_grammar(params.response_format, params.regex)
         with self._lock:
             if request_id in self._finished or any(
                 r.rid == request_id for r in (*self._waiting, *self._active)
@@ -168,11 +168,11 @@ class Engine:
             request.stats.accepted_hist = [0] * (1 + self.depth)
             self._waiting.append(request)
 
-    def _grammar(self, params: SamplingParams) -> RequestGrammar | None:
-        """The request's grammar matcher (`algo.grammar`), None when it asks for none;
-        ValueError (a client error) for a schema or regex that cannot be compiled, or where
-        xgrammar is not installed."""
-        if params.response_format is None and params.regex is None:
+    def request_grammar(self, response_format: Any, regex: Any) -> RequestGrammar | None:
+        """A fresh matcher for a request's grammar (`algo.grammar.grammar_key` reads the two
+        fields), None when it asks for none; ValueError (a client error) for a shape, schema or
+        regex it cannot take, or where xgrammar is not installed. Any thread."""
+        if response_format is None and regex is None:
             return None
         try:
             from ddtree_runtime.algo import grammar
@@ -181,7 +181,7 @@ class Engine:
                 "structured output needs xgrammar on the server: "
                 "pip install --no-deps xgrammar==0.2.8 apache-tvm-ffi==0.1.15.post2"
             ) from error
-        key = grammar.grammar_key(params.response_format, params.regex)
+        key = grammar.grammar_key(response_format, regex)
         if key is None:
             return None
         with self._lock:

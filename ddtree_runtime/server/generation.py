@@ -104,6 +104,8 @@ def sampling_params(
         logprobs=logprobs,
         ignore_eos=request.ignore_eos,
         min_tokens=request.min_tokens,
+        response_format=request.response_format,
+        regex=request.regex,
     )
 
 

@@ -44,6 +44,10 @@ class SamplingFields(Strict):
     #: string ends generation before `min_tokens` tokens, so a benchmark holds output lengths.
     ignore_eos: bool = False
     min_tokens: int = Field(default=0, ge=0)
+    #: Structured output: OpenAI's `response_format` (text | json_object | json_schema) or
+    #: SGLang's `regex`; the engine reads and compiles them (`algo.grammar`), a bad one a 400.
+    response_format: dict[str, Any] | None = None
+    regex: str | None = None
 
     @field_validator("n")
     @classmethod
@@ -170,6 +174,9 @@ class ScoreRequest(Strict):
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)  # 0: disabled, as in sampling
     #: How many of each position's best tokens to return (`top`), raw logprobs.
     top_logprobs: int = Field(default=0, ge=0, le=MAX_SCORE_TOP_LOGPROBS)
+    #: The grammar the continuation was drawn under, as in sampling: its masked tokens get p 0.
+    response_format: dict[str, Any] | None = None
+    regex: str | None = None
 
     def one_prompt(self) -> None:
         """RequestError unless exactly one of `prompt` and `messages` is given."""
