@@ -33,8 +33,10 @@ class Emitter:
     sent: int = 0  # characters of `text` already returned as deltas
     finish_reason: str | None = None
 
-    def push(self, token_id: int) -> bool:
-        """Add one generated token; True when generation is finished (then stop pushing)."""
+    def push(self, token_id: int, stop_strings: bool = True) -> bool:
+        """Add one generated token; True when generation is finished (then stop pushing).
+        `stop_strings` False skips looking for stop strings at this token (only the planted
+        fault ``stop_round_end`` does, looking at a round's last token alone)."""
         self.token_ids.append(token_id)
         may_stop = len(self.token_ids) >= self.min_tokens
         if token_id in self.eos_token_ids and may_stop and not self.ignore_eos:
@@ -45,7 +47,7 @@ class Emitter:
         )
         if not may_stop:
             self.stop_from = len(full)
-        found = (full.find(s, self.stop_from) for s in self.stop if s)
+        found = (full.find(s, self.stop_from) for s in self.stop if s and stop_strings)
         cut = min((i for i in found if i >= 0), default=-1)
         if cut >= 0:
             self.text = full[:cut]

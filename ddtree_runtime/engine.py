@@ -7,6 +7,8 @@ take effect at the start of the next step).
 Invariant per request: the cache holds tokens[0:len-1]; the last token is the pending root. A step
 drafts, builds one padded tree per request, writes their mask, verifies all trees in one forward,
 commits the accepted path's KV and emits the accepted tokens + bonus through the AR stopping rules.
+Every node chooses from its processed logits: the request's logits processors (logit bias,
+penalties: ``algo.processors``) read the tokens before the round and the node's own drafted path.
 An AR server (budget 0, or speculative "none") is plain AR through the same forward, cache and
 sampling, but its rows get the causal decode mask (``fill_decode_mask``), never the tree mask:
 it is the reference DDTree is judged against, so it must not share the code under test.
@@ -36,17 +38,16 @@ from ddtree_runtime.algo import mask as mask_module
 from ddtree_runtime.algo.cache import SlotCache
 from ddtree_runtime.algo.commit import kept_nodes, kv_moves
 from ddtree_runtime.algo.mask import fill_decode_mask, fill_tree_mask
-from ddtree_runtime.algo.processors import PROCESSOR_FAULTS, History, Processors, tree_logits
+from ddtree_runtime.algo.processors import PROCESSOR_FAULTS, History, tree_logits
 from ddtree_runtime.algo.sampling import uniform
 from ddtree_runtime.algo.tree import TreeBatch, build_tree, tree_extent
 from ddtree_runtime.algo.verify import (
+    DRAFT_SAMPLING_FAULTS,
     RowSampling,
     Verdict,
     blind_tree,
-    cold_draft_choices,
-    hot_draft_choices,
+    redrawn_drafted_choices,
     target_choices,
-    untruncated_draft_choices,
     unverified_choices,
     walk,
 )
@@ -305,7 +306,7 @@ class Engine:
         the grammar mask first (`RequestGrammar.tree_bitmask`), then `algo.processors`."""
         rows = [
             History(
-                Processors(),  # logit bias and penalties: not requested through params yet
+                r.params.processors(),
                 r.tokens[: r.prompt_len],
                 r.tokens[r.prompt_len :],
                 None
@@ -326,12 +327,9 @@ class Engine:
         choices = target_choices(logits, tree, rows)
         if f"unverified_b{self.budget}" in mask_module._FAULTS:  # planted fault, tests only
             choices = unverified_choices(tree, choices)
-        if "hot_drafts" in mask_module._FAULTS:  # planted fault, tests only
-            choices = hot_draft_choices(logits, tree, rows, choices)
-        if "cold_drafts" in mask_module._FAULTS:  # planted fault, tests only
-            choices = cold_draft_choices(logits, tree, rows, choices)
-        if "untruncated_drafts" in mask_module._FAULTS:  # planted fault, tests only
-            choices = untruncated_draft_choices(logits, tree, rows, choices)
+        for name, wrong in DRAFT_SAMPLING_FAULTS.items():
+            if name in mask_module._FAULTS:  # planted fault, tests only
+                choices = redrawn_drafted_choices(logits, tree, rows, choices, wrong)
         if "blind_drafts" in mask_module._FAULTS:  # planted fault, tests only
             tree = blind_tree(tree)
         return walk(tree, choices)
@@ -403,9 +401,11 @@ class Engine:
         prefix = len(r.tokens) - 1  # cached tokens before this round's root
         before = len(r.emitter.token_ids)
         finished = False
-        for t in tokens:
+        # Planted fault (tests only): stop strings looked for only at the round's last token.
+        round_end = "stop_round_end" in mask_module._FAULTS
+        for j, t in enumerate(tokens):
             r.tokens.append(t)
-            if r.emitter.push(t):
+            if r.emitter.push(t, stop_strings=not round_end or j == len(tokens) - 1):
                 finished = True
                 break
         new = r.emitter.token_ids[before:]

@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ddtree_runtime.algo.processors import Processors
+from ddtree_runtime.algo.sampling import choice_seed
 from ddtree_runtime.knobs import TREE_KNOBS, check_knob
 from ddtree_runtime.stats import RequestStats
 
@@ -72,6 +74,29 @@ class SamplingParams:
     #: ends it before `min_tokens` tokens: how a benchmark holds an output length.
     ignore_eos: bool = False
     min_tokens: int = 0
+    #: Logits processors before temperature (`algo.processors`: logit bias, then penalties,
+    #: vLLM's convention); 1, 0, 0 and none change nothing.
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    #: Independent samples of one prompt; the engine runs one per request (`choices` splits).
+    n: int = 1
+
+    def processors(self) -> Processors:
+        return Processors(
+            self.repetition_penalty,
+            self.frequency_penalty,
+            self.presence_penalty,
+            tuple(sorted(self.logit_bias.items())),
+        )
+
+    def choices(self) -> list[SamplingParams]:
+        """The `n` independent requests this one stands for: choice i draws with
+        `choice_seed(seed, i)` (choice 0 with the seed itself), or, without a seed, each with
+        its own default seed."""
+        seeds = [None if self.seed is None else choice_seed(self.seed, i) for i in range(self.n)]
+        return [replace(self, n=1, seed=seed) for seed in seeds]
 
     def check(self, prompt_ids: list[int], limits: RequestLimits) -> tuple[int, int]:
         """Raise ValueError (a client error) unless this request can run; returns its tree
@@ -98,6 +123,9 @@ class SamplingParams:
                 f"min_tokens must be between 0 and max_tokens ({self.max_tokens}), "
                 f"got {self.min_tokens}"
             )
+        if self.n != 1:
+            raise ValueError(f"an engine request is one sequence (n = 1), got n = {self.n}")
+        self.processors().check(limits.vocab_size)
         if self.logprobs is not None and self.logprobs < 0:
             raise ValueError(f"logprobs must be >= 0, got {self.logprobs}")
         budget = limits.budget if self.budget is None else self.budget

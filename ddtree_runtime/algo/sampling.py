@@ -28,6 +28,15 @@ def uniform(seed: int, position: int) -> float:
     return (z >> 11) / float(1 << 53)
 
 
+def choice_seed(seed: int, index: int) -> int:
+    """The seed of choice `index` of a request for n samples at `seed`: the seed itself for
+    choice 0 (so n = 1 is unchanged), else a 63-bit hash of (seed, index), so choices of
+    requests at neighbouring seeds never share their uniforms."""
+    if index == 0:
+        return seed
+    return _splitmix64(_splitmix64(seed & _MASK64) ^ (index << 32)) >> 1
+
+
 def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """Logits divided by the temperature, in float64 (the first step of `processed_probs`)."""
     return logits.to(torch.float64) / temperature

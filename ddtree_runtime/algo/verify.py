@@ -9,7 +9,8 @@ the deepest accepted node). Padding is never accepted whatever its token id.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -100,20 +101,29 @@ def blind_tree(tree: TreeBatch) -> TreeBatch:
 HOT_DRAFT_SCALE = 1.6  # "hot_drafts": temperature factor on drafted positions
 COLD_DRAFT_SCALE = 0.6  # "cold_drafts": the same, colder
 
+#: The planted sampling faults (tests only, names in ``mask._FAULTS``, checked by the engine):
+#: the sampling a sampled row's drafted positions are redrawn with (`redrawn_drafted_choices`):
+#: temperature x ``HOT_DRAFT_SCALE`` / x ``COLD_DRAFT_SCALE`` (same cuts), without min-p, top-k
+#: and top-p, or without min-p alone.
+DRAFT_SAMPLING_FAULTS: dict[str, Callable[[RowSampling], RowSampling]] = {
+    "hot_drafts": lambda row: replace(row, temperature=row.temperature * HOT_DRAFT_SCALE),
+    "cold_drafts": lambda row: replace(row, temperature=row.temperature * COLD_DRAFT_SCALE),
+    "untruncated_drafts": lambda row: replace(row, top_k=0, top_p=1.0, min_p=0.0),
+    "min_p_drafts_ignored": lambda row: replace(row, min_p=0.0),
+}
+
 
 def redrawn_drafted_choices(
     logits: torch.Tensor,
     tree: TreeBatch,
     rows: list[RowSampling],
     choices: torch.Tensor,
-    temperature_scale: float = 1.0,
-    truncate: bool = True,
+    wrong: Callable[[RowSampling], RowSampling],
 ) -> torch.Tensor:
-    """The planted sampling faults' common part (tests only): sampled rows' choices at real nodes
-    of depth >= 1 are redrawn with the same uniforms from another distribution (temperature x
-    `temperature_scale`; without min-p / top-k / top-p unless `truncate`). The root (depth 0),
-    greedy rows and AR rounds (no depth >= 1 nodes) keep the target's choice, so only sampling on
-    drafted positions breaks, reproducibly per seed."""
+    """A planted sampling fault (tests only, `DRAFT_SAMPLING_FAULTS`): sampled rows' choices at
+    real nodes of depth >= 1 are redrawn with the same uniforms under `wrong(row)`'s sampling.
+    The root (depth 0), greedy rows and AR rounds (no depth >= 1 nodes) keep the target's
+    choice, so only sampling on drafted positions breaks, reproducibly per seed."""
     out = choices.clone()
     for i, row in enumerate(rows):
         drafted = tree.real[i] & (tree.depths[i] >= 1)
@@ -122,31 +132,7 @@ def redrawn_drafted_choices(
         assert row.uniforms is not None
         u_by_depth = torch.tensor(row.uniforms, dtype=torch.float64, device=logits.device)
         u = u_by_depth[tree.depths[i].clamp(max=len(row.uniforms) - 1)]
-        top_k, top_p, min_p = (row.top_k, row.top_p, row.min_p) if truncate else (0, 1.0, 0.0)
-        redrawn = choose(logits[i], row.temperature * temperature_scale, top_k, top_p, min_p, u)
+        w = wrong(row)
+        redrawn = choose(logits[i], w.temperature, w.top_k, w.top_p, w.min_p, u)
         out[i] = torch.where(drafted, redrawn, out[i])
     return out
-
-
-def hot_draft_choices(
-    logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
-) -> torch.Tensor:
-    """Planted fault (tests only, ``hot_drafts`` in ``mask._FAULTS``): drafted positions are
-    sampled at temperature x ``HOT_DRAFT_SCALE`` (same uniforms and cuts)."""
-    return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=HOT_DRAFT_SCALE)
-
-
-def cold_draft_choices(
-    logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
-) -> torch.Tensor:
-    """Planted fault (tests only, ``cold_drafts`` in ``mask._FAULTS``): drafted positions are
-    sampled at temperature x ``COLD_DRAFT_SCALE`` (same uniforms and cuts)."""
-    return redrawn_drafted_choices(logits, tree, rows, choices, temperature_scale=COLD_DRAFT_SCALE)
-
-
-def untruncated_draft_choices(
-    logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling], choices: torch.Tensor
-) -> torch.Tensor:
-    """Planted fault (tests only, ``untruncated_drafts`` in ``mask._FAULTS``): drafted positions
-    are sampled ignoring min-p, top-k and top-p (same uniforms and temperature)."""
-    return redrawn_drafted_choices(logits, tree, rows, choices, truncate=False)

@@ -30,6 +30,11 @@ FAULTS = (
     "cold_drafts",
     "untruncated_drafts",
     "blind_drafts",
+    "penalty_committed_only",
+    "penalty_whole_tree",
+    "min_p_drafts_ignored",
+    "logit_bias_drafts_ignored",
+    "stop_round_end",
 )
 #: `unverified_b<N>`: drafts accepted unverified at budget N only (fast and wrong there).
 UNVERIFIED = re.compile(r"^unverified_b[0-9]+$")

@@ -63,7 +63,7 @@ def real_tree(candidates: list[list[int]], budget: int) -> tuple[torch.Tensor, t
     return tree.tokens[0], tree.parents[0]
 
 
-def check_against_ar(key: GrammarKey, history: list[int], candidates: list[list[int]]) -> set:
+def check_against_ar(key: GrammarKey, history: list[int], candidates: list[list[int]]) -> set[str]:
     """The tree's bitmask after `history` against AR matchers node by node; returns which kinds
     of node the tree held ("accepted" at depth >= 2, "rejected", "terminated")."""
     grammar = grammars().request(key)
@@ -73,7 +73,7 @@ def check_against_ar(key: GrammarKey, history: list[int], candidates: list[list[
     compiled = grammars().compile(key)
     seen = set()
     for node in range(tokens.shape[0]):
-        nodes = []  # the node's path below the root, top first
+        nodes: list[int] = []  # the node's path below the root, top first
         up = node
         while up > 0:
             nodes.insert(0, up)
