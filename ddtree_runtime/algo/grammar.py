@@ -148,7 +148,7 @@ class RequestGrammar:
         )
         # Rejected nodes come back all-disallowed: free (docstring), so all-allowed. A drafted
         # stop token accepted terminates the matcher (no mask filled): only stop tokens follow.
-        # (The root is never one of these: a stop token that ends the prompt starts nothing.)
+        # The root is no drafted token: a prompt may end in a stop token the matcher never saw.
         bitmask[(bitmask == 0).all(dim=1)] = -1
         drafted_stop = torch.isin(tokens.cpu(), self.stop) & (parents.cpu() >= 0)
         bitmask[drafted_stop] = self.stop_only
@@ -169,7 +169,7 @@ def _bit(index: int) -> int:
 
 def mask_logits(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
     """Set logits [..., V] to -inf where `bitmask` [..., words] disallows, in place. xgrammar's
-    plain-torch kernel: any device and dtype, and no Triton (it is not installed)."""
+    plain-torch kernel: any device and dtype, and no Triton (`make setup` leaves it out)."""
     xgr.apply_token_bitmask_inplace(
         logits, bitmask.to(logits.device), vocab_size=logits.shape[-1], backend="torch_native"
     )
