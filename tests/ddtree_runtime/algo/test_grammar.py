@@ -15,6 +15,7 @@ from transformers import AutoTokenizer
 from ddtree_runtime.algo.grammar import GrammarKey, Grammars, grammar_key, mask_logits
 from ddtree_runtime.algo.tree import build_tree
 from ddtree_runtime.models import ensure_smollm2
+from tests.lanes import slow_fixture
 
 VOCAB = 49152  # smollm2-135m's logits width
 EOS = 2  # its <|im_end|>, the runtime's EOS id
@@ -31,8 +32,14 @@ def tokenizer() -> Any:
 
 
 @functools.lru_cache(maxsize=1)
-def grammars() -> Grammars:
+def smollm2_grammars() -> Grammars:
     return Grammars(tokenizer(), VOCAB, [EOS])
+
+
+@pytest.fixture(scope="module")
+@slow_fixture  # reading smollm2's 49,152-token tokenizer takes seconds
+def grammars() -> Grammars:
+    return smollm2_grammars()
 
 
 def ids(text: str) -> list[int]:
@@ -63,14 +70,16 @@ def real_tree(candidates: list[list[int]], budget: int) -> tuple[torch.Tensor, t
     return tree.tokens[0], tree.parents[0]
 
 
-def check_against_ar(key: GrammarKey, history: list[int], candidates: list[list[int]]) -> set[str]:
+def check_against_ar(
+    grammars: Grammars, key: GrammarKey, history: list[int], candidates: list[list[int]]
+) -> set[str]:
     """The tree's bitmask after `history` against AR matchers node by node; returns which kinds
     of node the tree held ("accepted" at depth >= 2, "rejected", "terminated")."""
-    grammar = grammars().request(key)
+    grammar = grammars.request(key)
     grammar.advance(history)
     tokens, parents = real_tree(candidates, budget=14)
     bitmask = grammar.tree_bitmask(tokens, parents)
-    compiled = grammars().compile(key)
+    compiled = grammars.compile(key)
     seen = set()
     for node in range(tokens.shape[0]):
         nodes: list[int] = []  # the node's path below the root, top first
@@ -103,26 +112,28 @@ def check_against_ar(key: GrammarKey, history: list[int], candidates: list[list[
     return seen
 
 
-def test_tree_bitmask_is_the_ar_matchers_after_each_nodes_path() -> None:
+def test_tree_bitmask_is_the_ar_matchers_after_each_nodes_path(grammars: Grammars) -> None:
     schema = grammar_key({"type": "json_schema", "json_schema": {"schema": SCHEMA}}, None)
     assert schema is not None
     history = ids('{"name": "Bo')
     depth_tokens = [ids('",'), ids(' "'), ids("age"), ids('":'), ids(" 4"), ids("2"), ids("}")]
     junk = ids(" hello") + ids("}")[:1] + ids("name")
     candidates = [[t[0], junk[i % len(junk)], EOS] for i, t in enumerate(depth_tokens)]
-    assert check_against_ar(schema, history, candidates) >= {"accepted", "rejected"}
+    assert check_against_ar(grammars, schema, history, candidates) >= {"accepted", "rejected"}
     # A regex that completes inside the tree: EOS accepted at depth 2, then only EOS.
     regex = grammar_key(None, "[0-9]{2}")
     assert regex is not None
     digits = [ids("1") + ids("2") + [EOS], ids("3") + [EOS] + ids("4"), [EOS, *ids("5x")]]
-    seen = check_against_ar(regex, [], digits)
+    seen = check_against_ar(grammars, regex, [], digits)
     assert seen == {"accepted", "rejected", "terminated"}
 
 
-def test_a_complete_grammar_allows_only_eos_and_a_terminated_one_only_eos_again() -> None:
+def test_a_complete_grammar_allows_only_eos_and_a_terminated_one_only_eos_again(
+    grammars: Grammars,
+) -> None:
     key = grammar_key({"type": "json_object"}, None)
     assert key is not None
-    grammar = grammars().request(key)
+    grammar = grammars.request(key)
     grammar.advance(ids('{"a": [1, 2]}'))
     root = torch.tensor([ids("}")[0]])
     assert allowed(grammar.tree_bitmask(root, torch.tensor([-1]))[0]) == {EOS}
@@ -131,10 +142,10 @@ def test_a_complete_grammar_allows_only_eos_and_a_terminated_one_only_eos_again(
     assert all(allowed(row) == {EOS} for row in bitmask)
 
 
-def test_chain_bitmask_masks_each_position_of_a_continuation() -> None:
+def test_chain_bitmask_masks_each_position_of_a_continuation(grammars: Grammars) -> None:
     key = grammar_key(None, "(yes|no)")
     assert key is not None
-    rows = grammars().request(key).chain_bitmask(0, [*ids("yes"), EOS])
+    rows = grammars.request(key).chain_bitmask(0, [*ids("yes"), EOS])
     assert len(rows) == 2 and allowed(rows[1]) == {EOS}
     assert ids("yes")[0] in allowed(rows[0]) and ids(" maybe")[0] not in allowed(rows[0])
 
@@ -167,8 +178,8 @@ def test_grammar_key_reads_text_schemas_in_their_order_and_regexes() -> None:
     assert grammar_key({"type": "text"}, "a+") == ("regex", "a+")
 
 
-def test_bad_schemas_and_regexes_are_client_errors() -> None:
+def test_bad_schemas_and_regexes_are_client_errors(grammars: Grammars) -> None:
     with pytest.raises(ValueError, match='invalid json schema: .*Unsupported type "frob"'):
-        grammars().compile(("json_schema", '{"type": "frob"}'))
+        grammars.compile(("json_schema", '{"type": "frob"}'))
     with pytest.raises(ValueError, match="invalid regex: .*parenthesis is not closed"):
-        grammars().compile(("regex", "(abc"))
+        grammars.compile(("regex", "(abc"))
