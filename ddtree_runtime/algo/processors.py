@@ -95,6 +95,10 @@ class History:
     #: The grammar's bitmask per node [q, words] (`algo.grammar`); None: no grammar.
     grammar: torch.Tensor | None = None
 
+    def active(self) -> bool:
+        """Whether anything changes this row's logits: a processor or a grammar."""
+        return self.grammar is not None or self.processors.active()
+
 
 def tree_paths(tree: TreeBatch) -> torch.Tensor:
     """[n, q, D] the drafted tokens on each node's ancestor path, the node first, then its
@@ -176,7 +180,11 @@ def tree_logits(
     faults: frozenset[str] = frozenset(),
 ) -> torch.Tensor:
     """A verify round's logits [n, q, V] processed at every node from its own path; `faults`
-    (tests only: names in `PROCESSOR_FAULTS`) replace drafted nodes' with a planted wrong one."""
+    (tests only: names in `PROCESSOR_FAULTS`) replace drafted nodes' with a planted wrong one.
+    The very `logits` when no row asks for a processor or a grammar (every fault needs one to
+    act on)."""
+    if not any(row.active() for row in rows):
+        return logits
     paths = tree_paths(tree)
     out = processed_logits(logits, rows, paths)
     drafted = (tree.real & (tree.depths >= 1))[:, :, None]
