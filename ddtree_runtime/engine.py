@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -64,6 +65,9 @@ from ddtree_runtime.params import (
 )
 from ddtree_runtime.stats import RequestStats, RoundShape, StageClock
 
+if TYPE_CHECKING:  # xgrammar is imported only once a request asks for a grammar (pyproject)
+    from ddtree_runtime.algo.grammar import Grammars, RequestGrammar
+
 FINISHED_STATS_KEPT = 10_000
 
 __all__ = [
@@ -89,6 +93,7 @@ class _Request:
     prompt_len: int
     stats: RequestStats = field(default_factory=RequestStats)
     hidden: torch.Tensor | None = None  # target features of tokens[0:len-1] (feature drafters)
+    grammar: RequestGrammar | None = None  # structured output: the state after emitted tokens
 
 
 class Engine:
@@ -133,12 +138,14 @@ class Engine:
         self._active: list[_Request] = []  # index == cache slot
         self._finished: OrderedDict[str, RequestStats] = OrderedDict()
         self._counter = 0
+        self._grammars: Grammars | None = None  # made by the first request with a grammar
         self.pad_token = 0  # token id on padding nodes (tests set it to the target's choice)
 
     # ---- requests (any thread) -------------------------------------------------------------
     def add_request(self, request_id: str, prompt_ids: list[int], params: SamplingParams) -> None:
         """Queue a request; ValueError (a client error) when its parameters cannot run here."""
         budget, topk = params.check(prompt_ids, self.limits)
+        grammar = self.request_grammar(params.response_format, params.regex)
         with self._lock:
             if request_id in self._finished or any(
                 r.rid == request_id for r in (*self._waiting, *self._active)
@@ -158,8 +165,33 @@ class Engine:
             request = _Request(
                 request_id, list(prompt_ids), params, emitter, seed, budget, topk, len(prompt_ids)
             )
+            request.grammar = grammar
             request.stats.accepted_hist = [0] * (1 + self.depth)
             self._waiting.append(request)
+
+    def request_grammar(self, response_format: Any, regex: Any) -> RequestGrammar | None:
+        """A fresh matcher for a request's grammar (`algo.grammar.grammar_key` reads the two
+        fields), None when it asks for none; ValueError (a client error) for a shape, schema or
+        regex it cannot take, or where xgrammar is not installed. Any thread."""
+        if response_format is None and regex is None:
+            return None
+        try:
+            from ddtree_runtime.algo import grammar
+        except ImportError as error:
+            raise ValueError(
+                "structured output needs xgrammar on the server: "
+                "pip install --no-deps xgrammar==0.2.8 apache-tvm-ffi==0.1.15.post2"
+            ) from error
+        key = grammar.grammar_key(response_format, regex)
+        if key is None:
+            return None
+        with self._lock:
+            if self._grammars is None:
+                vocab = self.limits.vocab_size
+                tokenizer, eos = self.loaded.tokenizer, self.loaded.eos_token_ids
+                self._grammars = grammar.Grammars(tokenizer, vocab, eos)
+            grammars = self._grammars
+        return grammars.request(key)
 
     def abort(self, request_id: str) -> None:
         with self._lock:
@@ -270,10 +302,18 @@ class Engine:
     def _processed(
         self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor
     ) -> torch.Tensor:
-        """The round's logits after each request's processors, every node from its own path."""
+        """The round's logits after each request's processors, every node from its own path:
+        the grammar mask first (`RequestGrammar.tree_bitmask`), then `algo.processors`."""
         rows = [
-            History(r.params.processors(), r.tokens[: r.prompt_len], r.tokens[r.prompt_len :])
-            for r in active
+            History(
+                r.params.processors(),
+                r.tokens[: r.prompt_len],
+                r.tokens[r.prompt_len :],
+                None
+                if r.grammar is None
+                else r.grammar.tree_bitmask(tree.tokens[i], tree.parents[i]),
+            )
+            for i, r in enumerate(active)
         ]
         faults = frozenset(mask_module._FAULTS & PROCESSOR_FAULTS)  # planted: tests only
         return tree_logits(logits, tree, rows, faults)
@@ -370,6 +410,8 @@ class Engine:
                 break
         new = r.emitter.token_ids[before:]
         r.stats.emitted_tokens += len(new)
+        if r.grammar is not None:
+            r.grammar.advance(new)
         logprobs = None
         if r.params.logprobs is not None:
             emitting = nodes[: len(new)]

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ddtree_runtime.algo.processors import Processors
 from ddtree_runtime.algo.sampling import choice_seed
@@ -64,6 +65,11 @@ class SamplingParams:
     logprobs: int | None = None  # None: none; n >= 0: chosen token + top-n alternatives
     budget: int | None = None  # per-request tree size override (<= engine budget)
     topk: int | None = None
+    #: Structured output (`algo.grammar.grammar_key` reads them; the engine refuses a bad one):
+    #: OpenAI's `response_format` ({"type": "text" | "json_object" | "json_schema", ...}) or
+    #: SGLang's `regex`, at most one of them.
+    response_format: dict[str, Any] | None = None
+    regex: str | None = None
     #: EOS does not end generation (it is emitted as a token), and neither EOS nor a stop string
     #: ends it before `min_tokens` tokens: how a benchmark holds an output length.
     ignore_eos: bool = False

@@ -26,6 +26,9 @@ one definition the sampler and sample margins use):
   distance from it in nats, the
   scale this runtime's numerics move (a tempered-mass gap makes every violation in the tail look
   small);
+- a token the request's grammar forbids there (`response_format` / `regex`, masked first, as
+  the sampler does) has p 0 and neither `gap` nor `boundary`: no numerics moves a grammar, so
+  it is never a near tie;
 - `top` (as many as asked): the position's best tokens as [id, raw logprob], best first (ties:
   the lower id), whatever token was drawn there. The judge's test for temperature weighs each
   position by how much temperature moves it, which it reads from these (`sweeper.proof.scoring`).
@@ -101,13 +104,15 @@ def score_rows(
 ) -> list[PositionScore]:
     """Scores of `tokens[i]` under row i of `logits` [n, V], each with its row's best
     `top_logprobs` tokens (module docstring); p, above, gap and boundary from `processed`, the
-    logits after the request's processors (None: it has none)."""
+    logits after the request's processors, grammar mask first (None: it has none)."""
     index = torch.tensor(tokens, dtype=torch.long, device=logits.device)[:, None]
     raw = torch.log_softmax(logits.to(torch.float64), dim=-1)
     own_raw = raw.gather(-1, index)
     ids = torch.arange(raw.shape[-1], device=raw.device)[None, :]
     rank = 1 + (raw > own_raw).sum(-1) + ((raw == own_raw) & (ids < index)).sum(-1)
     base = logits if processed is None else processed
+    # -inf before truncation only where a grammar forbids the token (no processor makes one).
+    forbidden = torch.isinf(base.gather(-1, index)[:, 0]).tolist()
     probs = processed_probs(base, temperature, top_k, top_p, min_p)
     above, _ = mass_above(probs)
     p = probs.gather(-1, index)[:, 0]
@@ -126,8 +131,8 @@ def score_rows(
                 rank=int(rank[j]),
                 p=float(p[j]),
                 above=float(above[j, token]) if not dropped else float(probs[j].sum()),
-                gap=float(gaps[j]) if dropped else None,
-                boundary=float(bounds[j]) if dropped else None,
+                gap=float(gaps[j]) if dropped and not forbidden[j] else None,
+                boundary=float(bounds[j]) if dropped and not forbidden[j] else None,
                 top=best[j],
             )
         )
@@ -210,10 +215,12 @@ def score_continuation(
     min_p: float,
     top_logprobs: int,
     processors: Processors,
+    grammar: torch.Tensor | None = None,
 ) -> list[PositionScore]:
-    """Every continuation token scored by one prefill of the target (module docstring)."""
+    """Every continuation token scored by one prefill of the target (module docstring), under
+    `grammar`'s bitmask per position where the continuation was drawn under one."""
     logits = continuation_logits(model, prompt, continuation)
-    history = History(processors, prompt, [])
+    history = History(processors, prompt, [], grammar)
     paths = chain_paths(continuation).to(logits.device)
     processed = processed_logits(logits[None], [history], paths)[0]
     return score_rows(

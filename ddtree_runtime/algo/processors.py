@@ -3,6 +3,8 @@
 Before the sampler's temperature / min-p / top-k / top-p (`sampling.processed_probs`) the target's
 logits at a position go through, in this order:
 
+0. the grammar mask (structured output, `algo.grammar`): -inf on every token the request's
+   grammar disallows after the node's path (the row's bitmask, filled by the engine);
 1. logit bias: `logit_bias[token]` added to the token's logit (OpenAI's, in [-100, 100]);
 2. penalties, vLLM's convention (`apply_penalties`): the repetition penalty over the prompt and
    the output tokens (a seen token's logit divided by it when positive, multiplied when not),
@@ -22,7 +24,8 @@ first i tokens.
 Planted faults (tests only, ``mask._FAULTS``; drafted nodes, depth >= 1, only, so AR rounds stay
 exact): ``penalty_committed_only`` (the path ignored: only the tokens before the round count),
 ``penalty_whole_tree`` (every drafted token of the round's tree counts, siblings included),
-``logit_bias_drafts_ignored`` (no logit bias on drafted nodes).
+``logit_bias_drafts_ignored`` (no logit bias on drafted nodes), ``grammar_drafts_unmasked``
+(drafted nodes choose without the grammar mask).
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ from ddtree_runtime.algo.tree import TreeBatch
 PENALTY_RANGE = (-2.0, 2.0)
 BIAS_RANGE = (-100.0, 100.0)
 PROCESSOR_FAULTS = frozenset(
-    {"penalty_committed_only", "penalty_whole_tree", "logit_bias_drafts_ignored"}
+    {
+        "penalty_committed_only",
+        "penalty_whole_tree",
+        "logit_bias_drafts_ignored",
+        "grammar_drafts_unmasked",
+    }
 )
 
 
@@ -84,6 +92,12 @@ class History:
     processors: Processors
     prompt: Sequence[int]
     output: Sequence[int]  # tokens emitted before the round (module docstring)
+    #: The grammar's bitmask per node [q, words] (`algo.grammar`); None: no grammar.
+    grammar: torch.Tensor | None = None
+
+    def active(self) -> bool:
+        """Whether anything changes this row's logits: a processor or a grammar."""
+        return self.grammar is not None or self.processors.active()
 
 
 def tree_paths(tree: TreeBatch) -> torch.Tensor:
@@ -111,12 +125,21 @@ def processed_logits(
     """Logits [n, q, V] after each row's processors (module docstring), node j of row i reading
     `paths[i, j]` (-1: none) as its drafted output tokens. float64 where a row asks for any; the
     very `logits` when none does."""
+    masks = {i: row.grammar for i, row in enumerate(rows) if row.grammar is not None}
     active = [i for i, row in enumerate(rows) if row.processors.active()]
-    if not active:
+    if not masks and not active:
         return logits
+    out = logits.to(torch.float64, copy=True)
+    if masks:
+        # Imported here: xgrammar is needed only once a request has a grammar (pyproject).
+        from ddtree_runtime.algo.grammar import mask_logits
+
+        for i, bitmask in masks.items():
+            mask_logits(out[i], bitmask)
+    if not active:
+        return out
     dev = logits.device
     _, q, vocab = logits.shape
-    out = logits.to(torch.float64, copy=True)
     index = torch.tensor(active, device=dev)
     part = out[index]
     counts = torch.zeros((len(active), vocab), dtype=torch.float64, device=dev)
@@ -158,8 +181,9 @@ def tree_logits(
 ) -> torch.Tensor:
     """A verify round's logits [n, q, V] processed at every node from its own path; `faults`
     (tests only: names in `PROCESSOR_FAULTS`) replace drafted nodes' with a planted wrong one.
-    The very `logits` when no row asks for a processor (every fault needs one to act on)."""
-    if not any(row.processors.active() for row in rows):
+    The very `logits` when no row asks for a processor or a grammar (every fault needs one to
+    act on)."""
+    if not any(row.active() for row in rows):
         return logits
     paths = tree_paths(tree)
     out = processed_logits(logits, rows, paths)
@@ -174,4 +198,7 @@ def tree_logits(
     if "logit_bias_drafts_ignored" in faults:
         unbiased = [replace(r, processors=replace(r.processors, logit_bias=())) for r in rows]
         out = torch.where(drafted, processed_logits(logits, unbiased, paths), out)
+    if "grammar_drafts_unmasked" in faults:
+        unmasked = [replace(r, grammar=None) for r in rows]
+        out = torch.where(drafted, processed_logits(logits, unmasked, paths), out)
     return out

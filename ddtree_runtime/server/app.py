@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -58,6 +58,9 @@ from ddtree_runtime.server.protocol import (
 from ddtree_runtime.server.state import SCORING, RuntimeState, request_stats_dict
 from ddtree_runtime.stats import merged
 
+if TYPE_CHECKING:
+    import torch
+
 log = logging.getLogger("ddtree_runtime.server")
 
 # How often a non-streaming request checks whether its client is still there.
@@ -87,8 +90,11 @@ def chat_inputs(state: RuntimeState, body: bytes) -> tuple[ChatCompletionRequest
     return request, chat_prompt_ids(state, request.messages)
 
 
-def score_inputs(state: RuntimeState, body: bytes) -> tuple[ScoreRequest, list[int]]:
-    """POST /score's request and prompt ids, every check but the engine's (worker thread)."""
+def score_inputs(
+    state: RuntimeState, body: bytes
+) -> tuple[ScoreRequest, list[int], torch.Tensor | None]:
+    """POST /score's request, prompt ids and grammar bitmask per position (None without a
+    grammar), every check but the engine's (worker thread)."""
     request = parse_body(ScoreRequest, body)
     request.one_prompt()
     if request.model != state.config.served_model_name:
@@ -113,7 +119,12 @@ def score_inputs(state: RuntimeState, body: bytes) -> tuple[ScoreRequest, list[i
             f"max_model_len ({limit})",
             param="continuation",
         )
-    return request, prompt
+    try:
+        grammar = state.engine.request_grammar(request.response_format, request.regex)
+    except ValueError as error:
+        raise RequestError(str(error)) from error
+    masks = None if grammar is None else grammar.chain_bitmask(prompt[-1], continuation)
+    return request, prompt, masks
 
 
 def compact_json(value: Any) -> str:
@@ -357,7 +368,7 @@ def create_app(state: RuntimeState) -> FastAPI:
         """A sampled continuation scored by the target's own prefill under the parameters it
         was drawn with (`ddtree_runtime.score`); the forward runs on the engine thread between
         steps."""
-        request, prompt = await asyncio.to_thread(score_inputs, state, await http.body())
+        request, prompt, grammar = await asyncio.to_thread(score_inputs, state, await http.body())
         continuation = request.continuation
         model, top_k = state.loaded.model, max(request.top_k, 0)
 
@@ -372,6 +383,7 @@ def create_app(state: RuntimeState) -> FastAPI:
                 request.min_p,
                 request.top_logprobs,
                 request.processors(),
+                grammar,
             )
 
         try:

@@ -109,6 +109,8 @@ def sampling_params(
         presence_penalty=request.presence_penalty,
         logit_bias=dict(request.processors().logit_bias),
         n=request.n,
+        response_format=request.response_format,
+        regex=request.regex,
     )
 
 

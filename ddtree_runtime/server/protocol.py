@@ -30,14 +30,20 @@ class StreamOptions(Strict):
 
 
 class ProcessorFields(Strict):
-    """The logits processors (`algo.processors`: logit bias, then penalties, vLLM's convention),
-    taken by completions, chat completions and /score alike. `logit_bias` keys are token ids
-    as decimal strings (OpenAI's); ids past the vocabulary are refused where it is known."""
+    """The logits processors (the grammar mask, then `algo.processors`: logit bias, then
+    penalties, vLLM's convention), taken by completions, chat completions and /score alike.
+    `logit_bias` keys are token ids as decimal strings (OpenAI's); ids past the vocabulary are
+    refused where it is known."""
 
     repetition_penalty: float = Field(default=1.0, gt=0.0)
     frequency_penalty: float = Field(default=0.0, ge=PENALTY_RANGE[0], le=PENALTY_RANGE[1])
     presence_penalty: float = Field(default=0.0, ge=PENALTY_RANGE[0], le=PENALTY_RANGE[1])
     logit_bias: dict[str, float] | None = None
+    #: Structured output, the first step: OpenAI's `response_format` (text | json_object |
+    #: json_schema) or SGLang's `regex`; the engine reads and compiles them (`algo.grammar`),
+    #: a bad one a 400. On /score, the grammar the continuation was drawn under.
+    response_format: dict[str, Any] | None = None
+    regex: str | None = None
 
     @field_validator("logit_bias")
     @classmethod

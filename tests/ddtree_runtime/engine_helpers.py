@@ -35,6 +35,12 @@ def tiny(dtype: str = "float64") -> LoadedModel:
     return load_model("tiny-random", dtype=dtype)
 
 
+@functools.lru_cache(maxsize=1)
+def smollm2() -> LoadedModel:
+    """The real small model (float32), loaded once per test process."""
+    return load_model("smollm2-135m")
+
+
 @functools.lru_cache(maxsize=2)
 def prompts_and_refs(dtype: str = "float64") -> tuple[list[list[int]], list[list[int]]]:
     m = tiny(dtype)

@@ -34,6 +34,7 @@ FAULTS = (
     "penalty_whole_tree",
     "min_p_drafts_ignored",
     "logit_bias_drafts_ignored",
+    "grammar_drafts_unmasked",
     "stop_round_end",
 )
 #: `unverified_b<N>`: drafts accepted unverified at budget N only (fast and wrong there).

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -256,6 +257,24 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
         assert p["boundary"] == (pytest.approx(threshold) if p["p"] == 0 else None)
 
 
+def test_a_grammar_holds_the_answer_and_its_score(server: LocalServer) -> None:
+    """A regex and a JSON schema hold the tiny model's bytes to them, EOS ending the answer
+    where the grammar ends; /score gives p 0 to a token the grammar forbids there."""
+    digits = completion(server, regex="[0-9]{2}", max_tokens=8)["choices"][0]
+    assert re.fullmatch("[0-9]{2}", digits["text"]) and digits["finish_reason"] == "stop"
+    schema = {"type": "string", "enum": ["yes", "no"]}
+    answer = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    response = post(server, CHAT, chat(max_tokens=8, temperature=0, response_format=answer))
+    assert response.status_code == 200, response.text
+    assert json.loads(response.json()["choices"][0]["message"]["content"]) in ("yes", "no")
+    ids = post(server, "/tokenize", {"prompt": "7x"}).json()["tokens"]
+    positions = post(server, S, score(continuation=ids, regex="[0-9]{2}")).json()["positions"]
+    assert positions[0]["p"] > 0 and positions[1]["p"] == 0
+    assert positions[1]["gap"] is None and positions[1]["boundary"] is None  # never a near tie
+    free = post(server, S, score(continuation=ids)).json()["positions"]
+    assert free[1]["p"] > 0 and free[1]["logprob"] == positions[1]["logprob"]  # raw: unmasked
+
+
 def test_n_choices_are_independent_draws_each_with_its_index(server: LocalServer) -> None:
     """n > 1: one draw per choice, each at its own seed (choice 0 at the request's), streamed
     and not alike, usage summed; at temperature 0 every choice is the greedy output."""
@@ -407,6 +426,8 @@ def score(**fields: Any) -> dict[str, Any]:
     return {"model": MODEL, "prompt": "hi", "continuation": [5, 6], "temperature": 0.7, **fields}
 
 
+BAD_SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "frob"}}}
+
 # (name, path, body, the param the error names or None)
 BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("malformed json", C, b'{"model": "tiny-random", "prompt": ', None),
@@ -467,6 +488,16 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ),
     ("temperature Infinity", C, comp(temperature=math.inf), "temperature"),
     ("chat temperature NaN", CHAT, chat(temperature=math.nan), "temperature"),
+    ("bad json schema", C, comp(response_format=BAD_SCHEMA), None),
+    ("unknown response_format", CHAT, chat(response_format={"type": "xml"}), None),
+    ("bad regex", C, comp(regex="(abc"), None),
+    (
+        "regex and response_format",
+        C,
+        comp(regex="a", response_format={"type": "json_object"}),
+        None,
+    ),
+    ("score bad regex", S, score(regex="(abc"), None),
 ]
 
 
