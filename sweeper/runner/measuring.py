@@ -20,12 +20,13 @@ from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import Counters, measured_point, request_rows
 from sweeper.plan import Point
 from sweeper.progress import SweepProgress
+from sweeper.proof.scored_verdict import merge
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.records import SampleRecord
 from sweeper.results.store import utc_now
 from sweeper.runner.recording import Recorder
 from sweeper.runner.sampled import Known, SampledProof
-from sweeper.runner.scoring import ScoredProof, merge
+from sweeper.runner.scoring import ScoredProof
 from sweeper.runner.scoring import Serving as Scorer
 from sweeper.runner.serving import Serving
 from sweeper.spec import Spec
@@ -114,7 +115,7 @@ class PointMeasurer:
             sampled_check=check,
             sampled_verdict=unavailable or verdict,
         )
-        summary = merge({**summary, **sampled_columns}, scored)
+        summary = merge({**summary, **sampled_columns}, scored.columns)
         record, requests = measured_point(
             point,
             result,

@@ -1,5 +1,6 @@
 """How the runner scores sampled outputs (`determinism.sampled: scored`, and beside coupling)
-and has them judged (`sweeper.proof.scored`): who scores, when, and what the point records.
+and has them judged (`sweeper.proof.scored_verdict`): who scores, when, and what the point
+records.
 
 - A point whose server scores its own outputs (every AR server that accepts logprob requests; a
   speculative one where its engine's prefill never runs the speculative path) scores them after
@@ -35,9 +36,9 @@ from sweeper.measure.scores import Output, request_outputs, sample_outputs, scor
 from sweeper.plan import Point
 from sweeper.plan.sampling import ar_scores_speculative, sampled_check, scores
 from sweeper.proof import scored as scored_proof
-from sweeper.proof.agreement import agreed, agreement, output_key
+from sweeper.proof import scored_verdict as judging
+from sweeper.proof.agreement import rescored
 from sweeper.proof.determinism import SampledVerdict
-from sweeper.proof.verdicts import VIOLATIONS, worst
 from sweeper.results.scores import SELF, ScoreRecord, SettledRecord, score_key
 from sweeper.results.store import utc_now
 from sweeper.spec import Spec
@@ -118,16 +119,17 @@ class ScoredProof:
         source = point.samples_from or point.point_id
         rows = [r for r in known.scores_of(source) if r.get("scorer") == SELF]
         if ar:
-            return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
+            control = scored_proof.control(rows, self.spec.determinism)
+            return PointScores(records, None, {**control, "scored_by": SELF})
         ar_points = known.ar_points(point)
-        rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
-        failed = [r for r in rows if r.get("error")]  # of the samples it is judged on
-        if failed and sampled_check(self.spec) == "scored":  # their server died, or refused
-            why = _not_yet(f"{len(failed)} of {len(rows)} samples: {failed[0]['error']}")
-            columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
-            return PointScores([*records, *rescored], SampledVerdict("unproven", why), columns)
+        agreeing = self._score(serving, self._agreement(ar_points, known, serving), None, known)
+        failed = judging.failures(rows)  # of the samples it is judged on
+        if failed and sampled_check(self.spec) == "scored":
+            verdict = judging.not_yet(failed)
+            columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": verdict.detail}
+            return PointScores([*records, *agreeing], verdict, columns)
         verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
-        return self._beside(PointScores([*records, *rescored], verdict, columns))
+        return self._beside(PointScores([*records, *agreeing], verdict, columns))
 
     def _score(
         self, serving: Serving, outputs: Sequence[Output], scorer: str | None, known: Known
@@ -187,21 +189,13 @@ class ScoredProof:
         out: list[Output] = []
         for ar_point in ar_points:
             rows = known.scores_of(ar_point.point_id)
-            first: dict[str, Mapping[str, Any]] = {}
-            for row in rows:
-                if row.get("scorer") == SELF and not row.get("error"):
-                    first.setdefault(str(row["prompt_id"]), row)
             done = {score_key(r) for r in rows if not r.get("error")}
-            wanted = {output_key(r) for r in first.values()}
+            wanted = rescored(rows)
             for output in self._recorded(ar_point, serving, known):
                 key = output.key(serving.scorer)
                 if key[:-1] in wanted and key not in done:
                     out.append(output)
         return out
-
-    def _control(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """The AR point's own scored outputs (role `control`): the false-alarm control."""
-        return dict(scored_proof.control(rows, self.spec.determinism))
 
     def _judged(
         self,
@@ -212,30 +206,22 @@ class ScoredProof:
         scorer_label: str,
         known: Known,
     ) -> tuple[SampledVerdict, dict[str, Any]]:
-        """The judge's verdict and columns (against its AR baseline's control), with the
-        scoring path's agreement on the AR points' outputs: beyond the tolerance, `unproven`."""
-        policy = self.spec.determinism
-        control = known.done.get(point.baseline_point_id or "")
-        verdict, columns = scored_proof.judge(rows, policy, role="test", control_point=control)
-        ar_rows = [r for a in ar_points for r in known.scores_of(a.point_id)]
-        mine = [r for r in ar_rows if r.get("scorer") == scorer]
-        delta, n = agreement(mine, [r for r in ar_rows if r.get("scorer") == SELF])
-        columns = {
-            **columns,
-            "scored_by": scorer_label,
-            "score_agreement": delta,
-            "score_agreement_n": n,
-            "scored_verdict": verdict.verdict,
-            "scored_detail": verdict.detail,
-        }
-        return agreed(verdict, delta, n, policy), columns
+        """The point's scored verdict and columns (`sweeper.proof.scored_verdict.judged`):
+        against its AR baseline's control, beside the AR points' outputs it was scored with."""
+        return judging.judged(
+            rows,
+            [r for a in ar_points for r in known.scores_of(a.point_id)],
+            scorer=scorer,
+            label=scorer_label,
+            control_point=known.done.get(point.baseline_point_id or ""),
+            policy=self.spec.determinism,
+        )
 
     def _beside(self, scored: PointScores) -> PointScores:
-        """Coupled: the scored verdict is a second proof beside the token-for-token one (it
-        decides only where it finds a violation: `merge`)."""
-        if sampled_check(self.spec) != "coupled":
-            return scored
-        return PointScores(scored.records, None, scored.columns)
+        """The scored verdict where it decides the point's; beside coupling a second proof
+        (`sweeper.proof.scored_verdict.deciding`)."""
+        verdict = judging.deciding(sampled_check(self.spec), scored.verdict)
+        return PointScores(scored.records, verdict, scored.columns)
 
     # -- a scoring restart ---------------------------------------------------------------------
 
@@ -270,10 +256,9 @@ class ScoredProof:
         for point in pending:
             source = point.samples_from or point.point_id
             mine = [r for r in known.scores_of(source) if r.get("scorer") == scorer]
-            failed = [r for r in mine if r.get("error")]
+            failed = judging.failures(mine)
             if failed:  # still pending: a resumed run scores what failed
-                why = f"{len(failed)} of {len(mine)} samples: {failed[0]['error']}"
-                settled += self.unscored([point], known, why)
+                settled += self.unscored([point], known, failed)
                 continue
             verdict, columns = self._judged(
                 point, mine, ar_of[point.point_id], serving.scorer, label, known
@@ -288,9 +273,9 @@ class ScoredProof:
         for point in points:
             row = known.done.get(point.point_id) or {}
             if row.get("scored_pending"):
-                why = _not_yet(reason)
-                verdict = SampledVerdict("unproven", why)
-                out.append(self._settled(row, verdict, {"scored_detail": why}, pending=True))
+                verdict = judging.not_yet(reason)
+                columns = {"scored_detail": verdict.detail}
+                out.append(self._settled(row, verdict, columns, pending=True))
         return out
 
     def _settled(
@@ -301,41 +286,18 @@ class ScoredProof:
         *,
         pending: bool = False,
     ) -> SettledRecord:
-        fields = {
-            **columns,
-            "scored_pending": pending,
-            "determinism": verdict.verdict,
-            "sampled_detail": verdict.detail,
-            "unproven_reason": verdict.detail if verdict.verdict == "unproven" else "",
-        }
         return SettledRecord(
             point_id=str(row["point_id"]),
             attempt=str(row["attempt"]),
             settled_at=utc_now(),
-            **fields,
+            **judging.settled_columns(verdict, columns, pending=pending),
         )
-
-
-def merge(columns: Mapping[str, Any], scored: PointScores) -> dict[str, Any]:
-    """A coupled point's columns with the scored proof beside them: its verdict becomes the
-    scored one where that is a violation the token-for-token comparison did not see."""
-    out = {**columns, **scored.columns}
-    second = scored.columns.get("scored_verdict")
-    if second in VIOLATIONS and columns.get("determinism") not in VIOLATIONS:
-        out["determinism"] = worst([str(columns.get("determinism")), str(second)])
-        out["sampled_detail"] = f"scored beside coupling: {scored.columns.get('scored_detail')}"
-    return out
 
 
 def own_scorer(row: Mapping[str, Any]) -> bool:
     """Whether a recorded point's samples are scored by its own config (a pending one then
     awaits a restart of that config, not the AR scoring restart)."""
     return row.get("scored_by") == SELF
-
-
-def _not_yet(reason: str) -> str:
-    """Why a point's scored verdict is pending: its samples could not all be scored."""
-    return f"its samples could not be scored yet ({reason}); `sweeper run --resume` scores them"
 
 
 def _evidence(caps: Any) -> str:
