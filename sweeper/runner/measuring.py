@@ -58,7 +58,7 @@ class PointMeasurer:
         started_at = utc_now()
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload, engine = self.spec.workload, state.engine or self.engine
-        check, unavailable = self.sampled.check(point, engine)
+        unavailable = self.sampled.unavailable(point, engine)
         counters = Counters(engine, state.base_url)
         probe = HostProbe(backend.host, state.instance.pid if state.instance else None)
         result = drive_point(
@@ -71,7 +71,7 @@ class PointMeasurer:
             model=state.model,
             after_warmup=lambda: [f() for f in (counters.start, probe.start)],
             inputs=self.inputs,
-            sample_margins=check == "coupled" and sc.mode == "ar",
+            sample_margins=point.sampled_check == "coupled" and sc.mode == "ar",
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -112,7 +112,7 @@ class PointMeasurer:
             baseline_point=baseline_point,
             slo=self.spec.slo,
             speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
-            sampled_check=check,
+            sampled_check=point.sampled_check,
             sampled_verdict=unavailable or verdict,
         )
         summary = merge({**summary, **sampled_columns}, scored.columns)

@@ -34,7 +34,6 @@ from sweeper.engines.base import Engine
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.scores import Output, request_outputs, sample_outputs, score_outputs
 from sweeper.plan import Point
-from sweeper.plan.sampling import ar_scores_speculative, sampled_check, scores
 from sweeper.proof import scored as scored_proof
 from sweeper.proof import scored_verdict as judging
 from sweeper.proof.agreement import rescored
@@ -77,7 +76,8 @@ class ScoredProof:
     inputs: Inputs | None = None
 
     def applies(self, point: Point) -> bool:
-        return point.request_config.temperature > 0 and scores(self.spec)
+        """Whether the point's sampled outputs are scored (the plan says who scores them)."""
+        return point.scored_by is not None
 
     # -- at a point's measurement -------------------------------------------------------------
 
@@ -95,7 +95,7 @@ class ScoredProof:
             return PointScores()
         ar = point.server_config.mode == "ar"
         caps = serving.engine.capabilities
-        if not ar and ar_scores_speculative(self.spec):
+        if point.scored_by == "ar":
             if known.scorer_label is None:
                 why = (
                     "its samples need the AR server to score them, and this plan starts none "
@@ -113,7 +113,7 @@ class ScoredProof:
         if caps is None or caps.scoring == "none":
             why = "this server does not score its outputs (" + _evidence(caps) + ")"
             verdict = None if ar else SampledVerdict("unproven", why)
-            return self._beside(PointScores([], verdict, {"scored_detail": why}))
+            return self._beside(point, PointScores([], verdict, {"scored_detail": why}))
         outputs = self._outputs(point, serving, drawn, requests)
         records = self._score(serving, outputs, SELF, known)
         source = point.samples_from or point.point_id
@@ -124,12 +124,12 @@ class ScoredProof:
         ar_points = known.ar_points(point)
         agreeing = self._score(serving, self._agreement(ar_points, known, serving), None, known)
         failed = judging.failures(rows)  # of the samples it is judged on
-        if failed and sampled_check(self.spec) == "scored":
+        if failed and point.sampled_check == "scored":
             verdict = judging.not_yet(failed)
             columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": verdict.detail}
             return PointScores([*records, *agreeing], verdict, columns)
         verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
-        return self._beside(PointScores([*records, *agreeing], verdict, columns))
+        return self._beside(point, PointScores([*records, *agreeing], verdict, columns))
 
     def _score(
         self, serving: Serving, outputs: Sequence[Output], scorer: str | None, known: Known
@@ -157,7 +157,7 @@ class ScoredProof:
         """The point's sampled outputs: its samples (scored), or its measured requests
         (coupled)."""
         inputs = self._inputs(serving, point)
-        if sampled_check(self.spec) == "scored":
+        if point.sampled_check == "scored":
             length_control = getattr(serving.engine, "length_control", ())
             workload, policy = self.spec.workload, self.spec.determinism
             return sample_outputs(
@@ -217,10 +217,10 @@ class ScoredProof:
             policy=self.spec.determinism,
         )
 
-    def _beside(self, scored: PointScores) -> PointScores:
+    def _beside(self, point: Point, scored: PointScores) -> PointScores:
         """The scored verdict where it decides the point's; beside coupling a second proof
         (`sweeper.proof.scored_verdict.deciding`)."""
-        verdict = judging.deciding(sampled_check(self.spec), scored.verdict)
+        verdict = judging.deciding(point.sampled_check, scored.verdict)
         return PointScores(scored.records, verdict, scored.columns)
 
     # -- a scoring restart ---------------------------------------------------------------------
