@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sweeper.proof.determinism import SampledVerdict
-from sweeper.results.scores import SELF, score_key
+from sweeper.results.scores import score_key
 from sweeper.spec import DeterminismSpec
 
 #: The fewest tokens an agreement must compare: a stated floor, not a test's level (any token
@@ -25,16 +25,6 @@ MIN_AGREEMENT_TOKENS = 16
 def output_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """Which output a score is of, whoever scored it (`score_key` without its scorer)."""
     return score_key(row)[:-1]
-
-
-def rescored(rows: Iterable[Mapping[str, Any]]) -> set[tuple[Any, ...]]:
-    """The AR point's outputs another scorer rescores to show its agreement (`output_key`s):
-    each prompt's first output the AR server scored itself."""
-    first: dict[str, Mapping[str, Any]] = {}
-    for row in rows:
-        if row.get("scorer") == SELF and not row.get("error"):
-            first.setdefault(str(row["prompt_id"]), row)
-    return {output_key(r) for r in first.values()}
 
 
 def agreement(

@@ -36,7 +36,7 @@ from sweeper.measure.scores import Output, request_outputs, sample_outputs, scor
 from sweeper.plan import Point
 from sweeper.proof import scored as scored_proof
 from sweeper.proof import scored_verdict as judging
-from sweeper.proof.agreement import rescored
+from sweeper.proof.agreement import output_key
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.results.scores import SELF, ScoreRecord, SettledRecord, score_key
 from sweeper.results.store import utc_now
@@ -111,9 +111,8 @@ class ScoredProof:
                 [], SampledVerdict("unproven", why), {**columns, "scored_detail": why}
             )
         if caps is None or caps.scoring == "none":
-            why = "this server does not score its outputs (" + _evidence(caps) + ")"
-            verdict = None if ar else SampledVerdict("unproven", why)
-            return self._beside(point, PointScores([], verdict, {"scored_detail": why}))
+            verdict, columns = judging.unscorable(point.sampled_check, _evidence(caps), ar=ar)
+            return PointScores([], verdict, columns)
         outputs = self._outputs(point, serving, drawn, requests)
         records = self._score(serving, outputs, SELF, known)
         source = point.samples_from or point.point_id
@@ -123,13 +122,15 @@ class ScoredProof:
             return PointScores(records, None, {**control, "scored_by": SELF})
         ar_points = known.ar_points(point)
         agreeing = self._score(serving, self._agreement(ar_points, known, serving), None, known)
-        failed = judging.failures(rows)  # of the samples it is judged on
-        if failed and point.sampled_check == "scored":
-            verdict = judging.not_yet(failed)
-            columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": verdict.detail}
-            return PointScores([*records, *agreeing], verdict, columns)
-        verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
-        return self._beside(point, PointScores([*records, *agreeing], verdict, columns))
+        verdict, columns = judging.at_measurement(
+            point.sampled_check,
+            rows,
+            _scores_of(ar_points, known),
+            scorer=serving.scorer,
+            control_point=known.done.get(point.baseline_point_id or ""),
+            policy=self.spec.determinism,
+        )
+        return PointScores([*records, *agreeing], verdict, columns)
 
     def _score(
         self, serving: Serving, outputs: Sequence[Output], scorer: str | None, known: Known
@@ -189,39 +190,17 @@ class ScoredProof:
         out: list[Output] = []
         for ar_point in ar_points:
             rows = known.scores_of(ar_point.point_id)
+            first: dict[str, Mapping[str, Any]] = {}
+            for row in rows:
+                if row.get("scorer") == SELF and not row.get("error"):
+                    first.setdefault(str(row["prompt_id"]), row)
             done = {score_key(r) for r in rows if not r.get("error")}
-            wanted = rescored(rows)
+            wanted = {output_key(r) for r in first.values()}
             for output in self._recorded(ar_point, serving, known):
                 key = output.key(serving.scorer)
                 if key[:-1] in wanted and key not in done:
                     out.append(output)
         return out
-
-    def _judged(
-        self,
-        point: Point,
-        rows: Sequence[Mapping[str, Any]],
-        ar_points: Sequence[Point],
-        scorer: str,
-        scorer_label: str,
-        known: Known,
-    ) -> tuple[SampledVerdict, dict[str, Any]]:
-        """The point's scored verdict and columns (`sweeper.proof.scored_verdict.judged`):
-        against its AR baseline's control, beside the AR points' outputs it was scored with."""
-        return judging.judged(
-            rows,
-            [r for a in ar_points for r in known.scores_of(a.point_id)],
-            scorer=scorer,
-            label=scorer_label,
-            control_point=known.done.get(point.baseline_point_id or ""),
-            policy=self.spec.determinism,
-        )
-
-    def _beside(self, point: Point, scored: PointScores) -> PointScores:
-        """The scored verdict where it decides the point's; beside coupling a second proof
-        (`sweeper.proof.scored_verdict.deciding`)."""
-        verdict = judging.deciding(point.sampled_check, scored.verdict)
-        return PointScores(scored.records, verdict, scored.columns)
 
     # -- a scoring restart ---------------------------------------------------------------------
 
@@ -255,15 +234,15 @@ class ScoredProof:
         settled = []
         for point in pending:
             source = point.samples_from or point.point_id
-            mine = [r for r in known.scores_of(source) if r.get("scorer") == scorer]
-            failed = judging.failures(mine)
-            if failed:  # still pending: a resumed run scores what failed
-                settled += self.unscored([point], known, failed)
-                continue
-            verdict, columns = self._judged(
-                point, mine, ar_of[point.point_id], serving.scorer, label, known
+            columns = judging.settled(
+                [r for r in known.scores_of(source) if r.get("scorer") == scorer],
+                _scores_of(ar_of[point.point_id], known),
+                scorer=serving.scorer,
+                label=label,
+                control_point=known.done.get(point.baseline_point_id or ""),
+                policy=self.spec.determinism,
             )
-            settled.append(self._settled(known.done[point.point_id], verdict, columns))
+            settled.append(self._settled(known.done[point.point_id], columns))
         return records, settled
 
     def unscored(self, points: Sequence[Point], known: Known, reason: str) -> list[SettledRecord]:
@@ -273,25 +252,22 @@ class ScoredProof:
         for point in points:
             row = known.done.get(point.point_id) or {}
             if row.get("scored_pending"):
-                verdict = judging.not_yet(reason)
-                columns = {"scored_detail": verdict.detail}
-                out.append(self._settled(row, verdict, columns, pending=True))
+                out.append(self._settled(row, judging.pending(reason)))
         return out
 
-    def _settled(
-        self,
-        row: Mapping[str, Any],
-        verdict: SampledVerdict,
-        columns: Mapping[str, Any],
-        *,
-        pending: bool = False,
-    ) -> SettledRecord:
+    def _settled(self, row: Mapping[str, Any], columns: Mapping[str, Any]) -> SettledRecord:
+        """The settled line of a recorded point (`row`), with its verdict's columns."""
         return SettledRecord(
             point_id=str(row["point_id"]),
             attempt=str(row["attempt"]),
             settled_at=utc_now(),
-            **judging.settled_columns(verdict, columns, pending=pending),
+            **columns,
         )
+
+
+def _scores_of(points: Sequence[Point], known: Known) -> list[dict[str, Any]]:
+    """Every score of the points' outputs, whoever scored them."""
+    return [r for p in points for r in known.scores_of(p.point_id)]
 
 
 def own_scorer(row: Mapping[str, Any]) -> bool:

@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.proof.agreement import MIN_AGREEMENT_TOKENS, rescored
+from sweeper.proof.agreement import MIN_AGREEMENT_TOKENS
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.proof.scored import control
-from sweeper.proof.scored_verdict import deciding, failures, judged, merge, not_yet, settled_columns
+from sweeper.proof.scored_verdict import (
+    at_measurement,
+    judged,
+    merge,
+    pending,
+    settled,
+    unscorable,
+)
 from sweeper.results.scores import SELF
 from sweeper.spec import DeterminismSpec
 from tests.sweeper.proof.scored_data import records, target
@@ -20,19 +27,29 @@ from tests.sweeper.proof.scored_data import records, target
 POLICY = DeterminismSpec()
 SCORER = "ar-cg0-rs1"
 LOGITS = target(4, 24, 64, seed=1)
+OWN = records(LOGITS, 32, role="control", point_id="ar", seed=1)
+CONTROL = control(OWN, POLICY)
+# Seed 5: a draw whose p-value stands well above alpha (seed 0's sits near it).
+SAMPLES = records(LOGITS, 32, point_id="spec", seed=5)
+
+
+def _rescored(ar_positions: int | None, scorer: str = SCORER) -> list[dict[str, Any]]:
+    """The AR point's own scores keeping `ar_positions` positions each (None: all), and the
+    same outputs as `scorer` rescored them."""
+    trimmed = [{**r, "positions": r["positions"][:ar_positions]} for r in OWN]
+    return [*trimmed, *({**r, "scorer": scorer} for r in trimmed)]
 
 
 def _judged(ar_positions: int | None) -> tuple[SampledVerdict, dict[str, Any]]:
-    """A speculative point's verdict, its samples (correctly drawn) scored by `SCORER`, the AR
-    point's own scores keeping `ar_positions` positions each (None: all), as rescored by it."""
-    own = records(LOGITS, 32, role="control", point_id="ar", seed=1)
-    trimmed = [{**r, "positions": r["positions"][:ar_positions]} for r in own]
-    ar_rows = [*trimmed, *({**r, "scorer": SCORER} for r in trimmed)]
-    # Seed 5: a draw whose p-value stands well above alpha (seed 0's sits near it).
-    tests = [{**r, "scorer": SCORER} for r in records(LOGITS, 32, point_id="spec", seed=5)]
-    control_point = control(own, POLICY)
+    """A speculative point's verdict, its samples (correctly drawn) scored by `SCORER`."""
+    tests = [{**r, "scorer": SCORER} for r in SAMPLES]
     return judged(
-        tests, ar_rows, scorer=SCORER, label=SCORER, control_point=control_point, policy=POLICY
+        tests,
+        _rescored(ar_positions),
+        scorer=SCORER,
+        label=SCORER,
+        control_point=CONTROL,
+        policy=POLICY,
     )
 
 
@@ -52,47 +69,51 @@ def test_an_agreement_over_enough_tokens_keeps_the_verdict() -> None:
     assert verdict.verdict == "distribution-ok", verdict.detail
 
 
-def test_a_scorer_rescores_each_prompts_first_output_the_ar_scored_itself() -> None:
-    own = records(LOGITS, 3, role="control", point_id="ar", seed=1)
-    failed = {**own[0], "error": "timeout", "positions": []}
-    rows = [failed, *own[1:], *({**r, "scorer": SCORER} for r in own)]
-    keys = rescored(rows)
-    # Prompt q0's first output failed: its second stands for it; the others' first.
-    assert sorted((k[4], k[5]) for k in keys) == [("q0", 1), ("q1", 0), ("q2", 0), ("q3", 0)]
-
-
 def test_samples_not_all_scored_leave_the_point_pending() -> None:
-    rows = [{"scorer": SELF}, {"scorer": SELF, "error": "connection refused"}]
-    reason = failures(rows)
-    assert reason == "1 of 2 samples: connection refused"
-    assert failures(rows[:1]) is None
-    verdict = not_yet(reason)
-    assert verdict.verdict == "unproven" and "`sweeper run --resume` scores them" in verdict.detail
-    line = settled_columns(verdict, {"scored_detail": verdict.detail}, pending=True)
-    assert line == {
-        "scored_detail": verdict.detail,
+    failed = {**SAMPLES[0], "error": "connection refused", "positions": []}
+    rows = [failed, *SAMPLES[1:]]
+    reason = f"1 of {len(rows)} samples: connection refused"
+    why = f"its samples could not be scored yet ({reason}); `sweeper run --resume` scores them"
+    line = {
+        "scored_detail": why,
         "scored_pending": True,
         "determinism": "unproven",
-        "sampled_detail": verdict.detail,
-        "unproven_reason": verdict.detail,
+        "sampled_detail": why,
+        "unproven_reason": why,
     }
-    ok = settled_columns(SampledVerdict("distribution-ok", "p 0.4"), {}, pending=False)
-    assert (ok["determinism"], ok["unproven_reason"], ok["scored_pending"]) == (
+    assert pending(reason) == line
+    kw: dict[str, Any] = {"scorer": "b2-cg0", "control_point": CONTROL, "policy": POLICY}
+    assert settled(rows, _rescored(None, "b2-cg0"), label=SELF, **kw) == line
+    verdict, columns = at_measurement("scored", rows, _rescored(None, "b2-cg0"), **kw)
+    assert verdict == SampledVerdict("unproven", why)
+    assert columns == {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
+    # All scored: settled with its verdict, pending no more.
+    done = settled(SAMPLES, _rescored(None), label="ar-cg0", **{**kw, "scorer": SCORER})
+    assert (done["determinism"], done["scored_pending"], done["unproven_reason"]) == (
         "distribution-ok",
-        "",
         False,
+        "",
     )
+    assert done["scored_by"] == "ar-cg0"
 
 
 def test_beside_coupling_the_scored_verdict_decides_only_a_violation() -> None:
-    found = SampledVerdict("impossible-token", "token 7 has probability 0")
-    assert deciding("scored", found) == found
-    assert deciding("coupled", found) is None
+    kw: dict[str, Any] = {"scorer": "b2-cg0", "control_point": CONTROL, "policy": POLICY}
+    verdict, columns = at_measurement("coupled", SAMPLES, _rescored(None, "b2-cg0"), **kw)
+    assert verdict is None and columns["scored_verdict"] == "distribution-ok"
+    assert unscorable("coupled", "scoring: none", ar=False)[0] is None
+    assert unscorable("scored", "scoring: none", ar=True)[0] is None  # the control only
+    why = "this server does not score its outputs (scoring: none)"
+    assert unscorable("scored", "scoring: none", ar=False) == (
+        SampledVerdict("unproven", why),
+        {"scored_detail": why},
+    )
+    found = "token 7 has probability 0"
     coupled = {"determinism": "exact", "sampled_detail": "", "scored_verdict": None}
-    scored = {"scored_verdict": "impossible-token", "scored_detail": found.detail}
+    scored = {"scored_verdict": "impossible-token", "scored_detail": found}
     merged = merge(coupled, scored)
     assert merged["determinism"] == "impossible-token"
-    assert merged["sampled_detail"] == f"scored beside coupling: {found.detail}"
+    assert merged["sampled_detail"] == f"scored beside coupling: {found}"
     # A clean scored verdict changes nothing; nor does one beside a violation already seen.
     assert merge(coupled, {"scored_verdict": "distribution-ok"})["determinism"] == "exact"
     diverged = {**coupled, "determinism": "diverged"}
