@@ -1,15 +1,15 @@
 """How the runner scores sampled outputs (`determinism.sampled: scored`, and beside coupling)
-and has them judged (`sweeper.proof.scored_verdict`): who scores, when, and what the point
-records.
+and has them judged (`sweeper.proof.scored_verdict`): who scores (as the plan decided for each
+point: `Point.scored_by`), when, and what the point records.
 
 - A point whose server scores its own outputs (every AR server that accepts logprob requests; a
   speculative one where its engine's prefill never runs the speculative path) scores them after
   drawing them, before its point line: its samples (or, coupled, its sampled measured requests)
   scored by `self`. An AR point's scores are the run's false-alarm control (`control`); a
-  speculative point's are judged (`judge`). A speculative scorer also rescores one AR output per
-  prompt, so two servers scored the same tokens: their raw probabilities must agree within
-  `determinism.score_agreement` over enough tokens (`sweeper.proof.agreement`), else its verdict
-  is `unproven` (the scoring path is not the AR's, or not shown to be).
+  speculative point's are judged (`at_measurement`). A speculative scorer also rescores one AR
+  output per prompt, so two servers scored the same tokens: their raw probabilities must agree
+  within `determinism.score_agreement` over enough tokens (`sweeper.proof.agreement`), else its
+  verdict is `unproven` (the scoring path is not the AR's, or not shown to be).
   A speculative point whose samples its server could not all score (it died after drawing them)
   is recorded `scored_pending` (a run that ends with one exits 3), and a resumed run starts its
   config again to score what has no score yet, as `self`, then settles it (`settle(own=True)`).
