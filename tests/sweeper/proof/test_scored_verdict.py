@@ -31,6 +31,8 @@ OWN = records(LOGITS, 32, role="control", point_id="ar", seed=1)
 CONTROL = control(OWN, POLICY)
 # Seed 5: a draw whose p-value stands well above alpha (seed 0's sits near it).
 SAMPLES = records(LOGITS, 32, point_id="spec", seed=5)
+#: A few samples of a smaller target, for what needs a judged verdict but not its power.
+FEW = records(target(1, 8, 16, seed=2), 4, point_id="spec", seed=5)
 
 
 def _rescored(ar_positions: int | None, scorer: str = SCORER) -> list[dict[str, Any]]:
@@ -87,20 +89,17 @@ def test_samples_not_all_scored_leave_the_point_pending() -> None:
     verdict, columns = at_measurement("scored", rows, _rescored(None, "b2-cg0"), **kw)
     assert verdict == SampledVerdict("unproven", why)
     assert columns == {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
-    # All scored: settled with its verdict, pending no more.
-    done = settled(SAMPLES, _rescored(None), label="ar-cg0", **{**kw, "scorer": SCORER})
-    assert (done["determinism"], done["scored_pending"], done["unproven_reason"]) == (
-        "distribution-ok",
-        False,
-        "",
-    )
+    # All scored: settled with its verdict (too few samples to prove anything), pending no more.
+    done = settled(FEW, _rescored(None), label="ar-cg0", **{**kw, "scorer": SCORER})
+    assert (done["determinism"], done["scored_pending"]) == ("unproven", False)
+    assert done["unproven_reason"] == done["sampled_detail"] == done["scored_detail"]
     assert done["scored_by"] == "ar-cg0"
 
 
 def test_beside_coupling_the_scored_verdict_decides_only_a_violation() -> None:
     kw: dict[str, Any] = {"scorer": "b2-cg0", "control_point": CONTROL, "policy": POLICY}
-    verdict, columns = at_measurement("coupled", SAMPLES, _rescored(None, "b2-cg0"), **kw)
-    assert verdict is None and columns["scored_verdict"] == "distribution-ok"
+    verdict, columns = at_measurement("coupled", FEW, _rescored(None, "b2-cg0"), **kw)
+    assert verdict is None and columns["scored_verdict"] == "unproven"
     assert unscorable("coupled", "scoring: none", ar=False)[0] is None
     assert unscorable("scored", "scoring: none", ar=True)[0] is None  # the control only
     why = "this server does not score its outputs (scoring: none)"
