@@ -29,13 +29,14 @@ def summarize(
     baseline_point: Mapping[str, Any] | None,
     slo: SloSpec | None = None,
     speed_baseline_point: Mapping[str, Any] | None = None,
-    sampled_check: SampledCheck = "repeats",
+    sampled_check: SampledCheck | None = None,
     sampled_verdict: SampledVerdict | None = None,
 ) -> tuple[dict[str, Any], list[tuple[str, int | None]]]:
     """A point's columns (metrics, speedups, determinism, goodput against `slo`) and, per row in
     order, (verdict, divergence index). `speed_baseline_point` is the production AR's
-    (`runtime.speed_baseline`), when the spec names one; `sampled_check` and
-    `sampled_verdict` judge a sampled point (`sweeper.proof.determinism.judge_point`)."""
+    (`runtime.speed_baseline`), when the spec names one; `sampled_check` (the point's, None at
+    temperature 0) and `sampled_verdict` judge a sampled point
+    (`sweeper.proof.determinism.judge_point`)."""
     columns = point_metrics(list(rows), wall_s).as_columns()
     columns["speedup"] = speedup(
         columns["output_tok_s"], (baseline_point or {}).get("output_tok_s")
@@ -48,11 +49,11 @@ def summarize(
         policy=policy,
         # An AR point is the reference, unless an earlier run's AR rows are (baseline_run).
         is_baseline=server_config.mode == "ar" and baseline_rows is None,
-        sampled_check=sampled_check,
+        sampled_check=sampled_check or "repeats",
         sampled_verdict=sampled_verdict,
     )
     columns["determinism"] = judged.status
-    columns["sampled_check"] = sampled_check if rc.temperature > 0 else None
+    columns["sampled_check"] = sampled_check
     if judged.status == "unproven":
         why = next((v.detail for v in judged.requests if v.verdict in UNJUDGED), "")
         columns["unproven_reason"] = why or "nothing was compared with anything"

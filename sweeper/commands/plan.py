@@ -16,7 +16,6 @@ from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
 from sweeper.plan.model import proof_seconds
-from sweeper.plan.sampling import sampled_check
 from sweeper.proof import scored
 from sweeper.proof.power import planned_statement
 from sweeper.search import preview
@@ -70,8 +69,8 @@ def sampled_power(plan: Plan) -> str:
     """The sampled test's expected power at the plan's sizes: the distribution test's, or the
     scored test's on the tokens each config's samples hold ("" when no point draws samples)."""
     drawing = [p for p in plan.points() if p.samples]
-    check = sampled_check(plan.spec)
-    if not drawing or check not in ("distribution", "scored"):
+    check = drawing[0].sampled_check if drawing else None
+    if check not in ("distribution", "scored"):
         return ""
     policy = plan.spec.determinism
     tokens = max(policy.sample_length(p.request_config.max_tokens) for p in drawing)

@@ -31,12 +31,7 @@ from sweeper.plan.checks import guard_size, review, same_request
 from sweeper.plan.features import check_features
 from sweeper.plan.model import HostPlan, Plan, Step
 from sweeper.plan.only import only_points
-from sweeper.plan.sampling import (
-    BASELINE_ROLES,
-    ar_scores_speculative,
-    sampled_check,
-    sampling_notes,
-)
+from sweeper.plan.sampling import SampledChecks, sampling_notes
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
 from sweeper.spec.grid import LOAD_KEYS
 
@@ -104,24 +99,19 @@ def build_plan(spec: Spec) -> Plan:
 
     configs = [*ar_configs, *spec_configs]
     notes += check_features(spec.runtime.engine, [(sc, rcs.values()) for sc, rcs in configs])
-    # Samples nothing can be compared with (no AR baseline, no earlier run's) are not drawn
-    # for a distribution test; scored samples need none (the AR's are only their control).
-    comparable = spec.baseline or bool(spec.runtime.baseline_run)
-    check = sampled_check(spec)
-    draws = check == "scored" or (check == "distribution" and comparable)
-    roles = BASELINE_ROLES[check] if draws and check in BASELINE_ROLES else ()
+    sampled_checks = SampledChecks.of(spec)
     host_plans = [
         HostPlan(
             hp.host,
             _restarted(hp.steps, spec.repeats.restarts, spec.repeats.baseline_every),
-            roles,
+            sampled_checks,
         )
         for hp in _assign_hosts(spec, ar_configs, spec_configs, notes)
     ]
     if spec.only:
         host_plans = list(only_points(host_plans, spec.only))
         notes.append(f"only: {len(spec.only)} named point(s) and the AR points they compare with")
-    if ar_scores_speculative(spec) and spec.search is None:
+    if sampled_checks.ar_scores_speculative and spec.search is None:
         host_plans = [with_scoring_step(hp) for hp in host_plans]
     checks = sum(
         s.server_config.restart >= spec.repeats.restarts and not s.scoring
@@ -138,7 +128,7 @@ def build_plan(spec: Spec) -> Plan:
     points = list(plan.points())
     sampled = sum(p.request_config.temperature > 0 and p.server_config.mode != "ar" for p in points)
     drawing = sum(bool(p.samples) and p.server_config.mode != "ar" for p in points)
-    notes += sampling_notes(spec, sampled, drawing, plan.n_samples)
+    notes += sampling_notes(spec, sampled_checks, sampled, drawing, plan.n_samples)
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 
 

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, point_id, short_hash
 from sweeper.plan.points import Point
 from sweeper.plan.rungs import rung_sizes
-from sweeper.plan.sampling import SPECULATIVE_ROLES, ar_scores_speculative, scores
+from sweeper.plan.sampling import SPECULATIVE_ROLES, SampledChecks
 from sweeper.spec import HostSpec, Spec, WorkloadSpec
 
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
@@ -65,28 +65,27 @@ class HostPlan:
 
     host: HostSpec
     steps: tuple[Step, ...]
-    #: The roles its AR points draw where its sampled points draw seeded samples
-    #: (`determinism.sampled: scored` or `distribution`); () where none draw.
-    baseline_roles: tuple[str, ...] = ()
+    #: How its sampled points are proven, as the plan resolved it; its points carry it.
+    checks: SampledChecks = SampledChecks()
 
     @property
     def name(self) -> str:
         return self.host.name
 
     def points(self) -> Iterator[Point]:
-        found = self._points()
-        yield from with_samples(list(found), self.baseline_roles) if self.baseline_roles else found
+        yield from self.carrying(list(self._points()))
+
+    def carrying(self, points: list[Point]) -> list[Point]:
+        """The points with the checks they carry (`SampledChecks.carried`) and the samples
+        they draw (`with_samples`, where sampled points draw)."""
+        carried = [self.checks.carried(p) for p in points]
+        roles = self.checks.baseline_roles
+        return with_samples(carried, roles) if roles else carried
 
     def scored_by(self, step: Step) -> list[Point]:
-        """The points whose samples a scoring step scores: the host's sampled speculative
-        points (none for another step)."""
-        if not step.scoring:
-            return []
-        return [
-            p
-            for p in self.points()
-            if p.server_config.mode != "ar" and p.request_config.temperature > 0
-        ]
+        """The points whose samples a scoring step scores: those that wait for the AR server
+        (none for another step)."""
+        return [p for p in self.points() if p.scored_by == "ar"] if step.scoring else []
 
     def _points(self) -> Iterator[Point]:
         baselines = {
@@ -227,30 +226,21 @@ SCORE_STEPS = 3.0
 
 
 def scores_count(host: HostPlan, spec: Spec) -> int:
-    """The scoring requests one host sends: each sample drawn (where the run scores), each
-    sampled measured request of a coupled server, and one AR sample per prompt and AR point
-    rescored by each other scorer (the agreement check: `sampled_scorers` per host)."""
-    if not scores(spec):
-        return 0
+    """The scoring requests one host sends: each sample its scored points draw, or (coupled)
+    their sampled measured requests, and one AR sample per prompt and AR point rescored by each
+    scorer other than the AR itself (the agreement check: the scoring restarts, and each
+    speculative config that scores its own)."""
     points = list(host.points())
-    prompts = len(spec.workload.prompts)
-    n = sum(samples_count(p, spec) for p in points)
+    scored = [p for p in points if p.scored_by]
+    n = sum(samples_count(p, spec) for p in scored)
     if not n:  # coupled: the sampled measured requests
-        workload = spec.workload
-        n = sum(
-            point_requests_count(p.request_config, workload)
-            for p in points
-            if p.request_config.temperature > 0
-        )
+        n = sum(point_requests_count(p.request_config, spec.workload) for p in scored)
     controls = [p for p in points if p.server_config.mode == "ar" and "control" in p.samples]
-    scorers = sum(s.scoring for s in host.steps) + sum(
-        1
-        for s in host.steps
-        if s.server_config.mode != "ar"
-        and not ar_scores_speculative(spec)
-        and any(rc.temperature > 0 for rc in s.request_configs)
-    )
-    return n + scorers * len(controls) * prompts
+    own = {
+        p.server_config.id for p in scored if p.server_config.mode != "ar" and p.scored_by == "self"
+    }
+    scorers = sum(s.scoring for s in host.steps) + len(own)
+    return n + scorers * len(controls) * len(spec.workload.prompts)
 
 
 def scores_seconds(host: HostPlan, spec: Spec, *, tok_s: float = DEFAULT_TOK_S) -> float:
@@ -281,7 +271,7 @@ def proof_seconds(
     plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
 ) -> float:
     """What the sampled proof adds, summed over hosts: drawing samples, scoring them, and the
-    scoring restarts (`sampling.ar_scores_speculative`)."""
+    scoring restarts (`SampledChecks.ar_scores_speculative`)."""
     spec = plan.spec
     return sum(
         sum(samples_seconds(p, spec, tok_s=tok_s) for p in host.points())

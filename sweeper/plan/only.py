@@ -53,5 +53,5 @@ def only_points(hosts: Iterable[HostPlan], wanted: Iterable[str]) -> tuple[HostP
             if kept:
                 steps.append(Step(step.server_config, kept))
         if steps:
-            out.append(HostPlan(host.host, tuple(steps), host.baseline_roles))
+            out.append(HostPlan(host.host, tuple(steps), host.checks))
     return tuple(out)

@@ -1,15 +1,21 @@
 """A plan's points: a `Point` is one measurement, a request config (`sweeper.config`) against
-a server config on a host, with the AR points it is compared with and the samples it draws.
-Plain, frozen data with a stable id (resume and every record rely on it); `model.py` orders them
-into a plan.
+a server config on a host, with the AR points it is compared with, how its sampled outputs are
+proven (the check, who scores them, the samples it draws: `sampling.py` decides once, as the plan
+is built, and whoever proves the point reads them here). Plain, frozen data with a stable id
+(resume and every record rely on it); `model.py` orders them into a plan.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sweeper.config import RequestConfig, ServerConfig, point_id
+from sweeper.spec.model import SampledCheck
+
+#: Who scores a point's sampled outputs: its own server (`self`, as score records name it), or
+#: the AR server started once more after the host's speculative configs (`ar`).
+ScoredBy = Literal["self", "ar"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,11 @@ class Point:
     speed_baseline_point_id: str | None = None
     #: Its requests (or open-loop duration) are the workload's times this: a halving rung's > 1.
     length: int = 1
+    #: How its sampled outputs are proven (`determinism.sampled`, `auto` resolved; None at
+    #: temperature 0) and who scores them (None: nobody), as the plan decided
+    #: (`sweeper.plan.sampling`).
+    sampled_check: SampledCheck | None = None
+    scored_by: ScoredBy | None = None
     #: The sample roles it draws for its distribution test (`sweeper.plan.sampling`), and the
     #: point of the same server config whose samples it shares (same sampling, another load).
     samples: tuple[str, ...] = ()
@@ -45,6 +56,8 @@ class Point:
             "speed_baseline_point_id": self.speed_baseline_point_id,
         } | (
             ({"length": self.length} if self.length != 1 else {})
+            | ({"sampled_check": self.sampled_check} if self.sampled_check else {})
+            | ({"scored_by": self.scored_by} if self.scored_by else {})
             | ({"samples": list(self.samples)} if self.samples else {})
             | ({"samples_from": self.samples_from} if self.samples_from else {})
         )

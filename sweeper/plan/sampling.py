@@ -18,13 +18,21 @@ proof beside coupling, at no sampling cost.
 
 Who scores: a speculative server its own samples where its engine's prefill never runs the
 speculative path and it accepts logprob requests (`Scoring.self_scoring`); otherwise the AR
-server, started once more on each host after its speculative configs (`scoring_steps`).
+server, started once more on each host after its speculative configs (`with_scoring_step`).
+
+All of this is resolved once, as the plan is built (`SampledChecks.of`), and each point carries
+its part (`SampledChecks.carried`: its check, who scores it, and with `with_samples` the roles
+it draws): whoever proves or judges a point reads them from the point, or from the record
+columns written from it, never from the spec again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from sweeper.catalog.records import RECORDS
 from sweeper.catalog.scoring import SCORING
+from sweeper.plan.points import Point, ScoredBy
 from sweeper.spec import Spec
 from sweeper.spec.model import SampledCheck
 
@@ -35,7 +43,55 @@ BASELINE_ROLES = {"scored": ("control",), "distribution": ("ar", "control")}
 DRAWING = tuple(BASELINE_ROLES)
 
 
-def sampled_check(spec: Spec) -> SampledCheck:
+@dataclass(frozen=True)
+class SampledChecks:
+    """How a plan proves its sampled points (temperature > 0), resolved once from the spec as
+    the plan is built (`of`); each point carries its part (`carried`)."""
+
+    #: `determinism.sampled`, `auto` resolved by the engine's catalog records.
+    check: SampledCheck = "repeats"
+    #: Whether sampled outputs are scored: the scored check, or coupling where the engine
+    #: scores too (the second proof beside it).
+    scores: bool = False
+    #: Whether the AR server scores the speculative points' samples (started once more after
+    #: them on each host): the run scores, and the engine's speculative servers do not score
+    #: their own (`sweeper.catalog.scoring`).
+    ar_scores_speculative: bool = False
+    #: The roles an AR point draws where sampled points draw seeded samples; () where none
+    #: draw.
+    baseline_roles: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, spec: Spec) -> SampledChecks:
+        check = _resolved(spec)
+        scoring = SCORING.get(spec.runtime.engine)
+        scores = check == "scored" or (check == "coupled" and scoring is not None)
+        # Samples nothing can be compared with (no AR baseline, no earlier run's) are not
+        # drawn for a distribution test; scored samples need none (the AR's are only their
+        # control).
+        comparable = spec.baseline or bool(spec.runtime.baseline_run)
+        draws = check == "scored" or (check == "distribution" and comparable)
+        return cls(
+            check,
+            scores,
+            scores and scoring is not None and not scoring.self_scoring,
+            BASELINE_ROLES[check] if draws else (),
+        )
+
+    def carried(self, point: Point) -> Point:
+        """The point carrying its check: at temperature > 0 the check, and who scores its
+        sampled outputs where the run scores them (the AR scoring restart a speculative
+        point's, where `ar_scores_speculative`)."""
+        if point.request_config.temperature <= 0:
+            return point
+        scored_by: ScoredBy | None = None
+        if self.scores:
+            by_ar = point.server_config.mode != "ar" and self.ar_scores_speculative
+            scored_by = "ar" if by_ar else "self"
+        return replace(point, sampled_check=self.check, scored_by=scored_by)
+
+
+def _resolved(spec: Spec) -> SampledCheck:
     """The spec's `determinism.sampled`, `auto` resolved by the engine's catalog records."""
     asked = spec.determinism.sampled
     if asked != "auto":
@@ -46,21 +102,6 @@ def sampled_check(spec: Spec) -> SampledCheck:
     return "scored" if engine in SCORING else "distribution"
 
 
-def scores(spec: Spec) -> bool:
-    """Whether the run scores sampled outputs: the scored check, or coupling where the engine
-    scores too (the second proof beside it)."""
-    check = sampled_check(spec)
-    return check == "scored" or (check == "coupled" and spec.runtime.engine in SCORING)
-
-
-def ar_scores_speculative(spec: Spec) -> bool:
-    """Whether the AR server scores the speculative configs' samples (started once more after
-    them on each host): the run scores, and the engine's speculative servers do not score
-    their own (`sweeper.catalog.scoring`)."""
-    scoring = SCORING.get(spec.runtime.engine)
-    return scores(spec) and scoring is not None and not scoring.self_scoring
-
-
 def sample_seeds(base: int | None, role: str, n: int) -> list[int]:
     """N distinct seeds for one role's samples, stable across runs and disjoint between roles
     (a seed shared by two sets would couple them and could hide a shift)."""
@@ -69,13 +110,15 @@ def sample_seeds(base: int | None, role: str, n: int) -> list[int]:
     return [(start + k) % (2**31 - 1) for k in range(n)]
 
 
-def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) -> list[str]:
-    """What a plan's reader must know about its sampled points: how they are proven, what that
-    costs, and when they cannot be (`sampled_points` at temperature > 0, `drawing` of them
-    draw samples, `samples` in all)."""
+def sampling_notes(
+    spec: Spec, checks: SampledChecks, sampled_points: int, drawing: int, samples: int
+) -> list[str]:
+    """What a plan's reader must know about its sampled points: how they are proven (`checks`),
+    what that costs, and when they cannot be (`sampled_points` at temperature > 0, `drawing` of
+    them draw samples, `samples` in all)."""
     if not sampled_points:
         return []
-    check = sampled_check(spec)
+    check = checks.check
     policy, seed = spec.determinism, spec.workload.seed
     head = f"{sampled_points} sampled speculative point(s) (temperature > 0)"
     if check == "repeats":
@@ -91,7 +134,7 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
                 f"{head}: no AR baseline (baseline: false, no runtime.baseline_run): nothing "
                 "to compare them with, so they will be unproven"
             )
-        elif ar_scores_speculative(spec):
+        elif checks.ar_scores_speculative:
             notes.append(
                 f"{head}: no AR baseline (baseline: false): no AR server to score their "
                 "samples, so they will be unproven"
@@ -123,7 +166,7 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
             )
         return notes
     if check == "scored":
-        notes.append(scored_note(spec, head, drawing, samples))
+        notes.append(scored_note(spec, checks, head, drawing, samples))
         return notes
     notes.append(
         f"{head}: distribution: {drawing} of them draw {policy.samples} seeded samples per "
@@ -134,7 +177,7 @@ def sampling_notes(spec: Spec, sampled_points: int, drawing: int, samples: int) 
     return notes
 
 
-def scored_note(spec: Spec, head: str, drawing: int, samples: int) -> str:
+def scored_note(spec: Spec, checks: SampledChecks, head: str, drawing: int, samples: int) -> str:
     """The scored check's plan note: what is drawn, who scores it, what that costs."""
     policy, engine = spec.determinism, spec.runtime.engine
     scoring = SCORING.get(engine)
@@ -148,7 +191,7 @@ def scored_note(spec: Spec, head: str, drawing: int, samples: int) -> str:
         if scoring.basis == "exact"
         else f"raw logprobs of each token and its top {scoring.top_k}"
     )
-    if ar_scores_speculative(spec):
+    if checks.ar_scores_speculative:
         who = (
             "scored by the AR server, started once more on each host after the speculative "
             f"configs ({scoring.self_scoring_why})"

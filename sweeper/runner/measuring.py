@@ -20,12 +20,13 @@ from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import Counters, measured_point, request_rows
 from sweeper.plan import Point
 from sweeper.progress import SweepProgress
+from sweeper.proof.scored_verdict import merge
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.records import SampleRecord
 from sweeper.results.store import utc_now
 from sweeper.runner.recording import Recorder
 from sweeper.runner.sampled import Known, SampledProof
-from sweeper.runner.scoring import ScoredProof, merge
+from sweeper.runner.scoring import ScoredProof
 from sweeper.runner.scoring import Serving as Scorer
 from sweeper.runner.serving import Serving
 from sweeper.spec import Spec
@@ -57,7 +58,7 @@ class PointMeasurer:
         started_at = utc_now()
         self.progress.status(host, f"{sc.label} {point.request_config.id}")
         workload, engine = self.spec.workload, state.engine or self.engine
-        check, unavailable = self.sampled.check(point, engine)
+        unavailable = self.sampled.unavailable(point, engine)
         counters = Counters(engine, state.base_url)
         probe = HostProbe(backend.host, state.instance.pid if state.instance else None)
         result = drive_point(
@@ -70,7 +71,7 @@ class PointMeasurer:
             model=state.model,
             after_warmup=lambda: [f() for f in (counters.start, probe.start)],
             inputs=self.inputs,
-            sample_margins=check == "coupled" and sc.mode == "ar",
+            sample_margins=point.sampled_check == "coupled" and sc.mode == "ar",
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True
@@ -111,10 +112,10 @@ class PointMeasurer:
             baseline_point=baseline_point,
             slo=self.spec.slo,
             speed_baseline_point=done.get(point.speed_baseline_point_id or ""),
-            sampled_check=check,
+            sampled_check=point.sampled_check,
             sampled_verdict=unavailable or verdict,
         )
-        summary = merge({**summary, **sampled_columns}, scored)
+        summary = merge({**summary, **sampled_columns}, scored.columns)
         record, requests = measured_point(
             point,
             result,

@@ -1,12 +1,12 @@
 """How the runner proves a point's sampled outputs (temperature > 0), and what a host thread
 knows of its recorded points (`Known`).
 
-The plan resolved the check (`sweeper.plan.sampling`); here it meets the server: a `coupled`
-check needs the server to advertise coupled sampling (else the point is `unproven`, with what
-to set), and its AR baseline is asked for sample margins; a `distribution` check draws the
-point's seeded samples after its measured requests (`sweeper.measure.samples`) and has them
-judged (`sweeper.proof.sampled`): a speculative point's test against its baseline's samples,
-an AR point's AR-vs-AR control and power.
+The plan resolved the check and the point carries it (`Point.sampled_check`); here it meets the
+server: a `coupled` check needs the server to advertise coupled sampling (else the point is
+`unproven`, with what to set), and its AR baseline is asked for sample margins; a
+`distribution` check draws the point's seeded samples after its measured requests
+(`sweeper.measure.samples`) and has them judged (`sweeper.proof.sampled`): a speculative
+point's test against its baseline's samples, an AR point's AR-vs-AR control and power.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from sweeper.engines.base import Engine
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.samples import draw_samples
 from sweeper.plan import Point
-from sweeper.plan.sampling import sampled_check
 from sweeper.progress import SweepProgress
 from sweeper.proof import sampled as sampled_analysis
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.scores import SELF, score_key
 from sweeper.spec import Spec
-from sweeper.spec.model import SampledCheck
 
 
 @dataclass
@@ -92,23 +90,22 @@ class SampledProof:
     inputs: Inputs | None = None
     earlier: EarlierBaseline | None = None
 
-    def check(self, point: Point, engine: Engine) -> tuple[SampledCheck, SampledVerdict | None]:
-        """How this point's sampled outputs are proven, and, when the plan expected coupling
-        this server does not advertise, the `unproven` verdict its sampled requests carry."""
-        check = sampled_check(self.spec)
+    def unavailable(self, point: Point, engine: Engine) -> SampledVerdict | None:
+        """The `unproven` verdict a point's sampled requests carry where the plan expected
+        coupling this server does not advertise (None otherwise)."""
         caps = engine.capabilities
-        if check != "coupled" or point.request_config.temperature <= 0 or caps is None:
-            return check, None
+        if point.sampled_check != "coupled" or caps is None:
+            return None
         if point.server_config.mode == "ar":
-            return check, None  # the reference: nothing of it is compared
+            return None  # the reference: nothing of it is compared
         if caps.sampling == "coupled":
-            return check, None
+            return None
         why = (
             "the plan expected coupled sampling, but this server does not advertise it "
             "(/server_info sampling.coupled): nothing to compare token for token; set "
             "determinism.sampled: distribution"
         )
-        return check, SampledVerdict("unproven", why)
+        return SampledVerdict("unproven", why)
 
     def draw(
         self,
@@ -152,7 +149,7 @@ class SampledProof:
     ) -> tuple[SampledVerdict | None, dict[str, Any]]:
         """A distribution-tested point's verdict and columns: a speculative point's test
         against its baseline's samples; an AR point's control and power."""
-        if point.request_config.temperature <= 0 or sampled_check(self.spec) != "distribution":
+        if point.sampled_check != "distribution":
             return None, {}
         policy = self.spec.determinism
         own = known.samples_of(point.samples_from or point.point_id)

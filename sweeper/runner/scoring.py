@@ -1,14 +1,15 @@
 """How the runner scores sampled outputs (`determinism.sampled: scored`, and beside coupling)
-and has them judged (`sweeper.proof.scored`): who scores, when, and what the point records.
+and has them judged (`sweeper.proof.scored_verdict`): who scores (as the plan decided for each
+point: `Point.scored_by`), when, and what the point records.
 
 - A point whose server scores its own outputs (every AR server that accepts logprob requests; a
   speculative one where its engine's prefill never runs the speculative path) scores them after
   drawing them, before its point line: its samples (or, coupled, its sampled measured requests)
   scored by `self`. An AR point's scores are the run's false-alarm control (`control`); a
-  speculative point's are judged (`judge`). A speculative scorer also rescores one AR output per
-  prompt, so two servers scored the same tokens: their raw probabilities must agree within
-  `determinism.score_agreement` over enough tokens (`sweeper.proof.agreement`), else its verdict
-  is `unproven` (the scoring path is not the AR's, or not shown to be).
+  speculative point's are judged (`at_measurement`). A speculative scorer also rescores one AR
+  output per prompt, so two servers scored the same tokens: their raw probabilities must agree
+  within `determinism.score_agreement` over enough tokens (`sweeper.proof.agreement`), else its
+  verdict is `unproven` (the scoring path is not the AR's, or not shown to be).
   A speculative point whose samples its server could not all score (it died after drawing them)
   is recorded `scored_pending` (a run that ends with one exits 3), and a resumed run starts its
   config again to score what has no score yet, as `self`, then settles it (`settle(own=True)`).
@@ -33,11 +34,10 @@ from sweeper.engines.base import Engine
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.scores import Output, request_outputs, sample_outputs, score_outputs
 from sweeper.plan import Point
-from sweeper.plan.sampling import ar_scores_speculative, sampled_check, scores
 from sweeper.proof import scored as scored_proof
-from sweeper.proof.agreement import agreed, agreement, output_key
+from sweeper.proof import scored_verdict as judging
+from sweeper.proof.agreement import output_key
 from sweeper.proof.determinism import SampledVerdict
-from sweeper.proof.verdicts import VIOLATIONS, worst
 from sweeper.results.scores import SELF, ScoreRecord, SettledRecord, score_key
 from sweeper.results.store import utc_now
 from sweeper.spec import Spec
@@ -76,7 +76,8 @@ class ScoredProof:
     inputs: Inputs | None = None
 
     def applies(self, point: Point) -> bool:
-        return point.request_config.temperature > 0 and scores(self.spec)
+        """Whether the point's sampled outputs are scored (the plan says who scores them)."""
+        return point.scored_by is not None
 
     # -- at a point's measurement -------------------------------------------------------------
 
@@ -94,7 +95,7 @@ class ScoredProof:
             return PointScores()
         ar = point.server_config.mode == "ar"
         caps = serving.engine.capabilities
-        if not ar and ar_scores_speculative(self.spec):
+        if point.scored_by == "ar":
             if known.scorer_label is None:
                 why = (
                     "its samples need the AR server to score them, and this plan starts none "
@@ -110,24 +111,26 @@ class ScoredProof:
                 [], SampledVerdict("unproven", why), {**columns, "scored_detail": why}
             )
         if caps is None or caps.scoring == "none":
-            why = "this server does not score its outputs (" + _evidence(caps) + ")"
-            verdict = None if ar else SampledVerdict("unproven", why)
-            return self._beside(PointScores([], verdict, {"scored_detail": why}))
+            verdict, columns = judging.unscorable(point.sampled_check, _evidence(caps), ar=ar)
+            return PointScores([], verdict, columns)
         outputs = self._outputs(point, serving, drawn, requests)
         records = self._score(serving, outputs, SELF, known)
         source = point.samples_from or point.point_id
         rows = [r for r in known.scores_of(source) if r.get("scorer") == SELF]
         if ar:
-            return PointScores(records, None, {**self._control(rows), "scored_by": SELF})
+            control = scored_proof.control(rows, self.spec.determinism)
+            return PointScores(records, None, {**control, "scored_by": SELF})
         ar_points = known.ar_points(point)
-        rescored = self._score(serving, self._agreement(ar_points, known, serving), None, known)
-        failed = [r for r in rows if r.get("error")]  # of the samples it is judged on
-        if failed and sampled_check(self.spec) == "scored":  # their server died, or refused
-            why = _not_yet(f"{len(failed)} of {len(rows)} samples: {failed[0]['error']}")
-            columns = {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
-            return PointScores([*records, *rescored], SampledVerdict("unproven", why), columns)
-        verdict, columns = self._judged(point, rows, ar_points, serving.scorer, SELF, known)
-        return self._beside(PointScores([*records, *rescored], verdict, columns))
+        agreeing = self._score(serving, self._agreement(ar_points, known, serving), None, known)
+        verdict, columns = judging.at_measurement(
+            point.sampled_check,
+            rows,
+            _scores_of(ar_points, known),
+            scorer=serving.scorer,
+            control_point=known.done.get(point.baseline_point_id or ""),
+            policy=self.spec.determinism,
+        )
+        return PointScores([*records, *agreeing], verdict, columns)
 
     def _score(
         self, serving: Serving, outputs: Sequence[Output], scorer: str | None, known: Known
@@ -155,7 +158,7 @@ class ScoredProof:
         """The point's sampled outputs: its samples (scored), or its measured requests
         (coupled)."""
         inputs = self._inputs(serving, point)
-        if sampled_check(self.spec) == "scored":
+        if point.sampled_check == "scored":
             length_control = getattr(serving.engine, "length_control", ())
             workload, policy = self.spec.workload, self.spec.determinism
             return sample_outputs(
@@ -199,44 +202,6 @@ class ScoredProof:
                     out.append(output)
         return out
 
-    def _control(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """The AR point's own scored outputs (role `control`): the false-alarm control."""
-        return dict(scored_proof.control(rows, self.spec.determinism))
-
-    def _judged(
-        self,
-        point: Point,
-        rows: Sequence[Mapping[str, Any]],
-        ar_points: Sequence[Point],
-        scorer: str,
-        scorer_label: str,
-        known: Known,
-    ) -> tuple[SampledVerdict, dict[str, Any]]:
-        """The judge's verdict and columns (against its AR baseline's control), with the
-        scoring path's agreement on the AR points' outputs: beyond the tolerance, `unproven`."""
-        policy = self.spec.determinism
-        control = known.done.get(point.baseline_point_id or "")
-        verdict, columns = scored_proof.judge(rows, policy, role="test", control_point=control)
-        ar_rows = [r for a in ar_points for r in known.scores_of(a.point_id)]
-        mine = [r for r in ar_rows if r.get("scorer") == scorer]
-        delta, n = agreement(mine, [r for r in ar_rows if r.get("scorer") == SELF])
-        columns = {
-            **columns,
-            "scored_by": scorer_label,
-            "score_agreement": delta,
-            "score_agreement_n": n,
-            "scored_verdict": verdict.verdict,
-            "scored_detail": verdict.detail,
-        }
-        return agreed(verdict, delta, n, policy), columns
-
-    def _beside(self, scored: PointScores) -> PointScores:
-        """Coupled: the scored verdict is a second proof beside the token-for-token one (it
-        decides only where it finds a violation: `merge`)."""
-        if sampled_check(self.spec) != "coupled":
-            return scored
-        return PointScores(scored.records, None, scored.columns)
-
     # -- a scoring restart ---------------------------------------------------------------------
 
     def settle(
@@ -269,16 +234,15 @@ class ScoredProof:
         settled = []
         for point in pending:
             source = point.samples_from or point.point_id
-            mine = [r for r in known.scores_of(source) if r.get("scorer") == scorer]
-            failed = [r for r in mine if r.get("error")]
-            if failed:  # still pending: a resumed run scores what failed
-                why = f"{len(failed)} of {len(mine)} samples: {failed[0]['error']}"
-                settled += self.unscored([point], known, why)
-                continue
-            verdict, columns = self._judged(
-                point, mine, ar_of[point.point_id], serving.scorer, label, known
+            columns = judging.settled(
+                [r for r in known.scores_of(source) if r.get("scorer") == scorer],
+                _scores_of(ar_of[point.point_id], known),
+                scorer=serving.scorer,
+                label=label,
+                control_point=known.done.get(point.baseline_point_id or ""),
+                policy=self.spec.determinism,
             )
-            settled.append(self._settled(known.done[point.point_id], verdict, columns))
+            settled.append(self._settled(known.done[point.point_id], columns))
         return records, settled
 
     def unscored(self, points: Sequence[Point], known: Known, reason: str) -> list[SettledRecord]:
@@ -288,54 +252,28 @@ class ScoredProof:
         for point in points:
             row = known.done.get(point.point_id) or {}
             if row.get("scored_pending"):
-                why = _not_yet(reason)
-                verdict = SampledVerdict("unproven", why)
-                out.append(self._settled(row, verdict, {"scored_detail": why}, pending=True))
+                out.append(self._settled(row, judging.pending(reason)))
         return out
 
-    def _settled(
-        self,
-        row: Mapping[str, Any],
-        verdict: SampledVerdict,
-        columns: Mapping[str, Any],
-        *,
-        pending: bool = False,
-    ) -> SettledRecord:
-        fields = {
-            **columns,
-            "scored_pending": pending,
-            "determinism": verdict.verdict,
-            "sampled_detail": verdict.detail,
-            "unproven_reason": verdict.detail if verdict.verdict == "unproven" else "",
-        }
+    def _settled(self, row: Mapping[str, Any], columns: Mapping[str, Any]) -> SettledRecord:
+        """The settled line of a recorded point (`row`), with its verdict's columns."""
         return SettledRecord(
             point_id=str(row["point_id"]),
             attempt=str(row["attempt"]),
             settled_at=utc_now(),
-            **fields,
+            **columns,
         )
 
 
-def merge(columns: Mapping[str, Any], scored: PointScores) -> dict[str, Any]:
-    """A coupled point's columns with the scored proof beside them: its verdict becomes the
-    scored one where that is a violation the token-for-token comparison did not see."""
-    out = {**columns, **scored.columns}
-    second = scored.columns.get("scored_verdict")
-    if second in VIOLATIONS and columns.get("determinism") not in VIOLATIONS:
-        out["determinism"] = worst([str(columns.get("determinism")), str(second)])
-        out["sampled_detail"] = f"scored beside coupling: {scored.columns.get('scored_detail')}"
-    return out
+def _scores_of(points: Sequence[Point], known: Known) -> list[dict[str, Any]]:
+    """Every score of the points' outputs, whoever scored them."""
+    return [r for p in points for r in known.scores_of(p.point_id)]
 
 
 def own_scorer(row: Mapping[str, Any]) -> bool:
     """Whether a recorded point's samples are scored by its own config (a pending one then
     awaits a restart of that config, not the AR scoring restart)."""
     return row.get("scored_by") == SELF
-
-
-def _not_yet(reason: str) -> str:
-    """Why a point's scored verdict is pending: its samples could not all be scored."""
-    return f"its samples could not be scored yet ({reason}); `sweeper run --resume` scores them"
 
 
 def _evidence(caps: Any) -> str:

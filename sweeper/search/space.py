@@ -8,7 +8,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sweeper.plan import HostPlan, Point, Step
-from sweeper.plan.model import with_samples
 
 
 def params_key(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -87,5 +86,4 @@ class Space:
             Point(self.host.name, step.server_config, rc, baseline.get(rc.id), length=length)
             for rc in step.request_configs
         ]
-        roles = self.host.baseline_roles
-        return with_samples(rungs, roles) if roles else rungs
+        return self.host.carrying(rungs)

@@ -17,7 +17,7 @@ from sweeper.config import RequestConfig, ServerConfig
 from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
 from sweeper.plan.model import samples_count, with_samples
 from sweeper.plan.points import Point
-from sweeper.plan.sampling import sample_seeds, sampled_check
+from sweeper.plan.sampling import SampledChecks, sample_seeds
 from sweeper.spec import Spec, parse_spec
 
 VLLM = "runtime: {engine: vllm, preset: vllm-ngram, model: m}\n"
@@ -58,7 +58,7 @@ def test_auto_resolves_by_the_engines_catalog_record(engine: str) -> None:
     spec = spec_of(RUNTIMES[engine])
     assert spec.runtime.engine == engine
     expected = {"ddtree_runtime": "coupled", "openai": "distribution"}.get(engine, "scored")
-    assert sampled_check(spec) == expected
+    assert SampledChecks.of(spec).check == expected
     assert RECORDS[engine].coupled_sampling is (engine == "ddtree_runtime")
 
 
@@ -66,7 +66,7 @@ def test_auto_resolves_by_the_engines_catalog_record(engine: str) -> None:
 @pytest.mark.parametrize("engine", ["ddtree_runtime", "vllm"])
 def test_a_named_check_is_kept_whatever_the_engine(engine: str, asked: str) -> None:
     spec = spec_of(RUNTIMES[engine] + f"determinism: {{sampled: {asked}}}\n")
-    assert sampled_check(spec) == asked
+    assert SampledChecks.of(spec).check == asked
 
 
 # --- seeds ---------------------------------------------------------------------------------------
@@ -93,7 +93,7 @@ def test_sample_seeds_are_distinct_stable_and_disjoint_between_roles() -> None:
 
 def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
     plan = distribution_plan()
-    assert all(host.baseline_roles == ("ar", "control") for host in plan.hosts)
+    assert all(host.checks.baseline_roles == ("ar", "control") for host in plan.hosts)
     assert draws(plan) == {
         # Greedy points draw nothing.
         "local-ar-cg0-t0-c1": ((), None),
@@ -116,7 +116,7 @@ def test_distribution_points_draw_once_per_server_config_and_sampling() -> None:
 @pytest.mark.parametrize("check", ["coupled", "repeats"])
 def test_no_point_draws_unless_the_check_is_distribution(check: str) -> None:
     plan = plan_of(VLLM + SAMPLED_GRID + f"determinism: {{sampled: {check}}}\n")
-    assert not any(host.baseline_roles for host in plan.hosts)
+    assert not any(host.checks.baseline_roles for host in plan.hosts)
     assert all(v == ((), None) for v in draws(plan).values())
     assert plan.n_samples == 0
     assert "n_samples" not in plan.to_dict()
@@ -124,7 +124,7 @@ def test_no_point_draws_unless_the_check_is_distribution(check: str) -> None:
 
 def test_the_coupled_runtime_draws_none() -> None:
     plan = plan_of("grid: {budget: [8], topk: [1], temperature: [0, 0.7]}\n")
-    assert sampled_check(plan.spec) == "coupled"
+    assert SampledChecks.of(plan.spec).check == "coupled"
     assert all(v == ((), None) for v in draws(plan).values())
     assert plan.n_samples == 0
 
@@ -394,8 +394,8 @@ def test_scored_draws_the_speculative_samples_and_only_the_ar_control() -> None:
     rescored by the speculative server (its scoring path's agreement)."""
     scored = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
     distribution = distribution_plan(samples=8)
-    assert sampled_check(scored.spec) == "scored"
-    assert all(host.baseline_roles == ("control",) for host in scored.hosts)
+    assert SampledChecks.of(scored.spec).check == "scored"
+    assert all(host.checks.baseline_roles == ("control",) for host in scored.hosts)
     assert draws(scored)["local-ar-cg0-t0.7-c1"] == (("control",), None)
     assert draws(scored)["local-b2-cg0-t0.7-c1"] == (("test",), None)
     assert (scored.n_samples, distribution.n_samples) == (32, 48)

@@ -1,0 +1,119 @@
+"""A point's scored verdict as its run records it (`sweeper.proof.scored_verdict`): the scorer
+must have rescored enough of the AR server's own outputs for its agreement to say anything (over
+fewer tokens than `MIN_AGREEMENT_TOKENS`, none where the AR scores' positions were emptied, the
+verdict is `unproven`, saying so); a point whose samples could not all be scored stays pending;
+beside coupling the scored verdict decides only where it finds a violation. Pure: score rows
+and columns in, verdicts and columns out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sweeper.proof.agreement import MIN_AGREEMENT_TOKENS
+from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.scored import control
+from sweeper.proof.scored_verdict import (
+    at_measurement,
+    judged,
+    merge,
+    pending,
+    settled,
+    unscorable,
+)
+from sweeper.results.scores import SELF
+from sweeper.spec import DeterminismSpec
+from tests.sweeper.proof.scored_data import records, target
+
+POLICY = DeterminismSpec()
+SCORER = "ar-cg0-rs1"
+LOGITS = target(4, 24, 64, seed=1)
+OWN = records(LOGITS, 32, role="control", point_id="ar", seed=1)
+CONTROL = control(OWN, POLICY)
+# Seed 5: a draw whose p-value stands well above alpha (seed 0's sits near it).
+SAMPLES = records(LOGITS, 32, point_id="spec", seed=5)
+#: A few samples of a smaller target, for what needs a judged verdict but not its power.
+FEW = records(target(1, 8, 16, seed=2), 4, point_id="spec", seed=5)
+
+
+def _rescored(ar_positions: int | None, scorer: str = SCORER) -> list[dict[str, Any]]:
+    """The AR point's own scores keeping `ar_positions` positions each (None: all), and the
+    same outputs as `scorer` rescored them."""
+    trimmed = [{**r, "positions": r["positions"][:ar_positions]} for r in OWN]
+    return [*trimmed, *({**r, "scorer": scorer} for r in trimmed)]
+
+
+def _judged(ar_positions: int | None) -> tuple[SampledVerdict, dict[str, Any]]:
+    """A speculative point's verdict, its samples (correctly drawn) scored by `SCORER`."""
+    tests = [{**r, "scorer": SCORER} for r in SAMPLES]
+    return judged(
+        tests,
+        _rescored(ar_positions),
+        scorer=SCORER,
+        label=SCORER,
+        control_point=CONTROL,
+        policy=POLICY,
+    )
+
+
+def test_an_agreement_over_no_tokens_proves_nothing() -> None:
+    verdict, columns = _judged(0)
+    assert (columns["score_agreement"], columns["score_agreement_n"]) == (None, 0)
+    assert verdict.verdict == "unproven", verdict.detail
+    assert f"agreement over 0 tokens < {MIN_AGREEMENT_TOKENS}" in verdict.detail
+    # The judge's own verdict stays on the point, beside the one the agreement left.
+    assert (columns["scored_verdict"], columns["scored_by"]) == ("distribution-ok", SCORER)
+
+
+def test_an_agreement_over_enough_tokens_keeps_the_verdict() -> None:
+    verdict, columns = _judged(None)
+    assert columns["score_agreement"] == 0.0
+    assert columns["score_agreement_n"] >= MIN_AGREEMENT_TOKENS
+    assert verdict.verdict == "distribution-ok", verdict.detail
+
+
+def test_samples_not_all_scored_leave_the_point_pending() -> None:
+    failed = {**SAMPLES[0], "error": "connection refused", "positions": []}
+    rows = [failed, *SAMPLES[1:]]
+    reason = f"1 of {len(rows)} samples: connection refused"
+    why = f"its samples could not be scored yet ({reason}); `sweeper run --resume` scores them"
+    line = {
+        "scored_detail": why,
+        "scored_pending": True,
+        "determinism": "unproven",
+        "sampled_detail": why,
+        "unproven_reason": why,
+    }
+    assert pending(reason) == line
+    kw: dict[str, Any] = {"scorer": "b2-cg0", "control_point": CONTROL, "policy": POLICY}
+    assert settled(rows, _rescored(None, "b2-cg0"), label=SELF, **kw) == line
+    verdict, columns = at_measurement("scored", rows, _rescored(None, "b2-cg0"), **kw)
+    assert verdict == SampledVerdict("unproven", why)
+    assert columns == {"scored_pending": True, "scored_by": SELF, "scored_detail": why}
+    # All scored: settled with its verdict (too few samples to prove anything), pending no more.
+    done = settled(FEW, _rescored(None), label="ar-cg0", **{**kw, "scorer": SCORER})
+    assert (done["determinism"], done["scored_pending"]) == ("unproven", False)
+    assert done["unproven_reason"] == done["sampled_detail"] == done["scored_detail"]
+    assert done["scored_by"] == "ar-cg0"
+
+
+def test_beside_coupling_the_scored_verdict_decides_only_a_violation() -> None:
+    kw: dict[str, Any] = {"scorer": "b2-cg0", "control_point": CONTROL, "policy": POLICY}
+    verdict, columns = at_measurement("coupled", FEW, _rescored(None, "b2-cg0"), **kw)
+    assert verdict is None and columns["scored_verdict"] == "unproven"
+    assert unscorable("coupled", "scoring: none", ar=False)[0] is None
+    assert unscorable("scored", "scoring: none", ar=True)[0] is None  # the control only
+    why = "this server does not score its outputs (scoring: none)"
+    assert unscorable("scored", "scoring: none", ar=False) == (
+        SampledVerdict("unproven", why),
+        {"scored_detail": why},
+    )
+    found = "token 7 has probability 0"
+    coupled = {"determinism": "exact", "sampled_detail": "", "scored_verdict": None}
+    scored = {"scored_verdict": "impossible-token", "scored_detail": found}
+    merged = merge(coupled, scored)
+    assert merged["determinism"] == "impossible-token"
+    assert merged["sampled_detail"] == f"scored beside coupling: {found}"
+    # A clean scored verdict changes nothing; nor does one beside a violation already seen.
+    assert merge(coupled, {"scored_verdict": "distribution-ok"})["determinism"] == "exact"
+    diverged = {**coupled, "determinism": "diverged"}
+    assert merge(diverged, scored)["determinism"] == "diverged"
