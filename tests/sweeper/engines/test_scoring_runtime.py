@@ -22,6 +22,7 @@ from sweeper.measure.scores import Output, score_outputs
 from sweeper.proof.scored import scored
 from sweeper.results.scores import SELF
 from sweeper.spec import DeterminismSpec, RuntimeSpec
+from tests.lanes import slow_fixture
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +37,7 @@ SPEC = RequestSpec(
 
 
 @pytest.fixture(scope="module")
+@slow_fixture
 def server() -> Iterator[LocalServer]:
     flags = ["--model", MODEL, "--draft", "ngram", "--budget", "8", "--topk", "2"]
     with LocalServer([*flags, "--block-size", "4", "--max-model-len", "512"]) as running:

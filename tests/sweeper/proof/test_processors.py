@@ -185,7 +185,7 @@ def test_a_logit_bias_alone_is_rebuilt_with_no_tokens_counted() -> None:
     """A logit bias counts no tokens, so a record asking only for one gives its positions no
     `Context` (`Sampling.contexts`): each is still rebuilt, its exact claims checked and held."""
     z = np.linspace(4.0, -4.0, VOCAB)
-    asked = {"logit_bias": ((0, -3.0), (2, 1.5))}
+    asked: dict[str, Any] = {"logit_bias": ((0, -3.0), (2, 1.5))}
     sampling = Sampling(0.7, top_p=0.9, order=CUTS, logit_order=VLLM, **asked)
     probs = processed(penalised(z, [], [], asked), 0.7, top_p=0.9, order=CUTS)
     positions = [row(z, token, probs) for token in range(6)]
