@@ -6,10 +6,15 @@ no verify: transformers' own causal attention, as `reference.py`), then per cont
 under the request's logits processors (`algo.processors`: logit bias, then penalties counted over
 the prompt and the continuation's tokens before this one, the engine's own code over a chain) and
 then its temperature / min-p / top-k / top-p as `algo.sampling.processed_probs` applies them (the
-one definition the sampler and sample margins use):
+one definition the sampler and sample margins use). Each field is on one scale: `logprob`,
+`rank`, `logsumexp` and `top` on the raw logits (no processor, temperature 1); `p`, `above`,
+`gap` and `boundary` on the processed ones (after the logit processors):
 
 - `logprob`: the raw log-softmax of the logits (temperature 1, untruncated, no processors), and
   `rank`, its 1-based rank by raw logprob (ties: the lower id first);
+- `logsumexp`: the log-sum-exp of the position's raw logits, so a raw logit is its logprob plus
+  this: its sign is what a repetition penalty scales by (a positive logit divided, any other
+  multiplied), which a judge rebuilding the penalty from the raw logprobs needs;
 - `p`: its processed probability (0 when truncation removed it), and `above`, the processed mass
   strictly above it (processed probability descending, ties by id ascending): a lossless sampler
   draws tokens whose randomized PIT `above + V * p` is uniform;
@@ -19,13 +24,13 @@ one definition the sampler and sample margins use):
   tempered probability minus its own; outside the top-p nucleus, the mass above it beyond top_p,
   in tempered mass. A token a hair outside is a numerical near tie, never a proof;
 - `boundary` (only where p is 0): the logprob of the boundary it fell outside, on the processed
-  logits' log-softmax (the raw logprob when the request has no processors): below min-p,
-  its threshold, the top token's logprob + T ln(min_p) (a tempered ratio of min_p to the
-  top); otherwise the least likely token the processed distribution keeps (below top-k, the k-th
-  token; outside the top-p nucleus, the nucleus's last): the judge holds a near tie to its
-  distance from it in nats, the
-  scale this runtime's numerics move (a tempered-mass gap makes every violation in the tail look
-  small);
+  logits' log-softmax: below min-p, its threshold, the top token's logprob + T ln(min_p) (a
+  tempered ratio of min_p to the top); otherwise the least likely token the processed
+  distribution keeps (below top-k, the k-th token; outside the top-p nucleus, the nucleus's
+  last). Without processors that is the raw scale, the token's `logprob`'s, and the judge holds
+  a near tie to their distance in nats, the scale this runtime's numerics move (a tempered-mass
+  gap makes every violation in the tail look small); under processors the two are on different
+  scales, so the judge weighs a claimed removal by its own rebuild (`sweeper.proof.rebuilt`);
 - a token the request's grammar forbids there (`response_format` / `regex`, masked first, as
   the sampler does) has p 0 and neither `gap` nor `boundary`: no numerics moves a grammar, so
   it is never a near tie;
@@ -51,8 +56,9 @@ from ddtree_runtime.algo.sampling import (
     top_k_cut,
 )
 
-#: The order this runtime applies its sampling parameters in (`processed_probs`): each step on
-#: the distribution the previous one left, renormalised.
+#: The order this runtime applies its sampling parameters in (`processed_probs`), after the logit
+#: processors (`algo.processors.LOGIT_ORDER`): each step on the distribution the previous one
+#: left, renormalised.
 ORDER = ("temperature", "min_p", "top_k", "top_p")
 
 
@@ -62,6 +68,7 @@ class PositionScore:
 
     token: int
     logprob: float
+    logsumexp: float
     rank: int
     p: float
     above: float
@@ -73,6 +80,7 @@ class PositionScore:
         return {
             "token": self.token,
             "logprob": self.logprob,
+            "logsumexp": self.logsumexp,
             "rank": self.rank,
             "p": self.p,
             "above": self.above,
@@ -107,6 +115,7 @@ def score_rows(
     logits after the request's processors, grammar mask first (None: it has none)."""
     index = torch.tensor(tokens, dtype=torch.long, device=logits.device)[:, None]
     raw = torch.log_softmax(logits.to(torch.float64), dim=-1)
+    lse = torch.logsumexp(logits.to(torch.float64), dim=-1)
     own_raw = raw.gather(-1, index)
     ids = torch.arange(raw.shape[-1], device=raw.device)[None, :]
     rank = 1 + (raw > own_raw).sum(-1) + ((raw == own_raw) & (ids < index)).sum(-1)
@@ -128,6 +137,7 @@ def score_rows(
             PositionScore(
                 token=int(token),
                 logprob=float(own_raw[j, 0]),
+                logsumexp=float(lse[j]),
                 rank=int(rank[j]),
                 p=float(p[j]),
                 above=float(above[j, token]) if not dropped else float(probs[j].sum()),

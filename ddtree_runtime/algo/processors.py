@@ -41,6 +41,13 @@ from ddtree_runtime.algo.tree import TreeBatch
 #: OpenAI's ranges: frequency and presence penalties, and a logit bias.
 PENALTY_RANGE = (-2.0, 2.0)
 BIAS_RANGE = (-100.0, 100.0)
+#: The order `processed_logits` applies the processors in (module docstring; vLLM's names), before
+#: the sampler's temperature and cuts (`score.ORDER`), and the tokens its repetition penalty
+#: counts: what `/score` and `/server_info` state, and the sweeper's catalog says (its test).
+#: A grammar's mask comes first but is not listed: a forbidden token's -inf stays -inf through
+#: every step, so the mask commutes with them (and no judge rebuilds a grammar: unproven).
+LOGIT_ORDER = ("logit_bias", "repetition_penalty", "frequency_penalty", "presence_penalty")
+REPETITION_SCOPE = "prompt+output"
 PROCESSOR_FAULTS = frozenset(
     {
         "penalty_committed_only",

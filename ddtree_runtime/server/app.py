@@ -135,8 +135,16 @@ def compact_json(value: Any) -> str:
 def score_answer(request: ScoreRequest, prompt: list[int], scores: list[Any]) -> Response:
     """POST /score's answer, rendered a position at a time on a worker thread: a long
     continuation's `top` lists make megabytes of JSON, and one `json.dumps` over all of them
-    would hold the GIL, and so the event loop, throughout."""
-    head = {"object": "score", "model": request.model, "prompt_tokens": len(prompt), **SCORING}
+    would hold the GIL, and so the event loop, throughout. `prompt_token_ids`: the ids scored
+    before the continuation (a chat's with its template applied), which a judge rebuilding the
+    repetition penalty counts."""
+    head = {
+        "object": "score",
+        "model": request.model,
+        "prompt_tokens": len(prompt),
+        "prompt_token_ids": prompt,
+        **SCORING,
+    }
     positions = ",".join(compact_json(position.as_dict()) for position in scores)
     # The head's closing brace gives way to the positions.
     body = f'{compact_json(head)[:-1]},"positions":[{positions}]}}'

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddtree_runtime import __version__
+from ddtree_runtime.algo.processors import LOGIT_ORDER, REPETITION_SCOPE
 from ddtree_runtime.score import ORDER
 from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_inputs
 from ddtree_runtime.server.engine_loop import EngineLoop
@@ -30,9 +31,16 @@ SAMPLING: dict[str, Any] = {
 
 
 #: How this runtime scores a sampled continuation (`POST /score`, `ddtree_runtime.score`): the
-#: exact processed distribution (the sampler's own code), in its order of steps. Describes the
-#: code, not a flag: not fingerprinted.
-SCORING: dict[str, Any] = {"route": "/score", "basis": "exact", "order": list(ORDER)}
+#: exact processed distribution (the sampler's own code), in its order of steps: the logit
+#: processors (`logit_order`, the repetition penalty over `repetition_scope`), then temperature
+#: and the cuts (`order`). Describes the code, not a flag: not fingerprinted.
+SCORING: dict[str, Any] = {
+    "route": "/score",
+    "basis": "exact",
+    "logit_order": list(LOGIT_ORDER),
+    "repetition_scope": REPETITION_SCOPE,
+    "order": list(ORDER),
+}
 
 
 def request_stats_dict(stats: RequestStats) -> dict[str, Any]:

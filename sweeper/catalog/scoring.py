@@ -156,10 +156,11 @@ SCORING: dict[str, Scoring] = {
                 "each on what the one before left; /score's ORDER says the same",
                 _VLLM_LOGITS,
                 "prompt+output",
-                "the runtime's request contract (issue 47): grammar mask, logit bias, then the "
+                "ddtree_runtime/algo/processors.py processed_logits: logit bias, then the "
                 "penalties as vLLM's (repetition over prompt + output tokens, frequency and "
                 "presence over output tokens), at a tree node over its own ancestor path, "
-                "before temperature",
+                "before temperature; LOGIT_ORDER and REPETITION_SCOPE say the same, and /score "
+                "and /server_info state them (`logit_order`, `repetition_scope`)",
             ),
         ),
         near_tie_margin=RUNTIME_MARGIN,

@@ -258,7 +258,8 @@ def logits_of(
     problem = _unsound(sampling, context, [t for t, _ in top], None if _missing(lse) else lse)
     if problem is not None:
         return problem
-    assert context is not None  # `_unsound` says why without one
+    if context is None:  # no penalty asked (`_unsound` says why a penalty needs one): none count
+        context = Context(None, {})
     offset = 0.0 if lse is None or _missing(lse) else float(lse)
     biases = dict(sampling.logit_bias)
     seen = _seen(sampling, context)

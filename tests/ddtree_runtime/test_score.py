@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from ddtree_runtime.algo.processors import Processors
+from ddtree_runtime.algo.processors import LOGIT_ORDER, REPETITION_SCOPE, Processors
 from ddtree_runtime.algo.sampling import processed_probs, sample_with_uniform
 from ddtree_runtime.score import ORDER, continuation_logits, score_continuation, score_rows
 from tests.ddtree_runtime.algo.test_processors import literal
@@ -171,12 +171,31 @@ def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
 
 
 def test_the_catalog_states_the_order_this_route_scores_in() -> None:
-    """The sweeper's catalog entry for this runtime (what its docs and the power bench read) is
-    the order `/score` states and `processed_probs` applies, with min-p and without."""
+    """The sweeper's catalog entry for this runtime (what its judge and the power bench read) is
+    the whole order `/score` and `/server_info` state: the logit processors `processed_logits`
+    applies, in order, with the tokens its repetition penalty counts, then the steps
+    `processed_probs` applies, with min-p and without."""
+    from ddtree_runtime.server.state import SCORING as STATED
     from sweeper.catalog.scoring import SCORING
 
     scoring = SCORING["ddtree_runtime"]
-    assert scoring.order(None) == scoring.order(None, 0.1) == ORDER
+    assert scoring.order(None) == scoring.order(None, 0.1) == ORDER == tuple(STATED["order"])
+    found = scoring.orders_of(None)
+    assert found.logits == LOGIT_ORDER == tuple(STATED["logit_order"])
+    assert found.repetition_scope == REPETITION_SCOPE == STATED["repetition_scope"]
+
+
+def test_a_positions_logsumexp_recovers_its_raw_logits() -> None:
+    """`logsumexp` is the raw logits' (whatever the processors): logprob + logsumexp is the raw
+    logit of the token and of each `top` entry, its sign the repetition penalty's."""
+    logits = torch.tensor([[2.5, -1.0, 0.3, -4.0], [-0.5, -2.0, 1.5, 0.0]], dtype=torch.float64)
+    rows = score_rows(logits, [1, 3], 0.7, 0, 1.0, 0.0, 4, processed=logits * 1.3)
+    for row, score in zip(logits, rows, strict=True):
+        assert score.logprob + score.logsumexp == pytest.approx(float(row[score.token]))
+        assert [lp + score.logsumexp for _, lp in score.top] == pytest.approx(
+            sorted(row.tolist(), reverse=True)
+        )
+        assert score.as_dict()["logsumexp"] == score.logsumexp
 
 
 def test_processors_score_each_position_from_the_prompt_and_its_own_prefix() -> None:

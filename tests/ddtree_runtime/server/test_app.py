@@ -224,8 +224,15 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     assert response.status_code == 200, response.text
     body = response.json()
     info = httpx.get(f"{server.url}/server_info").json()["scoring"]
-    assert info == {"route": "/score", "basis": "exact", "order": body["order"]}
+    stated = ("route", "basis", "logit_order", "repetition_scope", "order")
+    assert info == {key: body[key] for key in stated}
     assert body["order"] == ["temperature", "min_p", "top_k", "top_p"]
+    assert body["logit_order"][0] == "logit_bias" and body["repetition_scope"] == "prompt+output"
+    # The ids scored before the continuation: the completion route's own encoding of the text.
+    encoded = post(server, "/tokenize", {"model": MODEL, "prompt": prompt["prompt"]}).json()
+    assert body["prompt_token_ids"] == encoded["tokens"] and body["prompt_tokens"] == len(
+        encoded["tokens"]
+    )
     assert body["basis"] == "exact"
     positions = body["positions"]
     assert [p["token"] for p in positions] == tokens
@@ -238,6 +245,10 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
     ranked = post(server, "/score", score(continuation=tokens, top_logprobs=4, **prompt, **params))
     for position in ranked.json()["positions"]:
         top = position["top"]
+        # A raw logit is its logprob plus the position's log-sum-exp: their exp sums to 1.
+        assert sum(math.exp(lp) for _, lp in top) <= 1 + 1e-9 and math.isfinite(
+            position["logsumexp"]
+        )
         logprobs = [lp for _, lp in top]
         assert len(top) == 4 and logprobs == sorted(logprobs, reverse=True)
         if position["rank"] <= 4:  # the drawn token among them, at its rank

@@ -52,6 +52,16 @@ def test_the_bundled_runtime_takes_every_feature_under_its_own_name() -> None:
     )
 
 
+def test_the_bundled_runtimes_own_version_is_a_build_with_its_processors() -> None:
+    """The version this tree's runtime reports (`/server_info` `runtime_version`, what a run's
+    feature check reads) is one the table lets its logit processors through on."""
+    from ddtree_runtime import __version__
+
+    for name in ("repetition_penalty", "frequency_penalty", "presence_penalty", "logit_bias"):
+        wrong = FEATURE_TABLE.refusal("ddtree_runtime", name, speculative=True, build=__version__)
+        assert wrong is None, wrong
+
+
 def test_an_openai_endpoint_takes_openais_documented_fields_only() -> None:
     taken = [
         n for n in FEATURE_NAMES if FEATURE_TABLE.refusal("openai", n, speculative=True) is None

@@ -181,6 +181,24 @@ def test_a_penalised_tokens_pit_holds_the_brute_force_one_on_both_bases(
     assert (proofs > 0) == bool(inside)
 
 
+def test_a_logit_bias_alone_is_rebuilt_with_no_tokens_counted() -> None:
+    """A logit bias counts no tokens, so a record asking only for one gives its positions no
+    `Context` (`Sampling.contexts`): each is still rebuilt, its exact claims checked and held."""
+    z = np.linspace(4.0, -4.0, VOCAB)
+    asked: dict[str, Any] = {"logit_bias": ((0, -3.0), (2, 1.5))}
+    sampling = Sampling(0.7, top_p=0.9, order=CUTS, logit_order=VLLM, **asked)
+    probs = processed(penalised(z, [], [], asked), 0.7, top_p=0.9, order=CUTS)
+    positions = [row(z, token, probs) for token in range(6)]
+    assert 0 < sum(p["p"] > 0 for p in positions) < 6  # kept and removed tokens both
+    counted = sampling.contexts([5, 6], positions)
+    assert counted == [None] * 6
+    for position, context in zip(positions, counted, strict=True):
+        got, wrong = checked_pit(position, "exact", sampling, 0.0, vocab=VOCAB, context=context)
+        assert got.unrebuilt is None and wrong is None
+        if position["p"] > 0:  # kept: its PIT's floor the rebuilt mass above it
+            assert got.bounds(0.0)[0] == pytest.approx(above_of(probs, position["token"]))
+
+
 def test_an_unsound_rebuild_names_the_processor() -> None:
     z = np.linspace(4.0, -4.0, VOCAB)
     position = row(z, 0)
