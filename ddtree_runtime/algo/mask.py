@@ -16,7 +16,8 @@ by the engine) sample drafted positions (tree depth >= 1) at temperature x 1.6 /
 top-k and top-p, so only sampled DDTree output differs from AR (greedy and AR servers stay
 exact); "blind_drafts" (checked by the engine) accepts no drafted token: exact output at tau 1, a
 drafter that proposes nothing. The request-processor faults act on drafted nodes only too:
-"penalty_committed_only", "penalty_whole_tree", "logit_bias_drafts_ignored" and
+"penalty_committed_only", "penalty_whole_tree", "penalty_whole_batch",
+"penalties_drafts_ignored", "logit_bias_drafts_ignored" and
 "grammar_drafts_unmasked" (drafted nodes choose without the grammar mask) (``processors``),
 "min_p_drafts_ignored" (``verify.DRAFT_SAMPLING_FAULTS``) and "stop_round_end" (the engine looks
 for stop strings only at a round's last token). In-process tests add a name to the set. To

@@ -24,7 +24,8 @@ first i tokens.
 Planted faults (tests only, ``mask._FAULTS``; drafted nodes, depth >= 1, only, so AR rounds stay
 exact): ``penalty_committed_only`` (the path ignored: only the tokens before the round count),
 ``penalty_whole_tree`` (every drafted token of the round's tree counts, siblings included),
-``logit_bias_drafts_ignored`` (no logit bias on drafted nodes), ``grammar_drafts_unmasked``
+``penalty_whole_batch`` (every drafted token of every request's tree in the batch counts),
+``penalties_drafts_ignored`` (no penalty at all on drafted nodes), ``logit_bias_drafts_ignored`` (no logit bias on drafted nodes), ``grammar_drafts_unmasked``
 (drafted nodes choose without the grammar mask).
 """
 
@@ -52,6 +53,8 @@ PROCESSOR_FAULTS = frozenset(
     {
         "penalty_committed_only",
         "penalty_whole_tree",
+        "penalty_whole_batch",
+        "penalties_drafts_ignored",
         "logit_bias_drafts_ignored",
         "grammar_drafts_unmasked",
     }
@@ -202,6 +205,24 @@ def tree_logits(
         everything = torch.where(drafted[:, :, 0], tree.tokens, -1)
         whole = everything[:, None, :].expand(-1, tree.tokens.shape[1], -1)
         out = torch.where(drafted, processed_logits(logits, rows, whole), out)
+    if "penalty_whole_batch" in faults:
+        batch = torch.where(drafted[:, :, 0], tree.tokens, -1).reshape(1, 1, -1)
+        every = batch.expand(tree.tokens.shape[0], tree.tokens.shape[1], -1)
+        out = torch.where(drafted, processed_logits(logits, rows, every), out)
+    if "penalties_drafts_ignored" in faults:
+        unpenalised = [
+            replace(
+                r,
+                processors=replace(
+                    r.processors,
+                    repetition_penalty=1.0,
+                    frequency_penalty=0.0,
+                    presence_penalty=0.0,
+                ),
+            )
+            for r in rows
+        ]
+        out = torch.where(drafted, processed_logits(logits, unpenalised, paths), out)
     if "logit_bias_drafts_ignored" in faults:
         unbiased = [replace(r, processors=replace(r.processors, logit_bias=())) for r in rows]
         out = torch.where(drafted, processed_logits(logits, unbiased, paths), out)

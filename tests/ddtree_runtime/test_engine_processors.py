@@ -121,6 +121,8 @@ def test_ddtree_emits_ar_tokens_under_each_processor(temperature: float) -> None
 FAULTS: dict[str, tuple[dict[str, Any], float]] = {
     "penalty_committed_only": ({"repetition_penalty": 0.7}, 0.0),
     "penalty_whole_tree": ({"frequency_penalty": 0.5}, 0.0),
+    "penalty_whole_batch": ({"frequency_penalty": 0.5}, 0.0),
+    "penalties_drafts_ignored": ({"frequency_penalty": 0.5}, 0.0),
     "logit_bias_drafts_ignored": ({"logit_bias": banned_and_boosted()}, 0.0),
     "min_p_drafts_ignored": ({"min_p": 0.1}, 1.5),
 }

@@ -32,6 +32,8 @@ FAULTS = (
     "blind_drafts",
     "penalty_committed_only",
     "penalty_whole_tree",
+    "penalty_whole_batch",
+    "penalties_drafts_ignored",
     "min_p_drafts_ignored",
     "logit_bias_drafts_ignored",
     "grammar_drafts_unmasked",

@@ -92,6 +92,11 @@ def test_chain_paths_are_each_positions_prefix() -> None:
 WRONG = {
     "penalty_committed_only": lambda node: (PROCESSORS, OUTPUT),
     "penalty_whole_tree": lambda node: (PROCESSORS, OUTPUT + [5, 2, 5, 7]),
+    "penalty_whole_batch": lambda node: (PROCESSORS, OUTPUT + [5, 2, 5, 7]),  # one row
+    "penalties_drafts_ignored": lambda node: (
+        Processors(logit_bias=PROCESSORS.logit_bias),
+        OUTPUT + PATHS[node],
+    ),
     "logit_bias_drafts_ignored": lambda node: (
         Processors(1.3, 0.5, 0.25, ()),
         OUTPUT + PATHS[node],
@@ -125,3 +130,26 @@ def test_bad_processors_are_refused() -> None:
         with pytest.raises(ValueError, match=match):
             bad.check(VOCAB)
     PROCESSORS.check(VOCAB)
+
+
+def test_penalties_counted_over_the_batch_read_the_other_requests_drafts() -> None:
+    """`penalty_whole_batch`: row 0's drafted nodes count row 1's drafted tokens too (6 and 4
+    are in no path of row 0); the roots stay as AR's."""
+    one = hand_tree()
+    tokens = torch.cat([one.tokens, torch.tensor([[3, 6, 4, 6, 6, 0]])])
+    tree = TreeBatch(
+        tokens,
+        one.parents.repeat(2, 1),
+        one.depths.repeat(2, 1),
+        one.real.repeat(2, 1),
+        one.n_nodes.repeat(2),
+    )
+    logits = torch.cat([raw_logits(), raw_logits()])
+    rows = [History(PROCESSORS, PROMPT, OUTPUT)] * 2
+    got = tree_logits(logits, tree, rows, frozenset({"penalty_whole_batch"}))
+    clean = tree_logits(logits, tree, rows)
+    assert torch.equal(got[:, 0], clean[:, 0])
+    drafted = [5, 2, 5, 7, 6, 4, 6, 6]
+    for node in range(1, 5):
+        want = literal(logits[0, node].tolist(), PROCESSORS, PROMPT, OUTPUT + drafted)
+        assert got[0, node].tolist() == pytest.approx(want, abs=1e-12), node
