@@ -25,8 +25,9 @@ Planted faults (tests only, ``mask._FAULTS``; drafted nodes, depth >= 1, only, s
 exact): ``penalty_committed_only`` (the path ignored: only the tokens before the round count),
 ``penalty_whole_tree`` (every drafted token of the round's tree counts, siblings included),
 ``penalty_whole_batch`` (every drafted token of every request's tree in the batch counts),
-``penalties_drafts_ignored`` (no penalty at all on drafted nodes), ``logit_bias_drafts_ignored`` (no logit bias on drafted nodes), ``grammar_drafts_unmasked``
-(drafted nodes choose without the grammar mask).
+``penalties_drafts_ignored`` (no penalty at all on drafted nodes), ``logit_bias_drafts_ignored``
+(no logit bias on drafted nodes), ``grammar_drafts_unmasked`` (drafted nodes choose without the
+grammar mask).
 """
 
 from __future__ import annotations
