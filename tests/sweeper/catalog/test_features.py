@@ -71,8 +71,8 @@ def test_an_openai_endpoint_takes_openais_documented_fields_only() -> None:
 
 
 def test_a_feature_without_a_row_is_refused_never_sent_unchecked() -> None:
-    assert FEATURE_TABLE.refusal("sglang", "min_p", speculative=False, build="0.5.15") == (
-        "sglang 0.5.15: min_p has no row in the feature table (sweeper/catalog/features.py): "
+    assert FEATURE_TABLE.refusal("tgi", "min_p", speculative=False, build="3.3.0") == (
+        "tgi 3.3.0: min_p has no row in the feature table (sweeper/catalog/features.py): "
         "refused, never sent unchecked"
     )
 
