@@ -59,6 +59,8 @@ PROMPTS = (
 )
 TOKENS = 16
 TOP = 64
+#: A request's features all unset: what a sample is scored as (raw logprobs, no processors).
+NO_FEATURES: dict[str, Any] = dict.fromkeys(BY_NAME)
 
 
 def with_feature(spec: RequestSpec, name: str) -> RequestSpec:
@@ -138,7 +140,7 @@ def vllm_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                     if error:
                         failed = error
                         break
-                    plain = replace(request, **dict.fromkeys(BY_NAME))
+                    plain = replace(request, **NO_FEATURES)
                     o, s = outside_top(scorer, client, urls["ar"], plain, ids or [], model)
                     out, scored = out + o, scored + s
                 row[f"T=0.7 {k}"] = (
@@ -183,7 +185,7 @@ def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if error:
                     row["T=0.7"] = f"refused: {error}"
                     break
-                plain = replace(request, **dict.fromkeys(BY_NAME))
+                plain = replace(request, **NO_FEATURES)
                 o, s = outside_top(bound, client, url, plain, ids or [], None)
                 out, scored = out + o, scored + s
             else:
