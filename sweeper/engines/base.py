@@ -243,6 +243,21 @@ class Engine(Protocol):
         what the build lacks) when no path gives ids."""
         ...
 
+    def negotiate_features(
+        self,
+        client: httpx.Client,
+        base_url: str,
+        server_config: ServerConfig,
+        probe: RequestSpec,
+        wanted: Mapping[str, Any],
+        model: str | None,
+        build: str | None,
+    ) -> tuple[str | None, list[str]]:
+        """Prove the proven server honours each request feature of `wanted` (name -> frozen
+        value) with short probes, or refuse the first it drops: (one line naming engine,
+        build and parameter, or None; the probes' evidence)."""
+        ...
+
     def bind(self, capabilities: Capabilities | None) -> Engine:
         """A copy writing requests for `capabilities`' paths (the engine itself is shared)."""
         ...

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,16 @@ class Negotiated:
         model: str | None,
     ) -> Scored:  # fmt: skip
         raise ScoringError("this engine has no scoring path")
+
+    def negotiate_features(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, wanted: Mapping[str, Any], model: str | None, build: str | None,
+    ) -> tuple[str | None, list[str]]:  # fmt: skip
+        """(why this server drops one of the request features `wanted` (name -> frozen
+        value), in one line naming engine, build and parameter, or None; the probes'
+        evidence). Engines without probes leave it to the feature table
+        (`sweeper.catalog.features`), checked before."""
+        return None, []
 
     def margins_allowed(self) -> bool:
         """Whether requests may ask for logprobs: never on a server negotiated as speculative

@@ -18,6 +18,7 @@ from sweeper.config import ServerConfig
 from sweeper.config.features import used
 from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated
+from sweeper.engines.feature_probes import probe_features
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered, extra_args_of, split_config
 from sweeper.spec import RuntimeSpec
@@ -203,6 +204,11 @@ class LaunchedServer(Registered, Negotiated):
         )
 
 
+def build_named(engine: str, build: str | None, server_config: ServerConfig) -> str:
+    """How a refusal names the server: `vllm 0.32.0 (speculative)`."""
+    return f"{engine} {build or '(build not reported)'} ({server_config.mode})"
+
+
 class ModuleServer(LaunchedServer):
     """A third-party server (SGLang, vLLM): the model flag, the mapping's speculative flags,
     the CUDA-graph-off flags and the settings under the engine's own names, all from its record.
@@ -225,3 +231,12 @@ class ModuleServer(LaunchedServer):
         out.snippet(scoring.limit_flags if scoring else (), reported=False)
         out.snippet(extra_args_of(server_config, self.runtime), reported=True)
         return out
+
+    def negotiate_features(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, wanted: Mapping[str, Any], model: str | None, build: str | None,
+    ) -> tuple[str | None, list[str]]:  # fmt: skip
+        """A third-party build may drop a feature its table row says it takes (a fork, an
+        unlisted build): each is proven honoured by a probe (`feature_probes`)."""
+        named = build_named(self.name, build, server_config)
+        return probe_features(self, client, base_url, probe, wanted, model, named)

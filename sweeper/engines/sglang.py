@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
 
@@ -42,6 +43,7 @@ from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.common import (
     ModuleServer,
     api_path,
+    build_named,
     mismatches,
     openai_body,
 )
@@ -62,6 +64,10 @@ GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 
 __all__ = ["SGLang", "SGLangReader", "read_metrics"]
+
+
+#: The request features that need a grammar mask.
+GRAMMAR_FEATURES = ("response_format", "regex")
 
 
 def read_metrics(text: str) -> dict[str, float] | None:
@@ -180,6 +186,29 @@ class SGLang(ModuleServer):
         model: str | None,
     ) -> Scored:
         return sglang_score.score(self, client, base_url, spec, continuation, model)
+
+    def negotiate_features(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, wanted: Mapping[str, Any], model: str | None, build: str | None,
+    ) -> tuple[str | None, list[str]]:  # fmt: skip
+        """The probes (`feature_probes`), after one refusal no probe may find: a grammar
+        (`response_format`, `regex`) on a CPU server whose grammar backend is xgrammar. Its
+        mask has no CPU path in SGLang (`xgrammar_backend.apply_vocab_mask` raises
+        "Unsupported device: cpu" on 0.5.15) and the scheduler dies with it, so it is refused
+        from `/server_info`, never sent."""
+        grammar = [name for name in wanted if name in GRAMMAR_FEATURES]
+        if grammar:
+            info = self._server_info(client, base_url)
+            device, backend = info.get("device"), info.get("grammar_backend")
+            if device == "cpu" and backend == "xgrammar":
+                named = build_named(self.name, build, server_config)
+                return (
+                    f"{named} refuses {grammar[0]}: its xgrammar mask has no CPU path "
+                    "(a grammar request kills the scheduler: 'Unsupported device: cpu')"
+                ), [f"/server_info: device {device}, grammar_backend {backend}"]
+        return super().negotiate_features(
+            client, base_url, server_config, probe, wanted, model, build
+        )
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
         caps = self.capabilities

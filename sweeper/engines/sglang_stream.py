@@ -20,6 +20,7 @@ build uses both). Logprobs (AR servers only): `output_top_logprobs`, one list of
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -37,12 +38,10 @@ GENERATE_PATH = "/generate"
 
 def generate_body(spec: RequestSpec, prompt: list[int] | str, *, margins: bool) -> dict[str, Any]:
     """A streamed `/generate` body: the prompt's token ids (or its text), the sampling params
-    every build since 0.5 knows (0.5.23 answers 400 to an unknown one), and top-2 logprobs
-    only where `margins` (an AR server at temperature 0). It writes no request feature
-    (`sweeper.config.features`) yet: one asked raises LookupError, never silently dropped."""
-    asked = [feature.name for feature, _ in used(spec.feature_values())]
-    if asked:
-        raise LookupError(f"SGLang's native /generate body writes no {', '.join(asked)} yet")
+    every build since 0.5 knows (0.5.23 answers 400 to an unknown one, 0.5.15 500), the request
+    features in SGLang's native spelling (`native_features`), and top logprobs where `margins`
+    (two, an AR server at temperature 0) or the workload (`logprobs`) asks, as many as the
+    larger."""
     sampling: dict[str, Any] = {"max_new_tokens": spec.max_tokens, "temperature": spec.temperature}
     if spec.top_p is not None:
         sampling["top_p"] = spec.top_p
@@ -54,11 +53,43 @@ def generate_body(spec: RequestSpec, prompt: list[int] | str, *, margins: bool) 
         sampling["min_new_tokens"] = spec.min_tokens
     if spec.seed is not None and spec.temperature > 0:
         sampling["sampling_seed"] = spec.seed
+    sampling.update(native_features(spec))
     body: dict[str, Any] = {"sampling_params": sampling, "stream": True}
     body["input_ids" if isinstance(prompt, list) else "text"] = prompt
-    if margins and spec.temperature == 0:
-        body.update(return_logprob=True, top_logprobs_num=2, logprob_start_len=-1)
+    asked = [k for k in (spec.logprobs, 2 if margins and spec.temperature == 0 else None) if k]
+    if asked:
+        body.update(return_logprob=True, top_logprobs_num=max(asked), logprob_start_len=-1)
     return body
+
+
+#: SGLang's native name for `response_format` {"type": "json_object"}: any object (the schema
+#: its own OpenAI adapter passes for it, `serving_completions`/`protocol.to_sampling_params`).
+ANY_OBJECT = '{"type": "object"}'
+
+
+def native_features(spec: RequestSpec) -> dict[str, Any]:
+    """The request features as `/generate`'s `sampling_params` take them: the OpenAI names for
+    min-p, the penalties, `logit_bias` (token-id strings), `stop` and `regex`; a response
+    format as `json_schema` (the schema's text). `logprobs` is the body's (`generate_body`).
+    LookupError for `n`: a native stream interleaves its choices' events and the reader reads
+    one, so n > 1 goes only through the OpenAI routes, never half-read."""
+    out: dict[str, Any] = {}
+    for feature, value in used(spec.feature_values()):
+        plain = feature.plain(value)
+        if feature.name == "n":
+            raise LookupError("SGLang's native /generate stream is read as one choice: no n > 1")
+        if feature.name == "logprobs":
+            continue
+        if feature.name == "logit_bias":
+            out["logit_bias"] = {str(token): bias for token, bias in plain.items()}
+        elif feature.name == "response_format":
+            if plain.get("type") == "json_schema":
+                out["json_schema"] = json.dumps(plain["json_schema"]["schema"])
+            elif plain.get("type") == "json_object":
+                out["json_schema"] = ANY_OBJECT
+        else:
+            out[feature.name] = plain
+    return out
 
 
 def _first(meta: Mapping[str, Any], names: tuple[str, ...]) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
+from sweeper.measure.drive import probe_spec
 from sweeper.measure.inputs import Inputs
 from sweeper.plan import HostPlan, Plan, Point, Step
 from sweeper.plan.features import step_refusal
@@ -31,6 +32,7 @@ from sweeper.runner.serving import StartFailed, host_lost
 from sweeper.runner.start import Starter
 from sweeper.services import ServiceError
 from sweeper.services.identity import Identity
+from sweeper.services.readiness import negotiate_features
 from sweeper.spec import Spec
 from sweeper.workers import InOrder, StepOutcome, Work, WorkerHooks, pending_work
 from sweeper.workers.backends import Backend
@@ -236,6 +238,11 @@ class Runner:
             refused = step_refusal(
                 self.spec.runtime.engine, step.server_config, step.request_configs, build
             )
+            if refused is None and state.engine is not None:  # proven honoured, or refused
+                refused = negotiate_features(
+                    state.engine, state.base_url, step.server_config, step.request_configs,
+                    probe_spec(self.spec.workload), state.model, build,
+                )  # fmt: skip
             if refused is not None:
                 self._fail(backend, pending, refused, None, known)
                 return StepOutcome(state.identity)

@@ -18,13 +18,14 @@ manifest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
-from sweeper.config import ServerConfig
+from sweeper.config import RequestConfig, ServerConfig
+from sweeper.config.features import used
 from sweeper.engines.base import Engine, EngineError, RequestSpec
 from sweeper.hosts import Host
 from sweeper.poll import WaitAborted, WaitTimeout, wait_until
@@ -221,3 +222,31 @@ def advertised_sampling(
     if isinstance(block, Mapping) and block.get("coupled") is True:
         return "coupled", "sampling: coupled (/server_info sampling.coupled)"
     return "independent", "sampling: independent (no coupled sampling advertised)"
+
+
+def negotiate_features(
+    engine: Engine,
+    base_url: str,
+    server_config: ServerConfig,
+    request_configs: Iterable[RequestConfig],
+    probe: RequestSpec,
+    model: str | None,
+    build: str | None,
+) -> str | None:
+    """Why the proven server drops a request feature its request configs ask, in one line
+    naming engine, build and parameter (the engine's probes: `Engine.negotiate_features`), or
+    None. Each feature is probed once, with the first value a config asks of it."""
+    wanted: dict[str, Any] = {}
+    for config in request_configs:
+        for feature, value in used(config.feature_values()):
+            wanted.setdefault(feature.name, value)
+    if not wanted:
+        return None
+    with httpx.Client(timeout=httpx.Timeout(10.0, connect=2.0)) as client:
+        try:
+            refused, _ = engine.negotiate_features(
+                client, base_url, server_config, probe, wanted, model, build
+            )
+        except EngineError as exc:
+            return f"the request features could not be probed: {exc}"
+    return refused

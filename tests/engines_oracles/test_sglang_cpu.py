@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from sweeper.config.features import BY_NAME
 from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.sglang import SGLang
 from sweeper.plan import build_plan
@@ -220,3 +221,54 @@ def test_sglang_0523_cannot_serve_on_a_cpu_from_pypi_alone() -> None:
     assert failed.returncode != 0
     assert "kernels/ops/kvcache/cache_move.py" in failed.stderr
     assert "No module named 'sgl_kernel'" in failed.stderr.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_request_features_are_probed_on_the_real_sglang(hand_started: str, spec_file: Path) -> None:
+    """Negotiation on SGLang 0.5.15 itself, on its native /generate path: min-p, the
+    penalties, logit bias, stop strings and logprobs go in `sampling_params` and are proven
+    honoured (logit bias +100 forces its token, min-p 1 at T=1 gives the greedy ids, ...); a
+    grammar is refused from /server_info without being sent (its xgrammar mask has no CPU path
+    and would kill the scheduler: the server is still healthy after), and n > 1, which the
+    native stream cannot carry as separate choices, is refused by name."""
+    url = hand_started
+    spec = load_spec(spec_file)
+    engine = SGLang(spec.runtime)
+    config = build_plan(spec).hosts[0].steps[0].server_config
+    probe = RequestSpec("count", "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", 8, 0.0)
+    values = {
+        "min_p": 0.1,
+        "repetition_penalty": 1.3,
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.5,
+        "logit_bias": {21285: 5.0},
+        "stop": ["apple"],
+        "logprobs": 5,
+        "regex": "[0-9]+",
+        "response_format": {"type": "json_object"},
+        "n": 2,
+    }
+    with httpx.Client(timeout=300) as client:
+        bound = engine.bind(engine.negotiate(client, url, config, probe, None))
+        assert bound.capabilities.token_ids == "native"
+        answers = {
+            name: bound.negotiate_features(
+                client, url, config, probe, {name: BY_NAME[name].freeze(value)}, None, "0.5.15"
+            )
+            for name, value in values.items()
+        }
+        assert client.get(url + "/health").status_code == 200
+    refused = {name: why for name, (why, _) in answers.items() if why}
+    grammar = (
+        "its xgrammar mask has no CPU path (a grammar request kills the scheduler: "
+        "'Unsupported device: cpu')"
+    )
+    assert refused == {
+        "regex": f"sglang 0.5.15 (ar) refuses regex: {grammar}",
+        "response_format": f"sglang 0.5.15 (ar) refuses response_format: {grammar}",
+        "n": (
+            "sglang 0.5.15 (ar) refuses n on its negotiated path: SGLang's native /generate "
+            "stream is read as one choice: no n > 1"
+        ),
+    }
+    assert all("honoured" in said[0] for name, (_, said) in answers.items() if name not in refused)

@@ -87,8 +87,8 @@ def test_an_openai_endpoint_takes_openais_documented_fields_only() -> None:
 
 
 def test_a_feature_without_a_row_is_refused_never_sent_unchecked() -> None:
-    assert FEATURE_TABLE.refusal("sglang", "min_p", speculative=False, build="0.5.15") == (
-        "sglang 0.5.15: min_p has no row in the feature table (sweeper/catalog/features.py): "
+    assert FEATURE_TABLE.refusal("tgi", "min_p", speculative=False, build="3.3.0") == (
+        "tgi 3.3.0: min_p has no row in the feature table (sweeper/catalog/features.py): "
         "refused, never sent unchecked"
     )
 
@@ -124,3 +124,28 @@ def test_a_feature_honoured_since_a_build_is_judged_against_the_build_reported()
         assert PLANTED.refusal("vllm", "regex", speculative=False, build=build) is None
     assert PLANTED.refusal("vllm", "regex", speculative=False, build="(build not reported)")
     assert PLANTED.body_field("vllm", "regex") == "structured_outputs.regex"
+
+
+def test_the_real_engines_rows_say_what_their_servers_answered() -> None:
+    """vLLM and SGLang as measured (docs/engines.md): vLLM's speculative path refuses min-p
+    and logit bias on every build (the 400 guard, and before it #42744's dropped tokens), its
+    regex lives under `structured_outputs` since 0.10.2; SGLang's EAGLE verify ignores min-p,
+    and logit bias only before 0.5.4."""
+    assert FEATURE_TABLE.refusal("vllm", "min_p", speculative=False, build="0.32.0") is None
+    assert FEATURE_TABLE.refusal("vllm", "min_p", speculative=True, build="0.32.0") == (
+        "vllm 0.32.0: its speculative path rejects min_p (vllm#42744)"
+    )
+    assert FEATURE_TABLE.refusal("vllm", "logit_bias", speculative=True, build="0.9.0") == (
+        "vllm 0.9.0: its speculative path rejects logit_bias (vllm#38467)"
+    )
+    assert FEATURE_TABLE.body_field("vllm", "regex") == "structured_outputs.regex"
+    assert FEATURE_TABLE.refusal("vllm", "regex", speculative=True, build="0.10.1") == (
+        "vllm 0.10.1: regex is honoured only since 0.10.2 (vllm#22772)"
+    )
+    assert FEATURE_TABLE.refusal("sglang", "min_p", speculative=True, build="0.5.15") == (
+        "sglang 0.5.15: its speculative path ignores min_p (sglang#10617)"
+    )
+    assert FEATURE_TABLE.refusal("sglang", "logit_bias", speculative=True, build="0.5.15") is None
+    assert FEATURE_TABLE.refusal("sglang", "logit_bias", speculative=True, build="0.5.3") == (
+        "sglang 0.5.3: its speculative path ignores logit_bias (sglang#10617), fixed in 0.5.4"
+    )

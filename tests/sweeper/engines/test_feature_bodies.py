@@ -95,7 +95,9 @@ def test_an_openai_endpoint_gets_openais_fields_and_never_one_it_lacks() -> None
 
 
 def test_sglang_native_body_never_drops_a_feature_silently() -> None:
-    with pytest.raises(LookupError, match="writes no min_p, repetition_penalty"):
-        generate_body(_spec(False), [1, 2], margins=False)
+    """Every feature reaches `sampling_params` (`test_sglang`), except n > 1, which the native
+    stream cannot carry as separate choices: it raises, never sent as one choice."""
+    with pytest.raises(LookupError, match="no n > 1"):
+        generate_body(replace(_spec(False), n=2), [1, 2], margins=False)
     plain = RequestSpec(prompt_id="a", prompt="hi", max_tokens=8, temperature=0.0)
     assert "sampling_params" in generate_body(plain, [1, 2], margins=False)

@@ -20,8 +20,10 @@ import httpx
 import pytest
 
 from sweeper.config import ServerConfig
+from sweeper.config.features import BY_NAME
 from sweeper.engines.base import EngineError, RequestSpec
 from sweeper.engines.sglang import SGLang
+from sweeper.engines.sglang_stream import generate_body
 from sweeper.plan import build_plan
 from sweeper.spec import RuntimeSpec, Spec, parse_spec
 from tests.engines_oracles.oracle_process import sglang_resolve, sglang_serve, sse_events
@@ -267,3 +269,44 @@ def test_a_cpu_sglang_needs_no_gpu(runtime: dict[str, Any], gpu: bool) -> None:
         {"engine": "sglang", "preset": "sglang-ddtree", "model": "m", **runtime}
     )
     assert SGLang(spec).requirements().gpu is gpu  # what `sweeper doctor` checks a host for
+
+
+def test_the_native_body_carries_every_feature_in_sglangs_spelling() -> None:
+    """/generate's `sampling_params` take the OpenAI names (bias keys as strings), a response
+    format as `json_schema` text and the workload's logprobs as `top_logprobs_num` (merged with
+    the margins, the larger); n > 1 raises: the native stream is read as one choice."""
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    values = {
+        "min_p": 0.1,
+        "repetition_penalty": 1.3,
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.25,
+        "logit_bias": {21285: 5.0},
+        "stop": ["apple"],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
+        "logprobs": 5,
+    }
+    frozen = {name: BY_NAME[name].freeze(value) for name, value in values.items()}
+    body = generate_body(RequestSpec("p", "x", 8, 0.0, **frozen), [1, 2], margins=True)
+    sampling = dict(body["sampling_params"])
+    assert json.loads(sampling.pop("json_schema")) == schema
+    assert sampling == {
+        "max_new_tokens": 8,
+        "temperature": 0.0,
+        "min_p": 0.1,
+        "repetition_penalty": 1.3,
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.25,
+        "logit_bias": {"21285": 5.0},
+        "stop": ["apple"],
+    }
+    assert (body["return_logprob"], body["top_logprobs_num"]) == (True, 5)
+    json_object = BY_NAME["response_format"].freeze({"type": "json_object"})
+    plain = generate_body(
+        RequestSpec("p", "x", 8, 0.0, response_format=json_object), "x", margins=False
+    )
+    assert plain["sampling_params"]["json_schema"] == '{"type": "object"}'
+    regex = generate_body(RequestSpec("p", "x", 8, 0.0, regex="[0-9]+"), "x", margins=False)
+    assert regex["sampling_params"]["regex"] == "[0-9]+" and "return_logprob" not in regex
+    with pytest.raises(LookupError, match="no n > 1"):
+        generate_body(RequestSpec("p", "x", 8, 0.7, n=2), "x", margins=False)

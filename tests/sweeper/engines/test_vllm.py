@@ -30,6 +30,7 @@ import yaml
 
 from ddtree_runtime.export import export_model
 from sweeper.catalog.records import PRESETS
+from sweeper.config.features import BY_NAME
 from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.vllm import VLLM, read_counters
 from sweeper.plan import build_plan
@@ -271,3 +272,66 @@ def _healthy(client: httpx.Client, url: str) -> bool:
         return client.get(f"{url}/health", timeout=5).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+#: One value per request feature, as a workload or grid would ask them (frozen).
+FEATURE_VALUES = {
+    name: BY_NAME[name].freeze(value)
+    for name, value in {
+        "min_p": 0.1,
+        "repetition_penalty": 1.3,
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.5,
+        "logit_bias": {21285: 5.0},  # " banana"
+        "stop": ["apple"],
+        "response_format": {"type": "json_object"},
+        "regex": "[0-9]+",
+        "n": 2,
+        "logprobs": 5,
+    }.items()
+}
+#: What vLLM 0.32.0 answers a speculative request with min-p > 0 or a logit bias (streamed: in
+#: an error event; HTTP 400 unstreamed).
+SPEC_GUARD = (
+    "an error event: The min_p and logit_bias sampling parameters are not yet supported with "
+    "speculative decoding."
+)
+
+
+@pytest.mark.slow
+def test_every_request_feature_is_probed_on_both_real_vllms(
+    hand_started: tuple[str, str],
+) -> None:
+    """Negotiation on vLLM 0.32.0 itself: the AR server honours every feature, each body (in
+    vLLM's spelling: `structured_outputs.regex`) answered 200 and each probe's effect seen
+    (logit bias +100 forces its token, min-p 1 samples the greedy ids, ...); the n-gram server
+    honours the same except min-p and logit bias, which its input processor refuses (#31982's
+    guard: what keeps #42744 from reaching the rejection sampler), named in one line."""
+    ngram_url, ar_url = hand_started
+    spec = load_spec(SPEC)
+    engine = VLLM(spec.runtime)
+    steps = build_plan(spec).hosts[0].steps
+    ar_config, ngram_config = steps[0].server_config, steps[-1].server_config
+    model = spec.runtime.model
+    probe = RequestSpec("count", "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", 8, 0.0)
+    with httpx.Client(timeout=300) as client:
+        for url in (ngram_url, ar_url):
+            wait_until(partial(_healthy, client, url), timeout_s=300, interval_s=2.0)
+        answers = {}
+        for url, config in ((ar_url, ar_config), (ngram_url, ngram_config)):
+            bound = engine.bind(engine.negotiate(client, url, config, probe, model))
+            answers[config.mode] = {
+                name: bound.negotiate_features(
+                    client, url, config, probe, {name: value}, model, "0.32.0"
+                )
+                for name, value in FEATURE_VALUES.items()
+            }
+    assert {name: refused for name, (refused, _) in answers["ar"].items()} == dict.fromkeys(
+        FEATURE_VALUES
+    )
+    assert all(len(said) == 1 and "honoured" in said[0] for _, said in answers["ar"].values())
+    refused = {name: why for name, (why, _) in answers["speculative"].items() if why}
+    assert refused == {
+        "min_p": f"vllm 0.32.0 (speculative) refuses min_p: {SPEC_GUARD}",
+        "logit_bias": f"vllm 0.32.0 (speculative) refuses logit_bias: {SPEC_GUARD}",
+    }

@@ -338,7 +338,7 @@ def test_a_started_server_is_judged_against_the_build_it_reports() -> None:
         assert step_refusal("ddtree_runtime", *args, build=None) == (
             "ddtree_runtime (build not reported): repetition_penalty is honoured only since 0.2.0"
         )
-        assert step_refusal("sglang", *args, build="0.5.15") == (
-            "sglang 0.5.15: repetition_penalty has no row in the feature table "
+        assert step_refusal("tgi", *args, build="3.3.0") == (
+            "tgi 3.3.0: repetition_penalty has no row in the feature table "
             "(sweeper/catalog/features.py): refused, never sent unchecked"
         )
