@@ -13,24 +13,39 @@ by their settings.
 
     python bench/scored_pools.py [--size 192] [--tokens 24] [--batch 32] [--out DIR] POOL...
 
-POOL is `name:fault:temperature:top_p:seed_base[:top_k[:min_p]]`, e.g. `ar:none:0.7:1.0:0` or
-`hot:hot_drafts:0.7:1.0:500000000` (top-k and min-p 0, off, unless given:
-`ark:none:0.7:1.0:0:20`, `armp:none:0.7:1.0:0:0:0.1`); fault `none` for a correct engine, `ar`
-in the name for budget 0.
+POOL is `name:fault:temperature:top_p:seed_base[:top_k[:min_p]][:PROCESSOR...]`, e.g.
+`ar:none:0.7:1.0:0` or `hot:hot_drafts:0.7:1.0:500000000` (top-k and min-p 0, off, unless
+given: `ark:none:0.7:1.0:0:20`, `armp:none:0.7:1.0:0:0:0.1`); fault `none` for a correct engine
+(else one of the runtime's planted sampling or processor faults), `ar` in the name for budget 0.
+PROCESSOR parts, after the cuts, are the request's logit processors (`algo.processors`; the
+request-config id parts): `rp1.3` (repetition penalty), `fp0.5` / `pp0.5` (frequency / presence
+penalty), `lb28=-5` (logit bias -5 on token 28; one part per token), e.g.
+`rpc:penalty_committed_only:0.7:1.0:900000000:0:0:rp1.3`. With processors the scores are the
+runtime's `/score`'s: the processed logits from `processors.processed_logits` over each
+position's own prefix (`chain_paths`), the raw logprobs, rank, top and log-sum-exp kept beside
+them for the judge's rebuild.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ddtree_runtime.algo import mask
+from ddtree_runtime.algo.processors import (
+    PROCESSOR_FAULTS,
+    History,
+    Processors,
+    chain_paths,
+    processed_logits,
+)
 from ddtree_runtime.algo.sampling import processed_probs
+from ddtree_runtime.algo.verify import DRAFT_SAMPLING_FAULTS
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
@@ -48,6 +63,16 @@ PROMPTS = {
     "count": "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
 }
 MODEL = "smollm2-135m"
+#: The planted faults a pool may name: the sampling ones and the processor ones.
+FAULTS = frozenset(DRAFT_SAMPLING_FAULTS) | PROCESSOR_FAULTS
+
+
+#: The processor parts of a pool spec (module docstring): prefix -> `Processors` field.
+PROCESSOR_PARTS = {
+    "rp": "repetition_penalty",
+    "fp": "frequency_penalty",
+    "pp": "presence_penalty",
+}
 
 
 @dataclass(frozen=True)
@@ -59,21 +84,46 @@ class PoolSpec:
     seed_base: int
     top_k: int = 0
     min_p: float = 0.0
+    processors: Processors = Processors()
 
     @classmethod
     def parse(cls, text: str) -> PoolSpec:
-        name, fault, temperature, top_p, seed_base, *cuts = text.split(":")
-        if len(cuts) > 2:
-            raise ValueError(f"pool {text!r}: at most top_k and min_p after seed_base")
+        name, fault, temperature, top_p, seed_base, *rest = text.split(":")
+        cuts = [part for part in rest if not part[:1].isalpha()]
+        named = rest[len(cuts) :]
+        if len(cuts) > 2 or any(not part[:1].isalpha() for part in named):
+            raise ValueError(f"pool {text!r}: at most top_k and min_p, then processor parts")
         k = int(cuts[0]) if cuts else 0
         min_p = float(cuts[1]) if len(cuts) > 1 else 0.0
-        return cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
+        values: dict[str, float] = {}
+        bias: list[tuple[int, float]] = []
+        for part in named:
+            if part.startswith("lb"):
+                token, value = part[2:].split("=")
+                bias.append((int(token), float(value)))
+            elif part[:2] in PROCESSOR_PARTS:
+                values[PROCESSOR_PARTS[part[:2]]] = float(part[2:])
+            else:
+                raise ValueError(f"pool {text!r}: unknown processor part {part!r}")
+        processors = Processors(**values, logit_bias=tuple(sorted(bias)))
+        spec = cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
+        return replace(spec, processors=processors)
 
     def path(self, out: Path, size: int, tokens: int, top: int) -> Path:
         key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
         key += f"-tk{self.top_k}" if self.top_k else ""
         key += f"-mp{self.min_p}" if self.min_p else ""
+        key += "".join(f"-{part}" for part in self.processor_parts())
         return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
+
+    def processor_parts(self) -> list[str]:
+        """The spec's processor parts (module docstring), as `parse` reads them."""
+        parts = [
+            f"{prefix}{getattr(self.processors, field)}"
+            for prefix, field in PROCESSOR_PARTS.items()
+            if getattr(self.processors, field) != getattr(Processors(), field)
+        ]
+        return parts + [f"lb{token}={bias}" for token, bias in self.processors.logit_bias]
 
 
 def chat_ids(loaded: LoadedModel, text: str) -> list[int]:
@@ -111,11 +161,17 @@ def generate(
             top_p=pool.top_p,
             top_k=pool.top_k,
             min_p=pool.min_p,
+            repetition_penalty=pool.processors.repetition_penalty,
+            frequency_penalty=pool.processors.frequency_penalty,
+            presence_penalty=pool.processors.presence_penalty,
+            logit_bias=dict(pool.processors.logit_bias),
             seed=pool.seed_base + 1_000_003 * i + k,
         )
         for i, k in requests
     ]
     if pool.fault != "none":
+        if pool.fault not in FAULTS:  # an unknown name would plant nothing: a correct pool
+            raise ValueError(f"fault {pool.fault!r}: not one of {sorted(FAULTS)}")
         mask._FAULTS.add(pool.fault)
     try:
         results = engine.generate([prompts[i] for i, _ in requests], params)
@@ -150,26 +206,35 @@ def score(
     out["top_ids"] = np.zeros((s, tokens, top), dtype=np.int64)
     out["top_lp"] = np.zeros((s, tokens, top))
     out["length"] = np.array([len(x) for x in samples])
+    out["logsumexp"] = np.full((s, tokens), np.nan)
     for start in range(0, s, 8):
         chunk = samples[start : start + 8]
         rows = slice(start, start + len(chunk))
-        ids = torch.tensor([prompt + x + [0] * (tokens - len(x)) for x in chunk])
+        padded = [x + [0] * (tokens - len(x)) for x in chunk]
+        ids = torch.tensor([prompt + x for x in padded])
         logits = loaded.model(input_ids=ids, use_cache=False, logits_to_keep=tokens + 1).logits
         logits = logits[:, :tokens].to(torch.float64)  # row t predicts sample token t
+        # The runtime's processors at each position, from its own prefix (as /score applies
+        # them); the raw logits stay the judge's: logprob, rank, top and log-sum-exp.
+        history = [History(pool.processors, prompt, ()) for _ in chunk]
+        paths = torch.cat([chain_paths(x) for x in padded])
+        processed = processed_logits(logits, history, paths)
         index = ids[:, len(prompt) :, None]
-        raw = torch.log_softmax(logits, dim=-1)
+        lse = torch.logsumexp(logits, dim=-1)
+        raw = logits - lse[..., None]
         own = raw.gather(-1, index)
         vocab = torch.arange(raw.shape[-1])
         rank = 1 + (raw > own).sum(-1) + ((raw == own) & (vocab < index)).sum(-1)
-        probs = processed_probs(logits, pool.temperature, pool.top_k, pool.top_p, pool.min_p)
+        probs = processed_probs(processed, pool.temperature, pool.top_k, pool.top_p, pool.min_p)
         p = probs.gather(-1, index)[..., 0]
         above = _mass_above(probs, index)
-        flat_logits, flat_index = logits.flatten(0, 1), index.flatten(0, 1)
+        flat_logits, flat_index = processed.flatten(0, 1), index.flatten(0, 1)
         cuts = (pool.temperature, pool.top_k, pool.top_p, pool.min_p)
         gap = truncation_gaps(flat_logits, flat_index, *cuts).view_as(p)
         below = below_min_p(flat_logits, flat_index, pool.temperature, pool.min_p)
         flat_probs = probs.flatten(0, 1)
-        bounds = boundaries(raw.flatten(0, 1), flat_probs, below, pool.temperature, pool.min_p)
+        kept = torch.log_softmax(flat_logits, dim=-1)
+        bounds = boundaries(kept, flat_probs, below, pool.temperature, pool.min_p)
         boundary = bounds.view_as(p)
         best = torch.topk(raw, top, dim=-1)
         valid = np.arange(tokens)[None, :] < out["length"][rows, None]
@@ -180,6 +245,7 @@ def score(
             ("above", torch.where(p > 0, above, torch.ones_like(above))),
             ("gap", torch.where(p > 0, torch.full_like(gap, float("nan")), gap)),
             ("boundary", torch.where(p > 0, torch.full_like(gap, float("nan")), boundary)),
+            ("logsumexp", lse),
         ):
             out[name][rows] = np.where(valid, value.numpy(), np.nan)
         out["token"][rows] = np.where(valid, index[..., 0].numpy(), -1)
@@ -213,6 +279,9 @@ def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path
     took = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     arrays["prompts"] = np.array(list(PROMPTS))
+    arrays["prompt_ids"] = np.array(
+        [np.pad(x, (0, max(map(len, prompts)) - len(x)), constant_values=-1) for x in prompts]
+    )
     np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
     n = sum(len(x) for found in samples for x in found)
     print(f"{pool}: {n} tokens drawn in {drawn:.0f} s, scored by {took - drawn:.0f} s -> {path}")

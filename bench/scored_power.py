@@ -26,8 +26,11 @@ rows, fault or alarm, whose label holds its text (`--rows "min-p 0.1"`: the min-
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,33 +53,67 @@ FAULTS = (
      "ar1"),
     ("top-k 20 ignored on drafted positions (`untruncated_drafts`)",
      "utk-untruncated_drafts-t0.7-p1.0-s800000000-tk20", "ark20"),
+    ("min-p 0.1 ignored on drafted positions (`min_p_drafts_ignored`)",
+     "mpd-min_p_drafts_ignored-t0.7-p1.0-s1100000000-mp0.1", "armp01"),
+    ("frequency penalty 0.5 ignored on drafted paths (`penalty_committed_only`)",
+     "fpc-penalty_committed_only-t0.7-p1.0-s1200000000-fp0.5", "arfp05"),
+    ("frequency penalty 0.5 over the whole tree (`penalty_whole_tree`)",
+     "fpw-penalty_whole_tree-t0.7-p1.0-s1300000000-fp0.5", "arfp05"),
+    ("repetition penalty 1.3 ignored on drafted paths (`penalty_committed_only`)",
+     "rpc-penalty_committed_only-t0.7-p1.0-s1500000000-rp1.3", "arrp13"),
+    ("logit bias -5 on ',' ignored on drafted positions (`logit_bias_drafts_ignored`)",
+     "lbd-logit_bias_drafts_ignored-t0.7-p1.0-s1400000000-lb28=-5.0", "arlb"),
 )  # fmt: skip
-#: AR pools: key -> (file stem, top-p, top-k, min-p).
+#: The logit bias of the logit-bias rows: -5 on ',' (token 28), a token every prompt draws
+#: often, so the bias moves the distribution at temperature 0.7.
+LOGIT_BIAS = {28: -5.0}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a pool's samples were drawn with (its spec in `bench/scored_pools.py`)."""
+
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    logit_bias: dict[int, float] | None = None
+
+
+#: AR pools: key -> (file stem, settings).
 AR = {
-    "ar1": ("ar-none-t0.7-p1.0-s0", 1.0, None, None),
-    "ar09": ("ar-none-t0.7-p0.9-s100000000", 0.9, None, None),
-    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", 1.0, 20, None),
-    "armp01": ("ar-none-t0.7-p1.0-s300000000-mp0.1", 1.0, None, 0.1),
+    "ar1": ("ar-none-t0.7-p1.0-s0", Settings()),
+    "ar09": ("ar-none-t0.7-p0.9-s100000000", Settings(top_p=0.9)),
+    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", Settings(top_k=20)),
+    "armp01": ("ar-none-t0.7-p1.0-s300000000-mp0.1", Settings(min_p=0.1)),
+    "arfp05": ("ar-none-t0.7-p1.0-s900000000-fp0.5", Settings(frequency_penalty=0.5)),
+    "arlb": ("ar-none-t0.7-p1.0-s1000000000-lb28=-5.0", Settings(logit_bias=LOGIT_BIAS)),
+    "arrp13": ("ar-none-t0.7-p1.0-s1600000000-rp1.3", Settings(repetition_penalty=1.3)),
 }
+#: The alarm rows: (what the AR control's samples were drawn with, its AR pool's key).
+ALARMS = (
+    ("top-p 1.0", "ar1"),
+    ("top-p 0.9", "ar09"),
+    ("top-k 20", "ark20"),
+    ("min-p 0.1", "armp01"),
+    ("frequency penalty 0.5", "arfp05"),
+    ("logit bias -5 on ','", "arlb"),
+    ("repetition penalty 1.3", "arrp13"),
+)
 
 
 class Pool:
     """One pool's samples and scores, per prompt."""
 
-    def __init__(
-        self,
-        path: Path,
-        temperature: float,
-        top_p: float,
-        top_k: int | None,
-        min_p: float | None,
-    ) -> None:
+    def __init__(self, path: Path, temperature: float, settings: Settings) -> None:
         data = np.load(path)
         self.data = {k: data[k] for k in data.files}
         self.prompts = [str(p) for p in self.data["prompts"]]
-        self.temperature, self.top_p, self.top_k, self.min_p = temperature, top_p, top_k, min_p
+        self.temperature, self.settings = temperature, settings
         #: The runtime's processing order, as the catalog (and its /score) states it.
-        self.order = list(SCORING["ddtree_runtime"].order(None, min_p))
+        self.order = list(SCORING["ddtree_runtime"].order(None, settings.min_p))
 
     @property
     def size(self) -> int:
@@ -100,6 +137,9 @@ class Pool:
             }
             if basis == "exact":
                 gap = float(d["gap"][prompt, sample, t])
+                # The raw logits' log-sum-exp, which only the runtime's exact route returns.
+                if "logsumexp" in d:
+                    position["logsumexp"] = float(d["logsumexp"][prompt, sample, t])
                 # Pools drawn before the runtime returned `boundary` have none: no near ties.
                 boundary = float(d["boundary"][prompt, sample, t]) if "boundary" in d else np.nan
                 position |= {
@@ -117,14 +157,30 @@ class Pool:
             "scorer": "self",
             "basis": basis,
             "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "min_p": self.min_p,
+            "top_p": self.settings.top_p,
+            "top_k": self.settings.top_k,
+            "min_p": self.settings.min_p,
+            **self.processor_columns(prompt),
             "order": self.order,
             "k": len(positions[0]["top"]) if positions else None,
             "near_tie_margin": MARGIN,
             "positions": positions,
             "error": None,
+        }
+
+    def processor_columns(self, prompt: int) -> dict[str, Any]:
+        """The request's logit processors as the record states them, and the prompt's ids."""
+        ids = self.data.get("prompt_ids")
+        bias = self.settings.logit_bias
+        return {
+            "repetition_penalty": self.settings.repetition_penalty,
+            "frequency_penalty": self.settings.frequency_penalty,
+            "presence_penalty": self.settings.presence_penalty,
+            # The record column's canonical text: ids ascending, compact.
+            "logit_bias": None
+            if bias is None
+            else json.dumps({str(k): v for k, v in sorted(bias.items())}, separators=(",", ":")),
+            "prompt_token_ids": None if ids is None else [int(t) for t in ids[prompt] if t >= 0],
         }
 
     def records(
@@ -141,6 +197,11 @@ class Pool:
             self.prompts[prompt]: [self.ids(prompt, int(s)) for s in chosen]
             for prompt, chosen in enumerate(picks)
         }
+
+
+def pool_size(path: Path) -> int:
+    """A pool file's samples per prompt (its `-n<size>-` part): the largest pool is used."""
+    return int(re.search(r"-n(\d+)-l", path.name)[1])  # type: ignore[index]
 
 
 def picks(pool: Pool, n: int, rng: np.random.Generator, parts: int = 1) -> list[list[np.ndarray]]:
@@ -207,9 +268,8 @@ def main() -> None:
     bases = args.basis.split(",")
 
     def load(stem: str, ar: str) -> Pool | None:
-        found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"))
-        _, top_p, top_k, min_p = AR[ar]
-        return Pool(found[-1], 0.7, top_p, top_k, min_p) if found else None
+        found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"), key=pool_size)
+        return Pool(found[-1], 0.7, AR[ar][1]) if found else None
 
     ars = {key: load(stem, key) for key, (stem, *_) in AR.items()}
     rows = [
@@ -218,15 +278,10 @@ def main() -> None:
         if args.only in label
     ]
     rows += [
-        ("false alarms: AR scored against itself (top-p 1.0)", ars["ar1"], ars["ar1"],
-         args.alarm_draws),
-        ("false alarms: AR scored against itself (top-p 0.9)", ars["ar09"], ars["ar09"],
-         args.alarm_draws),
-        ("false alarms: AR scored against itself (top-k 20)", ars["ark20"], ars["ark20"],
-         args.alarm_draws),
-        ("false alarms: AR scored against itself (min-p 0.1)", ars["armp01"], ars["armp01"],
-         args.alarm_draws),
-    ] if args.alarms else []  # fmt: skip
+        (f"false alarms: AR scored against itself ({what})", ars[key], ars[key], args.alarm_draws)
+        for what, key in ALARMS
+        if args.alarms
+    ]
     rows = [row for row in rows if args.rows in row[0]]
     head = ["shift, temperature 0.7, 4 prompts x 24 tokens"]
     for n in sizes:
