@@ -28,6 +28,7 @@ import pandas as pd
 from sweeper.analysis.impossible import mark_impossible
 from sweeper.analysis.objective import withheld_kind, withheld_speedup
 from sweeper.config.labels import point_label
+from sweeper.config.request import REQUEST_COLUMNS
 from sweeper.proof.verdicts import worst_by_group
 from sweeper.results.records import CONFIG_COLUMNS, extra_config_columns
 
@@ -46,7 +47,7 @@ DATASET_REQUEST_COLUMNS = [
     "accepted_hist",
 ]
 #: What a dataset point is matched on besides its point's config (compare, the AR reference).
-LOAD_KEYS = ("host", "temperature", "concurrency", "rate", "max_tokens", "top_p", "top_k")
+LOAD_KEYS = ("host", *REQUEST_COLUMNS)
 #: Which restart of which server config a dataset point is (its restarts share the label).
 RESTART_KEYS = ("server_label", "restart")
 #: The host's load while its point ran: a speedup measured on a busy host (either side) is no

@@ -6,13 +6,17 @@ Per engine: the basis (`exact`: the bundled runtime computes the processed distr
 logprobs are asked and the launch flag that allows them, whether the logprobs it returns for
 input tokens are temperature-scaled, whether a speculative server may score its own samples (its
 prefill never runs the speculative path and it accepts logprob requests), the order its
-sampler applies temperature, top-k, top-p and min-p in, and its near-tie margin: how far (nats)
+sampler applies temperature, top-k, top-p and min-p in, the order it applies the logit
+processors in before them (logit bias and the repetition, frequency and presence penalties) and
+which tokens its repetition penalty counts (`sweeper.proof.processors`), and its near-tie
+margin: how far (nats)
 its numerics may move a difference of two raw logprobs (a token's against a truncation
 boundary's, scored; the top two, greedy) from what its sampler saw, below which a token just
 outside, or a greedy divergence, is a near tie, never a proof.
 An order is a list of steps, each acting on the distribution the step before left,
 renormalised; `top_k+top_p` is one step (both cut the same distribution: SGLang's joint
-filter). The file:line references say where each fact is.
+filter); in the logit order, `a|b` are applied in an order the engine leaves unspecified. The
+file:line references say where each fact is.
 """
 
 from __future__ import annotations
@@ -37,6 +41,12 @@ class Order:
     #: With min-p > 0, where the engine then takes another path.
     with_min_p: tuple[str, ...]
     source: str
+    #: The logit processors before temperature, in the order applied
+    #: (`sweeper.proof.processors.LOGIT_STEPS`), and the tokens its repetition penalty counts
+    #: ("prompt+output" or "output"), and where the code says both.
+    logits: tuple[str, ...]
+    repetition_scope: str
+    logits_source: str
 
 
 @dataclass(frozen=True)
@@ -67,14 +77,17 @@ class Scoring:
 
     def order(self, version: str | None, min_p: float | None = None) -> tuple[str, ...]:
         """The order of the engine `version` runs (the newest known when unknown)."""
-        found = self.orders[-1]
+        found = self.orders_of(version)
+        return found.with_min_p if min_p else found.steps
+
+    def orders_of(self, version: str | None) -> Order:
+        """The `Order` of the engine `version` runs (the newest known when unknown)."""
         for candidate in self.orders:
             if "*" in candidate.versions or (
                 version and any(version.startswith(v) for v in candidate.versions)
             ):
-                found = candidate
-                break
-        return found.with_min_p if min_p else found.steps
+                return candidate
+        return self.orders[-1]
 
 
 #: The bundled runtime's: its /score runs the sampler's own code (`processed_probs`) on one
@@ -118,6 +131,9 @@ _SGLANG_JOINT = (
     "top_p_renorm_prob, min_p_sampling_from_probs in turn"
 )
 
+#: vLLM's logit processors in its order (the bundled runtime's too).
+_VLLM_LOGITS = ("logit_bias", "repetition_penalty", "frequency_penalty", "presence_penalty")
+
 SCORING: dict[str, Scoring] = {
     "ddtree_runtime": Scoring(
         basis="exact",
@@ -138,6 +154,12 @@ SCORING: dict[str, Scoring] = {
                 "ddtree_runtime/algo/sampling.py processed_probs: tempered, then min_p_cut (a "
                 "tempered ratio to the top token, vLLM's rule), top_k_cut and top_p_dropped, "
                 "each on what the one before left; /score's ORDER says the same",
+                _VLLM_LOGITS,
+                "prompt+output",
+                "the runtime's request contract (issue 47): grammar mask, logit bias, then the "
+                "penalties as vLLM's (repetition over prompt + output tokens, frequency and "
+                "presence over output tokens), at a tree node over its own ancestor path, "
+                "before temperature",
             ),
         ),
         near_tie_margin=RUNTIME_MARGIN,
@@ -170,6 +192,16 @@ SCORING: dict[str, Scoring] = {
                 "MinPLogitsProcessor), then ops/topk_topp_sampler.py apply_top_k_top_p (top-k "
                 "masks the logits, top-p then on their softmax); the V2 runner's "
                 "sample/sampler.py apply_sampling_params in the same order",
+                _VLLM_LOGITS,
+                "prompt+output",
+                "vllm 0.32 v1/sample/sampler.py Sampler.apply_logits_processors: the "
+                "non-argmax-invariant processors (logit bias: logits_processor/builtin.py "
+                "LogitBiasLogitsProcessor) then apply_penalties (v1/sample/ops/penalties.py "
+                "apply_all_penalties -> model_executor/layers/utils.py apply_penalties: "
+                "repetition over prompt_mask | output_mask, a positive logit divided, a "
+                "negative multiplied (_custom_ops.py apply_repetition_penalties_torch); "
+                "frequency times the output counts, presence over the output mask), all "
+                "before sample()'s temperature",
             ),
         ),
         near_tie_margin=SERVED_MARGIN,
@@ -199,6 +231,16 @@ SCORING: dict[str, Scoring] = {
                 ("temperature", "top_k", "top_p", "min_p"),
                 _SGLANG_JOINT + " (0.5.15 and 0.5.23 alike; PR #29907's branch, cut between "
                 "them, shares both)",
+                ("frequency_penalty|presence_penalty|repetition_penalty", "logit_bias"),
+                "output",
+                "sglang 0.5.15 sampling/sampling_batch_info.py apply_logits_bias (0.5.23: "
+                "_apply_pre_grammar_logits_transforms, the grammar mask, then "
+                "_apply_post_grammar_logits_transforms): the penalizers first (the orchestrator "
+                "iterates a set of penalizer classes, so repetition against frequency / "
+                "presence has no stated order; overlap mode adds the additive ones first), "
+                "then the vocab mask, then logit_bias added; penaltylib/repetition_penalty.py "
+                "counts output tokens only (_cumulate_output_tokens), a negative logit "
+                "multiplied, any other divided (apply_scaling_penalties)",
             ),
         ),
         near_tie_margin=SERVED_MARGIN,

@@ -8,7 +8,6 @@ the rule that budget 0 is AR (`knobs`), and the record columns a config maps to 
 
 from sweeper.config.columns import (
     LABEL_PREFIXES,
-    REQUEST_KEYS,
     SERVER_KEYS,
     SPECULATIVE_KEYS,
     SPEED_BASELINE,
@@ -23,7 +22,12 @@ from sweeper.config.labels import (
     point_label,
     point_label_long,
 )
-from sweeper.config.request import DEFAULT_TEMPERATURE, RequestConfig, temperature_of
+from sweeper.config.request import (
+    DEFAULT_TEMPERATURE,
+    REQUEST_KEYS,
+    RequestConfig,
+    temperature_of,
+)
 from sweeper.config.server import ServerConfig
 
 __all__ = [

@@ -1,7 +1,7 @@
-"""Which record columns say what a config is: the named server keys (each distinct combination
-a restart), the speculative ones and how each reads in a label, the request keys, and how a
-missing value reads (a DataFrame writes None as NaN). The record schemas
-(`sweeper.results.records`) declare these columns; this is the list they are checked against.
+"""Which record columns say what a server config is: the named server keys (each distinct
+combination a restart), the speculative ones and how each reads in a label, and how a missing
+value reads (a DataFrame writes None as NaN). The record schemas (`sweeper.results.records`)
+declare these columns; this is the list they are checked against.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ SERVER_KEYS: tuple[str, ...] = ("budget", "topk", "block_size", "cuda_graph")
 #: mapping says which of them it uses), and how each reads in a label: `b16-k4-bs8`.
 LABEL_PREFIXES: dict[str, str] = {"budget": "b", "topk": "k", "block_size": "bs"}
 SPECULATIVE_KEYS: tuple[str, ...] = tuple(k for k in SERVER_KEYS if k in LABEL_PREFIXES)
-#: Keys of the grid that change what a request asks for; never a restart.
-REQUEST_KEYS: tuple[str, ...] = ("temperature", "top_p", "top_k")
 
 
 def is_missing(value: Any) -> bool:

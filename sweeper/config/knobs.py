@@ -43,7 +43,18 @@ RANGES: dict[str, dict[str, float]] = {
     "temperature": {"ge": 0},
     "top_p": {"gt": 0, "le": 1},
     "top_k": {"ge": 1},
+    "min_p": {"ge": 0, "le": 1},
+    # vLLM's: > 0, 1 is none; above 1 discourages a repeat, below 1 encourages it.
+    "repetition_penalty": {"gt": 0},
+    # OpenAI's documented range.
+    "frequency_penalty": {"ge": -2, "le": 2},
+    "presence_penalty": {"ge": -2, "le": 2},
+    "n": {"ge": 1},
+    # OpenAI's top_logprobs range (a completions request's `logprobs` takes up to 5 there).
+    "logprobs": {"ge": 0, "le": 20},
 }
+#: A logit bias's range per token (OpenAI's).
+LOGIT_BIAS_RANGE: dict[str, float] = {"ge": -100, "le": 100}
 
 
 def mode_of(speculative: Mapping[str, Any]) -> Mode:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sweeper.config.columns import LABEL_PREFIXES, SERVER_KEYS, SPEED_BASELINE, is_missing
+from sweeper.config.features import feature_labels
 from sweeper.config.ids import ID_SAFE, fmt, short_hash
 from sweeper.config.request import temperature_of
 
@@ -128,5 +129,7 @@ def load_label(row: Mapping[str, Any]) -> str:
 
 
 def point_label_long(row: Mapping[str, Any]) -> str:
-    """The server config and the request config of a point row."""
-    return f"{point_label(row)} T={temperature_of(row):g} {load_label(row)}"
+    """The server config and the request config of a point row: the temperature, the request
+    features it uses (`feature_labels`), the load."""
+    features = "".join(f" {label}" for label in feature_labels(row))
+    return f"{point_label(row)} T={temperature_of(row):g}{features} {load_label(row)}"

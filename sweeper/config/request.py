@@ -9,7 +9,12 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from sweeper.config.columns import is_missing
+from sweeper.config.features import FEATURES, SCALAR_FEATURES
 from sweeper.config.ids import fmt
+
+#: Keys of the grid that change what a request asks for (the scalar features among them);
+#: never a restart.
+REQUEST_KEYS: tuple[str, ...] = ("temperature", "top_p", "top_k", *SCALAR_FEATURES)
 
 #: A row or request that names no temperature is greedy.
 DEFAULT_TEMPERATURE = 0.0
@@ -40,6 +45,18 @@ class RequestConfig:
     max_concurrency: int | None = None
     #: Sample from the k most likely tokens (None: the engine's default, no cut-off).
     top_k: int | None = None
+    # The request features (`sweeper.config.features`: FEATURES), frozen; None: not sent.
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    logit_bias: tuple[tuple[int, float], ...] | None = None
+    stop: tuple[str, ...] | None = None
+    #: Canonical JSON text (`FEATURES`' frozen spelling of a JSON object).
+    response_format: str | None = None
+    regex: str | None = None
+    n: int | None = None
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.rate is None):
@@ -59,15 +76,24 @@ class RequestConfig:
         burstiness: float = 1.0,
         max_concurrency: int | None = None,
         top_k: int | None = None,
+        features: Mapping[str, Any] | None = None,
     ) -> RequestConfig:
         """Readable, stable ids: `t0-c1` (closed loop); `t0-r2`, `t0-rinf`, `t0-r2-constant`,
         `t0-r2-gamma0.5`, `t0-r2-m8` (open loop: rate, arrival unless Poisson, max in flight);
-        sampling cut-offs after the temperature: `t0.7-p0.9-tk40-c1`."""
+        sampling cut-offs after the temperature: `t0.7-p0.9-tk40-c1`; then the request
+        `features` used (name -> plain or frozen value), in `FEATURES`' order:
+        `t0.7-mp0.1-rp1.3-lb1a2b3c-n4-lp5-c1`."""
         parts = [f"t{fmt(float(temperature))}"]
         if top_p is not None:
             parts.append(f"p{fmt(float(top_p))}")
         if top_k is not None:
             parts.append(f"tk{top_k}")
+        given = dict(features or {})
+        unknown = set(given) - {f.name for f in FEATURES}
+        if unknown:
+            raise ValueError(f"not a request feature: {', '.join(sorted(unknown))}")
+        frozen = {f.name: f.freeze(given.get(f.name)) for f in FEATURES}
+        parts += [f.id_part(frozen[f.name]) for f in FEATURES if frozen[f.name] is not None]
         if rate is None:
             parts.append(f"c{concurrency}")
             return cls(
@@ -78,6 +104,7 @@ class RequestConfig:
                 top_p,
                 seed,
                 top_k=top_k,
+                **frozen,
             )
         parts.append(f"r{fmt(float(rate))}")
         if arrival != "poisson":
@@ -96,6 +123,7 @@ class RequestConfig:
             burstiness=float(burstiness) if arrival == "gamma" else None,
             max_concurrency=max_concurrency,
             top_k=top_k,
+            **frozen,
         )
 
     @classmethod
@@ -118,11 +146,23 @@ class RequestConfig:
             None if value["top_p"] is None else float(value["top_p"]),
             **open_loop,
             top_k=_int(value["top_k"]),
+            features={f.name: f.from_column(row.get(f.column)) for f in FEATURES},
         )
 
     def columns(self) -> dict[str, Any]:
         """The record columns that say what this config asked for (its id among them)."""
-        return {"request_config_id": self.id, **{k: getattr(self, k) for k in REQUEST_COLUMNS}}
+        out = {"request_config_id": self.id, **{k: getattr(self, k) for k in REQUEST_COLUMNS}}
+        for feature in FEATURES:
+            out[feature.column] = feature.column_value(out[feature.column])
+        return out
+
+    def feature_values(self, *, plain: bool = False) -> dict[str, Any]:
+        """Every request feature's value, frozen (`RequestSpec` takes them so) or, with
+        `plain`, as a request body carries it; None where not used."""
+        return {
+            f.name: f.plain(getattr(self, f.name)) if plain else getattr(self, f.name)
+            for f in FEATURES
+        }
 
     @property
     def open_loop(self) -> bool:
@@ -136,15 +176,22 @@ class RequestConfig:
 
     @property
     def sampling_key(self) -> tuple[Any, ...]:
-        """What decides the distribution a request samples from (its load does not): points
-        with one key on one server share their samples (`determinism.samples`)."""
-        return (self.temperature, self.top_p, self.top_k, self.max_tokens)
+        """What decides the distribution a request samples from (its load and the logprobs it
+        asks do not; every processor does): points with one key on one server share their
+        samples (`determinism.samples`)."""
+        deciding = tuple(getattr(self, f.name) for f in FEATURES if f.decides_distribution)
+        return (self.temperature, self.top_p, self.top_k, self.max_tokens, *deciding)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: an infinite rate is "inf", as in the spec (JSON has none)."""
         out = {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
-        if self.top_k is None:  # added later: plans without one read as they always did
-            del out["top_k"]
+        # Added later: plans that use none of them read as they always did.
+        for name in ("top_k", *(f.name for f in FEATURES)):
+            if out[name] is None:
+                del out[name]
+        for feature in FEATURES:
+            if feature.name in out:
+                out[feature.name] = feature.plain(out[feature.name])
         if self.rate is not None and math.isinf(self.rate):
             out["rate"] = "inf"
         return out
@@ -162,6 +209,7 @@ REQUEST_COLUMNS: tuple[str, ...] = (
     "burstiness",
     "max_concurrency",
     "top_k",
+    *(f.column for f in FEATURES),
 )
 
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import httpx
 
+from sweeper.catalog.features import FEATURE_TABLE
 from sweeper.catalog.records import ServerCommand
 from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
+from sweeper.config.features import used
 from sweeper.engines.base import EngineError, Registered, RequestSpec
 from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.launch import Launch
@@ -21,10 +23,16 @@ from sweeper.engines.render import Rendered, extra_args_of, split_config
 from sweeper.spec import RuntimeSpec
 
 
-def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -> dict[str, Any]:
+def openai_body(
+    spec: RequestSpec, model: str | None, *, margins: bool = True, engine: str = "openai"
+) -> dict[str, Any]:
     """The standard streaming body; at temperature 0 and where `margins` (an AR server: a
-    speculative one is never asked, see `capabilities`) it asks for two top logprobs per token,
-    so a divergence can be told from a near tie."""
+    speculative one is never asked for them, see `capabilities`) it asks for two top logprobs
+    per token, so a divergence can be told from a near tie. The request features the spec
+    asks are written where `engine`'s rows of the feature table say (`feature_fields`: OpenAI's
+    spelling unless an engine names its own); the
+    logprobs a workload asks (`spec.logprobs`) are asked of every server, speculative ones
+    included, at least as many as asked."""
     body: dict[str, Any] = {
         "max_tokens": spec.max_tokens,
         "temperature": spec.temperature,
@@ -39,26 +47,51 @@ def openai_body(spec: RequestSpec, model: str | None, *, margins: bool = True) -
         body["top_p"] = spec.top_p
     if spec.top_k is not None:
         body["top_k"] = spec.top_k  # not OpenAI's, but vLLM's, SGLang's and the runtime's
+    feature_fields(body, spec, engine)
     # Greedy: the top-2 margins that tell a near tie; coupled sampling: the sample margins.
     margins = margins and (spec.temperature == 0 or spec.sample_margins)
+    asked = [k for k in (spec.logprobs, MARGIN_LOGPROBS if margins else None) if k is not None]
     if spec.chat:
         body["messages"] = (
             list(spec.messages) if spec.messages else [{"role": "user", "content": spec.prompt}]
         )
-        if margins:
+        if asked:
             body["logprobs"] = True
-            body["top_logprobs"] = 2
+            body["top_logprobs"] = max(asked)
     else:
         body["prompt"] = (
             list(spec.prompt_token_ids) if spec.prompt_token_ids is not None else spec.prompt
         )
-        if margins:
-            body["logprobs"] = 2
+        if asked:
+            body["logprobs"] = max(asked)
     if spec.ignore_eos:
         body["ignore_eos"] = True
     if spec.min_tokens:
         body["min_tokens"] = spec.min_tokens
     return body
+
+
+#: Top logprobs per token that tell a near tie (the top-2 margin).
+MARGIN_LOGPROBS = 2
+
+
+def feature_fields(body: dict[str, Any], spec: RequestSpec, engine: str) -> None:
+    """Write the request features `spec` asks into `body` where `engine`'s feature table row
+    says (a dotted field is nested: `structured_outputs.regex`), `logit_bias` keyed by token-id
+    strings as OpenAI's API spells them; `logprobs` is the caller's (it merges with margins).
+    A feature the engine takes nowhere raises LookupError: the plan refuses it first."""
+    for feature, value in used(spec.feature_values()):
+        if feature.name == "logprobs":
+            FEATURE_TABLE.body_field(engine, "logprobs")  # the engine takes it, or LookupError
+            continue
+        plain = feature.plain(value)
+        if feature.name == "logit_bias":
+            plain = {str(token): bias for token, bias in plain.items()}
+        *parents, leaf = FEATURE_TABLE.body_field(engine, feature.name).split(".")
+        place = body
+        for key in parents:
+            place = place.setdefault(key, {})
+        place[leaf] = plain
 
 
 def api_path(spec: RequestSpec) -> str:

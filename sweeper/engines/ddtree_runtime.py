@@ -143,7 +143,7 @@ class DDTreeRuntime(LaunchedServer):
         )
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model, margins=self.margins_allowed())
+        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
         return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
@@ -177,13 +177,22 @@ class DDTreeRuntime(LaunchedServer):
     ) -> Scored:
         body: dict[str, Any] = {"model": model, "continuation": list(continuation)}
         body.update(score_fields(spec), top_logprobs=SCORING[self.name].top_k)
+        prompt: list[int] | None = None
         if spec.prompt_token_ids is not None:
-            body["prompt"] = list(spec.prompt_token_ids)
+            prompt = list(spec.prompt_token_ids)
+        elif not spec.chat:  # as the completion route encodes it, so the ids scored are known
+            said = post_json(
+                client, base_url + "/tokenize", {"model": model, "prompt": spec.prompt}
+            )
+            prompt = [int(t) for t in said.get("tokens") or []] or None
+        if prompt is not None:
+            body["prompt"] = prompt
         elif spec.chat:
             body["messages"] = list(spec.messages or [{"role": "user", "content": spec.prompt}])
         else:
             body["prompt"] = spec.prompt
-        return exact_positions(post_json(client, base_url + "/score", body), continuation)
+        answer = post_json(client, base_url + "/score", body)
+        return exact_positions(answer, continuation, prompt)
 
     def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
         return None

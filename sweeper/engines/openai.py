@@ -159,7 +159,7 @@ class OpenAIEndpoint(Registered, Negotiated):
         )
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model, margins=self.margins_allowed())
+        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
         if self._current in ("vllm", "ddtree_runtime"):
             body["return_token_ids"] = True
         elif self._current == "sglang":

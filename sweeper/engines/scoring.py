@@ -1,20 +1,27 @@
 """Scoring sampled outputs through an engine's own prefill: the requests each engine answers,
 and reading their answers into `PositionScore` fields (`sweeper.results.scores`).
 
-- bundled runtime: `POST /score` (the processed distribution itself: basis `exact`), with
-  `top_logprobs` k: each position's top k as well;
+- bundled runtime: `POST /score` (the processed distribution itself: basis `exact`), sent every
+  processor the output was drawn with (it takes the same fields as a request), with
+  `top_logprobs` k: each position's top k as well (and, where it returns them, each position's
+  `logsumexp` and the prompt's ids);
 - vLLM: a completion of prompt + output as one token-id prompt, `max_tokens` 1, with
   `prompt_logprobs` k: per position the raw logprob and rank of the token there and the top k
   (basis `topk`; k up to the server's `--max-logprobs`, which the launch sets);
 - SGLang: native `/generate` with `input_ids`, `return_logprob`, `logprob_start_len` at the
   prompt's last token and `top_logprobs_num` k: `meta_info.input_token_logprobs` and
   `input_top_logprobs`, one entry per token from that start, the first None (basis `topk`).
-Which of them a server answers is probed after its proof (`negotiate_scoring` of each engine);
-what each engine's code does is data in `sweeper.catalog.scoring`.
+vLLM's and SGLang's routes are a prefill of prompt + output returning raw logprobs: the logit
+processors are not sent there but rebuilt by the judge from the raw logprobs, the prompt's ids
+(each adapter knows them and returns them with the score) and the output's prefix
+(`sweeper.proof.processors`). Which of them a server answers is probed after its proof
+(`negotiate_scoring` of each engine); what each engine's code does is data in
+`sweeper.catalog.scoring`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -25,7 +32,7 @@ import httpx
 from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import RequestSpec, Scored, ScoringError, ScoringPath
-from sweeper.engines.capabilities import PROBE_TIMEOUT_S, error_message
+from sweeper.engines.capabilities import PROBE_TIMEOUT_S, error_message, processors_of
 
 #: vLLM's refusal of more logprobs than its limit names the limit.
 _LIMIT = re.compile(r"max allowed: (\d+)")
@@ -148,8 +155,11 @@ def sglang_positions(
     return out
 
 
-def exact_positions(answer: Mapping[str, Any], continuation: Sequence[int]) -> Scored:
-    """The bundled runtime's `/score` answer."""
+def exact_positions(
+    answer: Mapping[str, Any], continuation: Sequence[int], prompt: Sequence[int] | None
+) -> Scored:
+    """The bundled runtime's `/score` answer (`prompt`: the ids sent, where sent as ids; the
+    answer's own `prompt_token_ids` where it states them)."""
     positions = list(answer.get("positions") or [])
     if [int(p.get("token", -1)) for p in positions] != list(continuation):
         raise ScoringError("/score answered other tokens than the output's")
@@ -158,7 +168,10 @@ def exact_positions(answer: Mapping[str, Any], continuation: Sequence[int]) -> S
     if not all(isinstance(top, list) and all(_is_pair(t) for t in top) for top in tops):
         raise ScoringError("/score answered a `top` that is not a list of [id, logprob] pairs")
     k = min((len(top) for top in tops), default=0)
-    return Scored("exact", order, k or None, [dict(p) for p in positions])
+    stated = answer.get("prompt_token_ids")
+    ids = stated if isinstance(stated, list) else prompt
+    prompt_ids = tuple(int(t) for t in ids) if ids is not None else None
+    return Scored("exact", order, k or None, [dict(p) for p in positions], prompt_ids)
 
 
 def _is_pair(item: Any) -> bool:
@@ -171,9 +184,16 @@ def _is_pair(item: Any) -> bool:
 
 
 def score_fields(spec: RequestSpec) -> dict[str, Any]:
-    """The sampling parameters a score is computed under: the ones the output was drawn with."""
+    """The processors a score is computed under, as a request sends them: every one the output
+    was drawn with (logit bias keyed by token-id strings, a response format as its object)."""
+    out = processors_of(spec)
+    if "logit_bias" in out:
+        out["logit_bias"] = {str(token): bias for token, bias in dict(out["logit_bias"]).items()}
+    if isinstance(out.get("response_format"), str):
+        out["response_format"] = json.loads(out["response_format"])
     return {
         "temperature": spec.temperature,
         "top_p": 1.0 if spec.top_p is None else spec.top_p,
         "top_k": 0 if spec.top_k is None else spec.top_k,
+        **out,
     }

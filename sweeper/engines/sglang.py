@@ -194,7 +194,7 @@ class SGLang(ModuleServer):
             return HttpRequest(
                 GENERATE_PATH, generate_body(spec, prompt, margins=self.margins_allowed())
             )
-        body = openai_body(spec, model, margins=self.margins_allowed())
+        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
         if caps is None or caps.acceptance == "requests":
             body["return_spec_tokens_details"] = True
         if spec.chat:

@@ -87,7 +87,8 @@ def score(
     if not isinstance(meta, dict):
         raise ScoringError(f"{GENERATE_PATH} answered no meta_info")
     order = caps.scoring_order if caps is not None else ()
-    return Scored("topk", tuple(order), k, sglang_positions(meta, continuation, k))
+    positions = sglang_positions(meta, continuation, k)
+    return Scored("topk", tuple(order), k, positions, tuple(prompt))
 
 
 def _prompt(

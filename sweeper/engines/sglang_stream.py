@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from sweeper.config.features import used
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.stream import ChunkReader
 
@@ -37,7 +38,11 @@ GENERATE_PATH = "/generate"
 def generate_body(spec: RequestSpec, prompt: list[int] | str, *, margins: bool) -> dict[str, Any]:
     """A streamed `/generate` body: the prompt's token ids (or its text), the sampling params
     every build since 0.5 knows (0.5.23 answers 400 to an unknown one), and top-2 logprobs
-    only where `margins` (an AR server at temperature 0)."""
+    only where `margins` (an AR server at temperature 0). It writes no request feature
+    (`sweeper.config.features`) yet: one asked raises LookupError, never silently dropped."""
+    asked = [feature.name for feature, _ in used(spec.feature_values())]
+    if asked:
+        raise LookupError(f"SGLang's native /generate body writes no {', '.join(asked)} yet")
     sampling: dict[str, Any] = {"max_new_tokens": spec.max_tokens, "temperature": spec.temperature}
     if spec.top_p is not None:
         sampling["top_p"] = spec.top_p

@@ -163,7 +163,7 @@ class VLLM(ModuleServer):
         return got
 
     def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model, margins=self.margins_allowed())
+        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
         return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
@@ -229,7 +229,7 @@ class VLLM(ModuleServer):
             raise ScoringError("the completion carries no prompt_logprobs") from None
         positions = vllm_positions(entries, len(prompt), continuation, k)
         order = self.capabilities.scoring_order if self.capabilities else ()
-        return Scored("topk", tuple(order), k, positions)
+        return Scored("topk", tuple(order), k, positions, tuple(prompt))
 
     def _prompt(
         self, client: httpx.Client, base_url: str, spec: RequestSpec, model: str | None

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import httpx
 
 from sweeper.engines.base import Engine, EngineError, RequestSpec
-from sweeper.engines.capabilities import near_tie_margin
+from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.measure.drive import point_prompts
 from sweeper.measure.samples import sample_specs
 from sweeper.plan import Point
@@ -150,6 +150,7 @@ def score_outputs(
             "temperature": spec.temperature,
             "top_p": spec.top_p,
             "top_k": spec.top_k,
+            **scored_under(engine.name, spec),
             "near_tie_margin": margin,
         }
         try:
@@ -163,6 +164,7 @@ def score_outputs(
             order=list(scored.order),
             k=scored.k,
             positions=scored.positions,  # type: ignore[arg-type]
+            prompt_token_ids=list(scored.prompt_ids) if scored.prompt_ids is not None else None,
         )
 
     if not outputs:

@@ -97,6 +97,7 @@ def _request(
         category=prompt.category,
         turn=prompt.turn,
         hold_tokens=n_out if hold else None,
+        **rc.feature_values(),
     )
 
 

@@ -26,7 +26,9 @@ from typing import Any
 from sweeper.catalog.effective import effective, why
 from sweeper.catalog.records import RECORDS
 from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, mode_of
+from sweeper.config.features import SCALAR_FEATURES, used
 from sweeper.plan.checks import guard_size, review, same_request
+from sweeper.plan.features import check_features
 from sweeper.plan.model import HostPlan, Plan, Step
 from sweeper.plan.only import only_points
 from sweeper.plan.sampling import (
@@ -83,6 +85,7 @@ def build_plan(spec: Spec) -> Plan:
     ar_configs = [entry for entry in by_server.values() if entry[0].mode == "ar"]
     spec_configs = [entry for entry in by_server.values() if entry[0].mode == "speculative"]
     notes = [f"dropped {n} point{'s' if n != 1 else ''}: {reason}" for reason, n in drops.items()]
+    notes += _feature_notes(spec)
     spec_configs = _one_per_behaviour(spec, spec_configs, notes)
     if spec.baseline and shape.has_baseline:
         ar_configs = _baseline_configs(spec, spec_configs, extra_keys, shape)
@@ -99,6 +102,8 @@ def build_plan(spec: Spec) -> Plan:
                 "speculative configs' own flags (speedup)"
             )
 
+    configs = [*ar_configs, *spec_configs]
+    notes += check_features(spec.runtime.engine, [(sc, rcs.values()) for sc, rcs in configs])
     # Samples nothing can be compared with (no AR baseline, no earlier run's) are not drawn
     # for a distribution test; scored samples need none (the AR's are only their control).
     comparable = spec.baseline or bool(spec.runtime.baseline_run)
@@ -135,6 +140,17 @@ def build_plan(spec: Spec) -> Plan:
     drawing = sum(bool(p.samples) and p.server_config.mode != "ar" for p in points)
     notes += sampling_notes(spec, sampled, drawing, plan.n_samples)
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
+
+
+def _feature_notes(spec: Spec) -> list[str]:
+    """What each digest in the request config ids stands for: the workload's structured
+    features whose id part is a hash (`lb1a2b3c`), with their values as the records hold them."""
+    said = [
+        f"{feature.spoken(value)} = {feature.column_value(value)}"
+        for feature, value in used(spec.workload.features())
+        if feature.hashed
+    ]
+    return ["request features: " + "; ".join(said)] if said else []
 
 
 def with_scoring_step(host: HostPlan) -> HostPlan:
@@ -261,21 +277,30 @@ def _redundancy(combo: Mapping[str, Any], baseline: bool, shape: _Shape) -> str 
     return None
 
 
+#: Request keys greedy decoding ignores (the top token survives every cut-off): points differing
+#: only in them at temperature 0 are one. Penalties and the structured features do change greedy
+#: output.
+_SAMPLED_ONLY = ("top_p", "top_k", "min_p")
+
+
 def _duplicate_reason(combo: Mapping[str, Any], server: ServerConfig) -> str:
     if server.mode == "ar":
         return "block_size has no meaning with budget 0 (autoregressive)"
-    if combo["temperature"] == 0 and combo.get("top_p") is not None:
-        return "top_p has no effect at temperature 0 (greedy)"
-    if combo["temperature"] == 0 and combo.get("top_k") is not None:
-        return "top_k has no effect at temperature 0 (greedy)"
+    for key in _SAMPLED_ONLY:
+        if combo["temperature"] == 0 and combo.get(key) is not None:
+            return f"{key} has no effect at temperature 0 (greedy)"
     return "listed twice by include rules"
 
 
 def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
     temperature = float(combo["temperature"])
-    # Greedy decoding ignores top_p, so points differing only in top_p at temperature 0 are one.
-    top_p = combo.get("top_p") if temperature > 0 else None
-    top_k = combo.get("top_k") if temperature > 0 else None
+    sampled = {k: combo.get(k) if temperature > 0 else None for k in _SAMPLED_ONLY}
+    top_p, top_k = sampled["top_p"], sampled["top_k"]
+    features = {
+        **{k: combo.get(k) for k in SCALAR_FEATURES},
+        "min_p": sampled["min_p"],
+        **spec.workload.features(),
+    }
     load = spec.workload.load
     if combo.get("rate") is None or load is None:
         open_loop: dict[str, Any] = {}
@@ -294,6 +319,7 @@ def _request_config(combo: Mapping[str, Any], spec: Spec) -> RequestConfig:
         spec.workload.seed,
         **open_loop,
         top_k=top_k,
+        features=features,
     )
 
 
@@ -314,10 +340,10 @@ def _baseline_configs(
         first = {k: spec.grid.values(k)[0] for k in ("cuda_graph", *extra_keys)}
         ar = ServerConfig.make("ar", shape.flags(first, extra_keys))
         requests = {}
-        for temperature, top_p, load in itertools.product(
-            spec.grid.temperature, spec.grid.values("top_p"), spec.workload.loads()
+        for *values, load in itertools.product(
+            *(spec.grid.values(k) for k in REQUEST_KEYS), spec.workload.loads()
         ):
-            rc = _request_config({"temperature": temperature, "top_p": top_p, **load}, spec)
+            rc = _request_config({**dict(zip(REQUEST_KEYS, values, strict=True)), **load}, spec)
             requests[rc.id] = rc
         baselines[ar.id] = (ar, requests)
     return list(baselines.values())

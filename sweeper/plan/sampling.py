@@ -11,9 +11,10 @@ With `scored` or `distribution`, a point draws seeded samples (`samples` per pro
 speculative config its own (role `test`); its AR baseline, for `scored`, one set (`control`:
 scored the same way, the false-alarm control), for `distribution` two (`ar`, which the test
 compares with, and `control`, the AR-vs-AR control). Points of one server config that sample
-alike (same temperature, top-p, top-k, max tokens: `RequestConfig.sampling_key`) at other loads
-share the first one's samples. Where a coupled server scores (the bundled runtime), its measured
-sampled requests are scored too: a second proof beside coupling, at no sampling cost.
+alike (same temperature, top-p, top-k, max tokens, request processors:
+`RequestConfig.sampling_key`) at other loads share the first one's samples. Where a coupled
+server scores (the bundled runtime), its measured sampled requests are scored too: a second
+proof beside coupling, at no sampling cost.
 
 Who scores: a speculative server its own samples where its engine's prefill never runs the
 speculative path and it accepts logprob requests (`Scoring.self_scoring`); otherwise the AR

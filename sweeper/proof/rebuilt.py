@@ -1,8 +1,14 @@
 """An exact scorer's claims checked: the processed probability p and mass above it that a
 scorer of basis `exact` (the bundled runtime) returns for each token, rebuilt from the raw
-logprobs it returns beside them (the token's own and the position's top k) at the asked
-temperature, top-k and top-p in the engine's order (`sweeper.proof.scoring`'s top-k machinery:
-an interval where the unreturned tail could matter, a point where it cannot), and compared.
+logprobs it returns beside them (the token's own and the position's top k, and its log-sum-exp
+where a repetition penalty needs the raw logit) under every processor asked, in the engine's
+order (`sweeper.proof.processors` for logit bias and the penalties, counted over the prompt and
+the sample's prefix; `sweeper.proof.scoring`'s top-k machinery for temperature and the cuts: an
+interval where the unreturned tail could matter, a point where it cannot), and compared. Where
+the processors cannot be rebuilt soundly the position is unrebuilt, naming the processor: its
+claims are not checked, so never used. Where processors act, a token claimed removed is judged
+by the rebuild's evidence alone (the scorer's boundary is on its processed log-softmax, the
+token's logprob raw).
 
 A claim outside the rebuilt interval by more than `REBUILD_TOLERANCE` is a `Mismatch`: the
 scoring path's processing is not the asked one (a sampler fault it shares would hide behind it:
@@ -21,14 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sweeper.proof.processors import Context, Sampling, Unrebuilt
 from sweeper.proof.scoring import (
     VOCAB_BOUND,
     Processed,
-    Sampling,
     TokenPit,
     pit,
     pit_of,
     processed,
+    unrebuilt_pit,
 )
 
 #: How far (in probability) a claimed p or above may lie outside the rebuilt interval: the
@@ -82,24 +89,36 @@ class Mismatch:
 
 
 def checked_pit(
-    position: Mapping[str, Any], basis: str, sampling: Sampling, margin: float, vocab: int = 0
+    position: Mapping[str, Any],
+    basis: str,
+    sampling: Sampling,
+    margin: float,
+    vocab: int = 0,
+    context: Context | None = None,
 ) -> tuple[TokenPit, Mismatch | None]:
-    """`sweeper.proof.scoring.pit` of one `PositionScore` row, an exact scorer's claims
-    checked against the rebuilt values and the PIT taken from those (module docstring)."""
-    claimed = pit(position, basis, sampling, margin, vocab)
+    """`sweeper.proof.scoring.pit` of one `PositionScore` row (`context`: what its penalties
+    count), an exact scorer's claims checked against the rebuilt values and the PIT taken from
+    those (module docstring)."""
+    claimed = pit(position, basis, sampling, margin, vocab, context)
     if basis != "exact":
         return claimed, None
     p, above = float(position["p"]), float(position["above"])
     token = int(position["token"])
     if not position.get("top"):
         return claimed, Mismatch(token, (p, above))
-    found = processed(position, sampling, vocab or VOCAB_BOUND)
+    found = processed(position, sampling, vocab or VOCAB_BOUND, context)
+    if isinstance(found, Unrebuilt):
+        return unrebuilt_pit(found), None
     values = rebuilt(found)
     if not values.holds(p, above):
         return pit_of(found, margin), Mismatch(token, (p, above), values)
     if p > 0.0 and values.exact:
         u, width = values.above[0], values.p[0]
         return TokenPit(u, width, u, width, exact=True), None
+    if p <= 0.0 and sampling.processes_logits:
+        # The scorer's boundary is on its processed log-softmax, the token's logprob raw: their
+        # distance is no distance; the rebuild's evidence is on one scale (or proves nothing).
+        return pit_of(found, margin), None
     return claimed, None
 
 
@@ -107,8 +126,9 @@ def rebuilt(found: Processed) -> Rebuilt:
     """The token's p and above as the steps left them: a removed token p 0 and above 1 (all
     the kept mass, the runtime's convention); a kept one its weight and the weight above it
     over the kept total; one the tail decides, p from 0 and above up to 1. A token outside the
-    returned top k is kept only with all of them (each step keeps a prefix), so the kept total
-    then holds them and it; it is certainly kept only where nothing truncates."""
+    known prefix is kept only with all of it (each step keeps a prefix), so the kept total then
+    holds them and it; it is certainly kept only where nothing truncates (its weight an upper
+    bound where a penalty's amount on it is unknown: then it may be 0)."""
     if found.removed is not None:
         return Rebuilt((0.0, 0.0), (1.0, 1.0))
     top, state, rank = found.top, found.state, found.rank
@@ -121,7 +141,7 @@ def rebuilt(found: Processed) -> Rebuilt:
         return Rebuilt((0.0, weight / least), (above / z_hi, 1.0))
     own, known = found.own, top.cumulative[-1]
     least = max(z_lo, known + own)
-    kept = 0.0 if found.truncated else own / z_hi
+    kept = 0.0 if found.truncated else found.own_lo / z_hi
     return Rebuilt((kept, own / least), (known / z_hi, 1.0))
 
 

@@ -44,10 +44,12 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   the intervals cost);
 - `unproven` (with why): claimed p and above that are not the ones rebuilt from the scorer's
   raw logprobs (`sweeper.proof.rebuilt`: its processing is not the asked one), no scored
-  samples, a failed scorer, no AR control, a control that fails
-  the same test (the scoring path does not match the sampler: wrong order, parameters or
-  numerics), no top logprobs to state the power with, or a test too weak to see the shift it
-  must.
+  samples, a failed scorer, no AR control, a control drawn with other processors, a control
+  that fails the same test (the scoring path does not match the sampler: wrong order,
+  parameters or numerics), positions whose processors cannot be rebuilt from what the scorer
+  returned (`sweeper.proof.processors`: named; the other positions still prove a violation,
+  never a pass), no top logprobs to state the power with, or a test too weak to see the shift
+  it must.
 
 The AR server's own samples scored the same way are the control of every run (`control`): their
 p-value, impossible tokens and near-tie rate, stored on the AR point.
@@ -65,10 +67,10 @@ from typing import Any
 import numpy as np
 
 from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.processors import Sampling, Unrebuilt
 from sweeper.proof.rebuilt import REBUILD_TOLERANCE, Mismatch, checked_pit
 from sweeper.proof.scoring import (
     Impossible,
-    Sampling,
     TemperatureScore,
     colder_ratio,
     temperature_score,
@@ -122,12 +124,13 @@ CONTROL_COLUMNS = tuple(c for c in SCORED_COLUMNS if c.startswith("scored_contro
 
 @dataclass(frozen=True)
 class Found:
-    """An impossible (or near-tie) token, or one whose claims do not hold, and where it was."""
+    """An impossible (or near-tie) token, one whose claims do not hold, or a position that
+    cannot be rebuilt, and where it was."""
 
     prompt_id: str
     index: int
     position: int
-    evidence: Impossible | Mismatch
+    evidence: Impossible | Mismatch | Unrebuilt
 
     def text(self) -> str:
         return (
@@ -237,8 +240,13 @@ class Scored:
     #: Tokens whose claimed p and above are not the ones rebuilt from the raw logprobs
     #: (`sweeper.proof.rebuilt`): the scoring path's processing is not the asked one.
     mismatched: list[Found] = field(default_factory=list)
+    #: Positions whose processed distribution cannot be rebuilt soundly
+    #: (`sweeper.proof.processors`): never tested, and never a pass.
+    unrebuilt: list[Found] = field(default_factory=list)
     #: The near-tie margins (nats) the records were judged at (`near_tie_margin`).
     margins: set[float] = field(default_factory=set)
+    #: What the samples were drawn with (`Sampling.asked`), where a record was read.
+    asked: dict[str, Any] | None = None
 
     def margin_text(self) -> str:
         """The margin as a verdict states it: `near-tie margin 0.001 nats (2 near ties)`."""
@@ -363,14 +371,31 @@ def scored(
         try:
             sampling = Sampling.of(record)
             basis = str(record.get("basis"))
-            checked = [checked_pit(p, basis, sampling, margin) for p in positions]
-            steps = [temperature_score(p, sampling) for p in positions]
+            counted = sampling.contexts(record.get("prompt_token_ids"), positions)
+            checked = [
+                checked_pit(p, basis, sampling, margin, context=c)
+                for p, c in zip(positions, counted, strict=True)
+            ]
+            steps = [
+                temperature_score(p, sampling, c) for p, c in zip(positions, counted, strict=True)
+            ]
         except (KeyError, TypeError, ValueError) as exc:  # a record this judge cannot read
             out.failed.append(f"cannot score sample {record.get('index')}: {exc!r}")
             continue
         out.samples += 1
         out.margins.add(margin)
+        out.asked = out.asked or sampling.asked()
         for at, ((token, wrong), step, v) in enumerate(zip(checked, steps, draws, strict=True)):
+            if token.unrebuilt is not None:
+                out.unrebuilt.append(
+                    Found(
+                        str(record.get("prompt_id")),
+                        int(record.get("index") or 0),
+                        at,
+                        token.unrebuilt,
+                    )  # fmt: skip
+                )
+                continue
             if wrong is not None:
                 out.mismatched.append(
                     Found(str(record.get("prompt_id")), int(record.get("index") or 0), at, wrong)
@@ -487,6 +512,12 @@ def verdict_of(
     control_p = _number(control_point.get("scored_control_p"))
     if control_p is None:
         return _unproven(f"{facts}; no AR control scored the same way, so no false-alarm check")
+    other = _other_processors(found, control_point)
+    if other:
+        return _unproven(
+            f"{facts}; the AR control was drawn with other processors ({other}), so no "
+            "false-alarm check for these"
+        )
     control_impossible = int(_number(control_point.get("scored_control_impossible")) or 0)
     if control_p <= alpha or control_impossible:
         return _unproven(
@@ -507,6 +538,11 @@ def verdict_of(
         return SampledVerdict(
             "shifted", f"{facts} <= alpha {alpha:g}, {said.get(way, 'the shape of u moved')}"
         )
+    if found.unrebuilt:
+        return _unproven(
+            f"{facts}; {len(found.unrebuilt)} position(s) not tested: the processed distribution "
+            f"cannot be rebuilt from what the scorer returned, first: {found.unrebuilt[0].text()}"
+        )
     if found.failed:
         return _unproven(
             f"{facts}; {len(found.failed)} sample(s) could not be scored ({found.failed[0]}): a "
@@ -518,6 +554,15 @@ def verdict_of(
             f"{policy.scored_max_shift:g} or less; raise determinism.samples)"
         )
     return SampledVerdict("distribution-ok", f"{facts} > alpha {alpha:g}; {power.text()}")
+
+
+def _other_processors(found: Scored, control_point: Mapping[str, Any]) -> str:
+    """How the AR control's request differs from the samples' processors ("" where it does
+    not). A control given as its verdict columns alone (no request columns: no temperature)
+    states none to compare."""
+    if found.asked is None or is_missing(control_point.get("temperature")):
+        return ""
+    return Sampling.of(control_point).differences(found.asked)
 
 
 def _tie_excess(found: Scored, control_point: Mapping[str, Any]) -> str:

@@ -2,7 +2,10 @@
 probability integral transform (PIT), and the evidence when it could not have been sampled.
 
 A lossless server at temperature > 0 draws every token from the target's processed distribution
-(temperature, top-k, top-p, min-p applied) given the tokens before it. Order the tokens by
+(the logit processors, then temperature, top-k, top-p, min-p applied) given the tokens before it.
+The logit processors (bias, penalties) are rebuilt first (`sweeper.proof.processors`): what
+follows works on the logprobs they leave (the raw ones where none acts), a position they cannot
+be rebuilt at is `Unrebuilt`, never scored. Order the tokens by
 processed probability (descending; ties by id); a token with processed probability p and mass
 `above` strictly above it has u = above + V * p, V uniform on [0, 1]: uniform on [0, 1] under
 the null, whatever the prefix, so the u of every token of every sample are i.i.d. uniform
@@ -52,53 +55,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-#: The steps an engine's processing `order` may name.
-STEPS = ("temperature", "top_k", "top_p", "min_p")
+from sweeper.proof.processors import (
+    Context,
+    Logits,
+    Sampling,
+    Unrebuilt,
+    logits_of,
+)
+
 #: The vocabulary bound used where the tail's tempered weight grows with the vocabulary (above
 #: temperature 1): larger than any served model's (Gemma 3: 262,144).
 VOCAB_BOUND = 1 << 20
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """The parameters a sample was drawn with, and the order the scorer's engine applies them."""
-
-    temperature: float
-    top_p: float | None = None
-    top_k: int | None = None
-    min_p: float | None = None
-    order: tuple[str, ...] = ("temperature", "top_k", "top_p", "min_p")
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> Sampling:
-        """From a `ScoreRecord` row."""
-        return cls(
-            temperature=float(record["temperature"]),
-            top_p=_maybe(record.get("top_p"), float),
-            top_k=_maybe(record.get("top_k"), int),
-            min_p=_maybe(record.get("min_p"), float),
-            order=tuple(record.get("order") or cls.order),
-        )
-
-    def __post_init__(self) -> None:
-        steps = list(self.order)
-        if not steps or steps[0] != "temperature":
-            raise ValueError(f"order {steps}: temperature must come first")
-        for step in steps[1:]:
-            if any(name not in STEPS[1:] for name in step.split("+")):
-                raise ValueError(
-                    f"order {steps}: unknown step {step!r} (known: {', '.join(STEPS)})"
-                )
-
-    def active(self, step: str) -> bool:
-        """Whether `step` changes anything at these parameters."""
-        if step == "top_k":
-            return self.top_k is not None and self.top_k > 0
-        if step == "top_p":
-            return self.top_p is not None and self.top_p < 1.0
-        if step == "min_p":
-            return self.min_p is not None and self.min_p > 0.0
-        return step == "temperature"
 
 
 @dataclass(frozen=True)
@@ -155,6 +122,8 @@ class TokenPit:
     exact: bool
     impossible: Impossible | None = None
     near_tie: bool = False
+    #: Why the position's processed distribution cannot be rebuilt (then nothing else holds).
+    unrebuilt: Unrebuilt | None = None
 
     def bounds(self, v: float) -> tuple[float, float]:
         lo, hi = self.lo0 + v * self.lo1, self.hi0 + v * self.hi1
@@ -162,18 +131,31 @@ class TokenPit:
 
 
 def pit(
-    position: Mapping[str, Any], basis: str, sampling: Sampling, margin: float, vocab: int = 0
+    position: Mapping[str, Any],
+    basis: str,
+    sampling: Sampling,
+    margin: float,
+    vocab: int = 0,
+    context: Context | None = None,
 ) -> TokenPit:
     """The PIT and evidence of one `PositionScore` row (module docstring); `margin`: the
-    near-tie margin in nats (raw logprob below the boundary's); `vocab`: the vocabulary size
-    where known (else `VOCAB_BOUND`)."""
+    near-tie margin in nats (processed logprob below the boundary's); `vocab`: the vocabulary
+    size where known (else `VOCAB_BOUND`); `context`: the tokens its penalties count
+    (`sweeper.proof.processors`). On basis `exact` the claims, unchecked
+    (`sweeper.proof.rebuilt` checks them)."""
     if sampling.temperature <= 0:
         raise ValueError(f"temperature {sampling.temperature:g}: only sampled tokens are scored")
     if basis == "exact":
         return _exact(position, sampling, margin)
     if basis == "topk":
-        return pit_of(processed(position, sampling, vocab or VOCAB_BOUND), margin)
+        found = processed(position, sampling, vocab or VOCAB_BOUND, context)
+        return unrebuilt_pit(found) if isinstance(found, Unrebuilt) else pit_of(found, margin)
     raise ValueError(f"unknown scoring basis {basis!r} (exact | topk)")
+
+
+def unrebuilt_pit(why: Unrebuilt) -> TokenPit:
+    """A position that cannot be rebuilt: no PIT, no evidence, only why."""
+    return TokenPit(0.0, 1.0, 0.0, 1.0, exact=False, unrebuilt=why)
 
 
 def _exact(position: Mapping[str, Any], sampling: Sampling, margin: float) -> TokenPit:
@@ -194,7 +176,8 @@ def _exact(position: Mapping[str, Any], sampling: Sampling, margin: float) -> To
 def _exact_step(rank: int | None, sampling: Sampling) -> str | None:
     """Which step removed a token the exact scorer gave p = 0, as far as its rank tells:
     top-k where it ranks below it, else the only other truncation asked for."""
-    if sampling.active("top_k") and rank is not None and rank > int(sampling.top_k or 0):
+    ranked = rank is not None and not sampling.processes_logits  # a raw rank, else
+    if sampling.active("top_k") and ranked and int(rank or 0) > int(sampling.top_k or 0):
         return "top_k"
     others = [step for step in ("top_p", "min_p") if sampling.active(step)]
     return others[0] if len(others) == 1 and not sampling.active("top_k") else None
@@ -217,7 +200,7 @@ class _Top:
 
     weights: list[float]
     cumulative: list[float]  # cumulative[j]: the first j tokens' weight
-    tail_max: float  # the largest a tail token's weight can be (the k-th's)
+    tail_max: float  # the largest a tail token's weight can be (the bound's)
     total_lo: float  # the untruncated tempered total's bounds
     total_hi: float
 
@@ -226,47 +209,53 @@ class _Top:
         return len(self.weights)
 
 
-def top_of(position: Mapping[str, Any]) -> list[tuple[int, float]]:
-    """A position's returned top k as (id, raw logprob), best first (ties: the lower id)."""
-    return sorted(((int(t), float(lp)) for t, lp in position["top"]), key=lambda x: (-x[1], x[0]))
-
-
-def _top_of(position: Mapping[str, Any], temperature: float, vocab: int, own: float) -> _Top:
-    """The top k's tempered weights and the tail's bounds (module docstring)."""
-    top = top_of(position)
-    first = top[0][1]
+def _top_of(logits: Logits, temperature: float, vocab: int, own: float) -> _Top:
+    """The known prefix's tempered weights and the tail's bounds (module docstring): each tail
+    token's processed probability is at most its raw one and at most the bound's (`m`); the
+    processors lowered some of the unreturned ones, so only `tail_sure` of their mass counts
+    towards the least weight; the returned tokens pushed into the tail add their exact weights;
+    `own`: the scored token's exact weight where it is in the tail (else 0)."""
+    first = logits.known[0][1]
     a = 1.0 / temperature
-    weights = [math.exp((lp - first) * a) for _, lp in top]
+    weights = [math.exp((lp - first) * a) for _, lp in logits.known]
     cumulative = [0.0]
     for w in weights:
         cumulative.append(cumulative[-1] + w)
-    raw_tail = max(0.0, 1.0 - sum(math.exp(lp) for _, lp in top))
-    smallest = math.exp(top[-1][1])
+    raw_tail, sure = logits.tail, logits.tail_sure
+    smallest = math.exp(logits.bound)
     scale = math.exp(-first * a)  # tempered weights are relative to the top token's
-    others = max(vocab - len(top), 1)
+    others = max(vocab - logits.returned, 1)
     if raw_tail <= 0.0:
         lo = hi = 0.0
-    elif a == 1.0:  # untempered: the tail's weight is its raw mass, known exactly
-        lo = hi = raw_tail * scale
+    elif a == 1.0:  # untempered: the tail's weight is its raw mass, known where nothing lowered
+        lo, hi = sure * scale, raw_tail * scale
     elif a > 1.0:  # convex: the most weight with the tail packed into tokens at m
         lo, hi = 0.0, raw_tail * smallest ** (a - 1.0) * scale
     else:  # concave: the most weight with the tail spread over the vocabulary
-        lo = raw_tail * smallest ** (a - 1.0) * scale
+        lo = sure * smallest ** (a - 1.0) * scale
         hi = others ** (1.0 - a) * raw_tail**a * scale
-    lo = max(lo, own)  # a token outside the top k is itself in the tail
-    return _Top(weights, cumulative, weights[-1], cumulative[-1] + lo, cumulative[-1] + hi)
+    pushed = sum(math.exp((lp - first) * a) for lp in logits.extras)
+    lo = max(lo + pushed, own)  # a token outside the known prefix is itself in the tail
+    tail_max = math.exp((logits.bound - first) * a)
+    return _Top(weights, cumulative, tail_max, cumulative[-1] + lo, cumulative[-1] + hi + pushed)
 
 
 @dataclass
 class Processed:
     """A position's token under the asked processing, rebuilt from its returned top k: its rank
-    among them (None: outside), its own tempered weight where outside, what the steps kept, and
-    the evidence where a step certainly removed it."""
+    in the known prefix (None: outside), its own tempered weight where outside (`own`: an upper
+    bound; `own_lo`: what it certainly is, 0 where not exact), what the steps kept, and the
+    evidence where a step certainly removed it."""
 
     token: int
     rank: int | None
     given_rank: int | None
     own: float
+    own_lo: float
+    #: The token's processed logprob (an upper bound where `own_lo` is not exact) and the top
+    #: known token's, which tempered weights are relative to.
+    own_lp: float
+    first: float
     top: _Top
     state: _State
     removed: Impossible | None
@@ -280,18 +269,27 @@ class Processed:
         return c[state.j_lo] + state.t_lo, c[state.j_hi] + state.t_hi
 
 
-def processed(position: Mapping[str, Any], sampling: Sampling, vocab: int) -> Processed:
-    """The token of one `topk` row (or an exact row with its top k) under `sampling`."""
+def processed(
+    position: Mapping[str, Any], sampling: Sampling, vocab: int, context: Context | None = None
+) -> Processed | Unrebuilt:
+    """The token of one `topk` row (or an exact row with its top k) under `sampling`, its
+    penalties counting `context` (`sweeper.proof.processors`); why not where it cannot be
+    rebuilt."""
+    logits = logits_of(position, sampling, context)
+    if isinstance(logits, Unrebuilt):
+        return logits
     token = int(position["token"])
-    returned = top_of(position)
-    ids = [t for t, _ in returned]
+    ids = [t for t, _ in logits.known]
     rank = ids.index(token) + 1 if token in ids else None
-    first = returned[0][1]
+    first = logits.known[0][1]
     a = 1.0 / sampling.temperature
-    own = 0.0 if rank is not None else math.exp((float(position["logprob"]) - first) * a)
-    top = _top_of(position, sampling.temperature, vocab, own)
+    own = 0.0 if rank is not None else math.exp((logits.own - first) * a)
+    own_lo = own if logits.own_exact else 0.0
+    top = _top_of(logits, sampling.temperature, vocab, own_lo)
     given_rank = _maybe(position.get("rank"), int)
-    tail_rank = given_rank if rank is None and given_rank is not None else top.k + 1
+    # A raw rank is the processed one only where no logit processor reorders the tokens.
+    raw = rank is None and given_rank is not None and not sampling.processes_logits
+    tail_rank = given_rank if raw and given_rank is not None else top.k + 1
     state = _State(
         top.k, top.k, top.total_lo - top.cumulative[-1], top.total_hi - top.cumulative[-1]
     )
@@ -302,7 +300,8 @@ def processed(position: Mapping[str, Any], sampling: Sampling, vocab: int) -> Pr
             continue
         if removed is None:
             for name in active:
-                removed = _removes(name, sampling, top, state, rank, own, tail_rank, position)
+                at = (token, first, logits.own)
+                removed = _removes(name, sampling, top, state, rank, own, tail_rank, at)
                 if removed is not None:
                     break
         after = [_apply(name, sampling, top, state) for name in active]
@@ -313,7 +312,9 @@ def processed(position: Mapping[str, Any], sampling: Sampling, vocab: int) -> Pr
             min(s.t_hi for s in after),
         )
     truncated = any(sampling.active(n) for step in sampling.order[1:] for n in step.split("+"))
-    return Processed(token, rank, given_rank, own, top, state, removed, truncated)
+    return Processed(
+        token, rank, given_rank, own, own_lo, logits.own, first, top, state, removed, truncated
+    )
 
 
 def pit_of(processed: Processed, margin: float) -> TokenPit:
@@ -331,9 +332,9 @@ def pit_of(processed: Processed, margin: float) -> TokenPit:
         if rank <= state.j_lo:
             return TokenPit(*low, above / z_lo, weight / z_lo, exact=exact)
         return TokenPit(*low, 1.0, 0.0, exact=False)  # kept in some tails only: at the edge
-    # Outside the returned top k: uniform on [Q, 1], Q the top k's processed share.
+    # Outside the known prefix: uniform on [Q, 1], Q the known tokens' processed share.
     known = top.cumulative[-1]
-    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, processed.own))
+    q_lo, q_hi = known / (known + state.t_hi), known / (known + max(state.t_lo, processed.own_lo))
     return TokenPit(q_lo, 1.0 - q_lo, q_hi, 1.0 - q_hi, exact=q_lo == q_hi)
 
 
@@ -379,21 +380,22 @@ def _removes(
     rank: int | None,
     own: float,
     tail_rank: int,
-    position: Mapping[str, Any],
+    token: tuple[int, float, float],
 ) -> Impossible | None:
-    """The evidence if `position`'s token is certainly removed by step `name` (whatever the
-    tail), with the smallest gap any tail allows (so a near tie is never called a proof): in
-    tempered mass, and in nats below the boundary's raw logprob (from the boundary's tempered
-    weight, relative to the top token's like every weight here, and the token's raw logprob, so
-    a token far in the tail, whose weight underflows, is still far)."""
+    """The evidence if the scored token (`token`: its id, the top known token's processed
+    logprob and its own) is certainly removed by step `name` (whatever the tail), with the
+    smallest gap any tail allows (so a near tie is never called a proof): in tempered mass, and
+    in nats below the boundary's processed logprob (from the boundary's tempered weight,
+    relative to the top token's like every weight here, and the token's processed logprob, so a
+    token far in the tail, whose weight underflows, is still far)."""
     k, c = top.k, top.cumulative
-    token, first = int(position["token"]), top_of(position)[0][1]
+    first, own_lp = token[1], token[2]
     weight = top.weights[rank - 1] if rank is not None else own
     where = rank if rank is not None else tail_rank
     total = top.total_hi
 
     def nats(boundary: float) -> float:
-        below = sampling.temperature * math.log(boundary) + first - float(position["logprob"])
+        below = sampling.temperature * math.log(boundary) + first - own_lp
         return max(0.0, below)
 
     if name == "top_k":
@@ -401,18 +403,18 @@ def _removes(
         if cut > k:  # the boundary is in the tail, unreturned: no gap can be shown
             if where <= cut:
                 return None
-            return Impossible(token, where, 0.0, name, c[k] / total, 0.0)
+            return Impossible(token[0], where, 0.0, name, c[k] / total, 0.0)
         last = top.weights[cut - 1]
         if where <= cut or weight >= last:  # tied with the k-th: kept
             return None
         kept = c[_top_k_ties(top, cut)]
         gap = max(0.0, last - weight) / total
-        return Impossible(token, where, gap, name, kept / total, nats(last))
+        return Impossible(token[0], where, gap, name, kept / total, nats(last))
     if name == "min_p":
         floor = float(sampling.min_p or 0.0)
         if weight >= floor:
             return None
-        return Impossible(token, where, (floor - weight) / total, name, None, nats(floor))
+        return Impossible(token[0], where, (floor - weight) / total, name, None, nats(floor))
     share = float(sampling.top_p if sampling.top_p is not None else 1.0)
     z_hi = c[state.j_hi] + state.t_hi
     above = c[rank - 1] if rank is not None else c[k] + max(0, tail_rank - k - 1) * own
@@ -420,7 +422,9 @@ def _removes(
         return None
     size = sum(1 for i in range(state.j_hi) if c[i] < share * z_hi)  # the nucleus's
     gap = (above - share * z_hi) / total
-    return Impossible(token, where, gap, name, c[size] / total, nats(top.weights[max(size, 1) - 1]))
+    return Impossible(
+        token[0], where, gap, name, c[size] / total, nats(top.weights[max(size, 1) - 1])
+    )
 
 
 def _maybe(value: Any, kind: Any) -> Any:
@@ -461,21 +465,28 @@ class TemperatureScore:
         return out
 
 
-def temperature_score(position: Mapping[str, Any], sampling: Sampling) -> TemperatureScore | None:
-    """The position's `TemperatureScore` (None without a returned top k)."""
+def temperature_score(
+    position: Mapping[str, Any], sampling: Sampling, context: Context | None = None
+) -> TemperatureScore | None:
+    """The position's `TemperatureScore` from its known prefix after the logit processors
+    (`context`: what its penalties count), the tail (the returned tokens pushed into it
+    included) one step; None without a returned top k, or where it cannot be rebuilt."""
     if not position.get("top"):
         return None
+    logits = logits_of(position, sampling, context)
+    if isinstance(logits, Unrebuilt):
+        return None
     a = 1.0 / sampling.temperature
-    logprobs = [lp for _, lp in top_of(position)]
+    logprobs = [lp for _, lp in logits.known]
     first = logprobs[0]
     weights = [math.exp((lp - first) * a) for lp in logprobs]
-    raw_tail = max(0.0, 1.0 - sum(math.exp(lp) for lp in logprobs))
-    smallest = math.exp(logprobs[-1])
+    raw_tail = logits.tail + sum(math.exp(lp) for lp in logits.extras)
+    smallest = math.exp(logits.bound)
     # The tail as one step: half its largest tempered weight below temperature 1 (where it
     # lies between 0 and that), its least above; its logit a notch below the k-th token's.
     bound = raw_tail * smallest ** (a - 1.0) * math.exp(-first * a)
     weights.append(bound / 2 if a > 1.0 else bound)
-    scaled = [lp * a for lp in logprobs] + [(logprobs[-1] - 1.0) * a]
+    scaled = [lp * a for lp in logprobs] + [(logits.bound - 1.0) * a]
     keep = _kept(weights, sampling, tail_weight=smallest**a * math.exp(-first * a))
     total = sum(weights[:keep])
     q = [w / total for w in weights[:keep]] + [0.0] * (len(weights) - keep)

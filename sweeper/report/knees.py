@@ -2,11 +2,12 @@
 the SLO, against the AR baseline's, and its latency speedup at each rate (pure, from point rows).
 
 A series is one server config's open-loop points that differ only in rate (same host,
-temperature, top_p, max_tokens, arrival process, max_concurrency). Its baseline is the AR
-series with the same request setting and cuda graph on the same host. Knees and speedups come
-from `sweeper.analysis.goodput` (`knee`, `compare_knees`) on the recorded point columns:
-goodput, median E2E and median per-request ITL; a client-bound point stops a knee's scan and
-gives no speedup. Without an SLO in the spec there are no knees, only the latency speedups.
+temperature, top_p, top_k, max_tokens, request features, arrival process, max_concurrency). Its
+baseline is the AR series with the same request setting and cuda graph on the same host. Knees
+and speedups come from `sweeper.analysis.goodput` (`knee`, `compare_knees`) on the recorded
+point columns: goodput, median E2E and median per-request ITL; a client-bound point stops a
+knee's scan and gives no speedup. Without an SLO in the spec there are no knees, only the
+latency speedups.
 """
 
 from __future__ import annotations
@@ -19,19 +20,13 @@ import pandas as pd
 
 from sweeper.analysis.goodput import Knee, KneeComparison, compare_knees, knee, rate_point_of
 from sweeper.config import temperature_of
+from sweeper.config.features import feature_labels
 from sweeper.config.labels import load_label, point_label
+from sweeper.config.request import REQUEST_COLUMNS
 from sweeper.results.rows import is_missing
 
-#: What a series shares besides its server config: the request config but the rate.
-SETTING = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "max_tokens",
-    "arrival",
-    "burstiness",
-    "max_concurrency",
-)
+#: What a series shares besides its server config: the request config but its load level.
+SETTING = tuple(c for c in REQUEST_COLUMNS if c not in ("concurrency", "rate"))
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,8 @@ def _setting_label(row: dict[str, Any]) -> str:
     temperature = temperature_of(row)
     shape = load_label(row).split(" ", 1)
     arrival = shape[1] if len(shape) > 1 else "poisson"
-    return f"T={temperature:g} {arrival}"
+    features = "".join(f" {label}" for label in feature_labels(row))
+    return f"T={temperature:g}{features} {arrival}"
 
 
 def knee_rows(points: pd.DataFrame) -> list[KneeRow]:

@@ -1,9 +1,10 @@
 """The AR points of an earlier run as this run's baseline (`runtime.baseline_run`): for an
 endpoint the sweeper does not start and that has no baseline endpoint beside it.
 
-A point's baseline is the earlier run's ok AR point with the same temperature, top-p, top-k and
-max_tokens, preferring the same load (concurrency, or rate and arrival); its request rows are
-what determinism compares against, and its samples what a distribution test compares with.
+A point's baseline is the earlier run's ok AR point with the same temperature, top-p, top-k,
+max_tokens and request features (`sweeper.config.features`), preferring the same load
+(concurrency, or rate and arrival); its request rows are what determinism compares against,
+and its samples what a distribution test compares with.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from sweeper.config.features import FEATURES
 from sweeper.results.reader import is_run_dir, read_run
 from sweeper.results.records import RequestRecord
 
@@ -47,6 +49,7 @@ class _Load(Protocol):
     def top_p(self) -> float | None: ...
     @property
     def top_k(self) -> int | None: ...
+    def columns(self) -> dict[str, Any]: ...
 
 
 class _Planned(Protocol):
@@ -84,8 +87,10 @@ class EarlierBaseline:
             (self.points["temperature"] == rc.temperature)
             & (self.points["max_tokens"] == rc.max_tokens)
         ]
-        for column in ("top_p", "top_k"):  # the same distribution: sampled outputs compare
-            wanted = getattr(rc, column)
+        # The same distribution and features: outputs compare (a feature as its column holds it).
+        asked = rc.columns()
+        for column in ("top_p", "top_k", *(f.column for f in FEATURES)):
+            wanted = asked[column]
             values = same[column] if column in same else pd.Series(None, index=same.index)
             same = same[values.isna() if wanted is None else values == wanted]
         if same.empty:

@@ -71,6 +71,18 @@ class RequestConfigColumns(BaseModel):
     burstiness: float | None = None
     max_concurrency: int | None = None
     top_k: int | None = None
+    # The request features (`sweeper.config.features`), None where not used: the scalars as
+    # numbers, `logit_bias`, `stop` and `response_format` as canonical JSON text.
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    logit_bias: str | None = None
+    stop: str | None = None
+    response_format: str | None = None
+    regex: str | None = None
+    n: int | None = None
+    logprobs: int | None = None
 
 
 assert tuple(RequestConfigColumns.model_fields) == REQUEST_COLUMNS, "request columns differ"

@@ -46,6 +46,10 @@ class PositionScore(BaseModel):
     #: (vLLM, SGLang) what the PIT is bounded by; on either basis what the test for temperature
     #: weighs the position by.
     top: list[tuple[int, float]] | None = None
+    #: The log-sum-exp of the raw logits (a raw logit is its logprob plus this), where the
+    #: scorer returns it: what a repetition penalty, which scales a logit by its sign, is
+    #: rebuilt from (`sweeper.proof.processors`); without it one cannot be.
+    logsumexp: float | None = None
 
 
 class ScoreRecord(BaseModel):
@@ -69,15 +73,32 @@ class ScoreRecord(BaseModel):
     #: `self`, or the config id of the server that scored it.
     scorer: str
     basis: Literal["exact", "topk"]
-    #: The parameters the output was drawn with: the distribution it is scored against.
+    #: The processors the output was drawn with (the request config's columns, by name):
+    #: the distribution it is scored against (`sweeper.proof.processors.Sampling.of`).
     temperature: float
     top_p: float | None = None
     top_k: int | None = None
     min_p: float | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    #: Canonical JSON text ({token id: bias}), as the request config's column.
+    logit_bias: str | None = None
+    #: Canonical JSON text; the regex's text.
+    response_format: str | None = None
+    regex: str | None = None
     #: The engine's processing order (`sweeper.catalog.scoring`): steps applied in turn, each
     #: to what the one before left, renormalised; "top_k+top_p" is one step (both cut the
     #: same distribution).
     order: list[str]
+    #: The engine's logit processors before temperature, in the order applied ("a|b": in an
+    #: order it leaves unspecified), and the tokens its repetition penalty counts
+    #: ("prompt+output" or "output"; `sweeper.catalog.scoring`). Unstated: none can be rebuilt.
+    logit_order: list[str] = Field(default_factory=list)
+    repetition_scope: str | None = None
+    #: The prompt's token ids the scorer scored the output after: what a repetition penalty
+    #: counts beside the output's own tokens (None: not known to the scorer).
+    prompt_token_ids: list[int] | None = None
     #: How many top logprobs the engine returned per position (None: none).
     k: int | None = None
     #: The scoring engine's near-tie margin in nats (`sweeper.catalog.scoring`); None: none

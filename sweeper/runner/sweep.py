@@ -16,6 +16,7 @@ from sweeper.engines.base import Engine
 from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_IO, exit_code_for
 from sweeper.measure.inputs import Inputs
 from sweeper.plan import HostPlan, Plan, Point, Step
+from sweeper.plan.features import step_refusal
 from sweeper.progress import SweepProgress
 from sweeper.proof.calibration import calibrated_points
 from sweeper.results.baseline import EarlierBaseline
@@ -229,6 +230,15 @@ class Runner:
                 return StepOutcome()
             if state is None:
                 return StepOutcome(stopped=True)
+            # A request feature its reported build would drop: never sent (`plan.features`).
+            build = state.identity.proof.version if state.identity is not None else None
+            step = item.step
+            refused = step_refusal(
+                self.spec.runtime.engine, step.server_config, step.request_configs, build
+            )
+            if refused is not None:
+                self._fail(backend, pending, refused, None, known)
+                return StepOutcome(state.identity)
             if state.instance is not None:
                 self._recorder.serving.update(
                     (p.point_id, (backend, state.instance)) for p in pending

@@ -100,6 +100,19 @@ class GridSpec(BaseModel):
     )
     #: Sample from the k most likely tokens only (unset: the engine's default, no cut-off).
     top_k: list[Annotated[Int, Field(**RANGES["top_k"])]] | None = Field(default=None, min_length=1)
+    # The scalar request features (`sweeper.config.features`; unset: not sent).
+    min_p: list[Annotated[Number, Field(**RANGES["min_p"])]] | None = Field(
+        default=None, min_length=1
+    )
+    repetition_penalty: list[Annotated[Number, Field(**RANGES["repetition_penalty"])]] | None = (
+        Field(default=None, min_length=1)
+    )
+    frequency_penalty: list[Annotated[Number, Field(**RANGES["frequency_penalty"])]] | None = Field(
+        default=None, min_length=1
+    )
+    presence_penalty: list[Annotated[Number, Field(**RANGES["presence_penalty"])]] | None = Field(
+        default=None, min_length=1
+    )
     exclude: list[dict[str, Any]] = Field(default_factory=list)
     include: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -9,11 +9,15 @@ it did not ask for."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from sweeper.spec.base import Int, NonEmptyStr, PromptText, Slug, StrictModel
+from sweeper.config.features import STRUCTURED_FEATURES
+from sweeper.config.knobs import LOGIT_BIAS_RANGE, RANGES
+from sweeper.spec.base import Int, NonEmptyStr, Number, PromptText, Slug, StrictModel
 from sweeper.spec.datasets import DatasetSpec
 from sweeper.spec.errors import problem
 from sweeper.spec.open_loop import LoadSpec
@@ -63,6 +67,46 @@ class PromptSpec(StrictModel):
         return self
 
 
+class JsonSchemaFormat(StrictModel):
+    """OpenAI's `json_schema` of a `response_format`: a name and the schema (a JSON object)."""
+
+    name: NonEmptyStr
+    schema_: dict[str, Any] = Field(alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+    @field_validator("schema_", mode="before")
+    @classmethod
+    def _json_object(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise problem("a json_schema's schema must be a JSON object")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise problem(f"a json_schema's schema must be plain JSON: {exc}") from None
+        return value
+
+
+class ResponseFormat(StrictModel):
+    """A structured output, OpenAI's spelling: `{type: json_schema, json_schema: {name, schema}}`
+    or `{type: json_object}` (free text is the default: leave `response_format` out)."""
+
+    type: Literal["json_schema", "json_object"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_for_its_type(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise problem("type json_schema needs a json_schema: {name, schema}", at=("type",))
+        if self.type == "json_object" and self.json_schema is not None:
+            raise problem("type json_object takes no json_schema", at=("json_schema",))
+        return self
+
+    def plain(self) -> dict[str, Any]:
+        """What a request body carries (OpenAI's spelling, unset keys left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 class WorkloadSpec(StrictModel):
     """What is sent to every point: prompts x repeats at each concurrency level, and the
     open-loop points of `load`."""
@@ -87,6 +131,47 @@ class WorkloadSpec(StrictModel):
     warmup: Annotated[Int, Field(ge=0)] = 1
     #: Sampling seed sent with every request (temperature > 0 repeats must then be identical).
     seed: Int | None = None
+    # The structured request features (`sweeper.config.features`), sent with every request of
+    # every point (unset: not sent). Token id -> bias added to its logit.
+    logit_bias: dict[Int, Annotated[Number, Field(**LOGIT_BIAS_RANGE)]] | None = None
+    #: Strings that end the output (the stop string itself is not returned).
+    stop: list[NonEmptyStr] | None = Field(default=None, min_length=1)
+    response_format: ResponseFormat | None = None
+    #: A regex the output must match (SGLang's and the runtime's `regex`).
+    regex: NonEmptyStr | None = None
+    #: Independent samples per request.
+    n: Annotated[Int, Field(**RANGES["n"])] | None = None
+    #: Top logprobs asked on every measured request (asking must not change the output).
+    logprobs: Annotated[Int, Field(**RANGES["logprobs"])] | None = None
+
+    @field_validator("logit_bias", mode="before")
+    @classmethod
+    def _token_ids(cls, value: Any) -> Any:
+        for key in value if isinstance(value, dict) else ():
+            if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+                message = f"a logit_bias key is a token id (an integer >= 0), got {key!r}"
+                raise problem(message)
+        return value
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise problem(f"regex does not compile with Python's re: {exc}") from None
+        return value
+
+    @field_validator("n")
+    @classmethod
+    def _one_choice(cls, value: int | None) -> int | None:
+        if value is not None and value > 1:
+            raise problem(
+                "n > 1 is not measured yet: the client records one choice per request, so the "
+                "other choices would be sent and never proven"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_prompts(self) -> WorkloadSpec:
@@ -109,6 +194,9 @@ class WorkloadSpec(StrictModel):
         for index, level in enumerate(self.concurrency or []):
             if level in (self.concurrency or [])[:index]:
                 raise problem(f"duplicate concurrency level {level}", at=("concurrency", index))
+        if self.response_format is not None and self.regex is not None:
+            message = "one structured output per request: response_format or regex, not both"
+            raise problem(message, at=("regex",))
         if self.api == "completions":
             for index, prompt in enumerate(self.prompts):
                 if prompt.messages is not None:
@@ -127,6 +215,14 @@ class WorkloadSpec(StrictModel):
     def rates(self) -> list[float]:
         """The open-loop rates measured (none without `load`)."""
         return list(self.load.rate) if self.load is not None else []
+
+    def features(self) -> dict[str, Any]:
+        """The structured request features every request carries, as plain values (those
+        not set are None)."""
+        out = {name: getattr(self, name) for name in STRUCTURED_FEATURES}
+        if self.response_format is not None:
+            out["response_format"] = self.response_format.plain()
+        return out
 
     def loads(self) -> list[dict[str, Any]]:
         """Every point's load, closed loops first: {"concurrency": c, "rate": None} or

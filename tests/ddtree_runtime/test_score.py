@@ -137,7 +137,7 @@ def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
     claims processed 1.6x hotter than asked (a hot `processed_probs`, shared by the sampler and
     this route) are not."""
     from sweeper.proof.rebuilt import checked_pit
-    from sweeper.proof.scoring import Sampling, processed
+    from sweeper.proof.scoring import Processed, Sampling, processed
 
     vocab, top = 96, 16
     generator = torch.Generator().manual_seed(5)
@@ -151,7 +151,9 @@ def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
         for right, wrong in zip(asked, hot, strict=True):
             _, mismatch = checked_pit(right.as_dict(), "exact", sampling, 0.0, vocab=vocab)
             assert mismatch is None, mismatch
-            removed = processed(right.as_dict(), sampling, vocab).removed
+            found = processed(right.as_dict(), sampling, vocab)
+            assert isinstance(found, Processed)  # no logit processor: always rebuilt
+            removed = found.removed
             if removed is not None and removed.step == "min_p":  # the judge's threshold, in nats
                 assert right.boundary is not None and removed.nats is not None
                 assert right.boundary - right.logprob == pytest.approx(removed.nats, abs=1e-9)

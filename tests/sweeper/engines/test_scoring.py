@@ -1,11 +1,13 @@
 """Scoring routes against crafted answers on loopback, for the edge cases real servers rarely
 show (the routes themselves are tested against real vLLM, SGLang and the runtime): a vLLM whose
 logprob limit is lower than asked is negotiated down to it, one that answers logits is refused,
-an SGLang answer not aligned with the output is refused, and a runtime without `/score` (an
-older build) scores nothing."""
+an SGLang answer not aligned with the output is refused, a runtime without `/score` (an
+older build) scores nothing; the runtime is sent every processor, the prefill scorers none, and
+each returns the prompt's ids."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ import pytest
 
 from sweeper.config import ServerConfig
 from sweeper.engines.base import Capabilities, RequestSpec, ScoringError
+from sweeper.engines.capabilities import scored_under
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
 from sweeper.engines.sglang import SGLang
 from sweeper.engines.vllm import VLLM
@@ -160,3 +163,72 @@ def test_a_runtime_answering_a_malformed_top_scores_nothing(top: Any) -> None:
     with posting(answer) as (url, _), httpx.Client() as client:
         basis, k, order, said = engine.negotiate_scoring(client, url, AR, SPEC, "m", None)
     assert (basis, k, order) == ("none", None, ()) and "not a list of [id, logprob]" in said
+
+
+#: A request with every rebuildable processor (issue 47's names).
+PROCESSED = dataclasses.replace(
+    SPEC,
+    min_p=0.05,
+    repetition_penalty=1.3,
+    frequency_penalty=0.5,
+    presence_penalty=0.25,
+    logit_bias=((42, -5.0), (3, 1.5)),
+)
+
+
+def runtime_answer(path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """The runtime's /tokenize and /score, one kept position per continuation token."""
+    if path == "/tokenize":
+        return 200, {"tokens": [5, 6, 7], "count": 3}
+    positions = [
+        {"token": t, "logprob": -1.0, "rank": 1, "p": 0.5, "above": 0.0, "top": [[t, -1.0]]}
+        for t in body["continuation"]
+    ]
+    return 200, {"order": ["temperature", "min_p", "top_k", "top_p"], "positions": positions}
+
+
+def test_the_runtime_scores_under_every_processor_and_its_prompt_ids_are_known() -> None:
+    """/score takes the same processors as a request (logit bias keyed by id strings), and the
+    prompt as ids: the ones the output was drawn after (a text prompt's from /tokenize, as the
+    completion route encodes it), which the score carries for the judge's penalties."""
+    engine = DDTreeRuntime(RuntimeSpec(model="tiny-random"), None)
+    with posting(runtime_answer) as (url, seen), httpx.Client() as client:
+        scored = engine.score(client, url, PROCESSED, [0, 3], "m")
+        text = engine.score(client, url, dataclasses.replace(PROCESSED, prompt_token_ids=None),
+                            [0], "m")  # fmt: skip
+    body = seen[0][1]
+    assert seen[0][0] == "/score" and body["prompt"] == [7, 8]
+    assert {k: body[k] for k in ("min_p", "repetition_penalty", "frequency_penalty")} == {
+        "min_p": 0.05,
+        "repetition_penalty": 1.3,
+        "frequency_penalty": 0.5,
+    }
+    assert body["presence_penalty"] == 0.25 and body["logit_bias"] == {"3": 1.5, "42": -5.0}
+    assert scored.prompt_ids == (7, 8)
+    assert [path for path, _ in seen[1:]] == ["/tokenize", "/score"]
+    assert seen[2][1]["prompt"] == [5, 6, 7] and text.prompt_ids == (5, 6, 7)
+
+
+def test_prefill_scorers_send_no_processors_and_return_the_prompt_ids() -> None:
+    """vLLM's prompt logprobs are a prefill of prompt + output returning raw logprobs: the
+    processors are rebuilt by the judge, never sent; the prompt's ids come back with the score.
+    A score records the processors, the engine's logit order and scope from the catalog."""
+    engine = VLLM(RuntimeSpec(engine="vllm", model="m")).bind(
+        Capabilities("openai", "x", "x", scoring="topk", scoring_k=4)
+    )
+    with posting(vllm_answer(limit=64)) as (url, seen), httpx.Client() as client:
+        scored = engine.score(client, url, PROCESSED, [0, 3], "m")
+    assert scored.prompt_ids == (7, 8)
+    assert not {"repetition_penalty", "logit_bias", "min_p"} & set(seen[0][1])
+    assert scored_under("vllm", PROCESSED) == {
+        "min_p": 0.05,
+        "repetition_penalty": 1.3,
+        "frequency_penalty": 0.5,
+        "presence_penalty": 0.25,
+        "logit_bias": '{"3":1.5,"42":-5.0}',
+        "logit_order": ["logit_bias", "repetition_penalty", "frequency_penalty",
+                        "presence_penalty"],
+        "repetition_scope": "prompt+output",
+    }  # fmt: skip
+    sglang = scored_under("sglang", SPEC)
+    assert sglang["repetition_scope"] == "output" and sglang["logit_order"][-1] == "logit_bias"

@@ -9,6 +9,7 @@ import pytest
 
 from sweeper.config import RequestConfig, ServerConfig
 from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
+from sweeper.plan.features import step_refusal
 from sweeper.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -267,3 +268,77 @@ def test_a_port_sglang_0_5_15_refuses_is_noted() -> None:
     chosen = plan_of(body.format(port=60361, env=", env: {SGLANG_GRPC_PORT: '50051'}"))
     assert not any("runtime.port" in n for n in chosen.notes)
     assert not any("runtime.port" in n for n in plan_of(body.format(port=55535, env="")).notes)
+
+
+FEATURES_WORKLOAD = WORKLOAD + (
+    '  logit_bias: {13: 2.5}\n  stop: ["\\n\\n"]\n  logprobs: 3\n'
+    "  response_format: {type: json_schema, json_schema: {name: a, schema: {type: object}}}\n"
+)
+
+
+def test_request_features_reach_every_request_config() -> None:
+    """Scalar features are grid axes (min-p, a cut-off, only where sampling); the workload's
+    structured ones go with every request config, AR baselines and AR-only sweeps alike."""
+    grid = (
+        "grid: {budget: [8], topk: [1], temperature: [0, 0.7], min_p: [0.1, 0.2],"
+        " repetition_penalty: [1.3]}\n"
+    )
+    plan = plan_of(grid, FEATURES_WORKLOAD)
+    configs = {rc.id: rc for step in plan.hosts[0].steps for rc in step.request_configs}
+    assert sorted(configs) == sorted(
+        f"{t}rp1.3-lb{lb}-st{st}-rf{rf}-lp3-c1"
+        for t in ("t0-", "t0.7-mp0.1-", "t0.7-mp0.2-")
+        for lb, st, rf in [[p[2:] for p in next(iter(configs)).split("-")[-5:-2]]]
+    )
+    assert "dropped 1 point: min_p has no effect at temperature 0 (greedy)" in plan.notes
+    for rc in configs.values():
+        assert rc.repetition_penalty == 1.3 and rc.logprobs == 3 and rc.stop == ("\n\n",)
+        assert rc.logit_bias == ((13, 2.5),)
+        values = rc.feature_values(plain=True)
+        assert values["response_format"] == {
+            "type": "json_schema",
+            "json_schema": {"name": "a", "schema": {"type": "object"}},
+        }
+    assert {configs[i].min_p for i in configs} == {None, 0.1, 0.2}
+    # The digests name the values: the plan says which value each one stands for.
+    assert any(note.startswith("request features: logit_bias#") for note in plan.notes)
+    # Every speculative point is excluded: the AR-only sweep still asks for every feature.
+    only_ar = plan_of(grid.replace("}\n", ", exclude: [{budget: 8}]}\n"), FEATURES_WORKLOAD)
+    ids = {rc.id for step in only_ar.hosts[0].steps for rc in step.request_configs}
+    assert ids == set(configs)
+
+
+def test_a_feature_the_engine_would_drop_is_refused_in_one_line() -> None:
+    endpoint = "runtime: {engine: openai, base_url: 'http://127.0.0.1:1'}\n"
+    with pytest.raises(PlanError) as caught:
+        plan_of(endpoint + "grid: {temperature: [0.7], min_p: [0.1]}\n")
+    assert caught.value.field == "grid.min_p"
+    assert str(caught.value) == "openai (any build) does not take min_p (not in OpenAI's API)"
+    with pytest.raises(PlanError) as caught:
+        plan_of(endpoint, WORKLOAD + "  regex: '[0-9]+'\n")
+    assert caught.value.field == "workload.regex"
+    # OpenAI's own fields pass; the bundled runtime takes every one.
+    assert plan_of(endpoint, FEATURES_WORKLOAD).n_points
+    assert plan_of("grid: {min_p: [0.1], temperature: [0.7]}\n", FEATURES_WORKLOAD).n_points
+
+
+def test_a_started_server_is_judged_against_the_build_it_reports() -> None:
+    plan = plan_of("grid: {budget: [8], topk: [1], repetition_penalty: [1.3]}\n")
+    assert (
+        "ddtree_runtime: repetition_penalty needs a build >= 0.2.0: checked against the build "
+        "each server reports"
+    ) in plan.notes
+    for step in plan.hosts[0].steps:
+        args = (step.server_config, step.request_configs)
+        assert step_refusal("ddtree_runtime", *args, build="0.2.0") is None
+        assert step_refusal("ddtree_runtime", *args, build="0.1.0") == (
+            "ddtree_runtime 0.1.0: repetition_penalty is honoured only since 0.2.0"
+        )
+        # A server that reports no build cannot show it honours what only some builds do.
+        assert step_refusal("ddtree_runtime", *args, build=None) == (
+            "ddtree_runtime (build not reported): repetition_penalty is honoured only since 0.2.0"
+        )
+        assert step_refusal("sglang", *args, build="0.5.15") == (
+            "sglang 0.5.15: repetition_penalty has no row in the feature table "
+            "(sweeper/catalog/features.py): refused, never sent unchecked"
+        )

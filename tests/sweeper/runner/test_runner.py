@@ -222,3 +222,18 @@ s.bind(("127.0.0.1", int(sys.argv[1])))
 s.listen()
 time.sleep(120)
 """
+
+
+def test_a_feature_the_reported_build_would_drop_is_never_sent(tmp_path: Path, port: int) -> None:
+    """The fake runtime reports build 0.0.0-fake, older than the runtime's logit_bias: every
+    config is started and proven, then refused before any request, in one line."""
+    env = {"FAKE_START_DELAY": "0.1"}
+    code, _store, points, requests = _run(
+        tmp_path, port, env, topk=(1,), extra_workload={"logit_bias": {13: -100}}
+    )
+    assert code == 3
+    assert (points.status == "failed").all() and len(points) == 2
+    assert set(points.reason) == {
+        "ddtree_runtime 0.0.0-fake: logit_bias is honoured only since 0.2.0"
+    }
+    assert requests.empty

@@ -1,0 +1,156 @@
+"""The request features real clients send beyond temperature, top-p and top-k, in one table
+(`FEATURES`): each one's name (its OpenAI/vLLM spelling, the spec key, the `RequestConfig` field
+and the record column alike), whether it is a grid axis (`scalar`) or a workload field
+(`structured`), its id part, what "not used" means, and whether it decides the distribution a
+request samples from. Report, proof and negotiation iterate this table, never their own list.
+
+Every feature is None where not used (nothing is sent). A value has three spellings, one
+conversion each way between them, all here:
+- frozen, on `RequestConfig` and `RequestSpec` (hashable): a float or int for the scalars and
+  counts, the regex's text, `stop` a tuple of strings, `logit_bias` a tuple of (token id, bias)
+  pairs sorted by token id, `response_format` its canonical JSON text;
+- plain, what a request body carries (`plain`): `logit_bias` a dict of token id -> bias,
+  `stop` a list, `response_format` a dict;
+- the record column (`column_value`, `from_column`): numbers as they are, the regex as text,
+  the JSON ones as canonical JSON text (a column holds no dicts or lists).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sweeper.config.columns import is_missing
+from sweeper.config.ids import fmt, short_hash
+
+Kind = Literal["scalar", "structured"]
+#: How a value is held: a float, an int, text, or one of the JSON shapes.
+Codec = Literal["float", "int", "text", "logit_bias", "stop", "response_format"]
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One request feature: see the module docstring."""
+
+    name: str
+    kind: Kind
+    codec: Codec
+    #: Its id part's prefix: `mp0.1`, `n4`; a hashed one is followed by 6 hex of its value.
+    prefix: str
+    #: What None (the feature not used, nothing sent) means, in words.
+    unused: str
+    #: Whether it changes the distribution a request samples from (`logprobs` only reports).
+    decides_distribution: bool = True
+
+    @property
+    def column(self) -> str:
+        """The record column that holds it (its name: one spelling everywhere)."""
+        return self.name
+
+    @property
+    def hashed(self) -> bool:
+        """Whether its id part is a digest (a value too long or too free to spell in an id)."""
+        return self.codec in ("text", "logit_bias", "stop", "response_format")
+
+    def freeze(self, value: Any) -> Any:
+        """The frozen value of a plain one (from the spec or a request body), or of a frozen
+        one (unchanged); None stays None."""
+        if value is None:
+            return None
+        if self.codec == "float":
+            return float(value)
+        if self.codec == "int":
+            return int(value)
+        if self.codec == "text":
+            return str(value)
+        if self.codec == "stop":
+            return tuple(str(s) for s in value)
+        if self.codec == "logit_bias":
+            pairs = value.items() if isinstance(value, Mapping) else value
+            return tuple(sorted((int(k), float(v)) for k, v in pairs))
+        data = json.loads(value) if isinstance(value, str) else value
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    def plain(self, value: Any) -> Any:
+        """What a request body carries for a frozen value (`logit_bias` keyed by int token id:
+        an OpenAI body spells the keys as strings, `sweeper.engines.common`)."""
+        if value is None:
+            return None
+        if self.codec == "stop":
+            return list(value)
+        if self.codec == "logit_bias":
+            return dict(value)
+        if self.codec == "response_format":
+            return json.loads(value)
+        return value
+
+    def column_value(self, value: Any) -> Any:
+        """The record column's value for a frozen one: the JSON shapes as canonical text."""
+        if value is None or self.codec in ("float", "int", "text", "response_format"):
+            return value
+        if self.codec == "logit_bias":
+            return json.dumps({str(k): v for k, v in value}, separators=(",", ":"))
+        return json.dumps(list(value), separators=(",", ":"))
+
+    def from_column(self, value: Any) -> Any:
+        """The frozen value a record column holds (None for a missing one: None, NaN)."""
+        if is_missing(value):
+            return None
+        if self.codec in ("logit_bias", "stop") and isinstance(value, str):
+            return self.freeze(json.loads(value))
+        return self.freeze(value)
+
+    def id_part(self, value: Any) -> str:
+        """Its part of a request config id (`rp1.3`, `lb1a2b3c`, `n4`), from a frozen value."""
+        if self.hashed:
+            return self.prefix + short_hash(self.column_value(value), 6)
+        return self.prefix + fmt(value).replace("-", "m")  # "-" separates an id's parts
+
+    def spoken(self, value: Any) -> str:
+        """How people read it in a label: `repetition_penalty=1.3`, `logit_bias#1a2b3c`."""
+        if self.hashed:
+            return f"{self.name}#{self.id_part(value)[len(self.prefix) :]}"
+        return f"{self.name}={fmt(value)}"
+
+
+#: Every request feature, in id order (after temperature, top-p and top-k, before the load).
+FEATURES: tuple[Feature, ...] = (
+    Feature("min_p", "scalar", "float", "mp", "no min-p cut-off"),
+    Feature("repetition_penalty", "scalar", "float", "rp", "no repetition penalty (1.0)"),
+    Feature("frequency_penalty", "scalar", "float", "fp", "no frequency penalty (0)"),
+    Feature("presence_penalty", "scalar", "float", "pp", "no presence penalty (0)"),
+    Feature("logit_bias", "structured", "logit_bias", "lb", "no token biased"),
+    Feature("stop", "structured", "stop", "st", "no stop strings (EOS and max_tokens end it)"),
+    Feature("response_format", "structured", "response_format", "rf", "free text"),
+    Feature("regex", "structured", "text", "re", "no regex constraint"),
+    Feature("n", "structured", "int", "n", "one choice per request (n = 1)"),
+    Feature(
+        "logprobs",
+        "structured",
+        "int",
+        "lp",
+        "no logprobs asked by the workload",
+        decides_distribution=False,
+    ),
+)
+BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
+#: The grid axes among them (`grid: {min_p: [0, 0.1]}`).
+SCALAR_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "scalar")
+#: The workload fields among them (`workload: {logit_bias: {...}}`).
+STRUCTURED_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "structured")
+
+
+def used(values: Mapping[str, Any]) -> Iterator[tuple[Feature, Any]]:
+    """The features `values` (a config's frozen values or a record row) uses, in table order,
+    each with its frozen value (a record row's columns are read back)."""
+    for feature in FEATURES:
+        value = feature.from_column(values.get(feature.name))
+        if value is not None:
+            yield feature, value
+
+
+def feature_labels(row: Mapping[str, Any]) -> list[str]:
+    """The features a config or record row uses, as people read them (`min_p=0.1`, ...)."""
+    return [feature.spoken(value) for feature, value in used(row)]
