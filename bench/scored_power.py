@@ -26,7 +26,6 @@ rows, fault or alarm, whose label holds its text (`--rows "min-p 0.1"`: the min-
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -37,13 +36,16 @@ from typing import Any
 import numpy as np
 
 from sweeper.catalog.scoring import SCORING
+from sweeper.engines.base import RequestSpec
+from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.proof.distribution import two_sample_test
 from sweeper.proof.scored import control, judge
 from sweeper.proof.verdicts import VIOLATIONS
+from sweeper.results.scores import ScoreRecord
 from sweeper.spec import DeterminismSpec
 
-#: The runtime's near-tie margin (nats), as its scores state it.
-MARGIN = SCORING["ddtree_runtime"].near_tie_margin
+#: The engine whose scores these are: the bundled runtime's.
+ENGINE = "ddtree_runtime"
 #: (row label, pool file stem, its AR pool's key: the fault's pool has its sampling settings)
 FAULTS = (
     ("drafted positions 1.6x hotter (`hot_drafts`)", "hot-hot_drafts-t0.7-p1.0-s500000000", "ar1"),
@@ -113,7 +115,8 @@ class Pool:
         self.prompts = [str(p) for p in self.data["prompts"]]
         self.temperature, self.settings = temperature, settings
         #: The runtime's processing order, as the catalog (and its /score) states it.
-        self.order = list(SCORING["ddtree_runtime"].order(None, settings.min_p))
+        self.order = list(SCORING[ENGINE].order(None, settings.min_p))
+        self._records: dict[tuple[int, int, str], dict[str, Any]] = {}
 
     @property
     def size(self) -> int:
@@ -124,6 +127,14 @@ class Pool:
         return [int(t) for t in self.data["token"][prompt, sample, :n]]
 
     def record(self, prompt: int, sample: int, basis: str, role: str, point: str) -> dict[str, Any]:
+        """The sample's score as the product records it (`ScoreRecord`, its columns filled by
+        the product's own `scored_under`), for `point` and `role`."""
+        key = (prompt, sample, basis)
+        if key not in self._records:
+            self._records[key] = self._scored(prompt, sample, basis)
+        return self._records[key] | {"point_id": point, "role": role}
+
+    def _scored(self, prompt: int, sample: int, basis: str) -> dict[str, Any]:
         d = self.data
         positions = []
         for t in range(int(d["length"][prompt, sample])):
@@ -137,9 +148,6 @@ class Pool:
             }
             if basis == "exact":
                 gap = float(d["gap"][prompt, sample, t])
-                # The raw logits' log-sum-exp, which only the runtime's exact route returns.
-                if "logsumexp" in d:
-                    position["logsumexp"] = float(d["logsumexp"][prompt, sample, t])
                 # Pools drawn before the runtime returned `boundary` have none: no near ties.
                 boundary = float(d["boundary"][prompt, sample, t]) if "boundary" in d else np.nan
                 position |= {
@@ -148,40 +156,45 @@ class Pool:
                     "gap": None if np.isnan(gap) else gap,
                     "boundary": None if np.isnan(boundary) else boundary,
                 }
+                # The raw logits' log-sum-exp, which only the runtime's exact route returns.
+                if "logsumexp" in d:
+                    position["logsumexp"] = float(d["logsumexp"][prompt, sample, t])
             positions.append(position)
-        return {
-            "point_id": point,
-            "role": role,
-            "prompt_id": self.prompts[prompt],
-            "index": sample,
-            "scorer": "self",
-            "basis": basis,
-            "temperature": self.temperature,
-            "top_p": self.settings.top_p,
-            "top_k": self.settings.top_k,
-            "min_p": self.settings.min_p,
-            **self.processor_columns(prompt),
-            "order": self.order,
-            "k": len(positions[0]["top"]) if positions else None,
-            "near_tie_margin": MARGIN,
-            "positions": positions,
-            "error": None,
-        }
-
-    def processor_columns(self, prompt: int) -> dict[str, Any]:
-        """The request's logit processors as the record states them, and the prompt's ids."""
-        ids = self.data.get("prompt_ids")
-        bias = self.settings.logit_bias
-        return {
-            "repetition_penalty": self.settings.repetition_penalty,
-            "frequency_penalty": self.settings.frequency_penalty,
-            "presence_penalty": self.settings.presence_penalty,
-            # The record column's canonical text: ids ascending, compact.
-            "logit_bias": None
-            if bias is None
-            else json.dumps({str(k): v for k, v in sorted(bias.items())}, separators=(",", ":")),
-            "prompt_token_ids": None if ids is None else [int(t) for t in ids[prompt] if t >= 0],
-        }
+        ids = d.get("prompt_ids")
+        settings = self.settings
+        spec = RequestSpec(
+            prompt_id=self.prompts[prompt],
+            prompt="",
+            max_tokens=len(positions),
+            temperature=self.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            min_p=settings.min_p,
+            repetition_penalty=settings.repetition_penalty,
+            frequency_penalty=settings.frequency_penalty,
+            presence_penalty=settings.presence_penalty,
+            logit_bias=tuple(sorted(settings.logit_bias.items())) if settings.logit_bias else None,
+        )
+        return ScoreRecord(
+            run_id="bench",
+            host="local",
+            point_id="",
+            attempt="0",
+            role="",
+            prompt_id=spec.prompt_id,
+            index=sample,
+            scorer="self",
+            basis=basis,  # type: ignore[arg-type]
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            top_k=spec.top_k,
+            **scored_under(ENGINE, spec),
+            near_tie_margin=near_tie_margin(ENGINE),
+            order=self.order,
+            k=len(positions[0]["top"]) if positions else None,
+            positions=positions,  # type: ignore[arg-type]
+            prompt_token_ids=None if ids is None else [int(t) for t in ids[prompt] if t >= 0],
+        ).model_dump()
 
     def records(
         self, picks: Sequence[np.ndarray], basis: str, role: str, point: str
