@@ -3,11 +3,13 @@ distribution this runtime samples from.
 
 One plain Hugging Face forward over prompt + continuation (no slot cache, no tree mask, no draft,
 no verify: transformers' own causal attention, as `reference.py`), then per continuation token,
-under the request's temperature / min-p / top-k / top-p as `algo.sampling.processed_probs`
-applies them (the one definition the sampler and sample margins use):
+under the request's logits processors (`algo.processors`: logit bias, then penalties counted over
+the prompt and the continuation's tokens before this one, the engine's own code over a chain) and
+then its temperature / min-p / top-k / top-p as `algo.sampling.processed_probs` applies them (the
+one definition the sampler and sample margins use):
 
-- `logprob`: the raw log-softmax of the logits (temperature 1, untruncated), and `rank`, its
-  1-based rank by raw logprob (ties: the lower id first);
+- `logprob`: the raw log-softmax of the logits (temperature 1, untruncated, no processors), and
+  `rank`, its 1-based rank by raw logprob (ties: the lower id first);
 - `p`: its processed probability (0 when truncation removed it), and `above`, the processed mass
   strictly above it (processed probability descending, ties by id ascending): a lossless sampler
   draws tokens whose randomized PIT `above + V * p` is uniform;
@@ -16,8 +18,9 @@ applies them (the one definition the sampler and sample margins use):
   min_p times the top token's tempered probability minus its own; below top-k, the k-th token's
   tempered probability minus its own; outside the top-p nucleus, the mass above it beyond top_p,
   in tempered mass. A token a hair outside is a numerical near tie, never a proof;
-- `boundary` (only where p is 0): the raw logprob of the boundary it fell outside: below min-p,
-  its threshold, the top token's raw logprob + T ln(min_p) (a tempered ratio of min_p to the
+- `boundary` (only where p is 0): the logprob of the boundary it fell outside, on the processed
+  logits' log-softmax (the raw logprob when the request has no processors): below min-p,
+  its threshold, the top token's logprob + T ln(min_p) (a tempered ratio of min_p to the
   top); otherwise the least likely token the processed distribution keeps (below top-k, the k-th
   token; outside the top-p nucleus, the nucleus's last): the judge holds a near tie to its
   distance from it in nats, the
@@ -36,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ddtree_runtime.algo.processors import History, Processors, chain_paths, processed_logits
 from ddtree_runtime.algo.sampling import (
     mass_above,
     min_p_cut,
@@ -93,21 +97,25 @@ def score_rows(
     top_p: float,
     min_p: float,
     top_logprobs: int,
+    processed: torch.Tensor | None = None,
 ) -> list[PositionScore]:
     """Scores of `tokens[i]` under row i of `logits` [n, V], each with its row's best
-    `top_logprobs` tokens (module docstring)."""
+    `top_logprobs` tokens (module docstring); p, above, gap and boundary from `processed`, the
+    logits after the request's processors (None: it has none)."""
     index = torch.tensor(tokens, dtype=torch.long, device=logits.device)[:, None]
     raw = torch.log_softmax(logits.to(torch.float64), dim=-1)
     own_raw = raw.gather(-1, index)
     ids = torch.arange(raw.shape[-1], device=raw.device)[None, :]
     rank = 1 + (raw > own_raw).sum(-1) + ((raw == own_raw) & (ids < index)).sum(-1)
-    probs = processed_probs(logits, temperature, top_k, top_p, min_p)
+    base = logits if processed is None else processed
+    probs = processed_probs(base, temperature, top_k, top_p, min_p)
     above, _ = mass_above(probs)
     p = probs.gather(-1, index)[:, 0]
     out = []
-    gaps = truncation_gaps(logits, index, temperature, top_k, top_p, min_p)
-    below = below_min_p(logits, index, temperature, min_p)
-    bounds = boundaries(raw, probs, below, temperature, min_p)
+    gaps = truncation_gaps(base, index, temperature, top_k, top_p, min_p)
+    below = below_min_p(base, index, temperature, min_p)
+    logprobs = raw if processed is None else torch.log_softmax(base.to(torch.float64), dim=-1)
+    bounds = boundaries(logprobs, probs, below, temperature, min_p)
     best = _best(raw, top_logprobs)
     for j, token in enumerate(tokens):
         dropped = bool(p[j] <= 0)
@@ -149,10 +157,10 @@ def below_min_p(
 def boundaries(
     raw: torch.Tensor, probs: torch.Tensor, below: torch.Tensor, temperature: float, min_p: float
 ) -> torch.Tensor:
-    """Per row, the raw logprob of the boundary a dropped token fell outside: min-p's threshold
-    (the top raw logprob + T ln(min_p)) where min-p removed it (`below`, from `below_min_p`),
-    else the least likely token `probs` keeps (every step keeps the likeliest tokens, so the
-    kept set is a prefix)."""
+    """Per row, the logprob (in `raw`: the processed logits' log-softmax) of the boundary a
+    dropped token fell outside: min-p's threshold (the top logprob + T ln(min_p)) where min-p
+    removed it (`below`, from `below_min_p`), else the least likely token `probs` keeps (every
+    step keeps the likeliest tokens, so the kept set is a prefix)."""
     kept = raw.masked_fill(probs <= 0, float("inf")).min(dim=-1).values
     if min_p <= 0.0:
         return kept
@@ -201,7 +209,13 @@ def score_continuation(
     top_p: float,
     min_p: float,
     top_logprobs: int,
+    processors: Processors,
 ) -> list[PositionScore]:
     """Every continuation token scored by one prefill of the target (module docstring)."""
     logits = continuation_logits(model, prompt, continuation)
-    return score_rows(logits, continuation, temperature, top_k, top_p, min_p, top_logprobs)
+    history = History(processors, prompt, [])
+    paths = chain_paths(continuation).to(logits.device)
+    processed = processed_logits(logits[None], [history], paths)[0]
+    return score_rows(
+        logits, continuation, temperature, top_k, top_p, min_p, top_logprobs, processed
+    )

@@ -114,3 +114,20 @@ TOTALLED = (
     "cuda_graph_rounds",
     "batched_rounds",
 )
+
+
+def merged(parts: list[RequestStats]) -> RequestStats:
+    """One request's `n` choices (each a sequence of its own) as one: counts and stage seconds
+    summed, the largest of each `max_` field, histograms added, tau over the sums."""
+    out = RequestStats()
+    for part in parts:
+        for name in (*TOTALLED, "draft_s", "tree_s", "verify_s", "commit_s"):
+            setattr(out, name, getattr(out, name) + getattr(part, name))
+        for name in ("max_tree_depth", "max_tree_width", "max_tree_nodes", "max_verify_width"):
+            setattr(out, name, max(getattr(out, name), getattr(part, name)))
+        hist = part.accepted_hist
+        out.accepted_hist.extend([0] * (len(hist) - len(out.accepted_hist)))
+        for accepted, rounds in enumerate(hist):
+            out.accepted_hist[accepted] += rounds
+    out.tau = out.emitted_tokens / out.verify_rounds if out.verify_rounds else 0.0
+    return out

@@ -157,7 +157,10 @@ def tree_logits(
     faults: frozenset[str] = frozenset(),
 ) -> torch.Tensor:
     """A verify round's logits [n, q, V] processed at every node from its own path; `faults`
-    (tests only: names in `PROCESSOR_FAULTS`) replace drafted nodes' with a planted wrong one."""
+    (tests only: names in `PROCESSOR_FAULTS`) replace drafted nodes' with a planted wrong one.
+    The very `logits` when no row asks for a processor (every fault needs one to act on)."""
+    if not any(row.processors.active() for row in rows):
+        return logits
     paths = tree_paths(tree)
     out = processed_logits(logits, rows, paths)
     drafted = (tree.real & (tree.depths >= 1))[:, :, None]

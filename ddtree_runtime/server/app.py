@@ -41,6 +41,7 @@ from ddtree_runtime.server.generation import (
     completion_prompt_ids,
     new_request_id,
     sampling_params,
+    submit_choices,
     text_ids,
 )
 from ddtree_runtime.server.limits import BodyLimit
@@ -55,6 +56,7 @@ from ddtree_runtime.server.protocol import (
     validation_error,
 )
 from ddtree_runtime.server.state import SCORING, RuntimeState, request_stats_dict
+from ddtree_runtime.stats import merged
 
 log = logging.getLogger("ddtree_runtime.server")
 
@@ -100,6 +102,10 @@ def score_inputs(state: RuntimeState, body: bytes) -> tuple[ScoreRequest, list[i
     vocab = state.engine.limits.vocab_size
     if any(not 0 <= token < vocab for token in continuation):
         raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
+    try:
+        request.processors().check(vocab)
+    except ValueError as error:  # the ranges are the protocol's: only ids past the vocabulary
+        raise RequestError(str(error), param="logit_bias") from error
     limit = state.config.max_model_len
     if len(prompt) + len(continuation) > limit:
         raise RequestError(
@@ -148,11 +154,11 @@ class Job:
     token_text: TokenText
 
     def choice(
-        self, text_before: str, token_ids: list[int], logprobs: list[Any] | None
+        self, index: int, text_before: str, token_ids: list[int], logprobs: list[Any] | None
     ) -> dict[str, Any]:
-        """The per-choice fields shared by bodies and chunks (no finish_reason); `text_before`
-        is the completion text before these tokens (legacy logprobs count offsets from it)."""
-        choice: dict[str, Any] = {"index": 0, "logprobs": None}
+        """Choice `index`'s fields shared by bodies and chunks (no finish_reason); `text_before`
+        is its text before these tokens (legacy logprobs count offsets from it)."""
+        choice: dict[str, Any] = {"index": index, "logprobs": None}
         if self.top_logprobs is not None and logprobs is not None:
             if self.head.chat:
                 choice["logprobs"] = chat_logprobs(logprobs, self.token_text, self.top_logprobs)
@@ -164,32 +170,71 @@ class Job:
             choice["token_ids"] = token_ids
         return choice
 
-    def finish(self, completion_tokens: int) -> dict[str, Any]:
-        """usage + ddtree stats, recorded in the live totals."""
+    def finish(self, choices: list[EngineRequest], completion_tokens: int) -> dict[str, Any]:
+        """usage (the prompt once, every choice's tokens) + ddtree stats (the choices merged),
+        recorded in the live totals as one request."""
         # pop: the engine keeps a finished request's stats until the server has read them.
-        stats = request_stats_dict(self.state.engine.pop_stats(self.head.id))
+        parts = [self.state.engine.pop_stats(choice.request_id) for choice in choices]
+        stats = request_stats_dict(merged(parts))
         self.state.stats.record(stats)
         return {"usage": usage(len(self.prompt_ids), completion_tokens), "ddtree": stats}
 
 
-async def complete(job: Job, engine_request: EngineRequest) -> dict[str, Any]:
-    whole = Accumulated()
-    async for event in engine_request.events():
-        whole.add(event)
-    choice = job.choice("", whole.token_ids, whole.logprobs)
-    if job.head.chat:
-        choice["message"] = {"role": "assistant", "content": whole.text}
-    else:
-        choice["text"] = whole.text
-    choice["finish_reason"] = whole.finish_reason
-    body = job.head.body([choice], chunk=False)
-    body.update(job.finish(len(whole.token_ids)))
+async def choice_events(choices: list[EngineRequest]) -> AsyncIterator[tuple[int, Any]]:
+    """(choice index, TokenEvent) from every choice as they come, until all have finished; an
+    EngineFailure of any one ends them all (the caller closes them)."""
+    queue: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+
+    async def pump(index: int, choice: EngineRequest) -> None:
+        try:
+            async for event in choice.events():
+                queue.put_nowait((index, event))
+        except EngineFailure as error:
+            queue.put_nowait((index, error))
+        queue.put_nowait((index, None))
+
+    tasks = [asyncio.ensure_future(pump(i, choice)) for i, choice in enumerate(choices)]
+    try:
+        running = len(tasks)
+        while running:
+            index, item = await queue.get()
+            if isinstance(item, EngineFailure):
+                raise item
+            if item is None:
+                running -= 1
+            else:
+                yield index, item
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def complete(job: Job, choices: list[EngineRequest]) -> dict[str, Any]:
+    wholes = [Accumulated() for _ in choices]
+    async for index, event in choice_events(choices):
+        wholes[index].add(event)
+    bodies = []
+    for index, whole in enumerate(wholes):
+        choice = job.choice(index, "", whole.token_ids, whole.logprobs)
+        if job.head.chat:
+            choice["message"] = {"role": "assistant", "content": whole.text}
+        else:
+            choice["text"] = whole.text
+        choice["finish_reason"] = whole.finish_reason
+        bodies.append(choice)
+    body = job.head.body(bodies, chunk=False)
+    body.update(job.finish(choices, sum(len(whole.token_ids) for whole in wholes)))
     return body
 
 
-async def complete_unless_gone(job: Job, engine_request: EngineRequest, http: Request) -> Any:
+def close_all(choices: list[EngineRequest]) -> None:
+    for choice in choices:
+        choice.close()
+
+
+async def complete_unless_gone(job: Job, choices: list[EngineRequest], http: Request) -> Any:
     """A non-streaming answer; if the client disconnects first, the request is aborted."""
-    task = asyncio.ensure_future(complete(job, engine_request))
+    task = asyncio.ensure_future(complete(job, choices))
     try:
         while not task.done():
             await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
@@ -205,29 +250,31 @@ async def complete_unless_gone(job: Job, engine_request: EngineRequest, http: Re
         )
     finally:
         task.cancel()
-        engine_request.close()
+        close_all(choices)
 
 
-async def stream(job: Job, engine_request: EngineRequest) -> AsyncIterator[str]:
-    """SSE chunks as tokens are accepted; leaving early (client gone) aborts the request."""
-    text_so_far = ""
+async def stream(job: Job, choices: list[EngineRequest]) -> AsyncIterator[str]:
+    """SSE chunks as tokens are accepted, one choice per chunk (its `index`); leaving early
+    (client gone) aborts the request."""
+    texts = [""] * len(choices)
     completion_tokens = 0
     try:
         if job.head.chat:
-            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
-            first["finish_reason"] = None
-            yield sse(job.head.body([first], chunk=True))
-        async for event in engine_request.events():
-            choice = job.choice(text_so_far, list(event.token_ids), event.logprobs)
+            for index in range(len(choices)):
+                first = {"index": index, "delta": {"role": "assistant", "content": ""}}
+                first.update(logprobs=None, finish_reason=None)
+                yield sse(job.head.body([first], chunk=True))
+        async for index, event in choice_events(choices):
+            choice = job.choice(index, texts[index], list(event.token_ids), event.logprobs)
             if job.head.chat:
                 choice["delta"] = {"content": event.text}
             else:
                 choice["text"] = event.text
             choice["finish_reason"] = event.finish_reason if event.finished else None
-            text_so_far += event.text
+            texts[index] += event.text
             completion_tokens += len(event.token_ids)
             yield sse(job.head.body([choice], chunk=True))
-        tail = job.finish(completion_tokens)
+        tail = job.finish(choices, completion_tokens)
         if job.request.include_usage():
             final = job.head.body([], chunk=True)
             final.update(tail)
@@ -235,17 +282,17 @@ async def stream(job: Job, engine_request: EngineRequest) -> AsyncIterator[str]:
     except EngineFailure as error:
         yield sse(error_body(str(error), code="engine_error", error_type="server_error"))
     finally:
-        engine_request.close()
+        close_all(choices)
     yield sse("[DONE]")
 
 
 async def respond(job: Job, http: Request, max_tokens: int | None) -> Any:
     state = job.state
     params = sampling_params(state, job.request, len(job.prompt_ids), max_tokens, job.top_logprobs)
-    engine_request = EngineRequest(state, job.head.id, job.prompt_ids, params)
+    choices = submit_choices(state, job.head.id, job.prompt_ids, params)
     if job.request.stream:
-        return StreamingResponse(stream(job, engine_request), media_type="text/event-stream")
-    return await complete_unless_gone(job, engine_request, http)
+        return StreamingResponse(stream(job, choices), media_type="text/event-stream")
+    return await complete_unless_gone(job, choices, http)
 
 
 def create_app(state: RuntimeState) -> FastAPI:
@@ -324,6 +371,7 @@ def create_app(state: RuntimeState) -> FastAPI:
                 request.top_p,
                 request.min_p,
                 request.top_logprobs,
+                request.processors(),
             )
 
         try:

@@ -104,6 +104,11 @@ def sampling_params(
         logprobs=logprobs,
         ignore_eos=request.ignore_eos,
         min_tokens=request.min_tokens,
+        repetition_penalty=request.repetition_penalty,
+        frequency_penalty=request.frequency_penalty,
+        presence_penalty=request.presence_penalty,
+        logit_bias=dict(request.processors().logit_bias),
+        n=request.n,
     )
 
 
@@ -148,3 +153,21 @@ class EngineRequest:
             self.finished = True
             self.state.loop.abort(self.request_id)
             self.state.stats.aborted += 1
+
+
+def submit_choices(
+    state: RuntimeState, request_id: str, prompt_ids: list[int], params: SamplingParams
+) -> list[EngineRequest]:
+    """One engine request per choice (`SamplingParams.choices`: each its own seed): choice 0
+    under `request_id` itself, choice i under `request_id-i`. If one is refused, those already
+    submitted are closed."""
+    submitted: list[EngineRequest] = []
+    try:
+        for index, choice in enumerate(params.choices()):
+            rid = request_id if index == 0 else f"{request_id}-{index}"
+            submitted.append(EngineRequest(state, rid, prompt_ids, choice))
+    except BaseException:
+        for request in submitted:
+            request.close()
+        raise
+    return submitted

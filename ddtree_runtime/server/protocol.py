@@ -12,7 +12,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ddtree_runtime.algo.processors import BIAS_RANGE, PENALTY_RANGE, Processors
+
 MAX_TOP_LOGPROBS = 5
+#: The most choices one request may ask for (`n`): each is a sequence of its own in the batch.
+MAX_CHOICES = 16
 
 
 class Strict(BaseModel):
@@ -25,7 +29,35 @@ class StreamOptions(Strict):
     include_usage: bool = False
 
 
-class SamplingFields(Strict):
+class ProcessorFields(Strict):
+    """The logits processors (`algo.processors`: logit bias, then penalties, vLLM's convention),
+    taken by completions, chat completions and /score alike. `logit_bias` keys are token ids
+    as decimal strings (OpenAI's); ids past the vocabulary are refused where it is known."""
+
+    repetition_penalty: float = Field(default=1.0, gt=0.0)
+    frequency_penalty: float = Field(default=0.0, ge=PENALTY_RANGE[0], le=PENALTY_RANGE[1])
+    presence_penalty: float = Field(default=0.0, ge=PENALTY_RANGE[0], le=PENALTY_RANGE[1])
+    logit_bias: dict[str, float] | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _token_ids_and_biases(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        low, high = BIAS_RANGE
+        for key, bias in (value or {}).items():
+            if not (key.isascii() and key.isdigit() and str(int(key)) == key):
+                raise ValueError(f"keys must be token ids (decimal strings), got {key!r}")
+            if not low <= bias <= high:
+                raise ValueError(f"values must be in [{low:g}, {high:g}], got {bias}")
+        return value
+
+    def processors(self) -> Processors:
+        bias = tuple(sorted((int(key), value) for key, value in (self.logit_bias or {}).items()))
+        return Processors(
+            self.repetition_penalty, self.frequency_penalty, self.presence_penalty, bias
+        )
+
+
+class SamplingFields(ProcessorFields):
     """Fields shared by completions and chat completions."""
 
     model: str
@@ -36,7 +68,7 @@ class SamplingFields(Strict):
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)  # 0: disabled
     stop: str | list[str] | None = None
     seed: int | None = None
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=MAX_CHOICES)  # independent draws, one choice each
     stream: bool = False
     stream_options: StreamOptions | None = None
     return_token_ids: bool = False
@@ -44,13 +76,6 @@ class SamplingFields(Strict):
     #: string ends generation before `min_tokens` tokens, so a benchmark holds output lengths.
     ignore_eos: bool = False
     min_tokens: int = Field(default=0, ge=0)
-
-    @field_validator("n")
-    @classmethod
-    def _only_one_choice(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError("only n = 1 is supported")
-        return value
 
     @field_validator("stop")
     @classmethod
@@ -155,10 +180,11 @@ def validation_error(error: ValidationError) -> RequestError:
 MAX_SCORE_TOP_LOGPROBS = 256
 
 
-class ScoreRequest(Strict):
-    """POST /score: a sampled continuation scored under the sampling parameters it was drawn
-    with (`ddtree_runtime.score`). The prompt is given as a completion's (`prompt`: text or
-    token ids) or a chat's (`messages`), exactly one, and becomes ids as those routes make them."""
+class ScoreRequest(ProcessorFields):
+    """POST /score: a sampled continuation scored under the processors and sampling parameters
+    it was drawn with (`ddtree_runtime.score`). The prompt is given as a completion's (`prompt`:
+    text or token ids) or a chat's (`messages`), exactly one, and becomes ids as those routes
+    make them."""
 
     model: str
     prompt: str | list[int] | None = None

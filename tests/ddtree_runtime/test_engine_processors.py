@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from ddtree_runtime.algo import mask
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine, EngineConfig, GenerationResult, SamplingParams
-from tests.ddtree_runtime.engine_helpers import oracle_engine, prompts_and_refs, tiny
+from tests.ddtree_runtime.engine_helpers import prompts_and_refs, tiny
 from tests.lanes import grid
 
 MAX_TOKENS = 24
@@ -54,8 +55,11 @@ def params(temperature: float, rows: list[dict[str, Any]]) -> list[SamplingParam
 
 
 def ar(temperature: float, rows: list[dict[str, Any]]) -> list[GenerationResult]:
+    """The same engine at budget 0 (plain AR: it never drafts)."""
     prompts, _ = prompts_and_refs()
-    engine = oracle_engine(0, 1, 2, max_batch=len(rows))
+    m = tiny()
+    config = EngineConfig(budget=0, topk=1, block_size=2, max_batch=len(rows))
+    engine = Engine(m, make_drafter("ngram", m), config)
     return engine.generate(prompts[: len(rows)], params(temperature, rows))
 
 
@@ -72,14 +76,18 @@ def ddtree(ar_out: list[GenerationResult], temperature: float, rows: list[dict[s
 
 @torch.inference_mode()
 def literal_greedy(prompt: list[int], fields: dict[str, Any]) -> list[int]:
-    """Greedy decoding by a plain loop: a full forward per token, the processors read word for
-    word (bias; repetition over prompt + output; frequency and presence over output)."""
+    """Greedy decoding by a plain Hugging Face loop (its own cache, one token at a time), the
+    processors read word for word (bias; repetition over prompt + output; frequency and
+    presence over output)."""
     m = tiny()
     out: list[int] = []
     rp = fields.get("repetition_penalty", 1.0)
     fp, pp = fields.get("frequency_penalty", 0.0), fields.get("presence_penalty", 0.0)
+    cache = DynamicCache(config=m.model.config)
+    ids = prompt
     for _ in range(MAX_TOKENS):
-        row = m.model(input_ids=torch.tensor([prompt + out])).logits[0, -1].tolist()
+        forward = m.model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True)
+        row = forward.logits[0, -1].tolist()
         for token, bias in fields.get("logit_bias", {}).items():
             row[token] += bias
         counts = Counter(out)
@@ -90,6 +98,7 @@ def literal_greedy(prompt: list[int], fields: dict[str, Any]) -> list[int]:
         out.append(max(range(len(row)), key=lambda t: (row[t], -t)))
         if out[-1] in m.eos_token_ids:
             break
+        ids = out[-1:]
     return out
 
 

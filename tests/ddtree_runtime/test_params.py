@@ -28,6 +28,13 @@ LIMITS = RequestLimits(max_model_len=64, budget=8, topk=4, vocab_size=100)
         ([1], {"topk": 0}, "engine topk 4"),
         ([1, 100], {}, "prompt token ids must be in [0, 100)"),
         ([-1], {}, "prompt token ids must be in [0, 100)"),
+        ([1], {"repetition_penalty": 0.0}, "repetition_penalty must be > 0"),
+        ([1], {"frequency_penalty": 2.5}, "frequency_penalty must be in [-2, 2]"),
+        ([1], {"presence_penalty": -2.1}, "presence_penalty must be in [-2, 2]"),
+        ([1], {"logit_bias": {100: 1.0}}, "logit_bias token ids must be in [0, 100)"),
+        ([1], {"logit_bias": {5: -101.0}}, "logit_bias values must be in [-100, 100]"),
+        ([1], {"n": 2}, "one sequence (n = 1)"),
+        ([1], {"n": 0}, "one sequence (n = 1)"),
     ],
 )
 def test_bad_parameters_are_named(prompt: list[int], fields: dict, needle: str) -> None:
@@ -43,3 +50,13 @@ def test_good_parameters_resolve_the_tree_from_the_engine_or_the_request() -> No
     assert SamplingParams().check([5], speculative_none) == (0, 4)
     with pytest.raises(ValueError, match="engine budget 0"):
         SamplingParams(budget=1).check([5], speculative_none)
+
+
+def test_n_choices_draw_at_their_own_seeds() -> None:
+    """Choice 0 keeps the request's seed; the others get seeds of their own (distinct, also
+    from a neighbouring request's choices); without a seed each choice takes a default one."""
+    seeded = [c.seed for c in SamplingParams(n=4, seed=7).choices()]
+    assert seeded[0] == 7 and len(set(seeded)) == 4
+    assert not set(seeded[1:]) & {c.seed for c in SamplingParams(n=4, seed=8).choices()}
+    assert all(c.n == 1 and c.seed is None for c in SamplingParams(n=3).choices())
+    assert [c.seed for c in SamplingParams(n=4, seed=7).choices()] == seeded

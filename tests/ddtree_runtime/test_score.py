@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+from ddtree_runtime.algo.processors import Processors
 from ddtree_runtime.algo.sampling import processed_probs, sample_with_uniform
-from ddtree_runtime.score import ORDER, score_rows
+from ddtree_runtime.score import ORDER, continuation_logits, score_continuation, score_rows
+from tests.ddtree_runtime.algo.test_processors import literal
+from tests.ddtree_runtime.engine_helpers import tiny
 
 VOCAB = 12
 
@@ -174,3 +177,39 @@ def test_the_catalog_states_the_order_this_route_scores_in() -> None:
 
     scoring = SCORING["ddtree_runtime"]
     assert scoring.order(None) == scoring.order(None, 0.1) == ORDER
+
+
+def test_processors_score_each_position_from_the_prompt_and_its_own_prefix() -> None:
+    """With penalties and a logit bias, position i is scored under the logits processed from the
+    prompt and the continuation's first i tokens (then temperature, min-p, top-k, top-p), as the
+    sampler drew it: p, above and a dropped token's boundary (the processed log-softmax of the
+    least likely kept token) from those, logprob, rank and top from the raw logits."""
+    m = tiny()
+    prompt = m.tokenizer.encode("abcabcabc")
+    continuation = [prompt[1], prompt[2], 7, 7, prompt[1], 9, 7, 200]
+    processors = Processors(1.3, 0.5, 0.4, ((7, 2.0), (9, -3.0), (200, 4.0)))
+    asked = (0.7, 0, 0.9, 0.0)
+    scores = score_continuation(m.model, prompt, continuation, *asked, 3, processors)
+    raw = continuation_logits(m.model, prompt, continuation)
+    dropped = 0
+    for i, (score, token) in enumerate(zip(scores, continuation, strict=True)):
+        hand = torch.tensor(
+            literal(raw[i].tolist(), processors, prompt, continuation[:i]), dtype=torch.float64
+        )
+        probs = processed_probs(hand, *asked)
+        assert score.p == pytest.approx(float(probs[token]), abs=1e-12)
+        assert score.logprob == pytest.approx(float(torch.log_softmax(raw[i], -1)[token]))
+        assert [t for t, _ in score.top] == torch.topk(raw[i], 3).indices.tolist()
+        if score.p > 0:
+            above = probs[
+                (probs > probs[token])
+                | ((probs == probs[token]) & (torch.arange(len(probs)) < token))
+            ]
+            assert score.above == pytest.approx(float(above.sum()), abs=1e-12)
+        else:
+            dropped += 1
+            kept = torch.log_softmax(hand, -1)[probs > 0]
+            assert score.boundary == pytest.approx(float(kept.min()), abs=1e-12)
+    assert dropped > 0
+    plain = score_continuation(m.model, prompt, continuation, *asked, 3, Processors())
+    assert [s.p for s in plain] != [s.p for s in scores]

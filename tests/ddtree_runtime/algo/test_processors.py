@@ -39,7 +39,7 @@ def literal(row: list[float], processors: Processors, prompt: list[int], output:
         row[token] += bias
     seen = set(prompt) | set(output)
     counts = Counter(output)
-    for t in range(VOCAB):
+    for t in range(len(row)):
         if t in seen:
             rp = processors.repetition_penalty
             row[t] = row[t] / rp if row[t] > 0 else row[t] * rp

@@ -256,6 +256,55 @@ def test_score_rates_a_sampled_completion_with_the_samplers_own_distribution(
         assert p["boundary"] == (pytest.approx(threshold) if p["p"] == 0 else None)
 
 
+def test_n_choices_are_independent_draws_each_with_its_index(server: LocalServer) -> None:
+    """n > 1: one draw per choice, each at its own seed (choice 0 at the request's), streamed
+    and not alike, usage summed; at temperature 0 every choice is the greedy output."""
+    fields = {"prompt": "Once upon a time", "max_tokens": 12, "return_token_ids": True}
+    sampled = completion(server, n=3, temperature=0.9, seed=5, **fields)
+    choices = sampled["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2]
+    ids = [c["token_ids"] for c in choices]
+    assert len({tuple(i) for i in ids}) == 3  # independent: three different draws
+    alone = completion(server, temperature=0.9, seed=5, **fields)["choices"][0]["token_ids"]
+    assert ids[0] == alone
+    assert sampled["usage"]["completion_tokens"] == sum(len(i) for i in ids)
+    assert sampled["ddtree"]["emitted_tokens"] == sum(len(i) for i in ids)
+    greedy = completion(server, n=3, **fields)["choices"]
+    assert [c["token_ids"] for c in greedy] == [greedy[0]["token_ids"]] * 3
+    body = {"model": MODEL, "n": 3, "temperature": 0.9, "seed": 5, "stream": True, **fields}
+    events = stream_events(server, C, {**body, "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]"
+    streamed: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for chunk in events[:-2]:
+        (choice,) = chunk["choices"]
+        streamed[choice["index"]] += choice["token_ids"]
+    assert [streamed[i] for i in range(3)] == ids
+    assert events[-2]["usage"] == sampled["usage"]
+    chat_body = {**chat(n=2, temperature=0.9, seed=5, max_tokens=6), "stream": True}
+    roles = [c["choices"][0] for c in stream_events(server, CHAT, chat_body)[:-1]]
+    assert [r["index"] for r in roles[:2]] == [0, 1]
+    assert all(r["delta"].get("role") == "assistant" for r in roles[:2])
+
+
+def test_processors_are_applied_and_scored_alike(server: LocalServer) -> None:
+    """Logit bias and penalties reach the sampler: banned tokens never appear, and /score, asked
+    the same processors, gives every drawn token p > 0 and other probabilities than without."""
+    fields = {"max_tokens": 16, "return_token_ids": True}
+    greedy = completion(server, **fields)["choices"][0]["token_ids"]
+    ban = {str(t): -100 for t in set(greedy)}
+    processors = {"logit_bias": ban, "repetition_penalty": 1.3, "frequency_penalty": 0.5}
+    banned = completion(server, **fields, **processors)["choices"][0]["token_ids"]
+    assert banned and not set(banned) & set(greedy)
+    asked = {"temperature": 0.8, "presence_penalty": 0.7, **processors}
+    drawn = completion(server, seed=3, **fields, **asked)["choices"][0]["token_ids"]
+    prompt = {"prompt": "The quick brown fox", "continuation": drawn}
+    scored = post(server, S, score(**prompt, **asked)).json()["positions"]
+    assert all(p["p"] > 0 for p in scored)
+    plain = post(server, S, score(**prompt, temperature=0.8)).json()["positions"]
+    assert [p["p"] for p in plain] != [p["p"] for p in scored]
+    assert [p["logprob"] for p in plain] == [p["logprob"] for p in scored]  # raw either way
+
+
 def test_stop_string_ends_the_completion_before_it(server: LocalServer) -> None:
     text = completion(server, max_tokens=24)["choices"][0]["text"]
     # A stop string that first occurs inside the output (not at its very start).
@@ -370,7 +419,18 @@ BAD_REQUESTS: list[tuple[str, str, Any, str | None]] = [
     ("context too long", C, comp(prompt="a" * 300, max_tokens=4), "max_tokens"),
     ("prompt + max_tokens too long", C, comp(prompt="a" * 200, max_tokens=100), "max_tokens"),
     ("unknown model", C, comp(model="gpt-4"), "model"),
-    ("n > 1", C, comp(n=2), "n"),
+    ("n 0", C, comp(n=0), "n"),
+    ("n too many", C, comp(n=10**6), "n"),
+    ("repetition_penalty 0", C, comp(repetition_penalty=0), "repetition_penalty"),
+    ("frequency_penalty > 2", C, comp(frequency_penalty=2.5), "frequency_penalty"),
+    ("chat presence_penalty < -2", CHAT, chat(presence_penalty=-2.5), "presence_penalty"),
+    ("logit_bias > 100", C, comp(logit_bias={"5": 101}), "logit_bias"),
+    ("logit_bias key not an id", C, comp(logit_bias={"a": 1}), "logit_bias"),
+    ("logit_bias key -1", C, comp(logit_bias={"-1": 1}), "logit_bias"),
+    ("logit_bias id past the vocab", C, comp(logit_bias={"257": 1}), None),
+    ("chat logit_bias id past the vocab", CHAT, chat(logit_bias={"300": 1}), None),
+    ("score repetition_penalty -1", S, score(repetition_penalty=-1), "repetition_penalty"),
+    ("score logit_bias id past the vocab", S, score(logit_bias={"257": 1}), "logit_bias"),
     ("logprobs > 5", C, comp(logprobs=6), "logprobs"),
     ("negative temperature", C, comp(temperature=-0.5), "temperature"),
     ("top_p 0", C, comp(top_p=0), "top_p"),
