@@ -20,10 +20,10 @@ given: `ark:none:0.7:1.0:0:20`, `armp:none:0.7:1.0:0:0:0.1`); fault `none` for a
 PROCESSOR parts, after the cuts, are the request's logit processors (`algo.processors`; the
 request-config id parts): `rp1.3` (repetition penalty), `fp0.5` / `pp0.5` (frequency / presence
 penalty), `lb28=-5` (logit bias -5 on token 28; one part per token), e.g.
-`rpc:penalty_committed_only:0.7:1.0:900000000:0:0:rp1.3`. With processors the scores are the
-runtime's `/score`'s: the processed logits from `processors.processed_logits` over each
-position's own prefix (`chain_paths`), the raw logprobs, rank, top and log-sum-exp kept beside
-them for the judge's rebuild.
+`fpc:penalty_committed_only:0.7:1.0:1200000000:0:0:fp0.5`. The scores are the runtime's
+`/score`'s (`score.score_rows` over `processors.processed_logits` from each position's own
+prefix, as `score_continuation`), with the raw logits' log-sum-exp beside the raw logprobs,
+rank and top: what the judge rebuilds a repetition penalty from.
 """
 
 from __future__ import annotations
@@ -44,13 +44,12 @@ from ddtree_runtime.algo.processors import (
     chain_paths,
     processed_logits,
 )
-from ddtree_runtime.algo.sampling import processed_probs
 from ddtree_runtime.algo.verify import DRAFT_SAMPLING_FAULTS
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
 from ddtree_runtime.params import EngineConfig, SamplingParams
-from ddtree_runtime.score import below_min_p, boundaries, truncation_gaps
+from ddtree_runtime.score import score_rows
 
 #: The prompts of sweeps/local-sampled.yaml (its chat workload), which the distribution test's
 #: power table was measured on.
@@ -195,71 +194,39 @@ def score(
     tokens: int,
     top: int,
 ) -> dict[str, np.ndarray]:
-    """Per sample and position (padded to `tokens`, `length` says how many are real): the exact
-    route's fields and the raw top `top`."""
+    """Per sample and position (padded to `tokens`, `length` says how many are real): the
+    runtime's `/score` fields (`score_rows` over its processed logits, as `score_continuation`
+    computes them, forwards batched 8 samples at a time), the raw logits' log-sum-exp, and the
+    raw top `top` (on both bases)."""
     s = len(samples)
     out = {
         name: np.full((s, tokens), np.nan)
-        for name in ("logprob", "p", "above", "gap", "boundary", "rank")
+        for name in ("logprob", "p", "above", "gap", "boundary", "rank", "logsumexp")
     }
     out["token"] = np.full((s, tokens), -1, dtype=np.int64)
     out["top_ids"] = np.zeros((s, tokens, top), dtype=np.int64)
     out["top_lp"] = np.zeros((s, tokens, top))
     out["length"] = np.array([len(x) for x in samples])
-    out["logsumexp"] = np.full((s, tokens), np.nan)
+    history = [History(pool.processors, prompt, [])]
+    cuts = (pool.temperature, pool.top_k, pool.top_p, pool.min_p)
     for start in range(0, s, 8):
         chunk = samples[start : start + 8]
-        rows = slice(start, start + len(chunk))
-        padded = [x + [0] * (tokens - len(x)) for x in chunk]
-        ids = torch.tensor([prompt + x for x in padded])
+        ids = torch.tensor([prompt + x + [0] * (tokens - len(x)) for x in chunk])
         logits = loaded.model(input_ids=ids, use_cache=False, logits_to_keep=tokens + 1).logits
         logits = logits[:, :tokens].to(torch.float64)  # row t predicts sample token t
-        # The runtime's processors at each position, from its own prefix (as /score applies
-        # them); the raw logits stay the judge's: logprob, rank, top and log-sum-exp.
-        history = [History(pool.processors, prompt, ()) for _ in chunk]
-        paths = torch.cat([chain_paths(x) for x in padded])
-        processed = processed_logits(logits, history, paths)
-        index = ids[:, len(prompt) :, None]
-        lse = torch.logsumexp(logits, dim=-1)
-        raw = logits - lse[..., None]
-        own = raw.gather(-1, index)
-        vocab = torch.arange(raw.shape[-1])
-        rank = 1 + (raw > own).sum(-1) + ((raw == own) & (vocab < index)).sum(-1)
-        probs = processed_probs(processed, pool.temperature, pool.top_k, pool.top_p, pool.min_p)
-        p = probs.gather(-1, index)[..., 0]
-        above = _mass_above(probs, index)
-        flat_logits, flat_index = processed.flatten(0, 1), index.flatten(0, 1)
-        cuts = (pool.temperature, pool.top_k, pool.top_p, pool.min_p)
-        gap = truncation_gaps(flat_logits, flat_index, *cuts).view_as(p)
-        below = below_min_p(flat_logits, flat_index, pool.temperature, pool.min_p)
-        flat_probs = probs.flatten(0, 1)
-        kept = torch.log_softmax(flat_logits, dim=-1)
-        bounds = boundaries(kept, flat_probs, below, pool.temperature, pool.min_p)
-        boundary = bounds.view_as(p)
-        best = torch.topk(raw, top, dim=-1)
-        valid = np.arange(tokens)[None, :] < out["length"][rows, None]
-        for name, value in (
-            ("logprob", own[..., 0]),
-            ("rank", rank),
-            ("p", p),
-            ("above", torch.where(p > 0, above, torch.ones_like(above))),
-            ("gap", torch.where(p > 0, torch.full_like(gap, float("nan")), gap)),
-            ("boundary", torch.where(p > 0, torch.full_like(gap, float("nan")), boundary)),
-            ("logsumexp", lse),
-        ):
-            out[name][rows] = np.where(valid, value.numpy(), np.nan)
-        out["token"][rows] = np.where(valid, index[..., 0].numpy(), -1)
-        out["top_ids"][rows] = best.indices.numpy()
-        out["top_lp"][rows] = best.values.numpy()
+        for row, sample in enumerate(chunk, start=start):
+            mine = logits[row - start, : len(sample)]
+            processed = processed_logits(mine[None], history, chain_paths(sample))[0]
+            scores = score_rows(mine, sample, *cuts, top, processed)
+            n = len(sample)
+            for name in ("logprob", "p", "above", "gap", "boundary", "rank"):
+                values = [getattr(x, name) for x in scores]
+                out[name][row, :n] = [np.nan if v is None else v for v in values]
+            out["logsumexp"][row, :n] = torch.logsumexp(mine, dim=-1).numpy()
+            out["token"][row, :n] = sample
+            out["top_ids"][row, :n] = [[t for t, _ in x.top] for x in scores]
+            out["top_lp"][row, :n] = [[lp for _, lp in x.top] for x in scores]
     return out
-
-
-def _mass_above(probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """The mass strictly above each token (probability descending, ties by id), no sort."""
-    own = probs.gather(-1, index)
-    ids = torch.arange(probs.shape[-1])
-    higher = (probs > own) | ((probs == own) & (ids < index))
-    return (probs * higher).sum(-1)
 
 
 def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path:
