@@ -11,7 +11,11 @@ the raw top `--top` logprobs per position, what an engine that returns only its 
 (the `topk` basis). Pools are cached as .npz in `--out` (default .cache/scored-power/), keyed
 by their settings.
 
-    python bench/scored_pools.py [--size 192] [--tokens 24] [--batch 32] [--out DIR] POOL...
+    python bench/scored_pools.py [--size 192] [--first 0] [--tokens 24] [--batch 32] [--out DIR]
+        POOL...
+
+`--first K` draws samples K to K + size - 1 (their seeds), to a file of its own (`-fromK`): a
+pool drawn in parts, by processes side by side; `bench/scored_power.py` joins a pool's parts.
 
 POOL is `name:fault:temperature:top_p:seed_base[:top_k[:min_p]][:PROCESSOR...]`, e.g.
 `ar:none:0.7:1.0:0` or `hot:hot_drafts:0.7:1.0:500000000` (top-k and min-p 0, off, unless
@@ -108,11 +112,12 @@ class PoolSpec:
         spec = cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
         return replace(spec, processors=processors)
 
-    def path(self, out: Path, size: int, tokens: int, top: int) -> Path:
+    def path(self, out: Path, size: int, tokens: int, top: int, first: int = 0) -> Path:
         key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
         key += f"-tk{self.top_k}" if self.top_k else ""
         key += f"-mp{self.min_p}" if self.min_p else ""
         key += "".join(f"-{part}" for part in self.processor_parts())
+        key += f"-from{first}" if first else ""
         return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
 
     def processor_parts(self) -> list[str]:
@@ -137,7 +142,7 @@ def generate(
     loaded: LoadedModel,
     pool: PoolSpec,
     prompts: list[list[int]],
-    size: int,
+    samples: range,
     tokens: int,
     batch: int,
 ) -> list[list[list[int]]]:
@@ -152,7 +157,7 @@ def generate(
         max_model_len=max(len(p) for p in prompts) + tokens + 32,
     )
     engine = Engine(loaded, make_drafter("ngram", loaded), config)
-    requests = [(i, k) for k in range(size) for i in range(len(prompts))]
+    requests = [(i, k) for k in samples for i in range(len(prompts))]
     params = [
         SamplingParams(
             max_tokens=tokens,
@@ -230,13 +235,14 @@ def score(
 
 
 def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path:
-    path = pool.path(args.out, args.size, args.tokens, args.top)
+    path = pool.path(args.out, args.size, args.tokens, args.top, args.first)
     if path.exists():
         return path
     prompts = [chat_ids(loaded, text) for text in PROMPTS.values()]
     started = time.perf_counter()
     print(f"{pool}: drawing", flush=True)
-    samples = generate(loaded, pool, prompts, args.size, args.tokens, args.batch)
+    chosen = range(args.first, args.first + args.size)
+    samples = generate(loaded, pool, prompts, chosen, args.tokens, args.batch)
     drawn = time.perf_counter() - started
     parts = [
         score(loaded, prompt, found, pool, args.tokens, args.top)
@@ -259,6 +265,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pools", nargs="+", type=PoolSpec.parse)
     parser.add_argument("--size", type=int, default=192)
+    parser.add_argument("--first", type=int, default=0, help="the first sample's index")
     parser.add_argument("--tokens", type=int, default=24)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--top", type=int, default=20)

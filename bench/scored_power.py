@@ -106,12 +106,19 @@ ALARMS = (
 )
 
 
+#: The pool arrays that are per prompt, not per sample (the others join along samples).
+SHARED = ("prompts", "prompt_ids")
+
+
 class Pool:
     """One pool's samples and scores, per prompt."""
 
-    def __init__(self, path: Path, temperature: float, settings: Settings) -> None:
-        data = np.load(path)
-        self.data = {k: data[k] for k in data.files}
+    def __init__(self, paths: Sequence[Path], temperature: float, settings: Settings) -> None:
+        parts = [np.load(path) for path in paths]
+        self.data = {
+            k: parts[0][k] if k in SHARED else np.concatenate([part[k] for part in parts], axis=1)
+            for k in parts[0].files
+        }
         self.prompts = [str(p) for p in self.data["prompts"]]
         self.temperature, self.settings = temperature, settings
         #: The runtime's processing order, as the catalog (and its /score) states it.
@@ -212,9 +219,22 @@ class Pool:
         }
 
 
-def pool_size(path: Path) -> int:
-    """A pool file's samples per prompt (its `-n<size>-` part): the largest pool is used."""
-    return int(re.search(r"-n(\d+)-l", path.name)[1])  # type: ignore[index]
+def pool_parts(pools: Path, stem: str, suffix: str) -> list[Path]:
+    """A pool's files, joined: from sample 0 (the largest file starting there), each next one
+    starting where the last ended (`bench/scored_pools.py --first`); [] without one."""
+    found: dict[int, list[tuple[int, Path]]] = {}
+    for path in pools.glob(f"{stem}-*{suffix}"):
+        part = re.fullmatch(re.escape(stem) + r"(?:-from(\d+))?-n(\d+)" + re.escape(suffix),
+                            path.name)  # fmt: skip
+        if part:
+            found.setdefault(int(part[1] or 0), []).append((int(part[2]), path))
+    chain: list[Path] = []
+    start = 0
+    while start in found:
+        size, path = max(found[start])
+        chain.append(path)
+        start += size
+    return chain
 
 
 def picks(pool: Pool, n: int, rng: np.random.Generator, parts: int = 1) -> list[list[np.ndarray]]:
@@ -281,8 +301,8 @@ def main() -> None:
     bases = args.basis.split(",")
 
     def load(stem: str, ar: str) -> Pool | None:
-        found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"), key=pool_size)
-        return Pool(found[-1], 0.7, AR[ar][1]) if found else None
+        found = pool_parts(args.pools, stem, args.suffix)
+        return Pool(found, 0.7, AR[ar][1]) if found else None
 
     ars = {key: load(stem, key) for key, (stem, *_) in AR.items()}
     rows = [
