@@ -11,31 +11,49 @@ the raw top `--top` logprobs per position, what an engine that returns only its 
 (the `topk` basis). Pools are cached as .npz in `--out` (default .cache/scored-power/), keyed
 by their settings.
 
-    python bench/scored_pools.py [--size 192] [--tokens 24] [--batch 32] [--out DIR] POOL...
+    python bench/scored_pools.py [--size 192] [--first 0] [--tokens 24] [--batch 32] [--out DIR]
+        POOL...
 
-POOL is `name:fault:temperature:top_p:seed_base[:top_k[:min_p]]`, e.g. `ar:none:0.7:1.0:0` or
-`hot:hot_drafts:0.7:1.0:500000000` (top-k and min-p 0, off, unless given:
-`ark:none:0.7:1.0:0:20`, `armp:none:0.7:1.0:0:0:0.1`); fault `none` for a correct engine, `ar`
-in the name for budget 0.
+`--first K` draws samples K to K + size - 1 (their seeds), to a file of its own (`-fromK`): a
+pool drawn in parts, by processes side by side; `bench/scored_power.py` joins a pool's parts.
+
+POOL is `name:fault:temperature:top_p:seed_base[:top_k[:min_p]][:PROCESSOR...]`, e.g.
+`ar:none:0.7:1.0:0` or `hot:hot_drafts:0.7:1.0:500000000` (top-k and min-p 0, off, unless
+given: `ark:none:0.7:1.0:0:20`, `armp:none:0.7:1.0:0:0:0.1`); fault `none` for a correct engine
+(else one of the runtime's planted sampling or processor faults), `ar` in the name for budget 0.
+PROCESSOR parts, after the cuts, are the request's logit processors (`algo.processors`; the
+request-config id parts): `rp1.3` (repetition penalty), `fp0.5` / `pp0.5` (frequency / presence
+penalty), `lb28=-5` (logit bias -5 on token 28; one part per token), e.g.
+`fpc:penalty_committed_only:0.7:1.0:1200000000:0:0:fp0.5`. The scores are the runtime's
+`/score`'s (`score.score_rows` over `processors.processed_logits` from each position's own
+prefix, as `score_continuation`), with the raw logits' log-sum-exp beside the raw logprobs,
+rank and top: what the judge rebuilds a repetition penalty from.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from ddtree_runtime.algo import mask
-from ddtree_runtime.algo.sampling import processed_probs
+from ddtree_runtime.algo.processors import (
+    PROCESSOR_FAULTS,
+    History,
+    Processors,
+    chain_paths,
+    processed_logits,
+)
+from ddtree_runtime.algo.verify import DRAFT_SAMPLING_FAULTS
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
 from ddtree_runtime.params import EngineConfig, SamplingParams
-from ddtree_runtime.score import below_min_p, boundaries, truncation_gaps
+from ddtree_runtime.score import score_rows
 
 #: The prompts of sweeps/local-sampled.yaml (its chat workload), which the distribution test's
 #: power table was measured on.
@@ -48,6 +66,16 @@ PROMPTS = {
     "count": "Continue the sequence: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,",
 }
 MODEL = "smollm2-135m"
+#: The planted faults a pool may name: the sampling ones and the processor ones.
+FAULTS = frozenset(DRAFT_SAMPLING_FAULTS) | PROCESSOR_FAULTS
+
+
+#: The processor parts of a pool spec (module docstring): prefix -> `Processors` field.
+PROCESSOR_PARTS = {
+    "rp": "repetition_penalty",
+    "fp": "frequency_penalty",
+    "pp": "presence_penalty",
+}
 
 
 @dataclass(frozen=True)
@@ -59,21 +87,47 @@ class PoolSpec:
     seed_base: int
     top_k: int = 0
     min_p: float = 0.0
+    processors: Processors = Processors()
 
     @classmethod
     def parse(cls, text: str) -> PoolSpec:
-        name, fault, temperature, top_p, seed_base, *cuts = text.split(":")
-        if len(cuts) > 2:
-            raise ValueError(f"pool {text!r}: at most top_k and min_p after seed_base")
+        name, fault, temperature, top_p, seed_base, *rest = text.split(":")
+        cuts = [part for part in rest if not part[:1].isalpha()]
+        named = rest[len(cuts) :]
+        if len(cuts) > 2 or any(not part[:1].isalpha() for part in named):
+            raise ValueError(f"pool {text!r}: at most top_k and min_p, then processor parts")
         k = int(cuts[0]) if cuts else 0
         min_p = float(cuts[1]) if len(cuts) > 1 else 0.0
-        return cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
+        values: dict[str, float] = {}
+        bias: list[tuple[int, float]] = []
+        for part in named:
+            if part.startswith("lb"):
+                token, value = part[2:].split("=")
+                bias.append((int(token), float(value)))
+            elif part[:2] in PROCESSOR_PARTS:
+                values[PROCESSOR_PARTS[part[:2]]] = float(part[2:])
+            else:
+                raise ValueError(f"pool {text!r}: unknown processor part {part!r}")
+        processors = Processors(**values, logit_bias=tuple(sorted(bias)))
+        spec = cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
+        return replace(spec, processors=processors)
 
-    def path(self, out: Path, size: int, tokens: int, top: int) -> Path:
+    def path(self, out: Path, size: int, tokens: int, top: int, first: int = 0) -> Path:
         key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
         key += f"-tk{self.top_k}" if self.top_k else ""
         key += f"-mp{self.min_p}" if self.min_p else ""
+        key += "".join(f"-{part}" for part in self.processor_parts())
+        key += f"-from{first}" if first else ""
         return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
+
+    def processor_parts(self) -> list[str]:
+        """The spec's processor parts (module docstring), as `parse` reads them."""
+        parts = [
+            f"{prefix}{getattr(self.processors, field)}"
+            for prefix, field in PROCESSOR_PARTS.items()
+            if getattr(self.processors, field) != getattr(Processors(), field)
+        ]
+        return parts + [f"lb{token}={bias}" for token, bias in self.processors.logit_bias]
 
 
 def chat_ids(loaded: LoadedModel, text: str) -> list[int]:
@@ -88,7 +142,7 @@ def generate(
     loaded: LoadedModel,
     pool: PoolSpec,
     prompts: list[list[int]],
-    size: int,
+    samples: range,
     tokens: int,
     batch: int,
 ) -> list[list[list[int]]]:
@@ -103,7 +157,7 @@ def generate(
         max_model_len=max(len(p) for p in prompts) + tokens + 32,
     )
     engine = Engine(loaded, make_drafter("ngram", loaded), config)
-    requests = [(i, k) for k in range(size) for i in range(len(prompts))]
+    requests = [(i, k) for k in samples for i in range(len(prompts))]
     params = [
         SamplingParams(
             max_tokens=tokens,
@@ -111,11 +165,17 @@ def generate(
             top_p=pool.top_p,
             top_k=pool.top_k,
             min_p=pool.min_p,
+            repetition_penalty=pool.processors.repetition_penalty,
+            frequency_penalty=pool.processors.frequency_penalty,
+            presence_penalty=pool.processors.presence_penalty,
+            logit_bias=dict(pool.processors.logit_bias),
             seed=pool.seed_base + 1_000_003 * i + k,
         )
         for i, k in requests
     ]
     if pool.fault != "none":
+        if pool.fault not in FAULTS:  # an unknown name would plant nothing: a correct pool
+            raise ValueError(f"fault {pool.fault!r}: not one of {sorted(FAULTS)}")
         mask._FAULTS.add(pool.fault)
     try:
         results = engine.generate([prompts[i] for i, _ in requests], params)
@@ -139,71 +199,50 @@ def score(
     tokens: int,
     top: int,
 ) -> dict[str, np.ndarray]:
-    """Per sample and position (padded to `tokens`, `length` says how many are real): the exact
-    route's fields and the raw top `top`."""
+    """Per sample and position (padded to `tokens`, `length` says how many are real): the
+    runtime's `/score` fields (`score_rows` over its processed logits, as `score_continuation`
+    computes them, forwards batched 8 samples at a time), the raw logits' log-sum-exp, and the
+    raw top `top` (on both bases)."""
     s = len(samples)
     out = {
         name: np.full((s, tokens), np.nan)
-        for name in ("logprob", "p", "above", "gap", "boundary", "rank")
+        for name in ("logprob", "p", "above", "gap", "boundary", "rank", "logsumexp")
     }
     out["token"] = np.full((s, tokens), -1, dtype=np.int64)
     out["top_ids"] = np.zeros((s, tokens, top), dtype=np.int64)
     out["top_lp"] = np.zeros((s, tokens, top))
     out["length"] = np.array([len(x) for x in samples])
+    history = [History(pool.processors, prompt, [])]
+    cuts = (pool.temperature, pool.top_k, pool.top_p, pool.min_p)
     for start in range(0, s, 8):
         chunk = samples[start : start + 8]
-        rows = slice(start, start + len(chunk))
         ids = torch.tensor([prompt + x + [0] * (tokens - len(x)) for x in chunk])
         logits = loaded.model(input_ids=ids, use_cache=False, logits_to_keep=tokens + 1).logits
         logits = logits[:, :tokens].to(torch.float64)  # row t predicts sample token t
-        index = ids[:, len(prompt) :, None]
-        raw = torch.log_softmax(logits, dim=-1)
-        own = raw.gather(-1, index)
-        vocab = torch.arange(raw.shape[-1])
-        rank = 1 + (raw > own).sum(-1) + ((raw == own) & (vocab < index)).sum(-1)
-        probs = processed_probs(logits, pool.temperature, pool.top_k, pool.top_p, pool.min_p)
-        p = probs.gather(-1, index)[..., 0]
-        above = _mass_above(probs, index)
-        flat_logits, flat_index = logits.flatten(0, 1), index.flatten(0, 1)
-        cuts = (pool.temperature, pool.top_k, pool.top_p, pool.min_p)
-        gap = truncation_gaps(flat_logits, flat_index, *cuts).view_as(p)
-        below = below_min_p(flat_logits, flat_index, pool.temperature, pool.min_p)
-        flat_probs = probs.flatten(0, 1)
-        bounds = boundaries(raw.flatten(0, 1), flat_probs, below, pool.temperature, pool.min_p)
-        boundary = bounds.view_as(p)
-        best = torch.topk(raw, top, dim=-1)
-        valid = np.arange(tokens)[None, :] < out["length"][rows, None]
-        for name, value in (
-            ("logprob", own[..., 0]),
-            ("rank", rank),
-            ("p", p),
-            ("above", torch.where(p > 0, above, torch.ones_like(above))),
-            ("gap", torch.where(p > 0, torch.full_like(gap, float("nan")), gap)),
-            ("boundary", torch.where(p > 0, torch.full_like(gap, float("nan")), boundary)),
-        ):
-            out[name][rows] = np.where(valid, value.numpy(), np.nan)
-        out["token"][rows] = np.where(valid, index[..., 0].numpy(), -1)
-        out["top_ids"][rows] = best.indices.numpy()
-        out["top_lp"][rows] = best.values.numpy()
+        for row, sample in enumerate(chunk, start=start):
+            mine = logits[row - start, : len(sample)]
+            processed = processed_logits(mine[None], history, chain_paths(sample))[0]
+            scores = score_rows(mine, sample, *cuts, top, processed)
+            n = len(sample)
+            for name in ("logprob", "p", "above", "gap", "boundary", "rank"):
+                values = [getattr(x, name) for x in scores]
+                out[name][row, :n] = [np.nan if v is None else v for v in values]
+            out["logsumexp"][row, :n] = torch.logsumexp(mine, dim=-1).numpy()
+            out["token"][row, :n] = sample
+            out["top_ids"][row, :n] = [[t for t, _ in x.top] for x in scores]
+            out["top_lp"][row, :n] = [[lp for _, lp in x.top] for x in scores]
     return out
 
 
-def _mass_above(probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """The mass strictly above each token (probability descending, ties by id), no sort."""
-    own = probs.gather(-1, index)
-    ids = torch.arange(probs.shape[-1])
-    higher = (probs > own) | ((probs == own) & (ids < index))
-    return (probs * higher).sum(-1)
-
-
 def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path:
-    path = pool.path(args.out, args.size, args.tokens, args.top)
+    path = pool.path(args.out, args.size, args.tokens, args.top, args.first)
     if path.exists():
         return path
     prompts = [chat_ids(loaded, text) for text in PROMPTS.values()]
     started = time.perf_counter()
     print(f"{pool}: drawing", flush=True)
-    samples = generate(loaded, pool, prompts, args.size, args.tokens, args.batch)
+    chosen = range(args.first, args.first + args.size)
+    samples = generate(loaded, pool, prompts, chosen, args.tokens, args.batch)
     drawn = time.perf_counter() - started
     parts = [
         score(loaded, prompt, found, pool, args.tokens, args.top)
@@ -213,6 +252,9 @@ def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path
     took = time.perf_counter() - started
     args.out.mkdir(parents=True, exist_ok=True)
     arrays["prompts"] = np.array(list(PROMPTS))
+    arrays["prompt_ids"] = np.array(
+        [np.pad(x, (0, max(map(len, prompts)) - len(x)), constant_values=-1) for x in prompts]
+    )
     np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
     n = sum(len(x) for found in samples for x in found)
     print(f"{pool}: {n} tokens drawn in {drawn:.0f} s, scored by {took - drawn:.0f} s -> {path}")
@@ -223,6 +265,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pools", nargs="+", type=PoolSpec.parse)
     parser.add_argument("--size", type=int, default=192)
+    parser.add_argument("--first", type=int, default=0, help="the first sample's index")
     parser.add_argument("--tokens", type=int, default=24)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--top", type=int, default=20)

@@ -26,21 +26,26 @@ rows, fault or alarm, whose label holds its text (`--rows "min-p 0.1"`: the min-
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from sweeper.catalog.scoring import SCORING
+from sweeper.engines.base import RequestSpec
+from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.proof.distribution import two_sample_test
 from sweeper.proof.scored import control, judge
 from sweeper.proof.verdicts import VIOLATIONS
+from sweeper.results.scores import ScoreRecord
 from sweeper.spec import DeterminismSpec
 
-#: The runtime's near-tie margin (nats), as its scores state it.
-MARGIN = SCORING["ddtree_runtime"].near_tie_margin
+#: The engine whose scores these are: the bundled runtime's.
+ENGINE = "ddtree_runtime"
 #: (row label, pool file stem, its AR pool's key: the fault's pool has its sampling settings)
 FAULTS = (
     ("drafted positions 1.6x hotter (`hot_drafts`)", "hot-hot_drafts-t0.7-p1.0-s500000000", "ar1"),
@@ -50,33 +55,75 @@ FAULTS = (
      "ar1"),
     ("top-k 20 ignored on drafted positions (`untruncated_drafts`)",
      "utk-untruncated_drafts-t0.7-p1.0-s800000000-tk20", "ark20"),
+    ("min-p 0.1 ignored on drafted positions (`min_p_drafts_ignored`)",
+     "mpd-min_p_drafts_ignored-t0.7-p1.0-s1100000000-mp0.1", "armp01"),
+    ("frequency penalty 0.5 ignored on drafted paths (`penalty_committed_only`)",
+     "fpc-penalty_committed_only-t0.7-p1.0-s1200000000-fp0.5", "arfp05"),
+    ("frequency penalty 0.5 over the whole tree (`penalty_whole_tree`)",
+     "fpw-penalty_whole_tree-t0.7-p1.0-s1300000000-fp0.5", "arfp05"),
+    ("repetition penalty 1.3 ignored on drafted paths (`penalty_committed_only`)",
+     "rpc-penalty_committed_only-t0.7-p1.0-s1500000000-rp1.3", "arrp13"),
+    ("logit bias -5 on ',' ignored on drafted positions (`logit_bias_drafts_ignored`)",
+     "lbd-logit_bias_drafts_ignored-t0.7-p1.0-s1400000000-lb28=-5.0", "arlb"),
 )  # fmt: skip
-#: AR pools: key -> (file stem, top-p, top-k, min-p).
+#: The logit bias of the logit-bias rows: -5 on ',' (token 28), a token every prompt draws
+#: often, so the bias moves the distribution at temperature 0.7.
+LOGIT_BIAS = {28: -5.0}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a pool's samples were drawn with (its spec in `bench/scored_pools.py`)."""
+
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    logit_bias: dict[int, float] | None = None
+
+
+#: AR pools: key -> (file stem, settings).
 AR = {
-    "ar1": ("ar-none-t0.7-p1.0-s0", 1.0, None, None),
-    "ar09": ("ar-none-t0.7-p0.9-s100000000", 0.9, None, None),
-    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", 1.0, 20, None),
-    "armp01": ("ar-none-t0.7-p1.0-s300000000-mp0.1", 1.0, None, 0.1),
+    "ar1": ("ar-none-t0.7-p1.0-s0", Settings()),
+    "ar09": ("ar-none-t0.7-p0.9-s100000000", Settings(top_p=0.9)),
+    "ark20": ("ar-none-t0.7-p1.0-s200000000-tk20", Settings(top_k=20)),
+    "armp01": ("ar-none-t0.7-p1.0-s300000000-mp0.1", Settings(min_p=0.1)),
+    "arfp05": ("ar-none-t0.7-p1.0-s900000000-fp0.5", Settings(frequency_penalty=0.5)),
+    "arlb": ("ar-none-t0.7-p1.0-s1000000000-lb28=-5.0", Settings(logit_bias=LOGIT_BIAS)),
+    "arrp13": ("ar-none-t0.7-p1.0-s1600000000-rp1.3", Settings(repetition_penalty=1.3)),
 }
+#: The alarm rows: (what the AR control's samples were drawn with, its AR pool's key).
+ALARMS = (
+    ("top-p 1.0", "ar1"),
+    ("top-p 0.9", "ar09"),
+    ("top-k 20", "ark20"),
+    ("min-p 0.1", "armp01"),
+    ("frequency penalty 0.5", "arfp05"),
+    ("logit bias -5 on ','", "arlb"),
+    ("repetition penalty 1.3", "arrp13"),
+)
+
+
+#: The pool arrays that are per prompt, not per sample (the others join along samples).
+SHARED = ("prompts", "prompt_ids")
 
 
 class Pool:
     """One pool's samples and scores, per prompt."""
 
-    def __init__(
-        self,
-        path: Path,
-        temperature: float,
-        top_p: float,
-        top_k: int | None,
-        min_p: float | None,
-    ) -> None:
-        data = np.load(path)
-        self.data = {k: data[k] for k in data.files}
+    def __init__(self, paths: Sequence[Path], temperature: float, settings: Settings) -> None:
+        parts = [np.load(path) for path in paths]
+        self.data = {
+            k: parts[0][k] if k in SHARED else np.concatenate([part[k] for part in parts], axis=1)
+            for k in parts[0].files
+        }
         self.prompts = [str(p) for p in self.data["prompts"]]
-        self.temperature, self.top_p, self.top_k, self.min_p = temperature, top_p, top_k, min_p
+        self.temperature, self.settings = temperature, settings
         #: The runtime's processing order, as the catalog (and its /score) states it.
-        self.order = list(SCORING["ddtree_runtime"].order(None, min_p))
+        self.order = list(SCORING[ENGINE].order(None, settings.min_p))
+        self._records: dict[tuple[int, int, str], dict[str, Any]] = {}
 
     @property
     def size(self) -> int:
@@ -87,6 +134,14 @@ class Pool:
         return [int(t) for t in self.data["token"][prompt, sample, :n]]
 
     def record(self, prompt: int, sample: int, basis: str, role: str, point: str) -> dict[str, Any]:
+        """The sample's score as the product records it (`ScoreRecord`, its columns filled by
+        the product's own `scored_under`), for `point` and `role`."""
+        key = (prompt, sample, basis)
+        if key not in self._records:
+            self._records[key] = self._scored(prompt, sample, basis)
+        return self._records[key] | {"point_id": point, "role": role}
+
+    def _scored(self, prompt: int, sample: int, basis: str) -> dict[str, Any]:
         d = self.data
         positions = []
         for t in range(int(d["length"][prompt, sample])):
@@ -108,24 +163,45 @@ class Pool:
                     "gap": None if np.isnan(gap) else gap,
                     "boundary": None if np.isnan(boundary) else boundary,
                 }
+                # The raw logits' log-sum-exp, which only the runtime's exact route returns.
+                if "logsumexp" in d:
+                    position["logsumexp"] = float(d["logsumexp"][prompt, sample, t])
             positions.append(position)
-        return {
-            "point_id": point,
-            "role": role,
-            "prompt_id": self.prompts[prompt],
-            "index": sample,
-            "scorer": "self",
-            "basis": basis,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "top_k": self.top_k,
-            "min_p": self.min_p,
-            "order": self.order,
-            "k": len(positions[0]["top"]) if positions else None,
-            "near_tie_margin": MARGIN,
-            "positions": positions,
-            "error": None,
-        }
+        ids = d.get("prompt_ids")
+        settings = self.settings
+        spec = RequestSpec(
+            prompt_id=self.prompts[prompt],
+            prompt="",
+            max_tokens=len(positions),
+            temperature=self.temperature,
+            top_p=settings.top_p,
+            top_k=settings.top_k,
+            min_p=settings.min_p,
+            repetition_penalty=settings.repetition_penalty,
+            frequency_penalty=settings.frequency_penalty,
+            presence_penalty=settings.presence_penalty,
+            logit_bias=tuple(sorted(settings.logit_bias.items())) if settings.logit_bias else None,
+        )
+        return ScoreRecord(
+            run_id="bench",
+            host="local",
+            point_id="",
+            attempt="0",
+            role="",
+            prompt_id=spec.prompt_id,
+            index=sample,
+            scorer="self",
+            basis=basis,  # type: ignore[arg-type]
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            top_k=spec.top_k,
+            **scored_under(ENGINE, spec),
+            near_tie_margin=near_tie_margin(ENGINE),
+            order=self.order,
+            k=len(positions[0]["top"]) if positions else None,
+            positions=positions,  # type: ignore[arg-type]
+            prompt_token_ids=None if ids is None else [int(t) for t in ids[prompt] if t >= 0],
+        ).model_dump()
 
     def records(
         self, picks: Sequence[np.ndarray], basis: str, role: str, point: str
@@ -141,6 +217,24 @@ class Pool:
             self.prompts[prompt]: [self.ids(prompt, int(s)) for s in chosen]
             for prompt, chosen in enumerate(picks)
         }
+
+
+def pool_parts(pools: Path, stem: str, suffix: str) -> list[Path]:
+    """A pool's files, joined: from sample 0 (the largest file starting there), each next one
+    starting where the last ended (`bench/scored_pools.py --first`); [] without one."""
+    found: dict[int, list[tuple[int, Path]]] = {}
+    for path in pools.glob(f"{stem}-*{suffix}"):
+        part = re.fullmatch(re.escape(stem) + r"(?:-from(\d+))?-n(\d+)" + re.escape(suffix),
+                            path.name)  # fmt: skip
+        if part:
+            found.setdefault(int(part[1] or 0), []).append((int(part[2]), path))
+    chain: list[Path] = []
+    start = 0
+    while start in found:
+        size, path = max(found[start])
+        chain.append(path)
+        start += size
+    return chain
 
 
 def picks(pool: Pool, n: int, rng: np.random.Generator, parts: int = 1) -> list[list[np.ndarray]]:
@@ -207,9 +301,8 @@ def main() -> None:
     bases = args.basis.split(",")
 
     def load(stem: str, ar: str) -> Pool | None:
-        found = sorted(args.pools.glob(f"{stem}-n*{args.suffix}"))
-        _, top_p, top_k, min_p = AR[ar]
-        return Pool(found[-1], 0.7, top_p, top_k, min_p) if found else None
+        found = pool_parts(args.pools, stem, args.suffix)
+        return Pool(found, 0.7, AR[ar][1]) if found else None
 
     ars = {key: load(stem, key) for key, (stem, *_) in AR.items()}
     rows = [
@@ -218,15 +311,10 @@ def main() -> None:
         if args.only in label
     ]
     rows += [
-        ("false alarms: AR scored against itself (top-p 1.0)", ars["ar1"], ars["ar1"],
-         args.alarm_draws),
-        ("false alarms: AR scored against itself (top-p 0.9)", ars["ar09"], ars["ar09"],
-         args.alarm_draws),
-        ("false alarms: AR scored against itself (top-k 20)", ars["ark20"], ars["ark20"],
-         args.alarm_draws),
-        ("false alarms: AR scored against itself (min-p 0.1)", ars["armp01"], ars["armp01"],
-         args.alarm_draws),
-    ] if args.alarms else []  # fmt: skip
+        (f"false alarms: AR scored against itself ({what})", ars[key], ars[key], args.alarm_draws)
+        for what, key in ALARMS
+        if args.alarms
+    ]
     rows = [row for row in rows if args.rows in row[0]]
     head = ["shift, temperature 0.7, 4 prompts x 24 tokens"]
     for n in sizes:
