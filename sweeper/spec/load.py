@@ -143,7 +143,7 @@ def _with_prompts_file(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
         )
     if issues:
         raise SpecError(issues)
-    workload = spec.workload.model_dump(by_alias=True)  # response_format's `schema`
+    workload = spec.workload.model_dump()
     workload.update(prompts=[p.model_dump() for p in prompts], prompts_file=str(path))
     try:
         return spec.model_copy(update={"workload": WorkloadSpec.model_validate(workload)})
@@ -161,7 +161,7 @@ def _with_datasets(spec: Spec, lines: YamlLines, base_dir: Path) -> Spec:
     )
     if issues:
         raise SpecError(issues)
-    workload = spec.workload.model_dump(by_alias=True)  # response_format's `schema`
+    workload = spec.workload.model_dump()
     workload["prompts"] = [*(p.model_dump() for p in spec.workload.prompts), *found]
     # Each `hf:` dataset with the revision it was read at: the manifest pins it.
     workload["datasets"] = [d.model_dump() for d in resolved]

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sweeper.config.features import STRUCTURED_FEATURES
 from sweeper.config.knobs import LOGIT_BIAS_RANGE, RANGES
@@ -68,8 +68,11 @@ class PromptSpec(StrictModel):
 
 
 class JsonSchemaFormat(StrictModel):
-    """OpenAI's `json_schema` of a `response_format`: a name and the schema (a JSON object)."""
+    """OpenAI's `json_schema` of a `response_format`: a name and the schema (a JSON object).
+    Written back as `schema` too (a plain dump: the manifest, a dataset's reload, a follow-up's
+    spec), so every spec this model dumps validates again."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
     name: NonEmptyStr
     schema_: dict[str, Any] = Field(alias="schema")
     description: str | None = None
