@@ -151,11 +151,19 @@ class WorkloadSpec(StrictModel):
     @field_validator("logit_bias", mode="before")
     @classmethod
     def _token_ids(cls, value: Any) -> Any:
-        for key in value if isinstance(value, dict) else ():
-            if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+        """Integer keys, or OpenAI's spelling, the id's decimal string (what a JSON dump of
+        this spec, the manifest's, holds): `{"13": 2.5}` reads as `{13: 2.5}`."""
+        if not isinstance(value, dict):
+            return value
+        ids: dict[Any, Any] = {}
+        for key, bias in value.items():
+            decimal = isinstance(key, str) and key.isascii() and key.isdigit()
+            token = int(key) if decimal and key == str(int(key)) else key
+            if isinstance(token, bool) or not isinstance(token, int) or token < 0:
                 message = f"a logit_bias key is a token id (an integer >= 0), got {key!r}"
                 raise problem(message)
-        return value
+            ids[token] = bias
+        return ids
 
     @field_validator("regex")
     @classmethod
