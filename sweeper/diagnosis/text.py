@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sweeper.config.usage import FEATURE_COLUMNS
+from sweeper.diagnosis.factors import NOT_SENT
+
 if TYPE_CHECKING:
     from sweeper.diagnosis.rule import Diagnosis, Finding
 
@@ -69,7 +72,24 @@ def sentence(d: Diagnosis) -> str:
             continue
         related = sorted({r for f in found for r in f.related})
         text += f" {label.format(', '.join(related) or 'the rule')}: {_names(found)}."
+    if sent := _sent_everywhere(d):
+        text += f" Sent with every request, so this run cannot separate them: {_names(sent)}."
     return text + calibration
+
+
+def _sent_everywhere(d: Diagnosis) -> list[Finding]:
+    """The request features every judged request sent with one value (a workload's logit bias,
+    stop strings, response format): a fault in one breaks requests no grid value separates, so
+    when something broke they are suspects the rule cannot name."""
+    if d.broken == 0:
+        return []
+    return [
+        f
+        for f in d.findings
+        if f.status == "not varied"
+        and f.column in FEATURE_COLUMNS
+        and [c.value for c in f.overall] != [NOT_SENT]
+    ]
 
 
 def table(d: Diagnosis) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from sweeper.config.features import STRUCTURED_FEATURES
 from sweeper.config.knobs import LOGIT_BIAS_RANGE, RANGES
@@ -68,8 +68,11 @@ class PromptSpec(StrictModel):
 
 
 class JsonSchemaFormat(StrictModel):
-    """OpenAI's `json_schema` of a `response_format`: a name and the schema (a JSON object)."""
+    """OpenAI's `json_schema` of a `response_format`: a name and the schema (a JSON object).
+    Written back as `schema` too (a plain dump: the manifest, a dataset's reload, a follow-up's
+    spec), so every spec this model dumps validates again."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
     name: NonEmptyStr
     schema_: dict[str, Any] = Field(alias="schema")
     description: str | None = None
@@ -148,11 +151,19 @@ class WorkloadSpec(StrictModel):
     @field_validator("logit_bias", mode="before")
     @classmethod
     def _token_ids(cls, value: Any) -> Any:
-        for key in value if isinstance(value, dict) else ():
-            if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+        """Integer keys, or OpenAI's spelling, the id's decimal string (what a JSON dump of
+        this spec, the manifest's, holds): `{"13": 2.5}` reads as `{13: 2.5}`."""
+        if not isinstance(value, dict):
+            return value
+        ids: dict[Any, Any] = {}
+        for key, bias in value.items():
+            decimal = isinstance(key, str) and key.isascii() and key.isdigit()
+            token = int(key) if decimal and key == str(int(key)) else key
+            if isinstance(token, bool) or not isinstance(token, int) or token < 0:
                 message = f"a logit_bias key is a token id (an integer >= 0), got {key!r}"
                 raise problem(message)
-        return value
+            ids[token] = bias
+        return ids
 
     @field_validator("regex")
     @classmethod

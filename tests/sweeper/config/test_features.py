@@ -132,3 +132,15 @@ def test_labels_speak_the_features_a_row_uses() -> None:
     assert feature_labels(row) == ["min_p=0.1", f"stop#{digest}", "n=4"]
     assert point_label_long(row) == f"AR T=0.7 min_p=0.1 stop#{digest} n=4 c=1"
     assert not math.isnan(row["min_p"])
+
+
+def test_a_workload_with_features_dumps_to_what_validates_again() -> None:
+    """The manifest stores the spec as a plain JSON dump, and a dataset's reload, `diagnose` and
+    a follow-up read such a dump back: the schema must come back under OpenAI's key `schema`,
+    the logit bias with its token ids as JSON writes them (strings, OpenAI's own spelling)."""
+    features = {k: EVERY[k] for k in ("logit_bias", "stop", "response_format")}
+    workload = WorkloadSpec.model_validate({"prompts": [{"id": "p", "text": "hi"}], **features})
+    dumped = workload.model_dump(mode="json")
+    assert dumped["response_format"]["json_schema"]["schema"] == SCHEMA
+    assert dumped["logit_bias"] == {"50256": -100, "13": 2.5}
+    assert WorkloadSpec.model_validate(dumped) == workload

@@ -56,3 +56,22 @@ def test_the_follow_up_asks_for_the_focus_s_features(tmp_path: Path) -> None:
     assert followup.spec is not None
     plan = build_plan(followup.spec)
     assert {p.request_config.repetition_penalty for p in plan.points()} == {1.3}
+
+
+def test_a_feature_every_request_sent_is_named_as_not_separable(tmp_path: Path) -> None:
+    """A workload-level feature (logit bias, stop) is one level in the whole run: no rule can
+    name it, so the sentence names it as the suspect no grid value separates, and a feature
+    nobody sent is not named."""
+    biased = {"logit_bias": {28: -100.0}, "stop": ["mill"]}
+    broken: dict[str, Verdict] = {"p0": "diverged", "p1": "diverged"}
+    points = [
+        Point(AR, features=biased),
+        Point(AR, temperature=0.7, features=biased),
+        Point(TREE, features=biased, verdicts=broken),
+        Point(TREE, temperature=0.7, features=biased, verdicts={"p2": "diverged"}),
+    ]
+    diagnosis = diagnose_run(read_run(write_run(tmp_path, points, PROMPTS)))
+    assert diagnosis is not None and diagnosis.broken == 6
+    assert sentence(diagnosis).endswith(
+        " Sent with every request, so this run cannot separate them: logit_bias, stop."
+    )
