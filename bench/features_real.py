@@ -189,7 +189,7 @@ def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                     print(json.dumps(row), flush=True)
                     continue
             started = time.monotonic()
-            request = with_feature(RequestSpec("p0", PROMPTS[1], args.tokens, 0.7), name)
+            request = with_feature(RequestSpec("p0", PROMPTS[2], args.tokens, 0.7), name)
             roles = ["test"] * args.samples + ["control"] * args.samples
             keys = [(d, i, role) for d in range(args.draws) for i, role in enumerate(roles)]
             with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
