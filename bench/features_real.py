@@ -12,10 +12,12 @@ feature:
   far above the control is an alarm (an impossible token at T = 0.7 for this model); within
   it, nothing is shown: the scored proof with the feature's processors rebuilt
   (`sweeper/proof`) is what decides `distribution-ok`.
-SGLang 0.5.15 (AR on this CPU, `--sglang`): `--draws` unseeded samples per feature scored
-through its own input-token logprobs (top 64): the same share, against itself.
+SGLang 0.5.15 (AR on this CPU, `--sglang`, started as `sweeps/sglang-cpu.yaml` renders it): per
+feature it takes, `--draws` draws of the product's scored judge, the server against itself
+(`sglang_rows`): every verdict but `distribution-ok` is a false alarm.
 
     python bench/features_real.py --vllm-ar URL --vllm-spec URL [--sglang URL] [--draws 30]
+        [--samples 4 --tokens 12 --features min_p,stop]
 
 Prints one table per engine and writes the rows as JSON (`--out`).
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -35,7 +38,9 @@ from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.capabilities import probe
 from sweeper.engines.sglang import SGLang
 from sweeper.engines.vllm import VLLM
+from sweeper.measure.scores import Output, score_outputs
 from sweeper.plan import build_plan
+from sweeper.proof.scored import control, judge
 from sweeper.spec import load_spec
 
 #: One value per feature (as the real-engine tests ask them); None: the control, no feature.
@@ -152,10 +157,16 @@ def vllm_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Per feature SGLang takes on CPU, `--draws` draws of the product's scored judge: each
+    draw N = `--samples` test and N control samples (`--tokens` each, one prompt, all in
+    flight together) from the one AR server, every sample scored through its own input-token
+    logprobs with the feature's processors rebuilt (`score_outputs`), judged (`judge`) against
+    the control's columns (`control`), exactly as the runner judges a speculative point. A
+    server judged against itself: any verdict but `distribution-ok` is a false alarm."""
     spec = load_spec("sweeps/sglang-cpu.yaml")
     engine = SGLang(spec.runtime)
     config = build_plan(spec).hosts[0].steps[0].server_config
-    url = args.sglang
+    url, policy = args.sglang, spec.determinism
     rows = []
     with httpx.Client(timeout=600) as client:
         base = RequestSpec("p", PROMPTS[0], 8, 0.0)
@@ -164,7 +175,8 @@ def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
             client, url, config, base, None, "0.5.15"
         )
         bound = engine.bind(replace(caps, scoring=basis, scoring_k=k, scoring_order=order))
-        for name in VALUES:
+        names = args.features.split(",") if args.features else list(VALUES)
+        for name in names:
             row: dict[str, Any] = {"feature": name}
             if name != "none":
                 value = BY_NAME[name].freeze(VALUES[name])
@@ -176,20 +188,50 @@ def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                     continue
-            out = scored = 0
             started = time.monotonic()
-            for i in range(args.draws):
-                text = PROMPTS[i % len(PROMPTS)]
-                request = with_feature(RequestSpec("s", text, TOKENS, 0.7), name)
-                ids, error = draw(bound, client, url, request, None)
-                if error:
-                    row["T=0.7"] = f"refused: {error}"
-                    break
-                plain = replace(request, **NO_FEATURES)
-                o, s = outside_top(bound, client, url, plain, ids or [], None)
-                out, scored = out + o, scored + s
+            request = with_feature(RequestSpec("p0", PROMPTS[2], args.tokens, 0.7), name)
+            roles = ["test"] * args.samples + ["control"] * args.samples
+            keys = [(d, i, role) for d in range(args.draws) for i, role in enumerate(roles)]
+            with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
+                futures = [pool.submit(draw, bound, client, url, request, None) for _ in keys]
+                drawn = [f.result() for f in futures]
+            errors = [e for _, e in drawn if e]
+            if errors:
+                row["T=0.7"] = f"refused: {errors[0]}"
             else:
-                row["T=0.7"] = f"{out}/{scored} outside its own top {TOP} over {args.draws} draws"
+                outputs = [
+                    Output(
+                        "bench",
+                        "local",
+                        f"{name}-{d}",
+                        "1",
+                        "sample",
+                        role,
+                        "p0",
+                        i,
+                        request,
+                        tuple(ids),
+                    )  # fmt: skip
+                    for (d, i, role), (ids, _) in zip(keys, drawn, strict=True)
+                    if ids
+                ]
+                scores = [
+                    r.model_dump()
+                    for r in score_outputs(url, bound, None, outputs, "self", args.in_flight)
+                ]
+                verdicts: dict[str, int] = {}
+                alarms: list[str] = []
+                for d in range(args.draws):
+                    own = [r for r in scores if r["point_id"] == f"{name}-{d}"]
+                    verdict, columns = judge(own, policy, control_point=control(own, policy))
+                    verdicts[verdict.verdict] = verdicts.get(verdict.verdict, 0) + 1
+                    if verdict.verdict != "distribution-ok":
+                        alarms.append(f"draw {d}: {verdict.verdict}: {verdict.detail}")
+                    if d == 0:
+                        row["p (draw 0)"] = columns.get("scored_p")
+                        row["tokens (draw 0)"] = columns.get("scored_n_tokens")
+                row["T=0.7"] = verdicts
+                row["alarms"] = alarms[:3]
             row["seconds"] = round(time.monotonic() - started)
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -209,6 +251,10 @@ def main() -> None:
     parser.add_argument("--vllm-spec")
     parser.add_argument("--sglang")
     parser.add_argument("--draws", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=4, help="SGLang: samples a side per draw")
+    parser.add_argument("--tokens", type=int, default=12, help="SGLang: tokens per sample")
+    parser.add_argument("--in-flight", type=int, default=64, help="SGLang: requests at once")
+    parser.add_argument("--features", help="SGLang: these features only (comma-separated)")
     parser.add_argument("--out")
     args = parser.parse_args()
     result: dict[str, Any] = {}
