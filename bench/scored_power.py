@@ -63,6 +63,8 @@ FAULTS = (
      "fpw-penalty_whole_tree-t0.7-p1.0-s1300000000-fp0.5", "arfp05"),
     ("repetition penalty 1.3 ignored on drafted paths (`penalty_committed_only`)",
      "rpc-penalty_committed_only-t0.7-p1.0-s1500000000-rp1.3", "arrp13"),
+    ("repetition penalty 1.3 ignored on drafted nodes (`penalties_drafts_ignored`)",
+     "rpd-penalties_drafts_ignored-t0.7-p1.0-s1700000000-rp1.3", "arrp13"),
     ("logit bias -5 on ',' ignored on drafted positions (`logit_bias_drafts_ignored`)",
      "lbd-logit_bias_drafts_ignored-t0.7-p1.0-s1400000000-lb28=-5.0", "arlb"),
 )  # fmt: skip
