@@ -18,12 +18,14 @@ conversion each way between them, all here:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sweeper.config.columns import is_missing
 from sweeper.config.ids import fmt, short_hash
+from sweeper.config.knobs import LOGIT_BIAS_RANGE
 
 Kind = Literal["scalar", "structured"]
 #: How a value is held: a float, an int, text, or one of the JSON shapes.
@@ -69,7 +71,7 @@ class Feature:
             return tuple(str(s) for s in value)
         if self.codec == "logit_bias":
             pairs = value.items() if isinstance(value, Mapping) else value
-            return tuple(sorted((int(k), float(v)) for k, v in pairs))
+            return tuple(sorted(_bias(k, v) for k, v in pairs))
         data = json.loads(value) if isinstance(value, str) else value
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
@@ -99,7 +101,10 @@ class Feature:
         if is_missing(value):
             return None
         if self.codec in ("logit_bias", "stop") and isinstance(value, str):
-            return self.freeze(json.loads(value))
+            data = json.loads(value)
+            if self.codec == "logit_bias" and not isinstance(data, Mapping):
+                raise ValueError(f"a logit bias column is a JSON object, not {value[:40]!r}")
+            return self.freeze(data)
         return self.freeze(value)
 
     def id_part(self, value: Any) -> str:
@@ -154,3 +159,13 @@ def used(values: Mapping[str, Any]) -> Iterator[tuple[Feature, Any]]:
 def feature_labels(row: Mapping[str, Any]) -> list[str]:
     """The features a config or record row uses, as people read them (`min_p=0.1`, ...)."""
     return [feature.spoken(value) for feature, value in used(row)]
+
+
+def _bias(token: Any, bias: Any) -> tuple[int, float]:
+    """One (token id, bias) pair, checked: an integer id, a finite bias in LOGIT_BIAS_RANGE (a
+    column read back from disk is checked as a spec value is)."""
+    value = float(bias)
+    low, high = LOGIT_BIAS_RANGE["ge"], LOGIT_BIAS_RANGE["le"]
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"logit bias {bias!r} on token {token!r} is not in [{low:g}, {high:g}]")
+    return int(token), value

@@ -35,13 +35,14 @@ Pure: numbers in, numbers out.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+
+from sweeper.config.features import BY_NAME
 
 #: The cuts after temperature an engine's `order` may name.
 STEPS = ("temperature", "top_k", "top_p", "min_p")
@@ -179,12 +180,8 @@ class Sampling:
 
 def bias_of(value: Any) -> tuple[tuple[int, float], ...]:
     """A logit bias column (canonical JSON text, as records store it, or a mapping / pairs) as
-    (id, bias) pairs by id."""
-    if _missing(value):
-        return ()
-    pairs = json.loads(value) if isinstance(value, str) else value
-    items = pairs.items() if isinstance(pairs, Mapping) else pairs
-    return tuple(sorted((int(token), float(bias)) for token, bias in items))
+    (id, bias) pairs by id: the config room's one codec (`Feature.from_column`)."""
+    return BY_NAME["logit_bias"].from_column(value) or ()
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,24 @@ attempt interrupted mid-point (SIGKILL) are dropped on resume, never counted twi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from sweeper.config.columns import SERVER_KEYS
+from sweeper.config.features import BY_NAME
 from sweeper.config.request import REQUEST_COLUMNS
+
+
+def _logit_bias_column(value: str | None) -> str | None:
+    """A `logit_bias` column is read back as the config room reads it (`Feature.from_column`):
+    one that is not a bias (hand-edited, torn) makes its line damaged, never a judge's crash."""
+    BY_NAME["logit_bias"].from_column(value)
+    return value
+
+
+#: The `logit_bias` column of every record that carries one: canonical JSON text, checked.
+LogitBiasColumn = Annotated[str | None, AfterValidator(_logit_bias_column)]
 
 #: The determinism verdicts, least to most severe: the one list of their names (what each
 #: means, its sets and its order: `sweeper.proof.verdicts`). A record's verdict column holds one
@@ -77,7 +89,7 @@ class RequestConfigColumns(BaseModel):
     repetition_penalty: float | None = None
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
-    logit_bias: str | None = None
+    logit_bias: LogitBiasColumn = None
     stop: str | None = None
     response_format: str | None = None
     regex: str | None = None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from sweeper.results.records import PointRecord
+from sweeper.results.records import LogitBiasColumn, PointRecord
 
 #: Who scored a sample: the server that drew it, or another config's server (its config id).
 SELF = "self"
@@ -83,7 +83,7 @@ class ScoreRecord(BaseModel):
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     #: Canonical JSON text ({token id: bias}), as the request config's column.
-    logit_bias: str | None = None
+    logit_bias: LogitBiasColumn = None
     #: Canonical JSON text; the regex's text.
     response_format: str | None = None
     regex: str | None = None

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sweeper.cli import app
-from sweeper.results.reader import POINTS_LOG, SETTLED_LOG, Run, jsonl_lines
+from sweeper.results.reader import POINTS_LOG, SCORES_LOG, SETTLED_LOG, Run, jsonl_lines
 from tests.bounded import bounded
 from tests.sweeper.results_factory import RunShape, make_run
 
@@ -121,3 +121,29 @@ def test_a_fifo_in_a_state_files_place_never_blocks(where: str, tmp_path: Path) 
         said.append((argv[0], code))
         assert code in (0, 2, 5) and "internal error" not in output, output
     assert said[-1] == ("repair", 5), said
+
+
+BAD_BIASES = ["{not json", "[1, 2]", '{"x": 1}', '{"5": NaN}', '{"5": 1e999}', '{"5": 250}']
+
+
+@pytest.mark.parametrize("bias", BAD_BIASES)
+@pytest.mark.parametrize("name", [POINTS_LOG, SCORES_LOG])
+def test_a_logit_bias_column_that_is_no_bias_is_a_damaged_line(
+    name: str, bias: str, tmp_path: Path
+) -> None:
+    """A hand-edited or torn `logit_bias` column (not JSON, not an object of token ids, a bias
+    that is not finite or outside [-100, 100]) is a damaged line, named: never a crash in the
+    judge that rebuilds it, never a NaN bias believed."""
+    fields: dict[str, Any] = {"point_id": "p", "status": "ok", "logit_bias": "{}"}
+    if name == SCORES_LOG:
+        fields = {
+            "run_id": "r", "host": "h", "point_id": "p", "attempt": "a1", "role": "test",
+            "prompt_id": "q", "index": 0, "scorer": "self", "basis": "exact",
+            "temperature": 0.7, "order": ["temperature"], "positions": [], "logit_bias": "{}",
+        }  # fmt: skip
+    good = json.dumps(fields)
+    line = good.replace('"logit_bias": "{}"', f'"logit_bias": {json.dumps(bias)}')
+    (tmp_path / name).write_text(good + "\n" + line + "\n")
+    rows, damaged = jsonl_lines(tmp_path / name)
+    assert len(rows) == 1 and [number for number, _, _ in damaged] == [2], damaged
+    assert damaged[0][2].startswith("field logit_bias: "), damaged
