@@ -45,6 +45,10 @@ class Feature:
     unused: str
     #: Whether it changes the distribution a request samples from (`logprobs` only reports).
     decides_distribution: bool = True
+    #: The processor family it belongs to: the features one processor stage applies together
+    #: (the three penalties, one pass over the same token counts), so a fault in that stage
+    #: shows wherever any of them is sent (`FAMILIES`). None: a stage of its own.
+    family: str | None = None
 
     @property
     def column(self) -> str:
@@ -123,9 +127,20 @@ class Feature:
 #: Every request feature, in id order (after temperature, top-p and top-k, before the load).
 FEATURES: tuple[Feature, ...] = (
     Feature("min_p", "scalar", "float", "mp", "no min-p cut-off"),
-    Feature("repetition_penalty", "scalar", "float", "rp", "no repetition penalty (1.0)"),
-    Feature("frequency_penalty", "scalar", "float", "fp", "no frequency penalty (0)"),
-    Feature("presence_penalty", "scalar", "float", "pp", "no presence penalty (0)"),
+    Feature(
+        "repetition_penalty",
+        "scalar",
+        "float",
+        "rp",
+        "no repetition penalty (1.0)",
+        family="penalties",
+    ),
+    Feature(
+        "frequency_penalty", "scalar", "float", "fp", "no frequency penalty (0)", family="penalties"
+    ),
+    Feature(
+        "presence_penalty", "scalar", "float", "pp", "no presence penalty (0)", family="penalties"
+    ),
     Feature("logit_bias", "structured", "logit_bias", "lb", "no token biased"),
     Feature("stop", "structured", "stop", "st", "no stop strings (EOS and max_tokens end it)"),
     Feature("response_format", "structured", "response_format", "rf", "free text"),
@@ -145,6 +160,13 @@ BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
 SCALAR_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "scalar")
 #: The workload fields among them (`workload: {logit_bias: {...}}`).
 STRUCTURED_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "structured")
+#: The processor families of two or more features, family -> its features in table order: the
+#: diagnosis's derived factors (`penalties`: sent where any of them is).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    family: members
+    for family in dict.fromkeys(f.family for f in FEATURES if f.family is not None)
+    if len(members := tuple(f.name for f in FEATURES if f.family == family)) >= 2
+}
 
 
 def used(values: Mapping[str, Any]) -> Iterator[tuple[Feature, Any]]:

@@ -15,7 +15,12 @@ ordered). A *condition* is a test on one factor, `cuda_graph = on`, `padded_roun
 so rules are set operations. A request whose factor value is unknown (None) passes no
 condition on that factor; but a request feature's None means "not sent" (`config.usage`), a
 level of its own (`NOT_SENT`), so `repetition_penalty = 1.3` stands against the requests that
-sent none. Requests are put in a canonical order first (by their values and
+sent none. A processor family of two or more features (`config.features.FAMILIES`: the
+penalties) is a factor of its own, derived: `sent` where any of its features was, else `not
+sent`, so a fault in the stage they share, which breaks wherever any of them is sent, is one
+condition (`penalties = sent`), not a disjunction over their columns. It is left out where it
+passes exactly the requests one of its features does (that feature alone was sent: nothing to
+add). Requests are put in a canonical order first (by their values and
 outcome, never by column names), so masks and ties do not depend on how columns are named or
 ordered.
 """
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import temperature_of
+from sweeper.config.features import FAMILIES
 from sweeper.config.usage import FEATURE_COLUMNS
 from sweeper.proof.verdicts import VIOLATIONS, proven
 from sweeper.results.rows import is_failed, is_missing, rows_of
@@ -81,13 +87,45 @@ class Condition:
 
 #: The level of a request feature a request did not send.
 NOT_SENT = "not sent"
+#: The level of a processor family where a request sent any of its features.
+SENT = "sent"
 
 
 def factor_value(row: Mapping[str, Any], column: str) -> Any:
     """A row's value of a factor as compared (`normal`); a request feature not sent is
-    `NOT_SENT`."""
+    `NOT_SENT`; a family is `SENT` where any of its features was sent."""
+    if column in FAMILIES:
+        sent = any(factor_value(row, member) != NOT_SENT for member in FAMILIES[column])
+        return SENT if sent else NOT_SENT
     value = normal(row.get(column))
     return NOT_SENT if value is None and column in FEATURE_COLUMNS else value
+
+
+def covers(rows: Sequence[Mapping[str, Any]], family: str) -> str:
+    """What a family's `sent` stands for among `rows`: its features' values, in words."""
+    sent = [
+        f"{member}={show(value)}"
+        for member in FAMILIES[family]
+        for value in levels([factor_value(r, member) for r in rows])
+        if value != NOT_SENT
+    ]
+    listed = " or ".join([", ".join(sent[:-1]), sent[-1]] if len(sent) > 1 else sent)
+    return f"{SENT}: {listed}"
+
+
+def _families(rows: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> dict[str, str]:
+    """The family factors `rows` call for (see the module): a family with a feature among the
+    factors whose `sent` requests are not exactly one feature's."""
+    out = {}
+    for family, members in FAMILIES.items():
+        present = [m for m in members if m in kinds]
+        if not present:
+            continue
+        sent = [factor_value(r, family) == SENT for r in rows]
+        alone = any(sent == [factor_value(r, m) != NOT_SENT for r in rows] for m in present)
+        if not alone:
+            out[family] = "level"
+    return out
 
 
 def normal(value: Any) -> Any:
@@ -123,12 +161,14 @@ def outcome(row: Mapping[str, Any]) -> str | None:
 
 
 def population(records: Any, kinds: Mapping[str, str]) -> Population:
-    """The judged requests of `records` (rows or a DataFrame) with the factors `kinds`."""
+    """The judged requests of `records` (rows or a DataFrame) with the factors `kinds` and the
+    family factors they call for."""
     judged = []
     for row in rows_of(records):
         result = outcome(row)
         if result is not None:
             judged.append((result, row))
+    kinds = {**kinds, **_families([row for _, row in judged], kinds)}
 
     def order(item: tuple[str, Mapping[str, Any]]) -> tuple[str, ...]:
         result, row = item
