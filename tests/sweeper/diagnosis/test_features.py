@@ -82,7 +82,7 @@ def test_a_feature_every_request_sent_is_named_as_not_separable(tmp_path: Path) 
 #: The T = 0 penalty sweep's shape: one penalty at a time (none, repetition, frequency,
 #: presence), AR and DDTree, eight prompts, one repeat.
 EIGHT = tuple(f"p{i}" for i in range(8))
-ONE_AT_A_TIME = (
+ONE_AT_A_TIME: tuple[dict[str, float], ...] = (
     {},
     {"repetition_penalty": 1.3},
     {"frequency_penalty": 0.5},
@@ -195,7 +195,7 @@ def test_exact_without_the_feature_and_broken_with_it_locates_it(tmp_path: Path)
     run = read_run(_biased_run(tmp_path / "run"))
     requests, kinds = run_requests([run])
     followup = plan_followup(_biased_spec(), diagnose_requests(requests, kinds), requests)
-    failing = {"p0": "diverged", "p1": "diverged"}
+    failing: dict[str, Verdict] = {"p0": "diverged", "p1": "diverged"}
     stop_only = {"stop": BIASED["stop"]}
     bias_only = {"logit_bias": BIASED["logit_bias"]}
     measured = [
