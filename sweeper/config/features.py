@@ -1,8 +1,9 @@
 """The request features real clients send beyond temperature, top-p and top-k, in one table
 (`FEATURES`): each one's name (its OpenAI/vLLM spelling, the spec key, the `RequestConfig` field
 and the record column alike), whether it is a grid axis (`scalar`) or a workload field
-(`structured`), its id part, what "not used" means, and whether it decides the distribution a
-request samples from. Report, proof and negotiation iterate this table, never their own list.
+(`structured`), its id part, what "not used" means, whether it decides the distribution a
+request samples from, and its processor family (the penalties: `FAMILIES`, a factor of the
+diagnosis). Report, proof, negotiation and diagnosis iterate this table, never their own list.
 
 Every feature is None where not used (nothing is sent). A value has three spellings, one
 conversion each way between them, all here:
