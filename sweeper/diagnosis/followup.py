@@ -67,7 +67,7 @@ class Arm:
 
     items: tuple[tuple[str, Any], ...]
     concurrency: int
-    features: tuple[tuple[str, Any], ...] = ()
+    features: tuple[tuple[str, Any], ...]
 
     @classmethod
     def of(cls, params: Mapping[str, Any], concurrency: int, features: Mapping[str, Any]) -> Arm:
