@@ -149,14 +149,15 @@ def command(
             )
     root = results or run_dir.parent.parent
     follow_ups, codes = [], []
-    for plan in plans:  # the run's own workload first, then each ablation: a run each
-        spec_path = _write_spec(plan.spec, root, manifest.run_id)
-        with held_hosts(plan, None) as leases:  # its servers start on the run's hosts
+    # Its servers start on the run's host, every spec's the same: held once for them all.
+    with held_hosts(plans[0], None) as leases:
+        for plan in plans:  # the run's own workload first, then each ablation: a run each
+            spec_path = _write_spec(plan.spec, root, manifest.run_id)
             store = create_store(plan, spec_path, root, follows=str(run_dir))
             codes.append(execute(plan, store, plain, leases))
-        follow_ups.append(read_run(store.dir))
-        if codes[-1] == EXIT_INTERRUPTED:
-            break
+            follow_ups.append(read_run(store.dir))
+            if codes[-1] == EXIT_INTERRUPTED:
+                break
     followed, _ = run_requests(follow_ups)
     combined = diagnose_run(run, *follow_ups)
     rule = [t.condition for t in combined.rule] if combined is not None else []
