@@ -48,13 +48,20 @@ class Feature:
     decides_distribution: bool = True
     #: The processor family it belongs to: the features one processor stage applies together
     #: (the three penalties, one pass over the same token counts), so a fault in that stage
-    #: shows wherever any of them is sent (`FAMILIES`). None: a stage of its own.
+    #: shows wherever any of them acts (`FAMILIES`). None: a stage of its own.
     family: str | None = None
+    #: The value at which it changes nothing, sent or not (the engine's default: repetition 1,
+    #: frequency and presence 0, min-p 0); None: every value sent acts.
+    neutral: float | None = None
 
     @property
     def column(self) -> str:
         """The record column that holds it (its name: one spelling everywhere)."""
         return self.name
+
+    def acts(self, value: Any) -> bool:
+        """Whether a frozen value (None: not sent) changes anything: sent, and not neutral."""
+        return value is not None and value != self.neutral
 
     @property
     def hashed(self) -> bool:
@@ -127,7 +134,7 @@ class Feature:
 
 #: Every request feature, in id order (after temperature, top-p and top-k, before the load).
 FEATURES: tuple[Feature, ...] = (
-    Feature("min_p", "scalar", "float", "mp", "no min-p cut-off"),
+    Feature("min_p", "scalar", "float", "mp", "no min-p cut-off", neutral=0.0),
     Feature(
         "repetition_penalty",
         "scalar",
@@ -135,12 +142,25 @@ FEATURES: tuple[Feature, ...] = (
         "rp",
         "no repetition penalty (1.0)",
         family="penalties",
+        neutral=1.0,
     ),
     Feature(
-        "frequency_penalty", "scalar", "float", "fp", "no frequency penalty (0)", family="penalties"
+        "frequency_penalty",
+        "scalar",
+        "float",
+        "fp",
+        "no frequency penalty (0)",
+        family="penalties",
+        neutral=0.0,
     ),
     Feature(
-        "presence_penalty", "scalar", "float", "pp", "no presence penalty (0)", family="penalties"
+        "presence_penalty",
+        "scalar",
+        "float",
+        "pp",
+        "no presence penalty (0)",
+        family="penalties",
+        neutral=0.0,
     ),
     Feature("logit_bias", "structured", "logit_bias", "lb", "no token biased"),
     Feature("stop", "structured", "stop", "st", "no stop strings (EOS and max_tokens end it)"),
@@ -162,7 +182,7 @@ SCALAR_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "
 #: The workload fields among them (`workload: {logit_bias: {...}}`).
 STRUCTURED_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "structured")
 #: The processor families of two or more features, family -> its features in table order: the
-#: diagnosis's derived factors (`penalties`: sent where any of them is).
+#: diagnosis's derived factors (`penalties`: on where any of them acts).
 FAMILIES: dict[str, tuple[str, ...]] = {
     family: members
     for family in dict.fromkeys(f.family for f in FEATURES if f.family is not None)

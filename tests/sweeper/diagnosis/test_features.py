@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sweeper.diagnosis.evidence import evidence, located, verdict
 from sweeper.diagnosis.followup import plan_followup, plan_lines
 from sweeper.diagnosis.runs import diagnose_requests, diagnose_run, run_requests
@@ -80,47 +82,47 @@ def test_a_feature_every_request_sent_is_named_as_not_separable(tmp_path: Path) 
 
 
 #: The T = 0 penalty sweep's shape: one penalty at a time (none, repetition, frequency,
-#: presence), AR and DDTree, eight prompts, one repeat.
+#: presence), AR and DDTree, eight prompts, one repeat; the penalties not used either not sent or
+#: sent at their neutral values (a grid `repetition_penalty: [1.0, 0.8]` sends 1.0).
 EIGHT = tuple(f"p{i}" for i in range(8))
-ONE_AT_A_TIME: tuple[dict[str, float], ...] = (
-    {},
-    {"repetition_penalty": 1.3},
-    {"frequency_penalty": 0.5},
-    {"presence_penalty": 0.5},
-)
+ACTING = {"repetition_penalty": 0.8, "frequency_penalty": -1.0, "presence_penalty": -1.5}
+NEUTRAL = {"repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
 
 
-def test_a_fault_in_the_penalty_stage_is_located_to_the_penalties(tmp_path: Path) -> None:
-    """A fault in the one stage the three penalties share breaks wherever any of them is sent:
+@pytest.mark.parametrize("unused", [{}, NEUTRAL], ids=["not sent", "neutral"])
+def test_a_fault_in_the_penalty_stage_is_located_to_the_penalties(
+    tmp_path: Path, unused: dict[str, float]
+) -> None:
+    """A fault in the one stage the three penalties share breaks wherever any of them acts:
     no single penalty's column holds the violations, the family `penalties` does, in one
     condition; each penalty then reads as what the data says (here: cleared, it breaks at
     every value)."""
+    configs = [dict(unused), *({**unused, name: v} for name, v in ACTING.items())]
     broken = [
         tuple(EIGHT[i] for i in range(8) if i != skip and i != skip + 1) for skip in (0, 2, 4)
     ]
-    points = [Point(AR, features=f) for f in ONE_AT_A_TIME]
-    points.append(Point(TREE))
-    for features, failing in zip(ONE_AT_A_TIME[1:], broken, strict=True):
+    points = [Point(AR, features=f) for f in configs]
+    points.append(Point(TREE, features=configs[0]))
+    for features, failing in zip(configs[1:], broken, strict=True):
         points.append(Point(TREE, features=features, verdicts=dict.fromkeys(failing, "diverged")))
     diagnosis = diagnose_run(read_run(write_run(tmp_path, points, EIGHT, repeats=1)))
     assert diagnosis is not None
     assert (diagnosis.broken, diagnosis.explained, diagnosis.outside) == (18, 18, 0)
     rule = {t.condition.key() for t in diagnosis.rule}
-    assert rule == {("mode", "=", "speculative"), ("penalties", "=", "sent")}
+    assert rule == {("mode", "=", "speculative"), ("penalties", "=", "on")}
     assert diagnosis.status_of("penalties") == "implicated"
     levels = next(f for f in diagnosis.findings if f.column == "penalties")
     assert [(c.value, c.broken, c.judged) for c in levels.overall] == [
-        ("not sent", 0, 16),
-        ("sent", 18, 48),
+        ("off", 0, 16),
+        ("on", 18, 48),
     ]
-    assert levels.detail.startswith(
-        "sent: repetition_penalty=1.3, frequency_penalty=0.5 or presence_penalty=0.5"
-    )
+    acting = "repetition_penalty=0.8, frequency_penalty=-1 or presence_penalty=-1.5"
+    assert levels.detail.startswith(f"on: {acting}; in the rule")
     for member in ("repetition_penalty", "frequency_penalty", "presence_penalty"):
         assert diagnosis.status_of(member) == "cleared"
     assert (
-        "they live where mode = speculative and penalties = sent (penalties sent: "
-        "repetition_penalty=1.3, frequency_penalty=0.5 or presence_penalty=0.5): 18 there"
+        f"they live where mode = speculative and penalties = on (penalties on: {acting}): "
+        "18 there (with 6 clean requests)"
     ) in sentence(diagnosis)
 
 
