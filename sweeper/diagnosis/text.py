@@ -78,7 +78,10 @@ def sentence(d: Diagnosis) -> str:
         related = sorted({r for f in found for r in f.related})
         text += f" {label.format(', '.join(related) or 'the rule')}: {_names(found)}."
     if sent := _sent_everywhere(d):
-        text += f" Sent with every request, so this run cannot separate them: {_names(sent)}."
+        text += (
+            f" Sent with every request, so this run cannot separate them: {_names(sent)} "
+            "(`sweeper diagnose` runs the failing prompts without each)."
+        )
     return text + calibration
 
 

@@ -77,7 +77,8 @@ def test_a_feature_every_request_sent_is_named_as_not_separable(tmp_path: Path) 
     diagnosis = diagnose_run(read_run(write_run(tmp_path, points, PROMPTS)))
     assert diagnosis is not None and diagnosis.broken == 6
     assert sentence(diagnosis).endswith(
-        " Sent with every request, so this run cannot separate them: logit_bias, stop."
+        " Sent with every request, so this run cannot separate them: logit_bias, stop "
+        "(`sweeper diagnose` runs the failing prompts without each)."
     )
 
 
