@@ -10,11 +10,12 @@ pairs of arms that differ in one thing, each measured on those prompts:
   focus at batch 1: branching against padding;
 - `no padding`: a topk 1 chain whose budget is the drafted length (block_size - 1, what a full
   draft fills) vs the chain at the focus's budget, both at the fixed width: padding alone;
-- `without <feature>`: for each workload-level feature the focus sent (a logit bias, stop
-  strings, a response format, a regex, n, logprobs: one value in the whole run, so no rule can
-  name it), the focus at batch 1 without it vs with it. The feature is the workload's, so the
-  arm without it is a spec of its own (the run's workload less that feature), and the AR
-  baseline runs under that request too: each arm is judged against AR under its own request.
+- `without <feature>`: for each request feature the focus sent, the focus at batch 1 without
+  it vs with it: each workload-level one (a logit bias, stop strings, a response format, a
+  regex, n, logprobs: one value in the whole run, so no rule can name it) and each scalar one
+  that acts (a penalty, min-p: too few violations may leave the rule silent). The arm without it
+  is a spec of its own (the run's workload, or its request config, less that feature), and the
+  AR baseline runs under that request too: each arm is judged against AR under its own request.
   Ablated even where the prompt's meaning needs it (JSON asked, no response format): the
   question is exactness against AR under the same request, not a useful answer;
 - `repeats`: every arm runs each prompt REPEATS times, so a nondeterministic result tells itself
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import REQUEST_KEYS, SERVER_KEYS, temperature_of
-from sweeper.config.features import used
+from sweeper.config.features import STRUCTURED_FEATURES, used
 from sweeper.diagnosis.rule import Diagnosis
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.rows import is_missing, rows_of
@@ -178,8 +179,10 @@ def plan_followup(
     # The focus's server params: the keys its engine uses (None: a key it has not).
     keys = [*SERVER_KEYS, *spec.grid.extra_flags()]
     base = {k: _plain(k, focus.get(k)) for k in keys if not is_missing(focus.get(k))}
-    # The workload-level features the focus sent, as its record holds them.
-    sent = {f.name: focus[f.name] for f, _ in used(focus) if f.kind == "structured"}
+    # The features the focus sent that act (every workload-level one), as its record holds them.
+    sent = {
+        f.name: focus[f.name] for f, value in used(focus) if f.kind == "structured" or f.acts(value)
+    }
     batch = max(2, *(spec.workload.concurrency or [1]))
     experiments: list[Experiment] = []
     skipped: list[str] = []
@@ -263,9 +266,10 @@ def _spec(spec: Spec, focus: Mapping[str, Any], arms: list[Arm], prompts: tuple[
     grid: dict[str, Any] = {k: [v] for k, v in first.params.items()}
     grid["temperature"] = [temperature]
     # What the focus's requests asked for besides (top-p, top-k, the scalar request features:
-    # a penalty's fault shows only where it is sent); the structured ones come with the workload.
+    # a penalty's fault shows only where it is sent), less what the arms remove; the structured
+    # ones come with the workload.
     for key in REQUEST_KEYS:
-        if key != "temperature" and not is_missing(focus.get(key)):
+        if key not in ("temperature", *first.removed) and not is_missing(focus.get(key)):
             grid[key] = [_plain(key, focus[key])]
     grid["include"] = [
         {**arm.params, "temperature": temperature, "concurrency": arm.concurrency} for arm in arms
@@ -280,7 +284,7 @@ def _spec(spec: Spec, focus: Mapping[str, Any], arms: list[Arm], prompts: tuple[
         prompts=[p.model_dump(mode="json") for p in spec.workload.prompts if p.id in wanted],
         repeats=REPEATS,
         concurrency=[first.concurrency],
-        **dict.fromkeys(first.removed),
+        **dict.fromkeys(k for k in first.removed if k in STRUCTURED_FEATURES),
     )
     hosts = [h.model_dump(mode="json") for h in spec.hosts if h.name == focus.get("host")]
     data = spec.model_dump(mode="json")
