@@ -13,9 +13,11 @@ pairs of arms that differ in one thing, each measured on those prompts:
 - `without <feature>`: for each request feature the focus sent, the focus at batch 1 without
   it vs with it: each workload-level one (a logit bias, stop strings, a response format, a
   regex, n, logprobs: one value in the whole run, so no rule can name it) and each scalar one
-  that acts (a penalty, min-p: too few violations may leave the rule silent). The arm without it
-  is a spec of its own (the run's workload, or its request config, less that feature), and the
-  AR baseline runs under that request too: each arm is judged against AR under its own request.
+  that acts (a penalty, min-p: too few violations may leave the rule silent), where the run
+  left it or its family open (`penalties` inconclusive, the focus's penalty cleared). The arm
+  without it is a spec of its own (the run's workload, or its request config, less that
+  feature), and the AR baseline runs under that request too: each arm is judged against AR under
+  its own request.
   Ablated even where the prompt's meaning needs it (JSON asked, no response format): the
   question is exactness against AR under the same request, not a useful answer;
 - `repeats`: every arm runs each prompt REPEATS times, so a nondeterministic result tells itself
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import REQUEST_KEYS, SERVER_KEYS, temperature_of
-from sweeper.config.features import STRUCTURED_FEATURES, used
+from sweeper.config.features import BY_NAME, STRUCTURED_FEATURES, used
 from sweeper.diagnosis.rule import Diagnosis
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.rows import is_missing, rows_of
@@ -223,7 +225,10 @@ def plan_followup(
         needs=("topk", "budget"),
     )
     for name in sent:
-        if _open(diagnosis, (name,)):
+        # Open where the feature or its family is: a penalty cleared (it broke where the others
+        # acted) still answers for the penalties stage, off without it.
+        family = BY_NAME[name].family
+        if _open(diagnosis, (name,) if family is None else (name, family)):
             question = (
                 f"the failing prompts without {name} vs with it, each judged against AR under "
                 "the same request"

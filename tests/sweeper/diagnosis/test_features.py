@@ -114,8 +114,8 @@ def test_a_fault_in_the_penalty_stage_is_located_to_the_penalties(
     points.append(Point(TREE, features=configs[0]))
     for features, failing in zip(configs[1:], broken, strict=True):
         points.append(Point(TREE, features=features, verdicts=dict.fromkeys(failing, "diverged")))
-    diagnosis = diagnose_run(read_run(write_run(tmp_path, points, EIGHT, repeats=1)))
-    assert diagnosis is not None
+    requests, kinds = run_requests([read_run(write_run(tmp_path, points, EIGHT, repeats=1))])
+    diagnosis = diagnose_requests(requests, kinds)
     assert (diagnosis.broken, diagnosis.explained, diagnosis.outside) == (18, 18, 0)
     rule = {t.condition.key() for t in diagnosis.rule}
     assert rule == {("mode", "=", "speculative"), ("penalties", "=", "on")}
@@ -133,6 +133,10 @@ def test_a_fault_in_the_penalty_stage_is_located_to_the_penalties(
         f"they live where mode = speculative and penalties = on (penalties on: {acting}): "
         "18 there (with 6 clean requests)"
     ) in sentence(diagnosis)
+    # The focus's penalty is cleared, its family is not: the follow-up still runs without it.
+    followup = plan_followup(_spec([1]), diagnosis, requests)
+    (ablated,) = [e.ablates for e in followup.experiments if e.ablates is not None]
+    assert ablated in ACTING and followup.focus[ablated] == ACTING[ablated]
 
 
 def test_one_penalty_alone_needs_no_family(tmp_path: Path) -> None:
