@@ -4,11 +4,12 @@ experiment that proves it.
 Prints the run's diagnosis (the rule its violations live in, every factor's standing), then
 plans the follow-up experiments that separate what its grid could not (`diagnosis/followup.py`)
 on the run's own spec, engine, runtime and host, with their cost from the run's own load time
-and throughput. `--dry-run` stops there. Otherwise the follow-up runs as a new run whose manifest
-`follows` the first, and the command ends with the evidence table and a verdict sentence over
-both runs. Exit codes as `sweeper run` (0, 3, 4, 130), 2 for bad usage or a runtime whose code
-changed since the run (a follow-up must run the same code). The follow-up's run directory is the
-last line printed.
+and throughput. `--dry-run` stops there. Otherwise the follow-up runs as new runs whose manifests
+`follow` the first (one per spec: the run's own workload, then one per ablated workload feature),
+and the command ends with the evidence table and a verdict sentence over them all. Exit codes as
+`sweeper run` (0, 3, 4, 130: the worst of the follow-up's runs), 2 for bad usage or a runtime
+whose code changed since the run (a follow-up must run the same code). The follow-up's run
+directories are the last lines printed.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from sweeper.commands.plan import render
 from sweeper.commands.repair import checked
 from sweeper.commands.run import create_store, execute, held_hosts, planned_source_hash
 from sweeper.commands.validate import EXIT_BAD_SPEC
-from sweeper.diagnosis.evidence import EVIDENCE_COLUMNS, evidence
-from sweeper.diagnosis.followup import FollowUp, plan_followup
+from sweeper.diagnosis.evidence import EVIDENCE_COLUMNS, evidence, verdict
+from sweeper.diagnosis.followup import plan_followup, plan_lines
 from sweeper.diagnosis.runs import diagnose_requests, diagnose_run, run_requests
 from sweeper.diagnosis.text import TABLE_COLUMNS, sentence, table
-from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, build_plan, estimate_seconds
+from sweeper.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNPROVEN, EXIT_VIOLATION
+from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, build_plan, estimate_seconds
 from sweeper.proof.sampled import proof_line, proofs
 from sweeper.results.manifest import Manifest
 from sweeper.results.reader import MANIFEST, is_run_dir, read_run
@@ -66,21 +68,6 @@ def measured_rates(manifest: Manifest, points: Any) -> tuple[float, float]:
         ok = points[(points["status"] == "ok") & points["output_tok_s"].notna()]
         speeds = list(ok["output_tok_s"] / ok["concurrency"].clip(lower=1))
     return load_s, statistics.median(speeds) if speeds else DEFAULT_TOK_S
-
-
-def _show_followup(console: Console, followup: FollowUp) -> None:
-    if followup.focus:
-        f = followup.focus
-        console.print(
-            f"focus: point {f.get('point_id')} on host {f.get('host')}, prompts "
-            f"{', '.join(followup.prompts)}",
-            markup=False,
-        )
-    for experiment in followup.experiments:
-        arms = " vs ".join(arm.label for arm in experiment.arms)
-        console.print(f"experiment {experiment.name}: {experiment.question}: {arms}", markup=False)
-    for reason in followup.skipped:
-        console.print(f"not planned: {reason}", markup=False)
 
 
 def _write_spec(spec: Spec, root: Path, run_id: str) -> Path:
@@ -134,36 +121,45 @@ def command(
         followup = plan_followup(spec, found, requests, point)
     except ValueError as exc:
         raise _usage(str(exc)) from None
-    _show_followup(console, followup)
-    if followup.spec is None:
+    for line in plan_lines(followup):
+        console.print(line, markup=False)
+    if not followup.specs:
         console.print("nothing to follow up", markup=False)
         return
-    plan: Plan = build_plan(followup.spec)
+    plans = [build_plan(followup_spec) for followup_spec in followup.specs]
     load_s, tok_s = measured_rates(manifest, run.points)
-    seconds = estimate_seconds(plan, load_s=load_s, tok_s=tok_s)
-    render(plan, seconds, console)
+    seconds = [estimate_seconds(plan, load_s=load_s, tok_s=tok_s) for plan in plans]
+    for plan, estimate in zip(plans, seconds, strict=True):
+        render(plan, estimate, console)
     console.print(
-        f"cost: {plan.restarts} restarts, {plan.n_points} points, {plan.n_requests} requests, "
-        f"about {seconds / 60:.1f} min (at the run's own {load_s:.0f} s per restart and "
-        f"{tok_s:.1f} tok/s per stream)",
+        f"cost: {len(plans)} run{'s' if len(plans) > 1 else ''}, "
+        f"{sum(p.restarts for p in plans)} restarts, {sum(p.n_points for p in plans)} points, "
+        f"{sum(p.n_requests for p in plans)} requests, about {sum(seconds) / 60:.1f} min (at the "
+        f"run's own {load_s:.0f} s per restart and {tok_s:.1f} tok/s per stream)",
         markup=False,
     )
     if dry_run:
         return
-    if planned_source_hash(plan) != manifest.runtime_source_hash:
-        raise _usage(
-            "the runtime's code changed since the run (source hash "
-            f"{planned_source_hash(plan)[:12]} vs the run's {manifest.runtime_source_hash[:12]}): "
-            "a follow-up must run the code the run ran"
-        )
+    for plan in plans:
+        if planned_source_hash(plan) != manifest.runtime_source_hash:
+            raise _usage(
+                "the runtime's code changed since the run (source hash "
+                f"{planned_source_hash(plan)[:12]} vs the run's "
+                f"{manifest.runtime_source_hash[:12]}): a follow-up must run the code the run ran"
+            )
     root = results or run_dir.parent.parent
-    spec_path = _write_spec(followup.spec, root, manifest.run_id)
-    with held_hosts(plan, None) as leases:  # its servers start on the run's hosts
-        store = create_store(plan, spec_path, root, follows=str(run_dir))
-        code = execute(plan, store, plain, leases)
-    follow_up = read_run(store.dir)
-    followed, _ = run_requests([follow_up])
-    combined = diagnose_run(run, follow_up)
+    follow_ups, codes = [], []
+    # Its servers start on the run's host, every spec's the same: held once for them all.
+    with held_hosts(plans[0], None) as leases:
+        for plan in plans:  # the run's own workload first, then each ablation: a run each
+            spec_path = _write_spec(plan.spec, root, manifest.run_id)
+            store = create_store(plan, spec_path, root, follows=str(run_dir))
+            codes.append(execute(plan, store, plain, leases))
+            follow_ups.append(read_run(store.dir))
+            if codes[-1] == EXIT_INTERRUPTED:
+                break
+    followed, _ = run_requests(follow_ups)
+    combined = diagnose_run(run, *follow_ups)
     rule = [t.condition for t in combined.rule] if combined is not None else []
     rows = evidence(followup.experiments, followed, rule)
     _table(
@@ -175,7 +171,18 @@ def command(
     for name, shown in dict.fromkeys((r["experiment"], r["shows"]) for r in rows):
         console.print(f"experiment {name}: {shown}", markup=False, soft_wrap=True)
     if combined is not None:
-        console.print("verdict over the run and its follow-up: " + sentence(combined), markup=False)
-    sys.stdout.write(f"{store.dir}\n")
+        over = verdict(combined, followup.experiments, followed)
+        console.print(f"verdict over the run and its follow-up: {over}", markup=False)
+    for follow_up in follow_ups:
+        sys.stdout.write(f"{follow_up.dir}\n")
     sys.stdout.flush()
-    raise typer.Exit(code)
+    raise typer.Exit(_worst(codes))
+
+
+#: A run's own exit codes, least to most severe; any other (an interrupt, an I/O error) wins.
+_SEVERITY = (EXIT_OK, EXIT_UNPROVEN, EXIT_FAILED, EXIT_VIOLATION)
+
+
+def _worst(codes: list[int]) -> int:
+    """The exit code of a follow-up of several runs: the most severe of theirs."""
+    return max(codes, key=lambda c: _SEVERITY.index(c) if c in _SEVERITY else len(_SEVERITY) + c)

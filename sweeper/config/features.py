@@ -1,8 +1,9 @@
 """The request features real clients send beyond temperature, top-p and top-k, in one table
 (`FEATURES`): each one's name (its OpenAI/vLLM spelling, the spec key, the `RequestConfig` field
 and the record column alike), whether it is a grid axis (`scalar`) or a workload field
-(`structured`), its id part, what "not used" means, and whether it decides the distribution a
-request samples from. Report, proof and negotiation iterate this table, never their own list.
+(`structured`), its id part, what "not used" means, whether it decides the distribution a
+request samples from, and its processor family (the penalties: `FAMILIES`, a factor of the
+diagnosis). Report, proof, negotiation and diagnosis iterate this table, never their own list.
 
 Every feature is None where not used (nothing is sent). A value has three spellings, one
 conversion each way between them, all here:
@@ -45,11 +46,22 @@ class Feature:
     unused: str
     #: Whether it changes the distribution a request samples from (`logprobs` only reports).
     decides_distribution: bool = True
+    #: The processor family it belongs to: the features one processor stage applies together
+    #: (the three penalties, one pass over the same token counts), so a fault in that stage
+    #: shows wherever any of them acts (`FAMILIES`). None: a stage of its own.
+    family: str | None = None
+    #: The value at which it changes nothing, sent or not (the engine's default: repetition 1,
+    #: frequency and presence 0, min-p 0); None: every value sent acts.
+    neutral: float | None = None
 
     @property
     def column(self) -> str:
         """The record column that holds it (its name: one spelling everywhere)."""
         return self.name
+
+    def acts(self, value: Any) -> bool:
+        """Whether a frozen value (None: not sent) changes anything: sent, and not neutral."""
+        return value is not None and value != self.neutral
 
     @property
     def hashed(self) -> bool:
@@ -122,10 +134,34 @@ class Feature:
 
 #: Every request feature, in id order (after temperature, top-p and top-k, before the load).
 FEATURES: tuple[Feature, ...] = (
-    Feature("min_p", "scalar", "float", "mp", "no min-p cut-off"),
-    Feature("repetition_penalty", "scalar", "float", "rp", "no repetition penalty (1.0)"),
-    Feature("frequency_penalty", "scalar", "float", "fp", "no frequency penalty (0)"),
-    Feature("presence_penalty", "scalar", "float", "pp", "no presence penalty (0)"),
+    Feature("min_p", "scalar", "float", "mp", "no min-p cut-off", neutral=0.0),
+    Feature(
+        "repetition_penalty",
+        "scalar",
+        "float",
+        "rp",
+        "no repetition penalty (1.0)",
+        family="penalties",
+        neutral=1.0,
+    ),
+    Feature(
+        "frequency_penalty",
+        "scalar",
+        "float",
+        "fp",
+        "no frequency penalty (0)",
+        family="penalties",
+        neutral=0.0,
+    ),
+    Feature(
+        "presence_penalty",
+        "scalar",
+        "float",
+        "pp",
+        "no presence penalty (0)",
+        family="penalties",
+        neutral=0.0,
+    ),
     Feature("logit_bias", "structured", "logit_bias", "lb", "no token biased"),
     Feature("stop", "structured", "stop", "st", "no stop strings (EOS and max_tokens end it)"),
     Feature("response_format", "structured", "response_format", "rf", "free text"),
@@ -145,6 +181,13 @@ BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
 SCALAR_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "scalar")
 #: The workload fields among them (`workload: {logit_bias: {...}}`).
 STRUCTURED_FEATURES: tuple[str, ...] = tuple(f.name for f in FEATURES if f.kind == "structured")
+#: The processor families of two or more features, family -> its features in table order: the
+#: diagnosis's derived factors (`penalties`: on where any of them acts).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    family: members
+    for family in dict.fromkeys(f.family for f in FEATURES if f.family is not None)
+    if len(members := tuple(f.name for f in FEATURES if f.family == family)) >= 2
+}
 
 
 def used(values: Mapping[str, Any]) -> Iterator[tuple[Feature, Any]]:

@@ -6,7 +6,9 @@ batch. An experiment *separates* when one arm breaks and the other does not. Whe
 thing it varies is cleared for this focus, unless every violation of both arms lies inside the
 rule (of the run and its follow-up together) while requests outside it stayed clean: then the
 arm meant to avoid the rule's condition did not always (an n-gram chain drafts less than its
-budget at times), and the evidence still points at the rule.
+budget at times), and the evidence still points at the rule. An ablation (`without logit_bias`)
+whose arm without the feature is exact while the arm with it breaks *locates* the feature: the
+same prompts, each judged against AR under its own request, break only with it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 from sweeper.diagnosis.factors import Condition, normal, outcome
 from sweeper.diagnosis.followup import Arm, Experiment
+from sweeper.diagnosis.rule import Diagnosis
+from sweeper.diagnosis.text import sentence
 from sweeper.results.rows import rows_of
 
 EVIDENCE_COLUMNS = (
@@ -54,7 +58,7 @@ class ArmResult:
 def _matches(row: Mapping[str, Any], arm: Arm) -> bool:
     if str(row.get("mode")) != "speculative" or normal(row.get("concurrency")) != arm.concurrency:
         return False
-    return all(normal(row.get(k)) == normal(v) for k, v in arm.items)
+    return all(normal(row.get(k)) == normal(v) for k, v in (*arm.items, *arm.features))
 
 
 def _count_positive(rows: list[Mapping[str, Any]], column: str) -> int | None:
@@ -113,8 +117,37 @@ def shows(
         return f"both arms break: {experiment.name} cleared"
     if not any(broke):
         return "neither arm breaks (the fault did not show on these prompts)"
+    if experiment.ablates is not None and not broke[0]:
+        without, full = results
+        return (
+            f"located: {experiment.ablates} (exact without it, broken with it: "
+            f"{without.broken}/{without.judged} vs {full.broken}/{full.judged})"
+        )
     bad = labels[broke.index(True)]
     return f"separates: breaks only at {bad}"
+
+
+def located(experiments: tuple[Experiment, ...], requests: Any) -> tuple[str, ...]:
+    """The workload features whose ablation restored exactness (`shows`: located)."""
+    rows = rows_of(requests)
+    return tuple(
+        e.ablates
+        for e in experiments
+        if e.ablates is not None
+        and shows(e, tuple(arm_result(rows, arm) for arm in e.arms)).startswith("located: ")
+    )
+
+
+def verdict(combined: Diagnosis, experiments: tuple[Experiment, ...], requests: Any) -> str:
+    """The verdict over a run and its follow-up: the diagnosis of both together, and the
+    features an ablation located (`requests`: the follow-up's)."""
+    text = sentence(combined)
+    if found := located(experiments, requests):
+        text += (
+            f" Located by ablation: {', '.join(found)} (exactness restored without it, on the "
+            "same prompts)."
+        )
+    return text
 
 
 def evidence(

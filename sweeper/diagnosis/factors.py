@@ -15,7 +15,13 @@ ordered). A *condition* is a test on one factor, `cuda_graph = on`, `padded_roun
 so rules are set operations. A request whose factor value is unknown (None) passes no
 condition on that factor; but a request feature's None means "not sent" (`config.usage`), a
 level of its own (`NOT_SENT`), so `repetition_penalty = 1.3` stands against the requests that
-sent none. Requests are put in a canonical order first (by their values and
+sent none. A processor family of two or more features (`config.features.FAMILIES`: the
+penalties) is a factor of its own, derived: `on` where any of its features acts (sent at a value
+other than its neutral one: a repetition penalty of 1 or a frequency penalty of 0 changes
+nothing), else `off`, so a fault in the stage they share, which breaks wherever any of them
+acts, is one condition (`penalties = on`), not a disjunction over their columns. It is left out
+where it is on for exactly the requests one of its features acts in (that feature alone acted:
+nothing to add). Requests are put in a canonical order first (by their values and
 outcome, never by column names), so masks and ties do not depend on how columns are named or
 ordered.
 """
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.config import temperature_of
+from sweeper.config.features import BY_NAME, FAMILIES
 from sweeper.config.usage import FEATURE_COLUMNS
 from sweeper.proof.verdicts import VIOLATIONS, proven
 from sweeper.results.rows import is_failed, is_missing, rows_of
@@ -85,9 +92,39 @@ NOT_SENT = "not sent"
 
 def factor_value(row: Mapping[str, Any], column: str) -> Any:
     """A row's value of a factor as compared (`normal`); a request feature not sent is
-    `NOT_SENT`."""
+    `NOT_SENT`; a family is True (on) where any of its features acts."""
+    if column in FAMILIES:
+        return any(_acts(row, member) for member in FAMILIES[column])
     value = normal(row.get(column))
     return NOT_SENT if value is None and column in FEATURE_COLUMNS else value
+
+
+def _acts(row: Mapping[str, Any], feature: str) -> bool:
+    return BY_NAME[feature].acts(normal(row.get(feature)))
+
+
+def covers(rows: Sequence[Mapping[str, Any]], family: str) -> str:
+    """What a family's `on` stands for among `rows`: its features' acting values, in words."""
+    acting = [
+        f"{member}={show(value)}"
+        for member in FAMILIES[family]
+        for value in levels([normal(r.get(member)) for r in rows])
+        if BY_NAME[member].acts(value)
+    ]
+    listed = " or ".join([", ".join(acting[:-1]), acting[-1]] if len(acting) > 1 else acting)
+    return f"on: {listed}"
+
+
+def _families(rows: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> dict[str, str]:
+    """The family factors `rows` call for (see the module): a family with a feature among the
+    factors, on for other requests than any one of its features acts in."""
+    out = {}
+    for family, members in FAMILIES.items():
+        present = [m for m in members if m in kinds]
+        on = [factor_value(r, family) for r in rows]
+        if present and all(on != [_acts(r, m) for r in rows] for m in present):
+            out[family] = "level"
+    return out
 
 
 def normal(value: Any) -> Any:
@@ -123,12 +160,14 @@ def outcome(row: Mapping[str, Any]) -> str | None:
 
 
 def population(records: Any, kinds: Mapping[str, str]) -> Population:
-    """The judged requests of `records` (rows or a DataFrame) with the factors `kinds`."""
+    """The judged requests of `records` (rows or a DataFrame) with the factors `kinds` and the
+    family factors they call for."""
     judged = []
     for row in rows_of(records):
         result = outcome(row)
         if result is not None:
             judged.append((result, row))
+    kinds = {**kinds, **_families([row for _, row in judged], kinds)}
 
     def order(item: tuple[str, Mapping[str, Any]]) -> tuple[str, ...]:
         result, row = item

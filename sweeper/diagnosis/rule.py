@@ -2,8 +2,10 @@
 
 Pure: request records (rows or a DataFrame) in, a `Diagnosis` out. The factors are the columns
 the record models mark (`sweeper.results.records.factor_kinds`): every config column, the prompt
-and the runtime's exposure counts, so a new grid axis joins without a change here. The outcome of
-a request is its verdict (`factors.outcome`: near-ties are clean, nondeterministic is broken).
+and the runtime's exposure counts, so a new grid axis joins without a change here; and, derived,
+each processor family of features (`penalties`: sent where any penalty is; `factors.py`). The
+outcome of a request is its verdict (`factors.outcome`: near-ties are clean, nondeterministic is
+broken).
 
 **The rule** is the smallest conjunction of conditions that the violations live in, found
 greedily: at each step the condition (on a factor not yet used) with the lowest balanced error,
@@ -34,8 +36,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.config.features import FAMILIES
 from sweeper.diagnosis.association import fisher_exact
-from sweeper.diagnosis.factors import Condition, Population, conditions, count, levels, population
+from sweeper.diagnosis.factors import (
+    Condition,
+    Population,
+    conditions,
+    count,
+    covers,
+    levels,
+    population,
+)
 from sweeper.diagnosis.factors import show as show_value
 from sweeper.proof.verdicts import OK_VERDICTS
 from sweeper.results.records import factor_kinds
@@ -135,7 +146,7 @@ def diagnose(records: Any, kinds: Mapping[str, str] | None = None) -> Diagnosis:
         columns = list(records.columns) if hasattr(records, "columns") else _keys(rows)
         kinds = factor_kinds(columns)
     pop = population(rows, kinds)
-    candidates = {column: conditions(pop, column) for column in kinds}
+    candidates = {column: conditions(pop, column) for column in pop.kinds}
     rule_conditions = _rule(pop, candidates)
     region = pop.everyone
     for cond in rule_conditions:
@@ -284,6 +295,8 @@ def _findings(
         overall = _counts(pop, column, pop.everyone)
         within = _counts(pop, column, region) if terms else ()
         status, related, detail = _status(pop, column, candidates[column], terms, region, overall)
+        if column in FAMILIES:
+            detail = f"{covers(pop.rows, column)}; {detail}"
         twins = _twins(column, candidates)
         if twins and status not in ("implicated", "confounded"):
             detail += f"; moved together with {', '.join(twins)}"

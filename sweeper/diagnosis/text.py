@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sweeper.config.features import FAMILIES
 from sweeper.config.usage import FEATURE_COLUMNS
-from sweeper.diagnosis.factors import NOT_SENT
+from sweeper.diagnosis.factors import NOT_SENT, covers
 
 if TYPE_CHECKING:
     from sweeper.diagnosis.rule import Diagnosis, Finding
@@ -36,6 +37,10 @@ def sentence(d: Diagnosis) -> str:
     head = f"{d.broken} of {d.judged} judged requests are violations ({_verdicts(d)})"
     if d.rule:
         where = " and ".join(t.text for t in d.rule)
+        rows = d.population.rows if d.population is not None else ()
+        families = [c.column for t in d.rule for c in (t.condition, *t.together)]
+        for family in (c for c in families if c in FAMILIES):
+            where += f" ({family} {covers(rows, family)})"
         text = f"{head}; they live where {where}: {d.explained} there"
         text += f" (with {d.clean_inside} clean requests)"
         if d.outside:
@@ -73,7 +78,10 @@ def sentence(d: Diagnosis) -> str:
         related = sorted({r for f in found for r in f.related})
         text += f" {label.format(', '.join(related) or 'the rule')}: {_names(found)}."
     if sent := _sent_everywhere(d):
-        text += f" Sent with every request, so this run cannot separate them: {_names(sent)}."
+        text += (
+            f" Sent with every request, so this run cannot separate them: {_names(sent)} "
+            "(`sweeper diagnose` runs the failing prompts without each)."
+        )
     return text + calibration
 
 

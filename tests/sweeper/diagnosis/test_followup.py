@@ -50,8 +50,8 @@ def test_a_confounded_grid_plans_every_separating_experiment() -> None:
     assert full.params["budget"] == 7  # block_size 8: a full draft fills 7 nodes
     assert padded.params["budget"] == focus["budget"] and padded.params["topk"] == 1
     assert followup.prompts == ("p0", "p1")  # failing prompts of the focus, at most two
-    spec = followup.spec
-    assert spec is not None and spec.name == "planted-followup"
+    (spec,) = followup.specs
+    assert spec.name == "planted-followup"
     assert spec.runtime == _spec([1]).runtime and spec.determinism == _spec([1]).determinism
     assert [p.id for p in spec.workload.prompts] == [
         "p0",
@@ -96,6 +96,6 @@ def test_a_separable_run_plans_only_the_padding_confirmation() -> None:
 def test_no_violations_nothing_to_follow_up_and_a_bad_point_is_refused() -> None:
     rows = grid(lambda row: "exact")
     followup = plan_followup(_spec([1, 4]), diagnose(rows), rows)
-    assert followup.spec is None and followup.skipped == ("no violations: nothing to follow up",)
+    assert followup.specs == () and followup.skipped == ("no violations: nothing to follow up",)
     with pytest.raises(ValueError, match="no request of point"):
         plan_followup(_spec([1, 4]), diagnose(rows), rows, point="nope")

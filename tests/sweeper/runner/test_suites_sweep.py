@@ -65,10 +65,10 @@ def test_a_fault_in_later_turns_only_is_diagnosed_to_turn_2(tmp_path: Path, port
     # A follow-up keeps a failing turn 2 with the turn its history is answered from.
     rows, _kinds = run_requests([read_run(store.dir)])
     followup = plan_followup(load_spec(tmp_path / "t.yaml"), diagnosis, rows)
-    assert followup.spec is not None
-    kept = {p.id: p for p in followup.spec.workload.prompts}
+    (spec,) = followup.specs
+    kept = {p.id: p for p in spec.workload.prompts}
     assert all(p.turn == 1 or set(p.answers_from) <= set(kept) for p in kept.values())
-    assert any(p.turn == 2 for p in kept.values()) and not followup.spec.workload.datasets
+    assert any(p.turn == 2 for p in kept.values()) and not spec.workload.datasets
     # The report's per-dataset table: one row per (config, dataset); compare matches per dataset.
     html = render_html(build_view(read_run(store.dir)))
     section = html[html.index("<h2>Per dataset</h2>") : html.index('<h2 id="figures">Figures</h2>')]
