@@ -40,7 +40,7 @@ from sweeper.engines.sglang import SGLang
 from sweeper.engines.vllm import VLLM
 from sweeper.measure.scores import Output, score_outputs
 from sweeper.plan import build_plan
-from sweeper.proof.scored import control, judge
+from sweeper.proof.scored.judge import control, judge
 from sweeper.spec import load_spec
 
 #: One value per feature (as the real-engine tests ask them); None: the control, no feature.

@@ -1,6 +1,6 @@
 """An engine's near-tie margin, measured: how far its scoring prefill moves a difference of raw
 logprobs from what its sampler saw, the noise a near tie is judged against (greedy and scored:
-`sweeper.catalog.scoring`, `near_tie_margin`).
+`sweeper.proof.scored.catalog`, `near_tie_margin`).
 
 Samples are drawn in process (smollm2-135m, the chat prompts of `bench/scored_pools.py`, AR and
 DDTree b16 k4 with n-gram drafts, at temperature 0.7, top-k 20, batched), each emitted token with

@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from sweeper.catalog.scoring import SCORING
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.proof.distribution import two_sample_test
-from sweeper.proof.scored import control, judge
+from sweeper.proof.scored.catalog import SCORING
+from sweeper.proof.scored.judge import control, judge
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.scores import ScoreRecord
 from sweeper.spec import DeterminismSpec

@@ -30,13 +30,13 @@ one definition the sampler and sample margins use). Each field is on one scale: 
   last). Without processors that is the raw scale, the token's `logprob`'s, and the judge holds
   a near tie to their distance in nats, the scale this runtime's numerics move (a tempered-mass
   gap makes every violation in the tail look small); under processors the two are on different
-  scales, so the judge weighs a claimed removal by its own rebuild (`sweeper.proof.rebuilt`);
+  scales, so the judge weighs a claimed removal by its own rebuild (`sweeper.proof.scored.rebuilt`);
 - a token the request's grammar forbids there (`response_format` / `regex`, masked first, as
   the sampler does) has p 0 and neither `gap` nor `boundary`: no numerics moves a grammar, so
   it is never a near tie;
 - `top` (as many as asked): the position's best tokens as [id, raw logprob], best first (ties:
   the lower id), whatever token was drawn there. The judge's test for temperature weighs each
-  position by how much temperature moves it, which it reads from these (`sweeper.proof.scoring`).
+  position by how much temperature moves it, which it reads from these (`sweeper.proof.scored.processed`).
 """
 
 from __future__ import annotations

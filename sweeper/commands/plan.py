@@ -16,8 +16,8 @@ from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
 from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
 from sweeper.plan.model import proof_seconds
-from sweeper.proof import scored
 from sweeper.proof.power import planned_statement
+from sweeper.proof.scored.judge import expected_power
 from sweeper.search import preview
 from sweeper.spec.dataset_load import dataset_sources
 
@@ -76,7 +76,7 @@ def sampled_power(plan: Plan) -> str:
     tokens = max(policy.sample_length(p.request_config.max_tokens) for p in drawing)
     prompts = len(plan.spec.workload.prompts)
     if check == "scored":
-        return scored.expected_power(prompts * policy.samples * tokens, policy).text()
+        return expected_power(prompts * policy.samples * tokens, policy).text()
     line, _ = planned_statement(prompts, tokens, policy.samples, policy.alpha, policy.max_shift)
     return line
 

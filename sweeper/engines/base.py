@@ -138,7 +138,7 @@ class Capabilities:
     #: How its prefill scores a sampled output (`determinism.sampled: scored`): `exact` (the
     #: processed distribution itself), `topk` (raw logprobs of the token and its top
     #: `scoring_k`), or `none` (it does not: the AR server scores, or nobody can); and its
-    #: sampler's processing order (`sweeper.catalog.scoring`).
+    #: sampler's processing order (`sweeper.proof.scored.catalog`).
     scoring: str = "none"
     scoring_k: int | None = None
     scoring_order: tuple[str, ...] = ()
@@ -274,7 +274,7 @@ class Engine(Protocol):
         """How this proven server scores sampled outputs, probed with one short request:
         (basis `exact` | `topk` | `none`, top k, processing order, evidence in words). A
         speculative server of an engine whose speculative servers do not score their own is
-        not asked (`sweeper.catalog.scoring`)."""
+        not asked (`sweeper.proof.scored.catalog`)."""
         ...
 
     def score(

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from sweeper.catalog.scoring import SCORING
 from sweeper.engines.base import (
     Capabilities,
     EngineError,
@@ -49,6 +48,7 @@ from sweeper.engines.base import (
     ScoringError,
     ScoringPath,
 )
+from sweeper.proof.scored.catalog import SCORING
 
 if TYPE_CHECKING:
     from sweeper.config import ServerConfig
@@ -186,7 +186,7 @@ def _probe_once(
 
 
 def near_tie_margin(engine: str) -> float | None:
-    """The engine's near-tie margin in nats (`sweeper.catalog.scoring`), recorded with each of
+    """The engine's near-tie margin in nats (`sweeper.proof.scored.catalog`), recorded with each of
     its scores and request records (greedy and scored near ties alike); None for an engine the
     catalog does not know."""
     scoring = SCORING.get(engine)
@@ -218,7 +218,7 @@ def scored_under(engine: str, spec: RequestSpec) -> dict[str, Any]:
     """A `ScoreRecord`'s fields saying what a score of `spec`'s output is computed under beyond
     temperature, top-p and top-k: the request's processors (logit bias as canonical JSON text,
     as its record column) and the engine's logit processors' order and repetition scope
-    (`sweeper.catalog.scoring`; none for an engine the catalog does not know)."""
+    (`sweeper.proof.scored.catalog`; none for an engine the catalog does not know)."""
     out = processors_of(spec)
     if "logit_bias" in out:
         pairs = dict(out["logit_bias"]).items()

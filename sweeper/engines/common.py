@@ -13,7 +13,6 @@ import httpx
 
 from sweeper.catalog.features import FEATURE_TABLE
 from sweeper.catalog.records import ServerCommand
-from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.config.features import used
 from sweeper.engines.base import EngineError, Registered, RequestSpec
@@ -21,6 +20,7 @@ from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.feature_probes import probe_features
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered, extra_args_of, split_config
+from sweeper.proof.scored.catalog import SCORING
 from sweeper.spec import RuntimeSpec
 
 
@@ -225,7 +225,7 @@ class ModuleServer(LaunchedServer):
                 server.cuda_graph_on if parts.cuda_graph else server.cuda_graph_off, reported=True
             )
         out.settings(parts, server.setting_flags, renames=server.renames)
-        # The logprob limit scoring asks for (`sweeper.catalog.scoring`), before the spec's
+        # The logprob limit scoring asks for (`sweeper.proof.scored.catalog`), before the spec's
         # extra arguments: one given there wins, and negotiation finds the limit it set.
         scoring = SCORING.get(self.name)
         out.snippet(scoring.limit_flags if scoring else (), reported=False)

@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 
-from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
@@ -37,6 +36,7 @@ from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered, extra_args_of, split_config
 from sweeper.engines.scoring import exact_positions, not_asked, post_json, score_fields
 from sweeper.engines.stream import ChunkReader
+from sweeper.proof.scored.catalog import SCORING
 from sweeper.spec import RuntimeSpec
 
 

@@ -14,9 +14,9 @@ and reading their answers into `PositionScore` fields (`sweeper.results.scores`)
 vLLM's and SGLang's routes are a prefill of prompt + output returning raw logprobs: the logit
 processors are not sent there but rebuilt by the judge from the raw logprobs, the prompt's ids
 (each adapter knows them and returns them with the score) and the output's prefix
-(`sweeper.proof.processors`). Which of them a server answers is probed after its proof
+(`sweeper.proof.scored.processors`). Which of them a server answers is probed after its proof
 (`negotiate_scoring` of each engine); what each engine's code does is data in
-`sweeper.catalog.scoring`.
+`sweeper.proof.scored.catalog`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Any
 
 import httpx
 
-from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import RequestSpec, Scored, ScoringError, ScoringPath
 from sweeper.engines.capabilities import PROBE_TIMEOUT_S, error_message, processors_of
+from sweeper.proof.scored.catalog import SCORING
 
 #: vLLM's refusal of more logprobs than its limit names the limit.
 _LIMIT = re.compile(r"max allowed: (\d+)")

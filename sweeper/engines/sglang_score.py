@@ -2,7 +2,7 @@
 `return_logprob`, `logprob_start_len` at the prompt's last token (SGLang's entry at the start is
 None: the output's first logprob comes next), `top_logprobs_num` k, one new token at temperature
 0 (`sweeper.engines.scoring`). Input-token logprobs are the raw
-log-softmax on 0.5.15, 0.5.23 and PR #29907's branch (`sweeper.catalog.scoring`). Only an AR
+log-softmax on 0.5.15, 0.5.23 and PR #29907's branch (`sweeper.proof.scored.catalog`). Only an AR
 server is asked: a speculative one's samples are scored by the AR server, started again after
 the speculative configs (PR #29907's scheduler refuses logprobs on DDTREE requests).
 
@@ -17,13 +17,13 @@ from typing import Any, Protocol
 
 import httpx
 
-from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import RequestSpec, Scored, ScoringError, ScoringPath
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.scoring import not_asked, post_json, sglang_positions
 from sweeper.engines.sglang_negotiate import PROMPT_IDS_AT, tokenize
 from sweeper.engines.sglang_stream import GENERATE_PATH
+from sweeper.proof.scored.catalog import SCORING
 from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_TOKENIZE
 
 ENGINE = "sglang"

@@ -15,7 +15,7 @@ per-position accepted counts give the point's accepted-length histogram. vLLM re
 exposure (padding, CUDA graph replay, batching, tree shapes): those columns stay unknown.
 Sampled outputs are scored through prompt logprobs (`sweeper.engines.scoring`): prompt + output
 as one token-id prompt, its ids from vLLM's own `/tokenize` (chat: the same template the chat
-route renders); the launch raises `--max-logprobs` to the k asked (`sweeper.catalog.scoring`).
+route renders); the launch raises `--max-logprobs` to the k asked (`sweeper.proof.scored.catalog`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import httpx
 
 from sweeper.catalog.mapping import field_name
 from sweeper.catalog.presets import VLLM_SPEC_FLAG
-from sweeper.catalog.scoring import SCORING
 from sweeper.config import ServerConfig
 from sweeper.engines.base import (
     EngineError,
@@ -54,6 +53,7 @@ from sweeper.engines.common import (
 from sweeper.engines.launch import Launch
 from sweeper.engines.scoring import limit_of, not_asked, post_json, vllm_positions
 from sweeper.engines.stream import ChunkReader
+from sweeper.proof.scored.catalog import SCORING
 
 #: The /metrics counters of speculative decoding -> our names.
 COUNTERS = {

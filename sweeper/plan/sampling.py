@@ -3,8 +3,8 @@
 `determinism.sampled: auto` resolves per engine from its catalog record (`coupled_sampling`: the
 engine's servers are expected to advertise coupled sampling, the bundled runtime's do): coupled
 where expected, else `scored` where the engine scores sampled outputs with its own prefill
-(`sweeper.catalog.scoring`: vLLM, SGLang), else `distribution`. What a server advertises decides
-at run time: a server that does not advertise coupling where the plan expected it leaves its
+(`sweeper.proof.scored.catalog`: vLLM, SGLang), else `distribution`. What a server advertises
+decides at run time: a server that does not advertise coupling where the plan expected it leaves its
 sampled points `unproven`, with what to set instead; one that cannot score is said so too.
 
 With `scored` or `distribution`, a point draws seeded samples (`samples` per prompt): a
@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sweeper.catalog.records import RECORDS
-from sweeper.catalog.scoring import SCORING
 from sweeper.plan.points import Point, ScoredBy
+from sweeper.proof.scored.catalog import SCORING
 from sweeper.spec import Spec
 from sweeper.spec.model import SampledCheck
 
@@ -55,7 +55,7 @@ class SampledChecks:
     scores: bool = False
     #: Whether the AR server scores the speculative points' samples (started once more after
     #: them on each host): the run scores, and the engine's speculative servers do not score
-    #: their own (`sweeper.catalog.scoring`).
+    #: their own (`sweeper.proof.scored.catalog`).
     ar_scores_speculative: bool = False
     #: The roles an AR point draws where sampled points draw seeded samples; () where none
     #: draw.
@@ -183,7 +183,7 @@ def scored_note(spec: Spec, checks: SampledChecks, head: str, drawing: int, samp
     scoring = SCORING.get(engine)
     if scoring is None:
         return (
-            f"{head}: scored, but {engine} has no scoring path (sweeper/catalog/scoring.py): "
+            f"{head}: scored, but {engine} has no scoring path (sweeper/proof/scored/catalog.py): "
             "they will be unproven; distribution proves them"
         )
     how = (

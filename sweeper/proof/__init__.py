@@ -9,7 +9,7 @@ verdicts, over the numpy-only statistics beneath (`sweeper.stats`).
   temperature > 0, what its outcome proves, and how much it can see;
 - `indistinguishable.py`: configs a run could not tell apart;
 - `lines.py`: what a run proved, in a few lines: impossible tokens, points left unproven;
-- `scoring.py`, `scored.py`: the scored test (every sampled token scored by the target's prefill).
-- `scored_verdict.py`, `agreement.py`: a point's scored verdict as its run records it (held to
-  the scorer's agreement with the AR's own scores, pending, settled, beside coupling).
+- `scored/`: the scored test (every sampled token scored by the target's prefill), whole: what
+  each engine's scorer does, the processors, the processed distribution, the judge and a point's
+  scored verdict as its run records it.
 """

@@ -286,7 +286,7 @@ def _judge_request(
 def greedy_margin(row: Mapping[str, Any], policy: DeterminismSpec) -> tuple[float, str]:
     """The greedy near-tie margin (nats) a request is judged at, and whence: the spec's where it
     sets one, else its engine's calibrated margin as the request's record states it (the
-    measurement writes the catalog's, `sweeper.catalog.scoring`), else 0: no near ties from an
+    measurement writes the catalog's, `sweeper.proof.scored.catalog`), else 0: no near ties from an
     engine whose numerics nobody measured."""
     if policy.near_tie_margin is not None:
         return float(policy.near_tie_margin), "the spec's near_tie_margin"

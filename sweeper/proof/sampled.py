@@ -141,7 +141,7 @@ def _number(value: Any) -> float | None:
     return None if is_missing(value) else float(value)
 
 
-#: The scored test's columns a proof shows (`sweeper.proof.scored`), numbers then words.
+#: The scored test's columns a proof shows (`sweeper.proof.scored.judge`), numbers then words.
 _SCORED_NUMBERS = (
     "scored_p",
     "scored_n_tokens",

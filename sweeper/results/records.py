@@ -202,7 +202,7 @@ class RequestRecord(ExposureColumns, _PointColumns):
     #: Where `token_ids` came from: `engine`, `logprobs`, or `approximate` (re-tokenized text).
     token_ids_source: str = "engine"
     top2_margins: list[float] = Field(default_factory=list)
-    #: The engine's calibrated near-tie margin in nats (`sweeper.catalog.scoring`), which a
+    #: The engine's calibrated near-tie margin in nats (`sweeper.proof.scored.catalog`), which a
     #: greedy divergence's top-2 margin is judged against unless the spec sets one; None: none.
     near_tie_margin: float | None = None
     #: A coupled server's sample margins (AR baseline at temperature > 0): per token, the

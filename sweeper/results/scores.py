@@ -48,7 +48,7 @@ class PositionScore(BaseModel):
     top: list[tuple[int, float]] | None = None
     #: The log-sum-exp of the raw logits (a raw logit is its logprob plus this), where the
     #: scorer returns it: what a repetition penalty, which scales a logit by its sign, is
-    #: rebuilt from (`sweeper.proof.processors`); without it one cannot be.
+    #: rebuilt from (`sweeper.proof.scored.processors`); without it one cannot be.
     logsumexp: float | None = None
 
 
@@ -74,7 +74,7 @@ class ScoreRecord(BaseModel):
     scorer: str
     basis: Literal["exact", "topk"]
     #: The processors the output was drawn with (the request config's columns, by name):
-    #: the distribution it is scored against (`sweeper.proof.processors.Sampling.of`).
+    #: the distribution it is scored against (`sweeper.proof.scored.processors.Sampling.of`).
     temperature: float
     top_p: float | None = None
     top_k: int | None = None
@@ -87,13 +87,13 @@ class ScoreRecord(BaseModel):
     #: Canonical JSON text; the regex's text.
     response_format: str | None = None
     regex: str | None = None
-    #: The engine's processing order (`sweeper.catalog.scoring`): steps applied in turn, each
+    #: The engine's processing order (`sweeper.proof.scored.catalog`): steps applied in turn, each
     #: to what the one before left, renormalised; "top_k+top_p" is one step (both cut the
     #: same distribution).
     order: list[str]
     #: The engine's logit processors before temperature, in the order applied ("a|b": in an
     #: order it leaves unspecified), and the tokens its repetition penalty counts
-    #: ("prompt+output" or "output"; `sweeper.catalog.scoring`). Unstated: none can be rebuilt.
+    #: ("prompt+output" or "output"; `sweeper.proof.scored.catalog`). Unstated: none can be rebuilt.
     logit_order: list[str] = Field(default_factory=list)
     repetition_scope: str | None = None
     #: The prompt's token ids the scorer scored the output after: what a repetition penalty
@@ -101,7 +101,7 @@ class ScoreRecord(BaseModel):
     prompt_token_ids: list[int] | None = None
     #: How many top logprobs the engine returned per position (None: none).
     k: int | None = None
-    #: The scoring engine's near-tie margin in nats (`sweeper.catalog.scoring`); None: none
+    #: The scoring engine's near-tie margin in nats (`sweeper.proof.scored.catalog`); None: none
     #: stated, so no near ties.
     near_tie_margin: float | None = None
     positions: list[PositionScore] = Field(default_factory=list)

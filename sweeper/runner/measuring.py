@@ -20,7 +20,7 @@ from sweeper.measure.inputs import Inputs
 from sweeper.measure.point import Counters, measured_point, request_rows
 from sweeper.plan import Point
 from sweeper.progress import SweepProgress
-from sweeper.proof.scored_verdict import merge
+from sweeper.proof.scored.verdict import merge
 from sweeper.results.baseline import EarlierBaseline
 from sweeper.results.records import SampleRecord
 from sweeper.results.store import utc_now

@@ -1,5 +1,5 @@
 """How the runner scores sampled outputs (`determinism.sampled: scored`, and beside coupling)
-and has them judged (`sweeper.proof.scored_verdict`): who scores (as the plan decided for each
+and has them judged (`sweeper.proof.scored.verdict`): who scores (as the plan decided for each
 point: `Point.scored_by`), when, and what the point records.
 
 - A point whose server scores its own outputs (every AR server that accepts logprob requests; a
@@ -8,8 +8,8 @@ point: `Point.scored_by`), when, and what the point records.
   scored by `self`. An AR point's scores are the run's false-alarm control (`control`); a
   speculative point's are judged (`at_measurement`). A speculative scorer also rescores one AR
   output per prompt, so two servers scored the same tokens: their raw probabilities must agree
-  within `determinism.score_agreement` over enough tokens (`sweeper.proof.agreement`), else its
-  verdict is `unproven` (the scoring path is not the AR's, or not shown to be).
+  within `determinism.score_agreement` over enough tokens (`sweeper.proof.scored.agreement`), else
+  its verdict is `unproven` (the scoring path is not the AR's, or not shown to be).
   A speculative point whose samples its server could not all score (it died after drawing them)
   is recorded `scored_pending` (a run that ends with one exits 3), and a resumed run starts its
   config again to score what has no score yet, as `self`, then settles it (`settle(own=True)`).
@@ -34,10 +34,10 @@ from sweeper.engines.base import Engine
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.scores import Output, request_outputs, sample_outputs, score_outputs
 from sweeper.plan import Point
-from sweeper.proof import scored as scored_proof
-from sweeper.proof import scored_verdict as judging
-from sweeper.proof.agreement import output_key
 from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.scored import judge as scored_proof
+from sweeper.proof.scored import verdict as judging
+from sweeper.proof.scored.agreement import output_key
 from sweeper.results.scores import SELF, ScoreRecord, SettledRecord, score_key
 from sweeper.results.store import utc_now
 from sweeper.spec import Spec

@@ -29,8 +29,9 @@ class DeterminismSpec(StrictModel):
     """When a difference from the AR baseline is numerics and when it is a bug."""
 
     #: A greedy divergence where the baseline's top-1 minus top-2 logprob is below this, in
-    #: nats, is a near tie. Unset: the engine's own calibrated margin (`sweeper.catalog.scoring`,
-    #: written on each request record); an engine with none has no near ties.
+    #: nats, is a near tie. Unset: the engine's own calibrated margin
+    #: (`sweeper.proof.scored.catalog`, written on each request record); an engine with none has
+    #: no near ties.
     near_tie_margin: Annotated[Number, Field(ge=0)] | None = None
     #: Output is garbled when its garble score exceeds the baseline's by more than this...
     garble_margin: Annotated[Number, Field(ge=0, le=1)] = 0.15
@@ -49,7 +50,7 @@ class DeterminismSpec(StrictModel):
     #: `unproven` at best, `nondeterministic` when repeats disagree; must be asked for by
     #: name). `auto`: coupled where the engine offers it (the catalog's expectation, checked
     #: against what each server advertises), else scored where the engine scores
-    #: (`sweeper.catalog.scoring`), else distribution.
+    #: (`sweeper.proof.scored.catalog`), else distribution.
     sampled: Literal["auto"] | SampledCheck = "auto"
     #: A coupled divergence where the baseline's sample margin (probability mass between its
     #: uniform and the chosen token's CDF edge) is below this is a sampled near tie.
@@ -58,8 +59,8 @@ class DeterminismSpec(StrictModel):
     #: than this below the boundary's (the k-th token's, the nucleus's last, the min-p
     #: threshold), in nats, is a near tie (prefill and decode numerics), never a proof; a point
     #: with more such near ties per token than its AR server's own samples (95% upper bound) has
-    #: them counted as violations (`sweeper.proof.scored`). Unset: the scoring engine's own
-    #: numerical margin (`sweeper.catalog.scoring`, recorded with each score).
+    #: them counted as violations (`sweeper.proof.scored.judge`). Unset: the scoring engine's own
+    #: numerical margin (`sweeper.proof.scored.catalog`, recorded with each score).
     scored_near_tie_margin: Annotated[Number, Field(ge=0, le=5)] | None = None
     #: A scored pass proves something only if the test detects a sampler this much hotter or
     #: colder at every token (the log of the temperature factor: 0.2 is 1.22x) with 80% power

@@ -134,13 +134,13 @@ def test_the_samplers_draws_score_inside_the_distribution_with_a_uniform_pit() -
 def test_the_judge_rebuilds_these_claims_from_the_raw_logprobs(
     temperature: float, top_k: int, top_p: float, min_p: float
 ) -> None:
-    """The contract with the judge (`sweeper.proof.rebuilt`): every token's p and above, as this
-    runtime claims them beside its raw top logprobs, are the ones the judge rebuilds from those
+    """The contract with the judge (`sweeper.proof.scored.rebuilt`): every token's p and above, as
+    this runtime claims them beside its raw top logprobs, are the ones the judge rebuilds from those
     at the asked parameters in `ORDER`, on bfloat16-rounded logits (ties at the k-th, kept);
     claims processed 1.6x hotter than asked (a hot `processed_probs`, shared by the sampler and
     this route) are not."""
-    from sweeper.proof.rebuilt import checked_pit
-    from sweeper.proof.scoring import Processed, Sampling, processed
+    from sweeper.proof.scored.processed import Processed, Sampling, processed
+    from sweeper.proof.scored.rebuilt import checked_pit
 
     vocab, top = 96, 16
     generator = torch.Generator().manual_seed(5)
@@ -176,7 +176,7 @@ def test_the_catalog_states_the_order_this_route_scores_in() -> None:
     applies, in order, with the tokens its repetition penalty counts, then the steps
     `processed_probs` applies, with min-p and without."""
     from ddtree_runtime.server.state import SCORING as STATED
-    from sweeper.catalog.scoring import SCORING
+    from sweeper.proof.scored.catalog import SCORING
 
     scoring = SCORING["ddtree_runtime"]
     assert scoring.order(None) == scoring.order(None, 0.1) == ORDER == tuple(STATED["order"])

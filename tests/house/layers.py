@@ -6,7 +6,9 @@ may import only the rooms named for it, not everything below: analysis and diagn
 records, so they read only the config room, results and spec (diagnosis also analysis's
 verdicts), never plan, engines, hosts, services or workers. The proof (whether outputs are the
 target's) stands below analysis and reads the same three, over the statistics room, which
-imports no room at all.
+imports no room at all. The scored proof's home (`sweeper.proof.scored`) holds what each engine's
+scorer does (`catalog`): the engines read it to ask for scores, the plan to choose who scores, so
+both stand above the proof.
 
 Some rooms may import only some packages from outside `sweeper` (`OUTSIDE`): the statistics
 room numpy and the standard library, so its tests can be read and rerun anywhere.
@@ -104,10 +106,13 @@ MAY_IMPORT: dict[str, tuple[frozenset[str], str]] = {
     ),
     "hosts": (frozenset({"poll"}), "where commands run and files go"),
     "engines": (
-        frozenset({"catalog", "config", "results", "spec"}),
+        frozenset({"catalog", "config", "proof", "results", "spec"}),
         "adapters: argv, expected config, proof, request, stream",
     ),
-    "plan": (frozenset({"catalog", "config", "spec"}), "grid -> configs, points, restarts"),
+    "plan": (
+        frozenset({"catalog", "config", "proof", "spec"}),
+        "grid -> configs, points, restarts",
+    ),
     "spec": (frozenset({"catalog", "config", "results", "statefile"}), "the YAML schema"),
     "catalog": (frozenset(), "each engine, and published reference tables, as plain data"),
     "results": (

@@ -19,7 +19,7 @@ from ddtree_runtime.server.local_server import LocalServer
 from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.ddtree_runtime import DDTreeRuntime
 from sweeper.measure.scores import Output, score_outputs
-from sweeper.proof.scored import scored
+from sweeper.proof.scored.judge import scored
 from sweeper.results.scores import SELF
 from sweeper.spec import DeterminismSpec, RuntimeSpec
 from tests.lanes import slow_fixture

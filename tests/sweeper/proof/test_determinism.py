@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from sweeper.catalog.scoring import RUNTIME_MARGIN
 from sweeper.proof.determinism import (
     PointVerdict,
     SampledVerdict,
@@ -18,6 +17,7 @@ from sweeper.proof.determinism import (
     judge_point,
 )
 from sweeper.proof.garble import garble_components, garble_score
+from sweeper.proof.scored.catalog import RUNTIME_MARGIN
 from sweeper.proof.verdicts import worst
 from sweeper.spec import DeterminismSpec
 

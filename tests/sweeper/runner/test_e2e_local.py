@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.catalog.scoring import SCORING
+from sweeper.proof.scored.catalog import SCORING
 from sweeper.results.store import RunStore
 from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.sweep_fixtures import write_spec

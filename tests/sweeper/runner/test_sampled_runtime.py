@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from sweeper.catalog.scoring import SCORING
+from sweeper.proof.scored.catalog import SCORING
 from tests.sweeper.planted import plant_fault
 
 pytestmark = pytest.mark.slow

@@ -2,10 +2,10 @@
 scorer of basis `exact` (the bundled runtime) returns for each token, rebuilt from the raw
 logprobs it returns beside them (the token's own and the position's top k, and its log-sum-exp
 where a repetition penalty needs the raw logit) under every processor asked, in the engine's
-order (`sweeper.proof.processors` for logit bias and the penalties, counted over the prompt and
-the sample's prefix; `sweeper.proof.scoring`'s top-k machinery for temperature and the cuts: an
-interval where the unreturned tail could matter, a point where it cannot), and compared. Where
-the processors cannot be rebuilt soundly the position is unrebuilt, naming the processor: its
+order (`sweeper.proof.scored.processors` for logit bias and the penalties, counted over the prompt
+and the sample's prefix; `sweeper.proof.scored.processed`'s top-k machinery for temperature and the
+cuts: an interval where the unreturned tail could matter, a point where it cannot), and compared.
+Where the processors cannot be rebuilt soundly the position is unrebuilt, naming the processor: its
 claims are not checked, so never used. Where processors act, a token claimed removed is judged
 by the rebuild's evidence alone (the scorer's boundary is on its processed log-softmax, the
 token's logprob raw).
@@ -27,8 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.proof.processors import Context, Sampling, Unrebuilt
-from sweeper.proof.scoring import (
+from sweeper.proof.scored.processed import (
     VOCAB_BOUND,
     Processed,
     TokenPit,
@@ -37,6 +36,7 @@ from sweeper.proof.scoring import (
     processed,
     unrebuilt_pit,
 )
+from sweeper.proof.scored.processors import Context, Sampling, Unrebuilt
 
 #: How far (in probability) a claimed p or above may lie outside the rebuilt interval: the
 #: runtime computes both from the same float64 logits, which differ from the rebuild by rounding
@@ -96,9 +96,9 @@ def checked_pit(
     vocab: int = 0,
     context: Context | None = None,
 ) -> tuple[TokenPit, Mismatch | None]:
-    """`sweeper.proof.scoring.pit` of one `PositionScore` row (`context`: what its penalties
-    count), an exact scorer's claims checked against the rebuilt values and the PIT taken from
-    those (module docstring)."""
+    """`sweeper.proof.scored.processed.pit` of one `PositionScore` row (`context`: what its
+    penalties count), an exact scorer's claims checked against the rebuilt values and the PIT taken
+    from those (module docstring)."""
     claimed = pit(position, basis, sampling, margin, vocab, context)
     if basis != "exact":
         return claimed, None

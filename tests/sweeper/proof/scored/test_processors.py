@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.proof.processors import Sampling, contexts
-from sweeper.proof.rebuilt import checked_pit
-from sweeper.proof.scored import control, judge
-from sweeper.proof.scoring import pit
+from sweeper.proof.scored.judge import control, judge
+from sweeper.proof.scored.processed import pit
+from sweeper.proof.scored.processors import Sampling, contexts
+from sweeper.proof.scored.rebuilt import checked_pit
 from sweeper.proof.verdicts import proven, standing
 from sweeper.spec import DeterminismSpec
-from tests.sweeper.proof.scored_data import above_of, processed, ranked
+from tests.sweeper.proof.scored.scored_data import above_of, processed, ranked
 
 VOCAB, K = 48, 8
 VLLM = ("logit_bias", "repetition_penalty", "frequency_penalty", "presence_penalty")

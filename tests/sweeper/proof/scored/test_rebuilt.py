@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.proof.rebuilt import checked_pit
-from sweeper.proof.scoring import Sampling
-from tests.sweeper.proof.scored_data import above_of, processed, ranked, softmax
-from tests.sweeper.proof.test_scoring import SETTINGS, _position
+from sweeper.proof.scored.processed import Sampling
+from sweeper.proof.scored.rebuilt import checked_pit
+from tests.sweeper.proof.scored.scored_data import above_of, processed, ranked, softmax
+from tests.sweeper.proof.scored.test_processed import SETTINGS, _position
 
 VOCAB, K = 64, 8
 

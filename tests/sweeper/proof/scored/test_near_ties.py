@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.proof.scored import control, judge
-from sweeper.proof.scoring import Sampling, pit
+from sweeper.proof.scored.judge import control, judge
+from sweeper.proof.scored.processed import Sampling, pit
 from sweeper.spec import DeterminismSpec
-from tests.sweeper.proof.scored_data import (
+from tests.sweeper.proof.scored.scored_data import (
     ORDER,
     exact_position,
     position_table,

@@ -3,17 +3,17 @@ probability integral transform (PIT), and the evidence when it could not have be
 
 A lossless server at temperature > 0 draws every token from the target's processed distribution
 (the logit processors, then temperature, top-k, top-p, min-p applied) given the tokens before it.
-The logit processors (bias, penalties) are rebuilt first (`sweeper.proof.processors`): what
+The logit processors (bias, penalties) are rebuilt first (`sweeper.proof.scored.processors`): what
 follows works on the logprobs they leave (the raw ones where none acts), a position they cannot
 be rebuilt at is `Unrebuilt`, never scored. Order the tokens by
 processed probability (descending; ties by id); a token with processed probability p and mass
 `above` strictly above it has u = above + V * p, V uniform on [0, 1]: uniform on [0, 1] under
 the null, whatever the prefix, so the u of every token of every sample are i.i.d. uniform
-(`sweeper.proof.scored` tests that). A token with p = 0 is a proof of a violation, unless its
+(`sweeper.proof.scored.judge` tests that). A token with p = 0 is a proof of a violation, unless its
 raw logprob lies within the near-tie margin (nats) of the boundary it fell outside, the
 boundary's: the k-th token's (top-k), the nucleus's last token's (top-p), the min-p threshold
 (numerics of a prefill against a decode move logits, so the margin is on their scale, the
-scorer's own: `sweeper.catalog.scoring`): a near tie, never a proof. A margin in tempered mass
+scorer's own: `sweeper.proof.scored.catalog`): a near tie, never a proof. A margin in tempered mass
 would not do: deep in the tail every token is a hair of the mass from any boundary.
 
 Two bases, as the scorer gives them (`ScoreRecord.basis`):
@@ -21,7 +21,7 @@ Two bases, as the scorer gives them (`ScoreRecord.basis`):
 - `exact` (the bundled runtime computes the processed distribution itself): p, above and gap as
   given (and `kept`, the tempered mass of the truncation a p = 0 token fell outside, where the
   scorer says, and `boundary`, the raw logprob of the least likely token it keeps); u is exact.
-  The claims are never trusted alone: `sweeper.proof.rebuilt` rebuilds them from the raw
+  The claims are never trusted alone: `sweeper.proof.scored.rebuilt` rebuilds them from the raw
   logprobs returned beside them, as the `topk` basis does.
 - `topk` (vLLM, SGLang: raw logprobs of the top k per position, and the token's own raw logprob
   and rank): the processed distribution is rebuilt from the top k under the engine's processing
@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweeper.proof.processors import (
+from sweeper.proof.scored.processors import (
     Context,
     Logits,
     Sampling,
@@ -141,8 +141,8 @@ def pit(
     """The PIT and evidence of one `PositionScore` row (module docstring); `margin`: the
     near-tie margin in nats (processed logprob below the boundary's); `vocab`: the vocabulary
     size where known (else `VOCAB_BOUND`); `context`: the tokens its penalties count
-    (`sweeper.proof.processors`). On basis `exact` the claims, unchecked
-    (`sweeper.proof.rebuilt` checks them)."""
+    (`sweeper.proof.scored.processors`). On basis `exact` the claims, unchecked
+    (`sweeper.proof.scored.rebuilt` checks them)."""
     if sampling.temperature <= 0:
         raise ValueError(f"temperature {sampling.temperature:g}: only sampled tokens are scored")
     if basis == "exact":
@@ -273,7 +273,7 @@ def processed(
     position: Mapping[str, Any], sampling: Sampling, vocab: int, context: Context | None = None
 ) -> Processed | Unrebuilt:
     """The token of one `topk` row (or an exact row with its top k) under `sampling`, its
-    penalties counting `context` (`sweeper.proof.processors`); why not where it cannot be
+    penalties counting `context` (`sweeper.proof.scored.processors`); why not where it cannot be
     rebuilt."""
     logits = logits_of(position, sampling, context)
     if isinstance(logits, Unrebuilt):

@@ -2,11 +2,11 @@
 (`Sampling`, read from a record's columns), and one position's logits after the logit
 processors, rebuilt from what a scorer returns (`logits_of`).
 
-The processors and the order an engine applies them in (`sweeper.catalog.scoring` says each
+The processors and the order an engine applies them in (`sweeper.proof.scored.catalog` says each
 engine's, from its code): a grammar's mask, logit bias and the penalties act on the raw logits,
 before temperature (`logit_order`); temperature, then the cuts (top-k, top-p, min-p) in the
-engine's `order` (`sweeper.proof.scoring`). The penalties (vLLM's definitions, which SGLang and
-the bundled runtime share): a repetition penalty r divides a positive logit by r and multiplies
+engine's `order` (`sweeper.proof.scored.processed`). The penalties (vLLM's definitions, which SGLang
+and the bundled runtime share): a repetition penalty r divides a positive logit by r and multiplies
 a negative one by r, for every token seen (in the prompt and the output before the position:
 `repetition_scope` "prompt+output", vLLM's and the runtime's; SGLang's counts the output only);
 a frequency penalty f subtracts f times the token's count in the output, a presence penalty p

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.proof.scored import (
+from sweeper.proof.scored.judge import (
     COLD_SHARE,
     HOT_SHARE,
     SCORED_COLUMNS,
@@ -28,7 +28,7 @@ from sweeper.proof.verdicts import SEVERITY, VIOLATIONS
 from sweeper.results.records import PointRecord, extra_config_columns
 from sweeper.spec import DeterminismSpec
 from sweeper.stats.steps import simulated_sums, tail_p_values
-from tests.sweeper.proof.scored_data import processed, ranked, records, target
+from tests.sweeper.proof.scored.scored_data import processed, ranked, records, target
 
 POLICY = DeterminismSpec()
 LOGITS = target(4, 24, 64, seed=1)

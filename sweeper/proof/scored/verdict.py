@@ -7,7 +7,7 @@ where it finds a violation the token-for-token comparison did not see.
 Pure: score rows and recorded columns in, a verdict and the point's columns out, one call per
 decision: at the point's measurement (`at_measurement`, `unscorable`), when its scorer settles
 it (`settled`, `pending`), and as its columns are merged (`merge`). Who scores what, and when,
-is the runner's (`sweeper.runner.scoring`); the test itself is `scored.py`, the agreement
+is the runner's (`sweeper.runner.scoring`); the test itself is `judge.py`, the agreement
 `agreement.py`.
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sweeper.proof import scored
-from sweeper.proof.agreement import agreed, agreement
 from sweeper.proof.determinism import SampledVerdict
+from sweeper.proof.scored.agreement import agreed, agreement
+from sweeper.proof.scored.judge import judge
 from sweeper.proof.verdicts import VIOLATIONS, worst
 from sweeper.results.scores import SELF
 from sweeper.spec import DeterminismSpec
@@ -99,7 +99,7 @@ def judged(
     AR baseline's control (`control_point`), `unproven` where the scorer's scores of the AR
     outputs (among `ar_rows`, every scorer's) differ from the AR's own beyond the tolerance.
     `scorer`: as its score rows name it; `label`: as the point's `scored_by` column does."""
-    verdict, columns = scored.judge(rows, policy, role="test", control_point=control_point)
+    verdict, columns = judge(rows, policy, role="test", control_point=control_point)
     mine = [r for r in ar_rows if r.get("scorer") == scorer]
     delta, n = agreement(mine, [r for r in ar_rows if r.get("scorer") == SELF])
     columns = {

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.proof.scoring import Sampling, colder_ratio, pit, temperature_score
-from tests.sweeper.proof.scored_data import above_of, processed, ranked, softmax
+from sweeper.proof.scored.processed import Sampling, colder_ratio, pit, temperature_score
+from tests.sweeper.proof.scored.scored_data import above_of, processed, ranked, softmax
 
 
 def _position(z: np.ndarray, token: int, k: int) -> dict[str, object]:

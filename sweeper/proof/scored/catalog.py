@@ -8,7 +8,7 @@ input tokens are temperature-scaled, whether a speculative server may score its 
 prefill never runs the speculative path and it accepts logprob requests), the order its
 sampler applies temperature, top-k, top-p and min-p in, the order it applies the logit
 processors in before them (logit bias and the repetition, frequency and presence penalties) and
-which tokens its repetition penalty counts (`sweeper.proof.processors`), and its near-tie
+which tokens its repetition penalty counts (`sweeper.proof.scored.processors`), and its near-tie
 margin: how far (nats)
 its numerics may move a difference of two raw logprobs (a token's against a truncation
 boundary's, scored; the top two, greedy) from what its sampler saw, below which a token just
@@ -42,7 +42,7 @@ class Order:
     with_min_p: tuple[str, ...]
     source: str
     #: The logit processors before temperature, in the order applied
-    #: (`sweeper.proof.processors.LOGIT_STEPS`), and the tokens its repetition penalty counts
+    #: (`sweeper.proof.scored.processors.LOGIT_STEPS`), and the tokens its repetition penalty counts
     #: ("prompt+output" or "output"), and where the code says both.
     logits: tuple[str, ...]
     repetition_scope: str
@@ -55,8 +55,8 @@ class Scoring:
 
     basis: str
     #: Top logprobs asked per position, and the launch flags that allow as many: on every basis
-    #: the test for temperature weighs each position by them (`sweeper.proof.scoring`), and on
-    #: basis topk they also bound each token's PIT.
+    #: the test for temperature weighs each position by them (`sweeper.proof.scored.processed`), and
+    #: on basis topk they also bound each token's PIT.
     top_k: int | None
     limit_flags: tuple[str, ...]
     #: Input-token logprobs are the raw log-softmax (no temperature): what the judge assumes.

@@ -2,15 +2,15 @@
 (`determinism.sampled: scored`).
 
 Pure: scored sample rows (`scores.jsonl`, `ScoreRecord`) in, a verdict and the point's columns
-out. Each token's randomized PIT is `sweeper.proof.scoring`'s (V drawn from a generator seeded by
-the output: its point, role, prompt and index, so a verdict is reproducible and no two outputs
-share their V); under the null the PITs are i.i.d. uniform, whatever
+out. Each token's randomized PIT is `sweeper.proof.scored.processed`'s (V drawn from a generator
+seeded by the output: its point, role, prompt and index, so a verdict is reproducible and no two
+outputs share their V); under the null the PITs are i.i.d. uniform, whatever
 the prefixes, so every token of every sample counts and no AR samples are needed. The verdict:
 
 - `impossible-token` (a violation): a token the processed distribution gives probability 0,
   its raw logprob at least the near-tie margin below the boundary's (the k-th token's, the
   nucleus's last, the min-p threshold; in nats, the scorer's own numerical margin as its record
-  states it, `sweeper.catalog.scoring`, unless `scored_near_tie_margin` sets one; a record that
+  states it, `sweeper.proof.scored.catalog`, unless `scored_near_tie_margin` sets one; a record that
   states none has no near ties); its evidence is the first such token (prompt, sample,
   position, token, rank, how far below the boundary, the mass it fell outside). Tokens within
   the margin are near ties, numerics of a prefill against a decode, never a proof: but, as
@@ -43,11 +43,11 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   variance, the Fisher information, and the ratio by its covariance with the score, less what
   the intervals cost);
 - `unproven` (with why): claimed p and above that are not the ones rebuilt from the scorer's
-  raw logprobs (`sweeper.proof.rebuilt`: its processing is not the asked one), no scored
+  raw logprobs (`sweeper.proof.scored.rebuilt`: its processing is not the asked one), no scored
   samples, a failed scorer, no AR control, a control drawn with other processors, a control
   that fails the same test (the scoring path does not match the sampler: wrong order,
   parameters or numerics), positions whose processors cannot be rebuilt from what the scorer
-  returned (`sweeper.proof.processors`: named; the other positions still prove a violation,
+  returned (`sweeper.proof.scored.processors`: named; the other positions still prove a violation,
   never a pass), no top logprobs to state the power with, or a test too weak to see the shift
   it must.
 
@@ -67,14 +67,14 @@ from typing import Any
 import numpy as np
 
 from sweeper.proof.determinism import SampledVerdict
-from sweeper.proof.processors import Sampling, Unrebuilt
-from sweeper.proof.rebuilt import REBUILD_TOLERANCE, Mismatch, checked_pit
-from sweeper.proof.scoring import (
+from sweeper.proof.scored.processed import (
     Impossible,
     TemperatureScore,
     colder_ratio,
     temperature_score,
 )
+from sweeper.proof.scored.processors import Sampling, Unrebuilt
+from sweeper.proof.scored.rebuilt import REBUILD_TOLERANCE, Mismatch, checked_pit
 from sweeper.results.rows import is_missing
 from sweeper.spec import DeterminismSpec
 from sweeper.stats.intervals import wilson_upper
@@ -238,10 +238,10 @@ class Scored:
     impossible: list[Found] = field(default_factory=list)
     near_ties: list[Found] = field(default_factory=list)
     #: Tokens whose claimed p and above are not the ones rebuilt from the raw logprobs
-    #: (`sweeper.proof.rebuilt`): the scoring path's processing is not the asked one.
+    #: (`sweeper.proof.scored.rebuilt`): the scoring path's processing is not the asked one.
     mismatched: list[Found] = field(default_factory=list)
     #: Positions whose processed distribution cannot be rebuilt soundly
-    #: (`sweeper.proof.processors`): never tested, and never a pass.
+    #: (`sweeper.proof.scored.processors`): never tested, and never a pass.
     unrebuilt: list[Found] = field(default_factory=list)
     #: The near-tie margins (nats) the records were judged at (`near_tie_margin`).
     margins: set[float] = field(default_factory=set)

@@ -3,7 +3,7 @@ prompt and position), samplers that are right or wrong in known ways, and the `S
 a scorer would write for their samples, on either basis.
 
 The target's processing is written here from its definition (numpy, token by token), not taken
-from `sweeper.proof.scoring`, so the tests compare two readings of it.
+from `sweeper.proof.scored.processed`, so the tests compare two readings of it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A point's scored verdict as its run records it (`sweeper.proof.scored_verdict`): the scorer
+"""A point's scored verdict as its run records it (`sweeper.proof.scored.verdict`): the scorer
 must have rescored enough of the AR server's own outputs for its agreement to say anything (over
 fewer tokens than `MIN_AGREEMENT_TOKENS`, none where the AR scores' positions were emptied, the
 verdict is `unproven`, saying so); a point whose samples could not all be scored stays pending;
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweeper.proof.agreement import MIN_AGREEMENT_TOKENS
 from sweeper.proof.determinism import SampledVerdict
-from sweeper.proof.scored import control
-from sweeper.proof.scored_verdict import (
+from sweeper.proof.scored.agreement import MIN_AGREEMENT_TOKENS
+from sweeper.proof.scored.judge import control
+from sweeper.proof.scored.verdict import (
     at_measurement,
     judged,
     merge,
@@ -22,7 +22,7 @@ from sweeper.proof.scored_verdict import (
 )
 from sweeper.results.scores import SELF
 from sweeper.spec import DeterminismSpec
-from tests.sweeper.proof.scored_data import records, target
+from tests.sweeper.proof.scored.scored_data import records, target
 
 POLICY = DeterminismSpec()
 SCORER = "ar-cg0-rs1"
