@@ -36,7 +36,8 @@ one definition the sampler and sample margins use). Each field is on one scale: 
   it is never a near tie;
 - `top` (as many as asked): the position's best tokens as [id, raw logprob], best first (ties:
   the lower id), whatever token was drawn there. The judge's test for temperature weighs each
-  position by how much temperature moves it, which it reads from these (`sweeper.proof.scored.processed`).
+  position by how much temperature moves it, which it reads from these
+  (`sweeper.proof.scored.processed`).
 """
 
 from __future__ import annotations

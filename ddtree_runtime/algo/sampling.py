@@ -45,8 +45,9 @@ def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 def min_p_cut(scaled: torch.Tensor, min_p: float) -> torch.Tensor:
     """`scaled` (tempered logits) with -inf where a token's tempered probability is below
     `min_p` times the top token's (0: unchanged). The ratio is exp of the logit difference, the
-    weight relative to the top token the judge reads min-p by (`sweeper.proof.scored.processed`); the top
-    token and its ties are always kept, so the argmax never moves."""
+    weight relative to the top token the judge reads min-p by
+    (`sweeper.proof.scored.processed`); the top token and its ties are always kept, so the argmax
+    never moves."""
     if min_p <= 0.0:
         return scaled
     top = scaled.max(dim=-1, keepdim=True).values
