@@ -1,19 +1,23 @@
-"""The request features real clients send beyond temperature, top-p and top-k, in one table
-(`FEATURES`): each one's name (its OpenAI/vLLM spelling, the spec key, the `RequestConfig` field
-and the record column alike), whether it is a grid axis (`scalar`) or a workload field
-(`structured`), its id part, what "not used" means, whether it decides the distribution a
-request samples from, and its processor family (the penalties: `FAMILIES`, a factor of the
-diagnosis). Report, proof, negotiation and diagnosis iterate this table, never their own list.
+"""The request features real clients send beyond temperature, top-p and top-k, declared once,
+as the fields of `RequestFeatures` (one line each: name, type, default and table row), and read as
+one table (`FEATURES`): each one's name (its OpenAI/vLLM spelling, the spec key, the field and the
+record column alike), whether it is a grid axis (`scalar`) or a workload field (`structured`),
+its id part, what "not used" means, whether it decides the distribution a request samples from,
+whether it is a logit processor, its processor family (the penalties: `FAMILIES`, a factor of the
+diagnosis) and the value at which it changes nothing. The request config, the request an engine
+sends and the processors a judge rebuilds inherit the fields; records, report, proof and
+negotiation iterate the table, never their own list: a new feature is one field here.
 
 Every feature is None where not used (nothing is sent). A value has three spellings, one
 conversion each way between them, all here:
-- frozen, on `RequestConfig` and `RequestSpec` (hashable): a float or int for the scalars and
+- frozen, on a `RequestFeatures` (hashable): a float or int for the scalars and
   counts, the regex's text, `stop` a tuple of strings, `logit_bias` a tuple of (token id, bias)
   pairs sorted by token id, `response_format` its canonical JSON text;
 - plain, what a request body carries (`plain`): `logit_bias` a dict of token id -> bias,
   `stop` a list, `response_format` a dict;
-- the record column (`column_value`, `from_column`): numbers as they are, the regex as text,
-  the JSON ones as canonical JSON text (a column holds no dicts or lists).
+- the record column (`column_value`, `from_column`; its type `column_type`): numbers as they
+  are, the regex as text, the JSON ones as canonical JSON text (a column holds no dicts or
+  lists).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from sweeper.config.columns import is_missing
@@ -46,6 +50,10 @@ class Feature:
     unused: str
     #: Whether it changes the distribution a request samples from (`logprobs` only reports).
     decides_distribution: bool = True
+    #: Whether it acts on each position's logits: a processor a scored judge rebuilds
+    #: (`sweeper.proof.scored.processors.Sampling`) and a score records (a stop string ends an
+    #: output, `n` repeats it, `logprobs` reports it).
+    processor: bool = True
     #: The processor family it belongs to: the features one processor stage applies together
     #: (the three penalties, one pass over the same token counts), so a fault in that stage
     #: shows wherever any of them acts (`FAMILIES`). None: a stage of its own.
@@ -62,6 +70,12 @@ class Feature:
     def acts(self, value: Any) -> bool:
         """Whether a frozen value (None: not sent) changes anything: sent, and not neutral."""
         return value is not None and value != self.neutral
+
+    @property
+    def column_type(self) -> type:
+        """What its record column holds (None aside): a number as it is, anything else as text
+        (`column_value`)."""
+        return {"float": float, "int": int}.get(self.codec, str)
 
     @property
     def hashed(self) -> bool:
@@ -132,49 +146,89 @@ class Feature:
         return f"{self.name}={fmt(value)}"
 
 
-#: Every request feature, in id order (after temperature, top-p and top-k, before the load).
-FEATURES: tuple[Feature, ...] = (
-    Feature("min_p", "scalar", "float", "mp", "no min-p cut-off", neutral=0.0),
-    Feature(
-        "repetition_penalty",
-        "scalar",
-        "float",
-        "rp",
-        "no repetition penalty (1.0)",
-        family="penalties",
-        neutral=1.0,
-    ),
-    Feature(
-        "frequency_penalty",
-        "scalar",
-        "float",
-        "fp",
-        "no frequency penalty (0)",
-        family="penalties",
-        neutral=0.0,
-    ),
-    Feature(
-        "presence_penalty",
-        "scalar",
-        "float",
-        "pp",
-        "no presence penalty (0)",
-        family="penalties",
-        neutral=0.0,
-    ),
-    Feature("logit_bias", "structured", "logit_bias", "lb", "no token biased"),
-    Feature("stop", "structured", "stop", "st", "no stop strings (EOS and max_tokens end it)"),
-    Feature("response_format", "structured", "response_format", "rf", "free text"),
-    Feature("regex", "structured", "text", "re", "no regex constraint"),
-    Feature("n", "structured", "int", "n", "one choice per request (n = 1)"),
-    Feature(
-        "logprobs",
+def _feature(
+    kind: Kind,
+    codec: Codec,
+    prefix: str,
+    unused: str,
+    *,
+    decides_distribution: bool = True,
+    processor: bool = True,
+    family: str | None = None,
+    neutral: float | None = None,
+) -> Any:
+    """A `RequestFeatures` field: None (not sent) by default, its `Feature` row in its metadata
+    (the name is the field's)."""
+    row = {
+        "kind": kind,
+        "codec": codec,
+        "prefix": prefix,
+        "unused": unused,
+        "decides_distribution": decides_distribution,
+        "processor": processor,
+        "family": family,
+        "neutral": neutral,
+    }
+    return field(default=None, metadata={"feature": row})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestFeatures:
+    """Every request feature's frozen value, None where not used: the one declaration of the
+    features (name, type, default and `Feature` row), in id order (after temperature, top-p and
+    top-k, before the load). The request config, the request an engine sends and the processors
+    a judge rebuilds are `RequestFeatures` (they inherit these fields, keyword-only, and never
+    name them); the record models derive their columns from `FEATURES` (`sweeper.results`)."""
+
+    min_p: float | None = _feature("scalar", "float", "mp", "no min-p cut-off", neutral=0.0)
+    repetition_penalty: float | None = _feature(
+        "scalar", "float", "rp", "no repetition penalty (1.0)", family="penalties", neutral=1.0
+    )
+    frequency_penalty: float | None = _feature(
+        "scalar", "float", "fp", "no frequency penalty (0)", family="penalties", neutral=0.0
+    )
+    presence_penalty: float | None = _feature(
+        "scalar", "float", "pp", "no presence penalty (0)", family="penalties", neutral=0.0
+    )
+    #: (token id, bias) pairs, by id.
+    logit_bias: tuple[tuple[int, float], ...] | None = _feature(
+        "structured", "logit_bias", "lb", "no token biased"
+    )
+    stop: tuple[str, ...] | None = _feature(
+        "structured",
+        "stop",
+        "st",
+        "no stop strings (EOS and max_tokens end it)",
+        processor=False,
+    )
+    #: Canonical JSON text.
+    response_format: str | None = _feature("structured", "response_format", "rf", "free text")
+    regex: str | None = _feature("structured", "text", "re", "no regex constraint")
+    n: int | None = _feature(
+        "structured", "int", "n", "one choice per request (n = 1)", processor=False
+    )
+    #: Top logprobs asked on the measured request.
+    logprobs: int | None = _feature(
         "structured",
         "int",
         "lp",
         "no logprobs asked by the workload",
         decides_distribution=False,
-    ),
+        processor=False,
+    )
+
+    def feature_values(self, *, plain: bool = False) -> dict[str, Any]:
+        """Every request feature's value, frozen or, with `plain`, as a request body carries
+        it; None where not used."""
+        return {
+            f.name: f.plain(getattr(self, f.name)) if plain else getattr(self, f.name)
+            for f in FEATURES
+        }
+
+
+#: Every request feature, in id order: `RequestFeatures`' fields.
+FEATURES: tuple[Feature, ...] = tuple(
+    Feature(f.name, **f.metadata["feature"]) for f in fields(RequestFeatures)
 )
 BY_NAME: dict[str, Feature] = {f.name: f for f in FEATURES}
 #: The grid axes among them (`grid: {min_p: [0, 0.1]}`).
@@ -197,6 +251,12 @@ def used(values: Mapping[str, Any]) -> Iterator[tuple[Feature, Any]]:
         value = feature.from_column(values.get(feature.name))
         if value is not None:
             yield feature, value
+
+
+def from_columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Every feature's frozen value a record row's columns hold (None: missing), by name: the
+    keyword arguments of a `RequestFeatures`."""
+    return {f.name: f.from_column(row.get(f.column)) for f in FEATURES}
 
 
 def feature_labels(row: Mapping[str, Any]) -> list[str]:

@@ -9,7 +9,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from sweeper.config.columns import is_missing
-from sweeper.config.features import FEATURES, SCALAR_FEATURES
+from sweeper.config.features import (
+    BY_NAME,
+    FEATURES,
+    SCALAR_FEATURES,
+    RequestFeatures,
+    from_columns,
+)
 from sweeper.config.ids import fmt
 
 #: Keys of the grid that change what a request asks for (the scalar features among them);
@@ -27,10 +33,11 @@ def temperature_of(row: Mapping[str, Any]) -> float:
 
 
 @dataclass(frozen=True)
-class RequestConfig:
-    """What each request of a point asks for, and the load it comes in; changing it never
-    restarts the runtime. A point is closed-loop (`concurrency`) or open-loop (`rate`, with
-    its arrival process and `max_concurrency`), never both."""
+class RequestConfig(RequestFeatures):
+    """What each request of a point asks for (the request features, frozen, among it), and the
+    load it comes in; changing it never restarts the runtime. A point is closed-loop
+    (`concurrency`) or open-loop (`rate`, with its arrival process and `max_concurrency`),
+    never both."""
 
     id: str
     temperature: float
@@ -45,18 +52,6 @@ class RequestConfig:
     max_concurrency: int | None = None
     #: Sample from the k most likely tokens (None: the engine's default, no cut-off).
     top_k: int | None = None
-    # The request features (`sweeper.config.features`: FEATURES), frozen; None: not sent.
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    logit_bias: tuple[tuple[int, float], ...] | None = None
-    stop: tuple[str, ...] | None = None
-    #: Canonical JSON text (`FEATURES`' frozen spelling of a JSON object).
-    response_format: str | None = None
-    regex: str | None = None
-    n: int | None = None
-    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         if (self.concurrency is None) == (self.rate is None):
@@ -146,7 +141,7 @@ class RequestConfig:
             None if value["top_p"] is None else float(value["top_p"]),
             **open_loop,
             top_k=_int(value["top_k"]),
-            features={f.name: f.from_column(row.get(f.column)) for f in FEATURES},
+            features=from_columns(row),
         )
 
     def columns(self) -> dict[str, Any]:
@@ -155,14 +150,6 @@ class RequestConfig:
         for feature in FEATURES:
             out[feature.column] = feature.column_value(out[feature.column])
         return out
-
-    def feature_values(self, *, plain: bool = False) -> dict[str, Any]:
-        """Every request feature's value, frozen (`RequestSpec` takes them so) or, with
-        `plain`, as a request body carries it; None where not used."""
-        return {
-            f.name: f.plain(getattr(self, f.name)) if plain else getattr(self, f.name)
-            for f in FEATURES
-        }
 
     @property
     def open_loop(self) -> bool:
@@ -184,9 +171,10 @@ class RequestConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON: an infinite rate is "inf", as in the spec (JSON has none)."""
-        out = {"id": self.id, **{f.name: getattr(self, f.name) for f in fields(self)[1:]}}
+        own = [f.name for f in fields(self) if f.name not in BY_NAME]
+        out = {name: getattr(self, name) for name in (*own, *BY_NAME)}
         # Added later: plans that use none of them read as they always did.
-        for name in ("top_k", *(f.name for f in FEATURES)):
+        for name in ("top_k", *BY_NAME):
             if out[name] is None:
                 del out[name]
         for feature in FEATURES:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 import httpx
 
 from sweeper.catalog.records import RECORDS, EngineRecord
-from sweeper.config.features import FEATURES
+from sweeper.config.features import RequestFeatures
 
 if TYPE_CHECKING:
     from sweeper.config import ServerConfig
@@ -37,8 +37,9 @@ class EngineError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class RequestSpec:
-    """One request to send: which prompt, how to sample, which repeat."""
+class RequestSpec(RequestFeatures):
+    """One request to send: which prompt, how to sample (the request features its config asks
+    among it, rendered in each engine's spelling: `sweeper.catalog.features`), which repeat."""
 
     prompt_id: str
     prompt: str
@@ -65,23 +66,6 @@ class RequestSpec:
     turn: int | None = None
     #: The output length the workload asked to hold (None: an answer may end at EOS).
     hold_tokens: int | None = None
-    # The request features its config asks (`sweeper.config.features`, frozen; None: not
-    # sent), rendered in each engine's spelling (`sweeper.catalog.features`).
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    logit_bias: tuple[tuple[int, float], ...] | None = None
-    stop: tuple[str, ...] | None = None
-    response_format: str | None = None
-    regex: str | None = None
-    n: int | None = None
-    #: Top logprobs asked on the measured request (beside any margins the proof asks).
-    logprobs: int | None = None
-
-    def feature_values(self) -> dict[str, Any]:
-        """Every request feature's frozen value, by name (None where not asked)."""
-        return {feature.name: getattr(self, feature.name) for feature in FEATURES}
 
 
 @dataclass(frozen=True)

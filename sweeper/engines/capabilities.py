@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from sweeper.config.features import BY_NAME, used
 from sweeper.engines.base import (
     Capabilities,
     EngineError,
@@ -193,37 +194,20 @@ def near_tie_margin(engine: str) -> float | None:
     return scoring.near_tie_margin if scoring is not None else None
 
 
-#: The request's processors beyond temperature, top-p and top-k, by their request-config (and
-#: record) names: what a scorer sends where it applies them (the runtime's `/score`) and what a
-#: score records it was computed under (`sweeper.results.scores.ScoreRecord`).
-PROCESSORS = (
-    "min_p",
-    "repetition_penalty",
-    "frequency_penalty",
-    "presence_penalty",
-    "logit_bias",
-    "response_format",
-    "regex",
-)
-
-
 def processors_of(spec: RequestSpec) -> dict[str, Any]:
-    """The `PROCESSORS` `spec` sets, by name, as the request config holds them (logit bias as
-    (id, bias) pairs, a response format as canonical JSON text)."""
-    found = {name: getattr(spec, name, None) for name in PROCESSORS}
-    return {name: value for name, value in found.items() if value is not None}
+    """The request's processors beyond temperature, top-p and top-k (the features that are
+    `Feature.processor`s) `spec` sets, by name, as the request config holds them (logit bias as
+    (id, bias) pairs, a response format as canonical JSON text): what a scorer sends where it
+    applies them (the runtime's `/score`)."""
+    return {f.name: value for f, value in used(spec.feature_values()) if f.processor}
 
 
 def scored_under(engine: str, spec: RequestSpec) -> dict[str, Any]:
     """A `ScoreRecord`'s fields saying what a score of `spec`'s output is computed under beyond
-    temperature, top-p and top-k: the request's processors (logit bias as canonical JSON text,
-    as its record column) and the engine's logit processors' order and repetition scope
-    (`sweeper.proof.scored.catalog`; none for an engine the catalog does not know)."""
-    out = processors_of(spec)
-    if "logit_bias" in out:
-        pairs = dict(out["logit_bias"]).items()
-        bias = {str(token): float(value) for token, value in sorted(pairs)}
-        out["logit_bias"] = json.dumps(bias, separators=(",", ":"))
+    temperature, top-p and top-k: the request's processors (as their record columns) and the
+    engine's logit processors' order and repetition scope (`sweeper.proof.scored.catalog`; none for
+    an engine the catalog does not know)."""
+    out = {name: BY_NAME[name].column_value(value) for name, value in processors_of(spec).items()}
     scoring = SCORING.get(engine)
     if scoring is not None:
         order = scoring.orders_of(None)

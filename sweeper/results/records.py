@@ -9,25 +9,42 @@ attempt interrupted mid-point (SIGKILL) are dropped on resume, never counted twi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated, Any, Literal
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
 
 from sweeper.config.columns import SERVER_KEYS
-from sweeper.config.features import BY_NAME
+from sweeper.config.features import FEATURES, Feature
 from sweeper.config.request import REQUEST_COLUMNS
 
-
-def _logit_bias_column(value: str | None) -> str | None:
-    """A `logit_bias` column is read back as the config room reads it (`Feature.from_column`):
-    one that is not a bias (hand-edited, torn) makes its line damaged, never a judge's crash."""
-    BY_NAME["logit_bias"].from_column(value)
-    return value
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-#: The `logit_bias` column of every record that carries one: canonical JSON text, checked.
-LogitBiasColumn = Annotated[str | None, AfterValidator(_logit_bias_column)]
+def _read_back(feature: Feature) -> Callable[[Any], Any]:
+    """A validator that reads `feature`'s column back through its codec, keeping it as it is."""
+
+    def check(value: Any) -> Any:
+        feature.from_column(value)
+        return value
+
+    return check
+
+
+def with_feature_columns(base: type[ModelT], *, processors_only: bool = False) -> type[ModelT]:
+    """`base` with the request features' record columns after its own (`FEATURES`; with
+    `processors_only`, the logit processors': what a score records), each None where not used,
+    typed as `Feature.column_type` and read back through the config room's codec
+    (`Feature.from_column`): a column that is not its feature's value (hand-edited, torn) makes
+    its line damaged, never a judge's crash."""
+    columns: dict[str, Any] = {
+        f.column: (Annotated[f.column_type | None, AfterValidator(_read_back(f))], None)
+        for f in FEATURES
+        if f.processor or not processors_only
+    }
+    name = f"{base.__name__.lstrip('_')}Features"
+    return create_model(name, __base__=base, __module__=base.__module__, **columns)
+
 
 #: The determinism verdicts, least to most severe: the one list of their names (what each
 #: means, its sets and its order: `sweeper.proof.verdicts`). A record's verdict column holds one
@@ -67,10 +84,8 @@ assert tuple(k for k in ServerConfigColumns.model_fields if k not in ("engine", 
 ), "ServerConfigColumns declares other server keys than sweeper.config.SERVER_KEYS"
 
 
-class RequestConfigColumns(BaseModel):
-    """The columns that say what each request of a point asked for, and the load it came in:
-    a closed loop's `concurrency`, or an open loop's `rate` (req/s, inf: all at once) with its
-    `arrival` process (poisson, constant, gamma + `burstiness`) and `max_concurrency`."""
+class _RequestSettings(BaseModel):
+    """What a request config asks for before its features, and its load."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -83,18 +98,19 @@ class RequestConfigColumns(BaseModel):
     burstiness: float | None = None
     max_concurrency: int | None = None
     top_k: int | None = None
-    # The request features (`sweeper.config.features`), None where not used: the scalars as
-    # numbers, `logit_bias`, `stop` and `response_format` as canonical JSON text.
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    logit_bias: LogitBiasColumn = None
-    stop: str | None = None
-    response_format: str | None = None
-    regex: str | None = None
-    n: int | None = None
-    logprobs: int | None = None
+
+
+if TYPE_CHECKING:
+    _RequestColumns = _RequestSettings
+else:
+    _RequestColumns = with_feature_columns(_RequestSettings)
+
+
+class RequestConfigColumns(_RequestColumns):
+    """The columns that say what each request of a point asked for, and the load it came in:
+    a closed loop's `concurrency`, or an open loop's `rate` (req/s, inf: all at once) with its
+    `arrival` process (poisson, constant, gamma + `burstiness`) and `max_concurrency`; then the
+    request features (`with_feature_columns`)."""
 
 
 assert tuple(RequestConfigColumns.model_fields) == REQUEST_COLUMNS, "request columns differ"

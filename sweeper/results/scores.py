@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from sweeper.results.records import LogitBiasColumn, PointRecord
+from sweeper.results.records import PointRecord, with_feature_columns
 
 #: Who scored a sample: the server that drew it, or another config's server (its config id).
 SELF = "self"
@@ -52,8 +52,8 @@ class PositionScore(BaseModel):
     logsumexp: float | None = None
 
 
-class ScoreRecord(BaseModel):
-    """One sampled output scored (`scores.jsonl`; the module docstring)."""
+class _ScoredOutput(BaseModel):
+    """Which output a score is of, and the sampling it was drawn with before its processors."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -73,20 +73,23 @@ class ScoreRecord(BaseModel):
     #: `self`, or the config id of the server that scored it.
     scorer: str
     basis: Literal["exact", "topk"]
-    #: The processors the output was drawn with (the request config's columns, by name):
-    #: the distribution it is scored against (`sweeper.proof.scored.processors.Sampling.of`).
+    #: What the output was drawn with (the request config's columns, by name): the distribution
+    #: it is scored against (`sweeper.proof.scored.processors.Sampling.of`); its processors follow.
     temperature: float
     top_p: float | None = None
     top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    #: Canonical JSON text ({token id: bias}), as the request config's column.
-    logit_bias: LogitBiasColumn = None
-    #: Canonical JSON text; the regex's text.
-    response_format: str | None = None
-    regex: str | None = None
+
+
+if TYPE_CHECKING:
+    _ScoredUnder = _ScoredOutput
+else:
+    #: The request's logit processors, as the request config's columns.
+    _ScoredUnder = with_feature_columns(_ScoredOutput, processors_only=True)
+
+
+class ScoreRecord(_ScoredUnder):
+    """One sampled output scored (`scores.jsonl`; the module docstring)."""
+
     #: The engine's processing order (`sweeper.proof.scored.catalog`): steps applied in turn, each
     #: to what the one before left, renormalised; "top_k+top_p" is one step (both cut the
     #: same distribution).

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from sweeper.config.features import BY_NAME
+from sweeper.config.features import BY_NAME, RequestFeatures, from_columns
 
 #: The cuts after temperature an engine's `order` may name.
 STEPS = ("temperature", "top_k", "top_p", "min_p")
@@ -56,21 +56,13 @@ SCOPES = ("prompt+output", "output")
 
 
 @dataclass(frozen=True)
-class Sampling:
-    """The processors a sample was drawn with, and the orders the scorer's engine applies them in
-    (module docstring)."""
+class Sampling(RequestFeatures):
+    """The processors a sample was drawn with (the request features, frozen, among them), and
+    the orders the scorer's engine applies them in (module docstring)."""
 
     temperature: float
     top_p: float | None = None
     top_k: int | None = None
-    min_p: float | None = None
-    repetition_penalty: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    #: (token id, bias) pairs, by id.
-    logit_bias: tuple[tuple[int, float], ...] = ()
-    #: The structured-output processor asked (`GRAMMARS`), None without one.
-    grammar: str | None = None
     order: tuple[str, ...] = ("temperature", "top_k", "top_p", "min_p")
     logit_order: tuple[str, ...] = LOGIT_STEPS
     #: `SCOPES`; None: the engine's is not stated (a repetition penalty then cannot be rebuilt).
@@ -81,17 +73,11 @@ class Sampling:
         """From a `ScoreRecord` row (or a point row: its request columns). Fail closed: a row
         that states no logit order or repetition scope has none, so a processor it used cannot
         be rebuilt."""
-        grammar = next((name for name in GRAMMARS if not _missing(record.get(name))), None)
         return cls(
             temperature=float(record["temperature"]),
             top_p=_maybe(record.get("top_p"), float),
             top_k=_maybe(record.get("top_k"), int),
-            min_p=_maybe(record.get("min_p"), float),
-            repetition_penalty=_maybe(record.get("repetition_penalty"), float),
-            frequency_penalty=_maybe(record.get("frequency_penalty"), float),
-            presence_penalty=_maybe(record.get("presence_penalty"), float),
-            logit_bias=bias_of(record.get("logit_bias")),
-            grammar=grammar,
+            **from_columns(record),
             order=tuple(record.get("order") or cls.order),
             logit_order=tuple(record.get("logit_order") or ()),
             repetition_scope=_maybe(record.get("repetition_scope"), str),
@@ -121,16 +107,16 @@ class Sampling:
             return self.top_k is not None and self.top_k > 0
         if step == "top_p":
             return self.top_p is not None and self.top_p < 1.0
-        if step == "min_p":
-            return self.min_p is not None and self.min_p > 0.0
-        if step == "repetition_penalty":
-            return self.repetition_penalty is not None and self.repetition_penalty != 1.0
-        if step in ("frequency_penalty", "presence_penalty"):
-            value = getattr(self, step)
-            return value is not None and value != 0.0
         if step == "logit_bias":
-            return any(bias != 0.0 for _, bias in self.logit_bias)
+            return any(bias != 0.0 for _, bias in self.logit_bias or ())
+        if step in BY_NAME:
+            return BY_NAME[step].acts(getattr(self, step))
         return step == "temperature"
+
+    @property
+    def grammar(self) -> str | None:
+        """The structured-output processor asked (`GRAMMARS`), None without one."""
+        return next((name for name in GRAMMARS if getattr(self, name) is not None), None)
 
     @cached_property
     def acting(self) -> tuple[str, ...]:
@@ -176,12 +162,6 @@ class Sampling:
             return [None] * len(positions)
         ids = None if _missing(prompt) else [int(t) for t in prompt or ()]
         return list(contexts(ids, [int(p["token"]) for p in positions]))
-
-
-def bias_of(value: Any) -> tuple[tuple[int, float], ...]:
-    """A logit bias column (canonical JSON text, as records store it, or a mapping / pairs) as
-    (id, bias) pairs by id: the config room's one codec (`Feature.from_column`)."""
-    return BY_NAME["logit_bias"].from_column(value) or ()
 
 
 @dataclass(frozen=True)
@@ -258,7 +238,7 @@ def logits_of(
     if context is None:  # no penalty asked (`_unsound` says why a penalty needs one): none count
         context = Context(None, {})
     offset = 0.0 if lse is None or _missing(lse) else float(lse)
-    biases = dict(sampling.logit_bias)
+    biases = dict(sampling.logit_bias or ())
     seen = _seen(sampling, context)
 
     penalty = float(sampling.repetition_penalty or 1.0)
@@ -346,7 +326,7 @@ def _unsound(
         return Unrebuilt("repetition_penalty", "the scorer recorded no prompt token ids")
     ids, k = set(returned), len(returned)
     outside = f"outside the scorer's top {k}"
-    for token, bias in sampling.logit_bias:
+    for token, bias in sampling.logit_bias or ():
         if bias > 0.0 and token not in ids:
             return Unrebuilt("logit_bias", f"{bias:+g} on token {token} {outside}")
     if context is None:

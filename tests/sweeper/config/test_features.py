@@ -4,11 +4,15 @@ before, and which features decide the distribution."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
+import sweeper
 from sweeper.analysis.objective import request_config_id
 from sweeper.config import REQUEST_KEYS, RequestConfig
 from sweeper.config.features import (
@@ -20,6 +24,11 @@ from sweeper.config.features import (
 )
 from sweeper.config.knobs import RANGES
 from sweeper.config.labels import point_label_long
+from sweeper.engines.base import RequestSpec
+from sweeper.engines.capabilities import scored_under
+from sweeper.proof.scored.processors import Sampling
+from sweeper.results.records import RequestConfigColumns
+from sweeper.results.scores import ScoreRecord
 from sweeper.spec import GridSpec, WorkloadSpec
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
@@ -144,3 +153,58 @@ def test_a_workload_with_features_dumps_to_what_validates_again() -> None:
     assert dumped["response_format"]["json_schema"]["schema"] == SCHEMA
     assert dumped["logit_bias"] == {"50256": -100, "13": 2.5}
     assert WorkloadSpec.model_validate(dumped) == workload
+
+
+#: A value of each codec: the round trip below picks a feature's value by its codec, never by
+#: its name, so a feature added to `RequestFeatures` is covered without an edit here.
+BY_CODEC: dict[str, Any] = {
+    "float": 0.5,
+    "int": 3,
+    "text": "[0-9]+",
+    "logit_bias": {7: 1.5, 3: -2.0},
+    "stop": ["END", "\n\n"],
+    "response_format": {"type": "json_object"},
+}
+#: The files of the classes that carry the features: the request config, the request an engine
+#: sends, the record columns, the score and the judge's processors.
+CARRIERS = (
+    "sweeper/config/request.py",
+    "sweeper/engines/base.py",
+    "sweeper/results/records.py",
+    "sweeper/results/scores.py",
+    "sweeper/proof/scored/processors.py",
+)
+
+
+def test_a_feature_is_declared_once_and_rides_from_config_to_request_record_and_judge() -> None:
+    """Adding a feature is one field of `RequestFeatures`: no carrier declares one by name,
+    and every feature in the table goes config -> request -> record columns (validated) ->
+    config again and the judge's `Sampling`, and its processors through a score record."""
+    root = Path(sweeper.__file__).parent.parent
+    for path in CARRIERS:
+        for node in ast.walk(ast.parse((root / path).read_text())):
+            if isinstance(node, ast.ClassDef):
+                named = [
+                    s.target.id
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign)
+                    and isinstance(s.target, ast.Name)
+                    and s.target.id in BY_NAME
+                ]
+                assert not named, f"{path}: {node.name} declares {named}"
+    rc = RequestConfig.make(0.7, 8, 1, features={f.name: BY_CODEC[f.codec] for f in FEATURES})
+    frozen = rc.feature_values()
+    assert None not in frozen.values() and list(frozen) == [f.name for f in FEATURES]
+    spec = RequestSpec("p", "hi", 8, rc.temperature, **frozen)
+    assert spec.feature_values() == frozen
+    row = RequestConfigColumns.model_validate(rc.columns()).model_dump()
+    assert RequestConfig.from_columns(row) == rc
+    assert {name: getattr(Sampling.of(row), name) for name in frozen} == frozen
+    key = {"run_id": "r", "host": "h", "point_id": "p", "attempt": "a", "role": "test"}
+    scored = {**key, "prompt_id": "p", "index": 0, "scorer": "self", "basis": "exact"}
+    score = ScoreRecord.model_validate(
+        {**scored, "temperature": 0.7, "order": ["temperature"], **scored_under("x", spec)}
+    )
+    judged = Sampling.of(score.model_dump())
+    processors = {f.name: frozen[f.name] if f.processor else None for f in FEATURES}
+    assert {name: getattr(judged, name) for name in frozen} == processors

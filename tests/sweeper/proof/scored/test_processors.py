@@ -1,4 +1,4 @@
-"""The request's logit processors in the scored proof (`proof/processors.py`): logit bias and
+"""The request's logit processors in the scored proof (`proof/scored/processors.py`): logit bias and
 the repetition, frequency and presence penalties rebuilt per position from the raw logprobs
 returned, the prompt's ids and the sample's own prefix. A penalised token's PIT holds the
 brute-force one over a small full vocabulary on both bases (exact: the claims check and u stays
@@ -223,7 +223,7 @@ def test_an_unsound_rebuild_names_the_processor() -> None:
         "returned no log-sum-exp to recover it: cannot be rebuilt"
     )
     assert why(lse=False, frequency_penalty=0.5, logit_bias=((2, 1.0),)) == ""  # additive
-    assert why(grammar="response_format") == (
+    assert why(response_format='{"type":"json_object"}') == (
         "response_format: the grammar's mask is not rebuilt by this judge: cannot be rebuilt"
     )
     both = {"repetition_penalty": 1.3, "frequency_penalty": 0.2, "logit_order": SGLANG}
