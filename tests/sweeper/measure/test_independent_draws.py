@@ -65,6 +65,6 @@ def test_no_choice_of_a_sample_shares_a_seed_with_another_sample() -> None:
     )
     point = next(p for p in build_plan(spec).points() if p.request_config.temperature > 0)
     specs = sample_specs(point, spec.workload, spec.determinism, ["test", "control"])
-    drawn = [request.seed + choice for _, _, request in specs for choice in range(3)]
+    drawn = [(request.seed or 0) + choice for _, _, request in specs for choice in range(3)]
     assert len(drawn) == 2 * 2 * 4 * 3
     assert len(set(drawn)) == len(drawn)
