@@ -60,7 +60,8 @@ PROMPTS = (
 VARIANTS = {
     "spec": "noguard",
     "spec+expand": "noguard,expand",
-    "spec+expand+minp": "noguard,expand,minp_drafts",
+    "spec+expand+procs": "noguard,expand,procs",
+    "spec+expand+procs+minp": "noguard,expand,procs,minp_drafts",
 }
 TOP = 64
 

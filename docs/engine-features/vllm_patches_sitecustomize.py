@@ -9,8 +9,14 @@
   platforms/cpu.py swaps in (`cpu_triton_utils._expand_kernel_impl`) writes into an int64 copy
   of a float32 output and drops it, so each draft row's temperature (and top-k, top-p) is
   whatever `new_empty` held: the build's n-gram bug at T > 0.
+- `procs`: the built-in logits processors (min-p, logit bias) built on a speculative server
+  too: 0.32.0's `build_logitsprocs` builds none there but min-tokens (it warns "min_p and
+  logit_bias parameters won't work with speculative decoding"), so without this min-p is
+  applied to no token at all; with it, to every token the sampler draws (bonus and undrafted
+  ones) but not to the draft rows the rejection sampler verifies: #42744's case.
 - `minp_drafts`: min-p applied to the draft rows too (after temperature, top-k and top-p, as
-  the sampler's min-p processor does for the bonus row): what the fix PRs for #42744 do.
+  the sampler's min-p processor does for the bonus row): what the fix PRs for #42744 do (it
+  finds the min-p processor only where `procs` built it).
 """
 
 import os
@@ -48,7 +54,24 @@ def _with_min_p(original):
     return apply_sampling_constraints
 
 
+def _all_builtin(original):
+    def build_logitsprocs(vllm_config, device, is_pin_memory, is_pooling_model, *custom):
+        from vllm.v1.sample.logits_processor import BUILTIN_LOGITS_PROCESSORS, LogitsProcessors
+
+        if vllm_config.speculative_config is None or is_pooling_model or any(custom):
+            return original(vllm_config, device, is_pin_memory, is_pooling_model, *custom)
+        return LogitsProcessors(
+            ctor(vllm_config, device, is_pin_memory) for ctor in BUILTIN_LOGITS_PROCESSORS
+        )
+
+    return build_logitsprocs
+
+
 if _WANTED:
+    if "procs" in _WANTED:
+        import vllm.v1.sample.logits_processor as _lp
+
+        _lp.build_logitsprocs = _all_builtin(_lp.build_logitsprocs)
     if "noguard" in _WANTED:
         import vllm.sampling_params as _sp
 
