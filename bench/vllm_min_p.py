@@ -4,7 +4,8 @@ the tokens its rejection sampler verifies?
 The build answers 400 to min-p on a speculative server (vllm#31982's guard), so the feature
 table refuses it; this one-off measures what the guard hides. It starts each server itself,
 as docs/engine-features/vllm-features-sampled.yaml renders them (fp32, eager, n-gram k = 2),
-one speculative variant at a time beside the AR server, every speculative one with patches
+one server at a time (the speculative variants draw first, then the AR server draws its own
+samples and scores them all), every speculative one with patches
 from docs/engine-features/vllm_patches_sitecustomize.py (`noguard`, `expand`, `minp_drafts`):
 
 - `spec`: the guard removed only (the build as a deployment without the guard runs it);
@@ -143,12 +144,12 @@ def metrics(url: str) -> dict[str, float]:
     return out
 
 
-def measure(args: argparse.Namespace, url: str, ar_url: str, name: str, min_p: float | None,
-            scorer: Any, model: str) -> dict[str, Any]:  # fmt: skip
-    """One server's samples, counted below min-p and judged (against the AR control when
-    `args.control` holds its scores)."""
+def draw_all(args: argparse.Namespace, url: str, number: int, min_p: float | None,
+             model: str) -> dict[str, Any]:  # fmt: skip
+    """One server's samples (seeds of its own: `number` is its place among the servers) and
+    what its spec-decode counters moved by while they were drawn."""
     keys = [(p, d) for p in range(len(PROMPTS)) for d in range(args.draws)]
-    seeds = 10_000 * len(args.rows)  # each server's own seeds: no draw shared between two
+    seeds = 10_000 * number  # no draw shared between two servers' sets
     before = metrics(url)
     with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
         drawn = list(
@@ -160,6 +161,19 @@ def measure(args: argparse.Namespace, url: str, ar_url: str, name: str, min_p: f
             )
         )
     after = metrics(url)
+    return {
+        "min_p": min_p,
+        "keys": keys,
+        "drawn": drawn,
+        "spec_decode": {k: after.get(k, 0) - before.get(k, 0) for k in after},
+    }
+
+
+def measure(args: argparse.Namespace, ar_url: str, name: str, got: dict[str, Any],
+            scorer: Any, model: str) -> dict[str, Any]:  # fmt: skip
+    """One server's samples (`draw_all`), scored by the AR server, counted below min-p and
+    judged (against the AR control once `args.control` holds its scores)."""
+    min_p, keys, drawn = got["min_p"], got["keys"], got["drawn"]
     errors = [e for _, e in drawn if e]
     if errors:
         return {"server": name, "min_p": min_p, "refused": errors[0]}
@@ -226,7 +240,7 @@ def measure(args: argparse.Namespace, url: str, ar_url: str, name: str, min_p: f
         "judge": said,
         "judge_p": p,
         "judge_impossible": impossible,
-        "spec_decode": {k: after.get(k, 0) - before.get(k, 0) for k in after},
+        "spec_decode": got["spec_decode"],
     }
 
 
@@ -241,7 +255,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     args.logs.mkdir(parents=True, exist_ok=True)
-    args.control, args.rows = [], []
+    args.control = []
     spec = load_spec(SPEC)
     steps = build_plan(spec).hosts[0].steps
     ar_config, spec_config = steps[0].server_config, steps[-1].server_config
@@ -249,22 +263,29 @@ def main() -> None:
     scorer = VLLM(spec.runtime).bind(
         Capabilities("openai", "not needed", "logprobs", scoring="topk", scoring_k=TOP)
     )
-    rows = args.rows
+    # One server at a time (this machine's memory): every speculative variant's samples first,
+    # then the AR server draws its own and scores them all.
+    variants = args.variants.split(",")
+    got = {}
+    for number, name in enumerate(variants, start=2):
+        proc = start(spec_config, 8172, VARIANTS[name], args.logs, name)
+        try:
+            got[name] = draw_all(args, "http://127.0.0.1:8172", number, args.min_p, model)
+        finally:
+            stop(proc)
+        print(name, "drawn", json.dumps(got[name]["spec_decode"]), flush=True)
+    rows = []
     ar = start(ar_config, 8171, None, args.logs, "ar")
     ar_url = "http://127.0.0.1:8171"
     try:
-        for min_p in (args.min_p, None):  # the control first: every later judge needs it
-            rows.append(measure(args, ar_url, ar_url, "ar", min_p, scorer, model))
+        # The control first: every later judge needs it.
+        for number, min_p in enumerate((args.min_p, None)):
+            own = draw_all(args, ar_url, number, min_p, model)
+            rows.append(measure(args, ar_url, "ar", own, scorer, model))
             print(json.dumps(rows[-1]), flush=True)
-        for name in args.variants.split(","):
-            proc = start(spec_config, 8172, VARIANTS[name], args.logs, name)
-            try:
-                row = measure(args, "http://127.0.0.1:8172", ar_url, name, args.min_p, scorer,
-                              model)  # fmt: skip
-            finally:
-                stop(proc)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        for name in variants:
+            rows.append(measure(args, ar_url, name, got[name], scorer, model))
+            print(json.dumps(rows[-1]), flush=True)
     finally:
         stop(ar)
     args.out.write_text(json.dumps(rows, indent=1))
