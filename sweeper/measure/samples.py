@@ -8,7 +8,9 @@ the baseline's control set share none), the point's temperature, top-p and top-k
 length is held by `ignore_eos` alone: an engine's `min_tokens` masks EOS (vLLM's does), which would
 move the distribution a scored sample is judged against. Samples are never timed: they are evidence
 of the distribution a server samples from, recorded in `samples.jsonl`, not measured load: each
-as it arrives, so a run stopped mid-drawing resumes drawing only those it lacks."""
+as it arrives, so a run stopped mid-drawing resumes drawing only those it lacks. A point asking
+`n` > 1 choices draws each sample with them: every choice is a sample row of its own (index =
+sample x n + choice, its request's seed), recorded and judged like any other."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from sweeper.engines.base import Engine, RequestSpec
+from sweeper.measure.client import choice_records
 from sweeper.measure.drive import point_prompts
 from sweeper.measure.workload import run_requests_sync
 from sweeper.plan import Point
@@ -38,12 +41,15 @@ def sample_specs(
     rc = point.request_config
     tokens = policy.sample_length(rc.max_tokens)
     prompts = point_prompts(rc, workload, length_control=length_control, inputs=inputs)
+    per = choices_per_sample(point)
     out = []
     for role in roles:
         # One seed per (prompt, sample), none shared between prompts: a seeded sampler draws
         # the same noise at the same position for the same seed, so outputs of two prompts at
         # one seed are not independent draws (the scored test assumes they are).
-        seeds = sample_seeds(workload.seed, role, policy.samples * len(prompts))
+        # A request for n > 1 choices draws choice i at a seed derived from its own (vLLM:
+        # seed + i), so the samples' seeds are n apart: no choice draws at another's seed.
+        seeds = sample_seeds(workload.seed, role, policy.samples * len(prompts) * per)[::per]
         for number, prompt in enumerate(prompts):
             own = seeds[number * policy.samples : (number + 1) * policy.samples]
             for index, seed in enumerate(own):
@@ -59,6 +65,11 @@ def sample_specs(
                 )
                 out.append((role, index, spec))
     return out
+
+
+def choices_per_sample(point: Point) -> int:
+    """How many sample rows one sample request gives: one per choice (`n`, 1 when unset)."""
+    return point.request_config.n or 1
 
 
 def sample_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -94,6 +105,7 @@ def draw_samples(
     )
     kept = {sample_key(row): dict(row) for row in have if not row.get("error")}
     rc = point.request_config
+    per = choices_per_sample(point)
 
     def row_of(
         role: str, index: int, spec: RequestSpec, record: Mapping[str, Any]
@@ -116,20 +128,25 @@ def draw_samples(
             "error": record.get("error") or None,
         }
 
-    # Seeds are disjoint between roles and prompts: (prompt, seed) names one sample.
+    def keys(role: str, index: int, spec: RequestSpec) -> list[tuple[Any, ...]]:
+        """The sample keys of one sample request's rows: one per choice."""
+        return [(role, spec.prompt_id, index * per + c, spec.seed) for c in range(per)]
+
+    # Seeds are disjoint between roles and prompts: (prompt, seed) names one sample request.
     todo = {
         (spec.prompt_id, spec.seed): (role, index, spec)
         for role, index, spec in specs
-        if (role, spec.prompt_id, index, spec.seed) not in kept
+        if not all(k in kept for k in keys(role, index, spec))
     }
     drawn: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def arrived(spec: RequestSpec, record: dict[str, Any]) -> None:
         role, index, asked = todo[(spec.prompt_id, spec.seed)]
-        row = row_of(role, index, asked, record)
-        drawn[sample_key(row)] = row
-        if on_drawn is not None and not row["error"]:
-            on_drawn(row)
+        for choice in choice_records(record):
+            row = row_of(role, index * per + choice["choice"], asked, choice)
+            drawn[sample_key(row)] = row
+            if on_drawn is not None and not row["error"]:
+                on_drawn(row)
 
     if todo:
         run_requests_sync(
@@ -142,8 +159,8 @@ def draw_samples(
         )
     out = []
     for role, index, spec in specs:
-        sample = (role, spec.prompt_id, index, spec.seed)
-        row = kept.get(sample) or drawn.get(sample)
-        if row is not None:
-            out.append(row)
+        for sample in keys(role, index, spec):
+            row = kept.get(sample) or drawn.get(sample)
+            if row is not None:
+                out.append(row)
     return out

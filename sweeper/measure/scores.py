@@ -19,7 +19,7 @@ import httpx
 from sweeper.engines.base import Engine, EngineError, RequestSpec
 from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.measure.drive import point_prompts
-from sweeper.measure.samples import sample_specs
+from sweeper.measure.samples import choices_per_sample, sample_specs
 from sweeper.plan import Point
 from sweeper.results.rows import choice_of, is_missing
 from sweeper.results.scores import ScoreRecord, score_key
@@ -68,9 +68,11 @@ def sample_outputs(
             point, workload, policy, roles, length_control=length_control, inputs=inputs
         )
     }
+    per = choices_per_sample(point)
     out = []
     for row in rows:
-        spec = specs.get((str(row["role"]), str(row["prompt_id"]), int(row["index"])))
+        # A sample row of choice c of sample request k has index k x n + c (`draw_samples`).
+        spec = specs.get((str(row["role"]), str(row["prompt_id"]), int(row["index"]) // per))
         if spec is not None:
             out.append(_output(row, "sample", str(row["role"]), int(row["index"]), spec))
     return out

@@ -260,7 +260,8 @@ class SampleRecord(PointKey):
     max_tokens: int
     role: SampleRole
     prompt_id: str
-    #: Which sample of its role and prompt (0..N-1), and the seed it was drawn with.
+    #: Which sample of its role and prompt (0..N-1; a point asking n > 1 choices: sample x n +
+    #: choice, 0..N·n-1), and the seed its request was drawn with.
     index: int
     seed: int
     token_ids: list[int] = Field(default_factory=list)

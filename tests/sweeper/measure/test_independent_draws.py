@@ -10,7 +10,7 @@ from sweeper.measure.scores import request_outputs
 from sweeper.plan import build_plan
 from sweeper.plan.points import Point
 from sweeper.spec import Spec
-from tests.sweeper.plan.test_sampling import SAMPLED_GRID, spec_of
+from tests.sweeper.plan.test_sampling import SAMPLED_GRID, WORKLOAD, spec_of
 
 
 def _sampled_points() -> tuple[Spec, list[Point]]:
@@ -54,3 +54,17 @@ def test_each_choice_of_a_request_is_a_draw_of_its_own() -> None:
         for c in range(3)
     ]  # fmt: skip
     assert [o.index for o in request_outputs(point, rows, spec.workload)] == [3, 4, 5]
+
+
+def test_no_choice_of_a_sample_shares_a_seed_with_another_sample() -> None:
+    """n > 1: vLLM draws choice i of a request at seed + i (its ParentRequest), so the samples'
+    seeds are n apart: sample k's choice 1 is never sample k + 1's choice 0 (one draw twice)."""
+    spec = spec_of(
+        SAMPLED_GRID + "determinism: {sampled: scored, samples: 4}\n",
+        WORKLOAD + "  n: 3\n",
+    )
+    point = next(p for p in build_plan(spec).points() if p.request_config.temperature > 0)
+    specs = sample_specs(point, spec.workload, spec.determinism, ["test", "control"])
+    drawn = [(request.seed or 0) + choice for _, _, request in specs for choice in range(3)]
+    assert len(drawn) == 2 * 2 * 4 * 3
+    assert len(set(drawn)) == len(drawn)
