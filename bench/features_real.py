@@ -13,11 +13,14 @@ feature:
   it, nothing is shown: the scored proof with the feature's processors rebuilt
   (`sweeper/proof`) is what decides `distribution-ok`.
 SGLang 0.5.15 (AR on this CPU, `--sglang`, started as `sweeps/sglang-cpu.yaml` renders it): per
-feature it takes, `--draws` draws of the product's scored judge, the server against itself
-(`sglang_rows`): every verdict but `distribution-ok` is a false alarm.
+feature it takes, one scored pool (`--pool` samples; `--pools DIR` keeps it and reads it back,
+so the draws can be judged again with no server) and `--draws` draws of the product's scored
+judge out of it, the server against itself (`sglang_rows`): every verdict but
+`distribution-ok` is reported, `shifted` or a violation is a false alarm.
 
-    python bench/features_real.py --vllm-ar URL --vllm-spec URL [--sglang URL] [--draws 30]
-        [--samples 4 --tokens 12 --features min_p,stop]
+    python bench/features_real.py --vllm-ar URL --vllm-spec URL [--draws 30]
+    python bench/features_real.py --sglang URL --pools DIR [--draws 30 --pool 400 --tokens 16
+        --samples N --features min_p,stop]
 
 Prints one table per engine and writes the rows as JSON (`--out`).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -67,7 +71,7 @@ PROMPTS = (
 TOKENS = 16
 TOP = 64
 #: Seeds whose stated power `smallest_size` holds a draw size to.
-PROBE_DRAWS = 10
+PROBE_DRAWS = 3
 #: The draw size's resolution (`smallest_size`), in samples.
 SIZE_STEP = 8
 #: A request's features all unset: what a sample is scored as (raw logprobs, no processors).
@@ -213,7 +217,14 @@ def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
                 tokens = sum(len(r["positions"]) for r in scores)
                 row["pool"] = f"{len(scores)} samples, {tokens} tokens"
                 size = args.samples or smallest_size(scores, args.control, policy)
-                row |= judge_draws(name, scores, size, args.control, args.draws, policy)
+                judged_rows = judge_draws(name, scores, size, args.control, args.draws, policy)
+                # Unless sized by hand: grown by a quarter until every draw's stated power
+                # passes (the probe seeds' passing need not hold at every seed).
+                most = len(scores) - args.control
+                while not args.samples and judged_rows["weak"] and size < most:
+                    size = min(most, math.ceil(size * 1.25 / SIZE_STEP) * SIZE_STEP)
+                    judged_rows = judge_draws(name, scores, size, args.control, args.draws, policy)
+                row |= judged_rows
             row["seconds"] = round(time.monotonic() - started)
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -334,6 +345,7 @@ def judge_draws(
     unproven: list[str] = []
     out: dict[str, Any] = {"size": size, "control": control_n}
     powers, ps = [], []
+    weak = 0  # draws whose stated power is short of a pass
     for d in range(draws):
         verdict, columns = judged(name, scores, size, control_n, d, policy)
         verdicts[verdict.verdict] = verdicts.get(verdict.verdict, 0) + 1
@@ -342,6 +354,7 @@ def judge_draws(
         elif verdict.verdict == "unproven" and len(unproven) < 2:
             unproven.append(f"draw {d}: {verdict.detail}")
         powers.append(columns.get("scored_power"))
+        weak += powers[-1] is None or powers[-1] > policy.scored_max_shift
         ps.append(columns.get("scored_p"))
         if d == 0:
             out["tokens (draw 0)"] = columns.get("scored_n_tokens")
@@ -354,6 +367,7 @@ def judge_draws(
         "min p": min((p for p in ps if p is not None), default=None),
         "power (max shift)": max(known) if known else None,
         "overlap": round(size * size / len(scores), 2),
+        "weak": weak,
     }
     return out
 
