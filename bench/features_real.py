@@ -13,11 +13,14 @@ feature:
   it, nothing is shown: the scored proof with the feature's processors rebuilt
   (`sweeper/proof`) is what decides `distribution-ok`.
 SGLang 0.5.15 (AR on this CPU, `--sglang`, started as `sweeps/sglang-cpu.yaml` renders it): per
-feature it takes, `--draws` draws of the product's scored judge, the server against itself
-(`sglang_rows`): every verdict but `distribution-ok` is a false alarm.
+feature it takes, one scored pool (`--pool` samples; `--pools DIR` keeps it and reads it back,
+so the draws can be judged again with no server) and `--draws` draws of the product's scored
+judge out of it, the server against itself (`sglang_rows`): every verdict but
+`distribution-ok` is reported, `shifted` or a violation is a false alarm.
 
-    python bench/features_real.py --vllm-ar URL --vllm-spec URL [--sglang URL] [--draws 30]
-        [--samples 4 --tokens 12 --features min_p,stop]
+    python bench/features_real.py --vllm-ar URL --vllm-spec URL [--draws 30]
+    python bench/features_real.py --sglang URL --pools DIR [--draws 30 --pool 400 --tokens 16
+        --samples N --features min_p,stop]
 
 Prints one table per engine and writes the rows as JSON (`--out`).
 """
@@ -26,9 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -64,6 +70,10 @@ PROMPTS = (
 )
 TOKENS = 16
 TOP = 64
+#: Seeds whose stated power `smallest_size` holds a draw size to.
+PROBE_DRAWS = 3
+#: The draw size's resolution (`smallest_size`), in samples.
+SIZE_STEP = 8
 #: A request's features all unset: what a sample is scored as (raw logprobs, no processors).
 NO_FEATURES: dict[str, Any] = dict.fromkeys(BY_NAME)
 
@@ -156,86 +166,210 @@ def vllm_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+#: SGLang's prompt: a list to go on, so most positions have many plausible tokens (min-p 0.1
+#: keeps several) and the judge's power per token is high; the penalties and the bias act on
+#: its repeated ", ".
+SGLANG_PROMPT = "Random first names: Emma, Liam, Olivia, Noah,"
+#: SGLang's values where `VALUES`' could not be rebuilt or would not act on its prompt: a bias
+#: only lowers (a raised token outside the scorer's top 64 cannot be rebuilt; `,` is id 28 in
+#: smollm2's vocabulary), and a stop the list reaches.
+SGLANG_VALUES: dict[str, Any] = {**VALUES, "logit_bias": {28: -3.0}, "stop": [" Liam"]}
+
+
 def sglang_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Per feature SGLang takes on CPU, `--draws` draws of the product's scored judge: each
-    draw N = `--samples` test and N control samples (`--tokens` each, one prompt, all in
-    flight together) from the one AR server, every sample scored through its own input-token
-    logprobs with the feature's processors rebuilt (`score_outputs`), judged (`judge`) against
-    the control's columns (`control`), exactly as the runner judges a speculative point. A
-    server judged against itself: any verdict but `distribution-ok` is a false alarm."""
+    """Per feature SGLang takes on CPU, `--draws` draws of the product's scored judge, the one
+    AR server against itself. Per feature one pool of `--pool` samples (`--tokens` each, on
+    `SGLANG_PROMPT`, `--in-flight` at a time; SGLang seeds none without deterministic inference,
+    so every sample is an independent draw of its sampler), every sample scored once through
+    its own input-token logprobs with the feature's processors rebuilt (`score_outputs`). Draw d
+    takes, at seed d, a test set and `--control` control samples apart from it out of the pool
+    (`draw_sets`), judged (`judge`) against that control's columns (`control`), exactly as the
+    runner judges a speculative point. The test set's size is `--samples`, else the smallest
+    the judge's own power statement passes (`smallest_size`). Any verdict but
+    `distribution-ok` is reported; `shifted` or a violation is a false alarm."""
     spec = load_spec("sweeps/sglang-cpu.yaml")
     engine = SGLang(spec.runtime)
     config = build_plan(spec).hosts[0].steps[0].server_config
     url, policy = args.sglang, spec.determinism
+    base = RequestSpec("p", SGLANG_PROMPT, 8, 0.0)
+    bound: Any = None
     rows = []
-    with httpx.Client(timeout=600) as client:
-        base = RequestSpec("p", PROMPTS[0], 8, 0.0)
-        caps = engine.negotiate(client, url, config, base, None)
-        basis, k, order, _ = engine.bind(caps).negotiate_scoring(
-            client, url, config, base, None, "0.5.15"
-        )
-        bound = engine.bind(replace(caps, scoring=basis, scoring_k=k, scoring_order=order))
-        names = args.features.split(",") if args.features else list(VALUES)
-        for name in names:
-            row: dict[str, Any] = {"feature": name}
-            if name != "none":
-                value = BY_NAME[name].freeze(VALUES[name])
-                refused, said = bound.negotiate_features(
-                    client, url, config, base, {name: value}, None, "0.5.15"
-                )
-                row["negotiated"] = refused or "; ".join(said)
-                if refused:
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                    continue
+    with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=args.in_flight)) as client:
+        for name in args.features.split(",") if args.features else list(SGLANG_VALUES):
+            kept = Path(args.pools, f"{name}.json") if args.pools else None
             started = time.monotonic()
-            request = with_feature(RequestSpec("p0", PROMPTS[2], args.tokens, 0.7), name)
-            roles = ["test"] * args.samples + ["control"] * args.samples
-            keys = [(d, i, role) for d in range(args.draws) for i, role in enumerate(roles)]
-            with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
-                futures = [pool.submit(draw, bound, client, url, request, None) for _ in keys]
-                drawn = [f.result() for f in futures]
-            errors = [e for _, e in drawn if e]
-            if errors:
-                row["T=0.7"] = f"refused: {errors[0]}"
+            if kept is not None and kept.exists():
+                row = json.loads(kept.read_text())
             else:
-                outputs = [
-                    Output(
-                        "bench",
-                        "local",
-                        f"{name}-{d}",
-                        "1",
-                        "sample",
-                        role,
-                        "p0",
-                        i,
-                        request,
-                        tuple(ids),
-                    )  # fmt: skip
-                    for (d, i, role), (ids, _) in zip(keys, drawn, strict=True)
-                    if ids
-                ]
-                scores = [
-                    r.model_dump()
-                    for r in score_outputs(url, bound, None, outputs, "self", args.in_flight)
-                ]
-                verdicts: dict[str, int] = {}
-                alarms: list[str] = []
-                for d in range(args.draws):
-                    own = [r for r in scores if r["point_id"] == f"{name}-{d}"]
-                    verdict, columns = judge(own, policy, control_point=control(own, policy))
-                    verdicts[verdict.verdict] = verdicts.get(verdict.verdict, 0) + 1
-                    if verdict.verdict != "distribution-ok":
-                        alarms.append(f"draw {d}: {verdict.verdict}: {verdict.detail}")
-                    if d == 0:
-                        row["p (draw 0)"] = columns.get("scored_p")
-                        row["tokens (draw 0)"] = columns.get("scored_n_tokens")
-                row["T=0.7"] = verdicts
-                row["alarms"] = alarms[:3]
+                if bound is None:  # the server is asked only for pools not kept
+                    caps = engine.negotiate(client, url, config, base, None)
+                    basis, k, order, _ = engine.bind(caps).negotiate_scoring(
+                        client, url, config, base, None, "0.5.15"
+                    )
+                    caps = replace(caps, scoring=basis, scoring_k=k, scoring_order=order)
+                    bound = engine.bind(caps)
+                row = pool_row(bound, client, url, config, base, name, args)
+                if kept is not None and "scores" in row:
+                    kept.parent.mkdir(parents=True, exist_ok=True)
+                    kept.write_text(json.dumps(row))
+            scores = row.pop("scores", None)
+            if scores is not None and not args.sample_only:
+                tokens = sum(len(r["positions"]) for r in scores)
+                row["pool"] = f"{len(scores)} samples, {tokens} tokens"
+                size = args.samples or smallest_size(scores, args.control, policy)
+                judged_rows = judge_draws(name, scores, size, args.control, args.draws, policy)
+                # Unless sized by hand: grown by a quarter until every draw's stated power
+                # passes (the probe seeds' passing need not hold at every seed).
+                most = len(scores) - args.control
+                while not args.samples and judged_rows["weak"] and size < most:
+                    size = min(most, math.ceil(size * 1.25 / SIZE_STEP) * SIZE_STEP)
+                    judged_rows = judge_draws(name, scores, size, args.control, args.draws, policy)
+                row |= judged_rows
             row["seconds"] = round(time.monotonic() - started)
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
+
+
+def pool_row(
+    bound: Any,
+    client: httpx.Client,
+    url: str,
+    config: Any,
+    base: RequestSpec,
+    name: str,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """One feature's negotiation and, where SGLang takes it, its scored pool (`pool_scores`)
+    under `scores`, or the first error a sample met."""
+    row: dict[str, Any] = {"feature": name}
+    request = RequestSpec("p0", SGLANG_PROMPT, args.tokens, 0.7)
+    if name != "none":
+        value = BY_NAME[name].freeze(SGLANG_VALUES[name])
+        refused, said = bound.negotiate_features(
+            client, url, config, base, {name: value}, None, "0.5.15"
+        )
+        row["negotiated"] = refused or "; ".join(said)
+        if refused:
+            return row
+        request = replace(request, **{name: value})
+    started = time.monotonic()
+    scores, error = pool_scores(bound, client, url, name, request, args)
+    row["pool_s"] = round(time.monotonic() - started)
+    if error:
+        row["T=0.7"] = f"refused: {error}"
+    else:
+        row["scores"] = scores
+    return row
+
+
+def pool_scores(
+    bound: Any,
+    client: httpx.Client,
+    url: str,
+    name: str,
+    request: RequestSpec,
+    args: argparse.Namespace,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """`--pool` samples of `request`, `--in-flight` at a time, each scored once (`ScoreRecord`
+    rows); or the first error a sample met."""
+    with ThreadPoolExecutor(max_workers=args.in_flight) as pool:
+        futures = [pool.submit(draw, bound, client, url, request, None) for _ in range(args.pool)]
+        drawn = [f.result() for f in futures]
+    errors = [e for _, e in drawn if e]
+    if errors:
+        return [], errors[0]
+    outputs = [
+        Output("bench", "local", name, "1", "sample", "pool", "p0", i, request, tuple(ids))
+        for i, (ids, _) in enumerate(drawn)
+        if ids
+    ]
+    scored = score_outputs(url, bound, None, outputs, "self", args.score_in_flight)
+    return [r.model_dump(mode="json") for r in scored], None
+
+
+def draw_sets(pool: int, size: int, control: int, seed: int) -> tuple[list[int], list[int]]:
+    """Draw `seed`'s test set (`size` pool indices) and its control (`control` others)."""
+    picked = random.Random(seed).sample(range(pool), size + control)
+    return picked[:size], picked[size:]
+
+
+def relabel(rows: list[dict[str, Any]], point: str, role: str) -> list[dict[str, Any]]:
+    """Pool scores as one draw's samples of `role`: their own point id, role and indices, so
+    each token's V (seeded by them) is the draw's own."""
+    return [{**r, "point_id": point, "role": role, "index": i} for i, r in enumerate(rows)]
+
+
+def judged(
+    name: str, scores: list[dict[str, Any]], size: int, control_n: int, seed: int, policy: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Draw `seed`'s verdict and columns (`draw_sets`, `judge` against its own `control`)."""
+    test, ctrl = draw_sets(len(scores), size, control_n, seed)
+    point = f"{name}-{seed}"
+    ours = relabel([scores[i] for i in test], point, "test")
+    theirs = relabel([scores[i] for i in ctrl], point, "control")
+    return judge(ours + theirs, policy, control_point=control(theirs, policy))
+
+
+def smallest_size(scores: list[dict[str, Any]], control_n: int, policy: Any) -> int:
+    """The fewest test samples (to `SIZE_STEP`) a draw needs for the judge's stated power to
+    reach what a pass needs (`scored_max_shift`) at each of the first `PROBE_DRAWS` seeds:
+    doubled until it does, then bisected; the largest the pool allows when none does."""
+    most = len(scores) - control_n
+
+    def enough(size: int) -> bool:
+        shifts = (
+            judged("size", scores, size, control_n, seed, policy)[1].get("scored_power")
+            for seed in range(PROBE_DRAWS)
+        )
+        return all(s is not None and s <= policy.scored_max_shift for s in shifts)
+
+    low, high = 0, SIZE_STEP
+    while high < most and not enough(high):
+        low, high = high, min(most, high * 2)
+    if high == most and not enough(high):
+        return most
+    while high - low > SIZE_STEP:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return high
+
+
+def judge_draws(
+    name: str, scores: list[dict[str, Any]], size: int, control_n: int, draws: int, policy: Any
+) -> dict[str, Any]:
+    """`draws` draws' verdicts counted, the alarms (`shifted`, violations) and the first
+    unproven reasons, the figures of draw 0, and how much two draws' test sets share."""
+    verdicts: dict[str, int] = {}
+    alarms: list[str] = []
+    unproven: list[str] = []
+    out: dict[str, Any] = {"size": size, "control": control_n}
+    powers, ps = [], []
+    weak = 0  # draws whose stated power is short of a pass
+    for d in range(draws):
+        verdict, columns = judged(name, scores, size, control_n, d, policy)
+        verdicts[verdict.verdict] = verdicts.get(verdict.verdict, 0) + 1
+        if verdict.verdict not in ("distribution-ok", "unproven"):
+            alarms.append(f"draw {d}: {verdict.verdict}: {verdict.detail}")
+        elif verdict.verdict == "unproven" and len(unproven) < 2:
+            unproven.append(f"draw {d}: {verdict.detail}")
+        powers.append(columns.get("scored_power"))
+        weak += powers[-1] is None or powers[-1] > policy.scored_max_shift
+        ps.append(columns.get("scored_p"))
+        if d == 0:
+            out["tokens (draw 0)"] = columns.get("scored_n_tokens")
+            out["detail (draw 0)"] = verdict.detail
+    known = [x for x in powers if x is not None]
+    out |= {
+        "verdicts": verdicts,
+        "alarms": alarms,
+        "unproven": unproven,
+        "min p": min((p for p in ps if p is not None), default=None),
+        "power (max shift)": max(known) if known else None,
+        "overlap": round(size * size / len(scores), 2),
+        "weak": weak,
+    }
+    return out
 
 
 def _first_diff(a: list[int] | None, b: list[int] | None) -> int | None:
@@ -251,9 +385,23 @@ def main() -> None:
     parser.add_argument("--vllm-spec")
     parser.add_argument("--sglang")
     parser.add_argument("--draws", type=int, default=30)
-    parser.add_argument("--samples", type=int, default=4, help="SGLang: samples a side per draw")
-    parser.add_argument("--tokens", type=int, default=12, help="SGLang: tokens per sample")
-    parser.add_argument("--in-flight", type=int, default=64, help="SGLang: requests at once")
+    parser.add_argument("--pool", type=int, default=480, help="SGLang: samples per feature")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        help="SGLang: test samples a draw (default: the fewest that can pass)",
+    )
+    parser.add_argument("--control", type=int, default=4, help="SGLang: control samples a draw")
+    parser.add_argument("--tokens", type=int, default=16, help="SGLang: tokens per sample")
+    parser.add_argument("--in-flight", type=int, default=128, help="SGLang: requests at once")
+    # 96 scoring prefills at once held SGLang 0.5.15's CPU scheduler past its 300 s watchdog.
+    parser.add_argument("--score-in-flight", type=int, default=32, help="SGLang: scorings at once")
+    parser.add_argument(
+        "--pools", help="SGLang: a folder keeping each feature's scored pool (read back if there)"
+    )
+    parser.add_argument(
+        "--sample-only", action="store_true", help="SGLang: keep the pools, judge nothing"
+    )
     parser.add_argument("--features", help="SGLang: these features only (comma-separated)")
     parser.add_argument("--out")
     args = parser.parse_args()

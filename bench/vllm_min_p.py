@@ -48,7 +48,7 @@ from sweeper.engines.base import Capabilities, RequestSpec
 from sweeper.engines.vllm import VLLM
 from sweeper.measure.scores import Output, score_outputs
 from sweeper.plan import build_plan
-from sweeper.proof.scored import control, judge
+from sweeper.proof.scored.judge import control, judge
 from sweeper.spec import load_spec
 
 SPEC = "docs/engine-features/vllm-features-sampled.yaml"

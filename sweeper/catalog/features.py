@@ -166,7 +166,8 @@ SUPPORT: tuple[Support, ...] = (
         note="the sweeper's SGLang readers (sglext, native) recover one choice's ids only",
     ),
     # Grammars: honoured on GPU; on CPU 0.5.15's xgrammar backend cannot apply its mask and the
-    # scheduler dies (negotiation refuses them from /server_info, never sending one).
+    # scheduler dies (negotiation refuses them from /server_info, never sending one; the real
+    # server's answer and traceback: docs/engine-features/sglang-0.5.15-grammar-cpu.txt).
     Support("sglang", "response_format", "response_format", speculative="unknown"),
     Support("sglang", "regex", "regex", speculative="unknown"),
 )

@@ -1,8 +1,8 @@
-"""The scored test (`proof/scored.py`) on synthetic samplers whose fault is known: a correct one
-passes with its power stated, a hotter or colder one is shifted (and says which way), one that
+"""The scored test (`proof/scored/judge.py`) on synthetic samplers whose fault is known: a correct
+one passes with its power stated, a hotter or colder one is shifted (and says which way), one that
 ignores top-p draws impossible tokens (shown with their evidence); without a quiet AR control
-nothing is proven; near ties above the control's rate count as violations; a sampler colder on a
-few positions only, which the score misses, is caught by the colder ratio at its level."""
+nothing is proven; near ties above the control's rate count as violations; a sampler colder on a few
+positions only, which the score misses, is caught by the colder ratio at its level."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""Near ties on the logit scale (`proof/scoring.py`, `proof/scored.py`): a token outside top-k is
-a near tie only if its raw logprob is within the scorer's margin (nats) of the boundary's, the
-k-th token's. The issue's run: top-k 20 ignored on drafted nodes, three tokens of rank 23, 26 and
-27 drawn, 0.25-0.41 nats below the 20th but a hair of the tempered mass outside: each was a near
-tie, under the AR control's rate, and the point passed. Here they are impossible tokens, shown
-with their distance and the margin; a token a few 1e-5 nats outside stays a near tie."""
+"""Near ties on the logit scale (`proof/scored/processed.py`, `proof/scored/judge.py`): a token
+outside top-k is a near tie only if its raw logprob is within the scorer's margin (nats) of the
+boundary's, the k-th token's. The issue's run: top-k 20 ignored on drafted nodes, three tokens of
+rank 23, 26 and 27 drawn, 0.25-0.41 nats below the 20th but a hair of the tempered mass outside:
+each was a near tie, under the AR control's rate, and the point passed. Here they are impossible
+tokens, shown with their distance and the margin; a token a few 1e-5 nats outside stays a near
+tie."""
 
 from __future__ import annotations
 

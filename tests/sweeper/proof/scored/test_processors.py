@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +20,7 @@ import pytest
 
 from sweeper.proof.scored.judge import control, judge
 from sweeper.proof.scored.processed import pit
-from sweeper.proof.scored.processors import Sampling, contexts
+from sweeper.proof.scored.processors import Sampling, Unrebuilt, contexts, logits_of
 from sweeper.proof.scored.rebuilt import checked_pit
 from sweeper.proof.verdicts import proven, standing
 from sweeper.spec import DeterminismSpec
@@ -355,3 +357,41 @@ def test_an_ar_control_drawn_with_other_processors_is_no_control() -> None:
     # Inactive spellings are the same request: top-p 1 is none, a penalty of 1 none.
     same = {**QUIET, "top_p": 1.0, "presence_penalty": 0.0}
     assert "other processors" not in judge(rows, POLICY, control_point=same)[0].detail
+
+
+#: One real SGLang 0.5.15 sample under `repetition_penalty: 1.3` as its scorer recorded it
+#: (`bench/features_real.py --sglang`: the AR server on this CPU, its own input-token logprobs,
+#: top 64 raw, no log-sum-exp; the `ScoreRecord` row as written).
+SGLANG_RECORD = Path(__file__).parent / "data" / "sglang-0.5.15-repetition.json"
+
+
+def test_sglang_samples_are_rebuilt_under_sglangs_repetition_convention() -> None:
+    """SGLang 0.5.15's repetition penalty counts output tokens only (its
+    penaltylib/repetition_penalty.py cumulates output ids and nothing of the prompt), vLLM's the
+    prompt too. A real SGLang sample's record states SGLang's convention, and the judge keeps
+    to it: a position whose returned top holds prompt tokens but none of the sample's earlier
+    output is rebuilt, those tokens' logprobs untouched (vLLM's convention would divide them
+    and, with no log-sum-exp for their sign, could not); a position holding an earlier output
+    token is not rebuilt under either, and says why."""
+    record = json.loads(SGLANG_RECORD.read_text())
+    sampling = Sampling.of(record)
+    assert (sampling.repetition_scope, sampling.logit_order) == ("output", SGLANG)
+    vllm = replace(sampling, repetition_scope="prompt+output")
+    prompt = [int(t) for t in record["prompt_token_ids"]]
+    positions = record["positions"]
+    prompt_only = output_hit = 0
+    for at, (position, context) in enumerate(
+        zip(positions, sampling.contexts(prompt, positions), strict=True)
+    ):
+        top = dict((int(t), float(lp)) for t, lp in position["top"])
+        earlier = {int(p["token"]) for p in positions[:at]}
+        got = logits_of(position, sampling, context)
+        if earlier & set(top):
+            assert isinstance(got, Unrebuilt) and "log-sum-exp" in got.why, (at, got)
+            output_hit += 1
+        elif set(prompt) & set(top):
+            assert not isinstance(got, Unrebuilt), (at, got)
+            assert dict(got.known) == {t: lp for t, lp in top.items() if lp >= got.bound}
+            assert isinstance(logits_of(position, vllm, context), Unrebuilt)
+            prompt_only += 1
+    assert prompt_only > 0 and output_hit > 0, (prompt_only, output_hit)
