@@ -67,6 +67,8 @@ FAULTS = (
      "rpd-penalties_drafts_ignored-t0.7-p1.0-s1700000000-rp1.3", "arrp13"),
     ("logit bias -5 on ',' ignored on drafted positions (`logit_bias_drafts_ignored`)",
      "lbd-logit_bias_drafts_ignored-t0.7-p1.0-s1400000000-lb28=-5.0", "arlb"),
+    ("repetition penalty 1.3 ignored on drafted nodes (`penalties_drafts_ignored`), oracle drafts",
+     "rpdo-penalties_drafts_ignored-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
 )  # fmt: skip
 #: The logit bias of the logit-bias rows: -5 on ',' (token 28), a token every prompt draws
 #: often, so the bias moves the distribution at temperature 0.7.
@@ -117,6 +119,9 @@ class Pool:
 
     def __init__(self, paths: Sequence[Path], temperature: float, settings: Settings) -> None:
         parts = [np.load(path) for path in paths]
+        #: The seed base the samples were drawn from (sample k's seed is the base plus k, per
+        #: prompt): pools on one base are coupled sample by sample (the runtime's sampler is).
+        self.seed = int(re.findall(r"-s(\d+)-", paths[0].name)[0])
         self.data = {
             k: parts[0][k] if k in SHARED else np.concatenate([part[k] for part in parts], axis=1)
             for k in parts[0].files
@@ -245,15 +250,29 @@ def picks(pool: Pool, n: int, rng: np.random.Generator, parts: int = 1) -> list[
     return [[o[k * n : (k + 1) * n] for o in orders] for k in range(parts)]
 
 
+def paired(
+    test: Pool, ar: Pool, n: int, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """N samples per prompt from `test` and N from `ar`. The AR pool against itself: two
+    disjoint draws of it. A pool drawn on the AR pool's seeds (coupled to it sample by sample,
+    an oracle pool drafting the AR samples): the AR draw takes none of the test's seeds, so the
+    control is independent of the test. Else independent draws."""
+    if test is ar:
+        mine, theirs = picks(ar, n, rng, parts=2)
+        return mine, theirs
+    mine = picks(test, n, rng)[0]
+    if test.seed != ar.seed:
+        return mine, picks(ar, n, rng)[0]
+    rest = [np.setdiff1d(np.arange(ar.size), chosen) for chosen in mine]
+    return mine, [rng.choice(left, n, replace=False) for left in rest]
+
+
 def scored_verdict(
     test: Pool, ar: Pool, n: int, basis: str, rng: np.random.Generator, policy: DeterminismSpec
 ) -> tuple[str, dict[str, Any]]:
-    """One draw's scored verdict: N from `test` against the AR control from N of `ar` (when the
-    test is the AR pool itself, two disjoint draws of it)."""
-    if test is ar:
-        mine, theirs = picks(ar, n, rng, parts=2)
-    else:
-        mine, theirs = picks(test, n, rng)[0], picks(ar, n, rng)[0]
+    """One draw's scored verdict: N from `test` against the AR control from N of `ar`
+    (`paired`)."""
+    mine, theirs = paired(test, ar, n, rng)
     control_point = control(ar.records(theirs, basis, "ar", "ar"), policy)
     verdict, columns = judge(
         test.records(mine, basis, "test", f"draw-{rng.integers(1 << 30)}"),
@@ -266,10 +285,7 @@ def scored_verdict(
 def distribution_found(
     test: Pool, ar: Pool, n: int, rng: np.random.Generator, alpha: float, seed: int
 ) -> bool:
-    if test is ar:
-        x, y = picks(ar, n, rng, parts=2)
-    else:
-        x, y = picks(test, n, rng)[0], picks(ar, n, rng)[0]
+    x, y = paired(test, ar, n, rng)
     found = two_sample_test(test.samples(x), ar.samples(y), seed=seed)
     return found is not None and found.p_value <= alpha
 
@@ -329,7 +345,8 @@ def main() -> None:
             continue
         cells = [label]
         for n in sizes:
-            if n > test.size or (test is ar and 2 * n > ar.size):
+            coupled = test is ar or test.seed == ar.seed
+            if n > test.size or (coupled and 2 * n > ar.size):
                 cells += [""] * (len(bases) + args.distribution)
                 continue
             started = time.perf_counter()
