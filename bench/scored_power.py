@@ -10,7 +10,9 @@ scored by the target's own prefill). A draw takes N samples per prompt at random
 vLLM or SGLang scorer returning 20 logprobs gives). The distribution test
 (`sweeper.proof.distribution.two_sample_test`) gets N from the fault's pool against N from the
 AR pool at the same sampling parameters. Draws reuse their pools, so the rates are estimates,
-not independent experiments.
+not independent experiments. An oracle pool (`bench/scored_pools.py --oracle`, drafted from the
+AR pool's samples) is drawn on its AR pool's seeds, so its sample k is coupled to the AR pool's
+sample k: its draws' AR samples take none of the test's seeds (`paired`).
 
     python bench/scored_power.py [--pools DIR] [--n 8,16,32,96] [--draws 30]
         [--alarm-draws 100] [--distribution] [--basis exact,topk] [--outside] [--only TEXT]
@@ -69,6 +71,10 @@ FAULTS = (
      "lbd-logit_bias_drafts_ignored-t0.7-p1.0-s1400000000-lb28=-5.0", "arlb"),
     ("repetition penalty 1.3 ignored on drafted nodes (`penalties_drafts_ignored`), oracle drafts",
      "rpdo-penalties_drafts_ignored-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
+    ("repetition penalty 1.3 ignored on drafted paths (`penalty_committed_only`), oracle drafts",
+     "rpco-penalty_committed_only-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
+    ("repetition penalty 1.3 over the whole tree (`penalty_whole_tree`), oracle drafts",
+     "rpwo-penalty_whole_tree-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
 )  # fmt: skip
 #: The logit bias of the logit-bias rows: -5 on ',' (token 28), a token every prompt draws
 #: often, so the bias moves the distribution at temperature 0.7.

@@ -65,9 +65,8 @@ def test_a_pool_on_the_ar_pools_seeds_gets_a_control_of_other_seeds(tmp_path: Pa
     import numpy as np
 
     power = bench("scored_power")
-    arrays = {"length": np.full((2, 12), 3), "prompts": np.array(["a", "b"])}
     for name in ("rpdo-x-s16-oracle", "ar-none-s16", "other-s17"):
-        np.savez(tmp_path / f"{name}-n12.npz", **arrays)
+        np.savez(tmp_path / f"{name}-n12.npz", length=np.full((2, 12), 3), prompts=["a", "b"])
     ar, test, other = (
         power.Pool([tmp_path / f"{name}-n12.npz"], 0.7, power.Settings())
         for name in ("ar-none-s16", "rpdo-x-s16-oracle", "other-s17")
