@@ -18,6 +18,7 @@ sample k: its draws' AR samples take none of the test's seeds (`paired`).
         [--alarm-draws 100] [--distribution] [--basis exact,topk] [--outside] [--only TEXT]
         [--rows TEXT]
 
+`--whole K`: each alarm row first judges its whole pool as one point, K randomizations of u.
 `--outside`: each cell also says in how many draws a token the request's truncation removes
 (p = 0) was drawn, and how many of those were judged `impossible-token`; and, on the alarm rows,
 how many near ties the draws held (within the scorer's margin, nats: the catalog's). `--only`
@@ -41,7 +42,7 @@ from sweeper.catalog.scoring import SCORING
 from sweeper.engines.base import RequestSpec
 from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.proof.distribution import two_sample_test
-from sweeper.proof.scored import control, judge
+from sweeper.proof.scored import control, judge, scored
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.scores import ScoreRecord
 from sweeper.spec import DeterminismSpec
@@ -305,6 +306,20 @@ def outside(judged: Sequence[tuple[str, dict[str, Any]]]) -> str:
     return f" [p = 0 drawn in {len(drew)}, {caught} of them impossible-token; {ties} near ties]"
 
 
+def whole(pool: Pool, basis: str, policy: DeterminismSpec, ways: int) -> str:
+    """The whole pool judged as one point, its parts' p-values under `ways` randomizations of u
+    within the tokens' intervals (the point's seed): where a rebuild error or a sampler that
+    drew from another distribution would show most, free of the draws' dependence."""
+    everything = [np.arange(pool.size)] * len(pool.prompts)
+    parts = []
+    for way in range(ways):
+        found = scored(pool.records(everything, basis, "test", f"whole-{way}"), policy, ("test",))
+        hot, cold, shape = found.p_values(policy.alpha)
+        parts.append(f"{hot:.3g} / {cold:.3g} / {shape:.3g}")
+    tokens = sum(int(n) for n in pool.data["length"].ravel())
+    return f"{pool.size} per prompt, {tokens} tokens: hotter / colder / shape p " + ", ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pools", type=Path, default=Path(".cache/scored-power"))
@@ -319,6 +334,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="draws from another seed")
     parser.add_argument("--no-alarms", dest="alarms", action="store_false")
     parser.add_argument("--outside", action="store_true", help="p = 0 draws and near ties too")
+    parser.add_argument("--whole", type=int, default=0, help="alarm rows: the whole pool, K ways")
     args = parser.parse_args()
     policy = DeterminismSpec()
     sizes = [int(n) for n in args.n.split(",")]
@@ -349,6 +365,8 @@ def main() -> None:
         if test is None or ar is None:
             print(f"| {label} | (no pool in {args.pools}) |")
             continue
+        if test is ar and args.whole:
+            print(f"  [{label}: the whole pool, {whole(ar, bases[0], policy, args.whole)}]")
         cells = [label]
         for n in sizes:
             coupled = test is ar or test.seed == ar.seed
