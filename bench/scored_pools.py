@@ -12,7 +12,13 @@ the raw top `--top` logprobs per position, what an engine that returns only its 
 by their settings.
 
     python bench/scored_pools.py [--size 192] [--first 0] [--tokens 24] [--batch 32] [--out DIR]
-        POOL...
+        [--oracle AR_POOL] POOL...
+
+`--oracle AR_POOL` (a pool file of this script's, drawn by the AR engine; repeated, its parts)
+drafts with `CorpusDrafter` over its samples instead of n-grams of the context (the key gets
+`-oracle`): a bench condition, the target's own samples as the drafter's corpus, so drafts are
+accepted where n-gram drafts are not (under a repetition penalty 1.3 a context token is rarely
+drawn again, so n-gram drafts are rarely accepted and a fault on drafted nodes rarely acts).
 
 `--first K` draws samples K to K + size - 1 (their seeds), to a file of its own (`-fromK`): a
 pool drawn in parts, by processes side by side; `bench/scored_power.py` joins a pool's parts.
@@ -33,9 +39,12 @@ rank and top: what the judge rebuilds a repetition penalty from.
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,7 +58,8 @@ from ddtree_runtime.algo.processors import (
     processed_logits,
 )
 from ddtree_runtime.algo.verify import DRAFT_SAMPLING_FAULTS
-from ddtree_runtime.drafters import make_drafter
+from ddtree_runtime.drafters import Drafter, make_drafter
+from ddtree_runtime.drafters.base import empty_proposal
 from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
 from ddtree_runtime.params import EngineConfig, SamplingParams
@@ -112,11 +122,14 @@ class PoolSpec:
         spec = cls(name, fault, float(temperature), float(top_p), int(seed_base), k, min_p)
         return replace(spec, processors=processors)
 
-    def path(self, out: Path, size: int, tokens: int, top: int, first: int = 0) -> Path:
+    def path(
+        self, out: Path, size: int, tokens: int, top: int, first: int = 0, oracle: bool = False
+    ) -> Path:
         key = f"{self.name}-{self.fault}-t{self.temperature}-p{self.top_p}-s{self.seed_base}"
         key += f"-tk{self.top_k}" if self.top_k else ""
         key += f"-mp{self.min_p}" if self.min_p else ""
         key += "".join(f"-{part}" for part in self.processor_parts())
+        key += "-oracle" if oracle else ""
         key += f"-from{first}" if first else ""
         return out / f"{key}-n{size}-l{tokens}-k{top}.npz"
 
@@ -128,6 +141,73 @@ class PoolSpec:
             if getattr(self.processors, field) != getattr(Processors(), field)
         ]
         return parts + [f"lb{token}={bias}" for token, bias in self.processors.logit_bias]
+
+
+class CorpusDrafter:
+    """Bench only: drafts what followed the context's suffix in a corpus of the target's own
+    samples (prompt + sample). Per depth, the followers of the longest suffix (of `LENGTHS`
+    tokens) that occurs in the corpus are counted, as the n-gram drafter counts them in the
+    context, and shorter suffixes fill the k candidates the longer ones leave (ranked below them).
+    The samples are the target's, drawn under the request's sampling settings and processors, so
+    its drafts are what the target draws; when the corpus holds the AR sample drawn under the same
+    seed, a correct engine's context is a prefix of it and the drafts are that sample's next
+    tokens (the runtime's sampler is coupled by seed): a fault on drafted nodes acts wherever
+    it can, until it changes a token."""
+
+    name = "corpus"
+    #: The suffix lengths looked up, longest first (a 32-token suffix pins the prompt and most
+    #: of the sample: the continuations of samples that drew the same tokens so far).
+    LENGTHS = (32, 24, 16, 12, 8, 6, 4, 3, 2, 1)
+
+    def __init__(self, corpus: list[list[int]]) -> None:
+        self.index: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        self.corpus = corpus
+        for c, seq in enumerate(corpus):
+            for j in range(1, len(seq)):
+                for n in self.LENGTHS:
+                    if n <= j:
+                        self.index.setdefault(tuple(seq[j - n : j]), []).append((c, j))
+
+    def propose(
+        self, contexts: list[list[int]], depth: int, k: int, hidden: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        lps, toks = empty_proposal(len(contexts), depth, k)
+        for b, ctx in enumerate(contexts):
+            levels = [self.index.get(tuple(ctx[-n:]), []) for n in self.LENGTHS if n <= len(ctx)]
+            for i in range(depth):
+                ranked: list[tuple[int, float]] = []
+                for found in levels:
+                    seqs = [(self.corpus[c], j + i) for c, j in found]
+                    follow = Counter(seq[at] for seq, at in seqs if at < len(seq))
+                    floor = ranked[-1][1] - 1.0 if ranked else 0.0
+                    total = sum(follow.values())
+                    seen = {tok for tok, _ in ranked}
+                    ranked += [
+                        (tok, floor + math.log(count / total))
+                        for tok, count in follow.most_common()
+                        if tok not in seen
+                    ]
+                    if len(ranked) >= k:
+                        break
+                for r, (tok, score) in enumerate(ranked[:k]):
+                    lps[b, i, r] = score
+                    toks[b, i, r] = tok
+        return lps, toks
+
+
+def corpus(paths: list[Path]) -> list[list[int]]:
+    """AR pools' samples, each after its prompt's ids: the `CorpusDrafter`'s corpus."""
+    return [sample for path in paths for sample in samples_of(np.load(path))]
+
+
+def samples_of(data: Any) -> list[list[int]]:
+    """A pool file's samples (its `np.load`), each after its prompt's ids."""
+    return [
+        [int(t) for t in data["prompt_ids"][i] if t >= 0]
+        + [int(t) for t in data["token"][i, s, : data["length"][i, s]]]
+        for i in range(data["token"].shape[0])
+        for s in range(data["token"].shape[1])
+    ]
 
 
 def chat_ids(loaded: LoadedModel, text: str) -> list[int]:
@@ -145,6 +225,7 @@ def generate(
     samples: range,
     tokens: int,
     batch: int,
+    drafter: Drafter,
 ) -> list[list[list[int]]]:
     """[prompt][sample] token ids, seeded per sample, every prompt's samples in one batch."""
     ar = pool.name.startswith("ar")
@@ -156,7 +237,7 @@ def generate(
         max_batch=batch,
         max_model_len=max(len(p) for p in prompts) + tokens + 32,
     )
-    engine = Engine(loaded, make_drafter("ngram", loaded), config)
+    engine = Engine(loaded, drafter, config)
     requests = [(i, k) for k in samples for i in range(len(prompts))]
     params = [
         SamplingParams(
@@ -235,14 +316,16 @@ def score(
 
 
 def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path:
-    path = pool.path(args.out, args.size, args.tokens, args.top, args.first)
+    oracle = args.oracle is not None
+    path = pool.path(args.out, args.size, args.tokens, args.top, args.first, oracle)
     if path.exists():
         return path
     prompts = [chat_ids(loaded, text) for text in PROMPTS.values()]
     started = time.perf_counter()
     print(f"{pool}: drawing", flush=True)
     chosen = range(args.first, args.first + args.size)
-    samples = generate(loaded, pool, prompts, chosen, args.tokens, args.batch)
+    drafter = CorpusDrafter(corpus(args.oracle)) if oracle else make_drafter("ngram", loaded)
+    samples = generate(loaded, pool, prompts, chosen, args.tokens, args.batch, drafter)
     drawn = time.perf_counter() - started
     parts = [
         score(loaded, prompt, found, pool, args.tokens, args.top)
@@ -270,6 +353,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(".cache/scored-power"))
+    parser.add_argument(
+        "--oracle", type=Path, action="append", help="an AR pool file (repeat for parts)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)  # 2 shared cores: more threads only oversubscribe
     loaded = load_model(MODEL)

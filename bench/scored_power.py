@@ -10,12 +10,15 @@ scored by the target's own prefill). A draw takes N samples per prompt at random
 vLLM or SGLang scorer returning 20 logprobs gives). The distribution test
 (`sweeper.proof.distribution.two_sample_test`) gets N from the fault's pool against N from the
 AR pool at the same sampling parameters. Draws reuse their pools, so the rates are estimates,
-not independent experiments.
+not independent experiments. An oracle pool (`bench/scored_pools.py --oracle`, drafted from the
+AR pool's samples) is drawn on its AR pool's seeds, so its sample k is coupled to the AR pool's
+sample k: its draws' AR samples take none of the test's seeds (`paired`).
 
     python bench/scored_power.py [--pools DIR] [--n 8,16,32,96] [--draws 30]
         [--alarm-draws 100] [--distribution] [--basis exact,topk] [--outside] [--only TEXT]
         [--rows TEXT]
 
+`--whole K`: each alarm row first judges its whole pool as one point, K randomizations of u.
 `--outside`: each cell also says in how many draws a token the request's truncation removes
 (p = 0) was drawn, and how many of those were judged `impossible-token`; and, on the alarm rows,
 how many near ties the draws held (within the scorer's margin, nats: the catalog's). `--only`
@@ -39,7 +42,7 @@ from sweeper.engines.base import RequestSpec
 from sweeper.engines.capabilities import near_tie_margin, scored_under
 from sweeper.proof.distribution import two_sample_test
 from sweeper.proof.scored.catalog import SCORING
-from sweeper.proof.scored.judge import control, judge
+from sweeper.proof.scored.judge import control, judge, scored
 from sweeper.proof.verdicts import VIOLATIONS
 from sweeper.results.scores import ScoreRecord
 from sweeper.spec import DeterminismSpec
@@ -67,6 +70,12 @@ FAULTS = (
      "rpd-penalties_drafts_ignored-t0.7-p1.0-s1700000000-rp1.3", "arrp13"),
     ("logit bias -5 on ',' ignored on drafted positions (`logit_bias_drafts_ignored`)",
      "lbd-logit_bias_drafts_ignored-t0.7-p1.0-s1400000000-lb28=-5.0", "arlb"),
+    ("repetition penalty 1.3 ignored on drafted nodes (`penalties_drafts_ignored`), oracle drafts",
+     "rpdo-penalties_drafts_ignored-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
+    ("repetition penalty 1.3 ignored on drafted paths (`penalty_committed_only`), oracle drafts",
+     "rpco-penalty_committed_only-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
+    ("repetition penalty 1.3 over the whole tree (`penalty_whole_tree`), oracle drafts",
+     "rpwo-penalty_whole_tree-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
 )  # fmt: skip
 #: The logit bias of the logit-bias rows: -5 on ',' (token 28), a token every prompt draws
 #: often, so the bias moves the distribution at temperature 0.7.
@@ -117,6 +126,9 @@ class Pool:
 
     def __init__(self, paths: Sequence[Path], temperature: float, settings: Settings) -> None:
         parts = [np.load(path) for path in paths]
+        #: The seed base the samples were drawn from (sample k's seed is the base plus k, per
+        #: prompt): pools on one base are coupled sample by sample (the runtime's sampler is).
+        self.seed = int(re.findall(r"-s(\d+)-", paths[0].name)[0])
         self.data = {
             k: parts[0][k] if k in SHARED else np.concatenate([part[k] for part in parts], axis=1)
             for k in parts[0].files
@@ -245,15 +257,29 @@ def picks(pool: Pool, n: int, rng: np.random.Generator, parts: int = 1) -> list[
     return [[o[k * n : (k + 1) * n] for o in orders] for k in range(parts)]
 
 
+def paired(
+    test: Pool, ar: Pool, n: int, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """N samples per prompt from `test` and N from `ar`. The AR pool against itself: two
+    disjoint draws of it. A pool drawn on the AR pool's seeds (coupled to it sample by sample,
+    an oracle pool drafting the AR samples): the AR draw takes none of the test's seeds, so the
+    control is independent of the test. Else independent draws."""
+    if test is ar:
+        mine, theirs = picks(ar, n, rng, parts=2)
+        return mine, theirs
+    mine = picks(test, n, rng)[0]
+    if test.seed != ar.seed:
+        return mine, picks(ar, n, rng)[0]
+    rest = [np.setdiff1d(np.arange(ar.size), chosen) for chosen in mine]
+    return mine, [rng.choice(left, n, replace=False) for left in rest]
+
+
 def scored_verdict(
     test: Pool, ar: Pool, n: int, basis: str, rng: np.random.Generator, policy: DeterminismSpec
 ) -> tuple[str, dict[str, Any]]:
-    """One draw's scored verdict: N from `test` against the AR control from N of `ar` (when the
-    test is the AR pool itself, two disjoint draws of it)."""
-    if test is ar:
-        mine, theirs = picks(ar, n, rng, parts=2)
-    else:
-        mine, theirs = picks(test, n, rng)[0], picks(ar, n, rng)[0]
+    """One draw's scored verdict: N from `test` against the AR control from N of `ar`
+    (`paired`)."""
+    mine, theirs = paired(test, ar, n, rng)
     control_point = control(ar.records(theirs, basis, "ar", "ar"), policy)
     verdict, columns = judge(
         test.records(mine, basis, "test", f"draw-{rng.integers(1 << 30)}"),
@@ -266,10 +292,7 @@ def scored_verdict(
 def distribution_found(
     test: Pool, ar: Pool, n: int, rng: np.random.Generator, alpha: float, seed: int
 ) -> bool:
-    if test is ar:
-        x, y = picks(ar, n, rng, parts=2)
-    else:
-        x, y = picks(test, n, rng)[0], picks(ar, n, rng)[0]
+    x, y = paired(test, ar, n, rng)
     found = two_sample_test(test.samples(x), ar.samples(y), seed=seed)
     return found is not None and found.p_value <= alpha
 
@@ -281,6 +304,20 @@ def outside(judged: Sequence[tuple[str, dict[str, Any]]]) -> str:
     caught = sum(v == "impossible-token" for v, _ in drew)
     ties = sum(int(c.get("scored_near_ties") or 0) for _, c in judged)
     return f" [p = 0 drawn in {len(drew)}, {caught} of them impossible-token; {ties} near ties]"
+
+
+def whole(pool: Pool, basis: str, policy: DeterminismSpec, ways: int) -> str:
+    """The whole pool judged as one point, its parts' p-values under `ways` randomizations of u
+    within the tokens' intervals (the point's seed): where a rebuild error or a sampler that
+    drew from another distribution would show most, free of the draws' dependence."""
+    everything = [np.arange(pool.size)] * len(pool.prompts)
+    parts = []
+    for way in range(ways):
+        found = scored(pool.records(everything, basis, "test", f"whole-{way}"), policy, ("test",))
+        hot, cold, shape = found.p_values(policy.alpha)
+        parts.append(f"{hot:.3g} / {cold:.3g} / {shape:.3g}")
+    tokens = sum(int(n) for n in pool.data["length"].ravel())
+    return f"{pool.size} per prompt, {tokens} tokens: hotter / colder / shape p " + ", ".join(parts)
 
 
 def main() -> None:
@@ -297,6 +334,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="draws from another seed")
     parser.add_argument("--no-alarms", dest="alarms", action="store_false")
     parser.add_argument("--outside", action="store_true", help="p = 0 draws and near ties too")
+    parser.add_argument("--whole", type=int, default=0, help="alarm rows: the whole pool, K ways")
     args = parser.parse_args()
     policy = DeterminismSpec()
     sizes = [int(n) for n in args.n.split(",")]
@@ -327,9 +365,12 @@ def main() -> None:
         if test is None or ar is None:
             print(f"| {label} | (no pool in {args.pools}) |")
             continue
+        if test is ar and args.whole:
+            print(f"  [{label}: the whole pool, {whole(ar, bases[0], policy, args.whole)}]")
         cells = [label]
         for n in sizes:
-            if n > test.size or (test is ar and 2 * n > ar.size):
+            coupled = test is ar or test.seed == ar.seed
+            if n > test.size or (coupled and 2 * n > ar.size):
                 cells += [""] * (len(bases) + args.distribution)
                 continue
             started = time.perf_counter()

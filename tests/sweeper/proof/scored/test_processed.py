@@ -1,7 +1,7 @@
-"""One token's PIT (`proof/scoring.py`): exact on the exact basis; on the top-k basis an interval
-that holds the exact value whatever the unreturned tail, proofs only where the full distribution
-agrees, and a token outside the top k uniform above their processed mass. The colder ratio: mean 0
-under the null, falling with u."""
+"""One token's PIT (`proof/scored/processed.py`): exact on the exact basis; on the top-k basis an
+interval that holds the exact value whatever the unreturned tail, proofs only where the full
+distribution agrees, and a token outside the top k uniform above their processed mass. The colder
+ratio: mean 0 under the null, falling with u."""
 
 from __future__ import annotations
 
