@@ -64,6 +64,7 @@ from ddtree_runtime.engine import Engine
 from ddtree_runtime.models import LoadedModel, load_model
 from ddtree_runtime.params import EngineConfig, SamplingParams
 from ddtree_runtime.score import score_rows
+from sweeper.config.features import FEATURES
 
 #: The prompts of sweeps/local-sampled.yaml (its chat workload), which the distribution test's
 #: power table was measured on.
@@ -80,12 +81,9 @@ MODEL = "smollm2-135m"
 FAULTS = frozenset(DRAFT_SAMPLING_FAULTS) | PROCESSOR_FAULTS
 
 
-#: The processor parts of a pool spec (module docstring): prefix -> `Processors` field.
-PROCESSOR_PARTS = {
-    "rp": "repetition_penalty",
-    "fp": "frequency_penalty",
-    "pp": "presence_penalty",
-}
+#: The processor parts of a pool spec (module docstring): prefix -> `Processors` field, the
+#: penalties' id parts as the sweeper's feature table spells them.
+PROCESSOR_PARTS = {f.prefix: f.name for f in FEATURES if f.family == "penalties"}
 
 
 @dataclass(frozen=True)
