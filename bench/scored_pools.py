@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -336,7 +337,12 @@ def build(pool: PoolSpec, args: argparse.Namespace, loaded: LoadedModel) -> Path
     arrays["prompt_ids"] = np.array(
         [np.pad(x, (0, max(map(len, prompts)) - len(x)), constant_values=-1) for x in prompts]
     )
-    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
+    # Written whole or not at all: a part killed mid-write must not leave a pool a later
+    # table would read as drawn.
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as file:
+        np.savez_compressed(file, **arrays)  # type: ignore[arg-type]
+    os.replace(partial, path)
     n = sum(len(x) for found in samples for x in found)
     print(f"{pool}: {n} tokens drawn in {drawn:.0f} s, scored by {took - drawn:.0f} s -> {path}")
     return path
