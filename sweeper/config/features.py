@@ -37,6 +37,17 @@ Kind = Literal["scalar", "structured"]
 Codec = Literal["float", "int", "text", "logit_bias", "stop", "response_format"]
 
 
+#: What a record column of each codec holds, as its writer (`Feature.column_value`) writes it:
+#: the JSON shapes as text of that JSON type (the scalars: finite numbers, an int column perhaps
+#: read back as a float by pandas, or text).
+_COLUMN_JSON: dict[str, type] = {"logit_bias": dict, "stop": list, "response_format": dict}
+_COLUMN_SHAPE = {
+    "logit_bias": "a JSON object",
+    "stop": "a JSON list of strings",
+    "response_format": "a JSON object",
+}
+
+
 @dataclass(frozen=True)
 class Feature:
     """One request feature: see the module docstring."""
@@ -123,14 +134,30 @@ class Feature:
         return json.dumps(list(value), separators=(",", ":"))
 
     def from_column(self, value: Any) -> Any:
-        """The frozen value a record column holds (None for a missing one: None, NaN)."""
+        """The frozen value a record column holds (None for a missing one: None, NaN), or a
+        frozen value unchanged. A column no writer could have written (a stop column that is not
+        a JSON list of strings, an `n` of 2.5, an infinite float) raises ValueError naming the
+        feature: a damaged line, never read as another request."""
         if is_missing(value):
             return None
-        if self.codec in ("logit_bias", "stop") and isinstance(value, str):
-            data = json.loads(value)
-            if self.codec == "logit_bias" and not isinstance(data, Mapping):
-                raise ValueError(f"a logit bias column is a JSON object, not {value[:40]!r}")
+        if self.codec in _COLUMN_JSON and not isinstance(value, str):
+            return self.freeze(value)  # a frozen value (a config's), not a column's text
+        if self.codec in _COLUMN_JSON:
+            data: Any = json.loads(value)
+            if not isinstance(data, _COLUMN_JSON[self.codec]) or (
+                isinstance(data, list) and not all(isinstance(s, str) for s in data)
+            ):
+                raise ValueError(f"a {self.name} column holds {_COLUMN_SHAPE[self.codec]}")
             return self.freeze(data)
+        if self.codec == "text":
+            if not isinstance(value, str):
+                raise ValueError(f"a {self.name} column holds text, not {value!r:.40}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"a {self.name} column holds a number, not {value!r:.40}")
+        number = float(value)
+        if not math.isfinite(number) or (self.codec == "int" and not number.is_integer()):
+            raise ValueError(f"a {self.name} column holds a finite {self.codec}, not {value!r}")
         return self.freeze(value)
 
     def id_part(self, value: Any) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 import sweeper
 from sweeper.analysis.objective import request_config_id
@@ -208,3 +209,27 @@ def test_a_feature_is_declared_once_and_rides_from_config_to_request_record_and_
     judged = Sampling.of(score.model_dump())
     processors = {f.name: frozen[f.name] if f.processor else None for f in FEATURES}
     assert {name: getattr(judged, name) for name in frozen} == processors
+
+
+@pytest.mark.parametrize(
+    ("name", "column"),
+    [
+        ("stop", "{}"),
+        ("stop", '"abc"'),
+        ("stop", "[1, 2]"),
+        ("stop", '["a", null]'),
+        ("n", 2.5),
+        ("n", True),
+        ("logprobs", 1.5),
+        ("min_p", float("inf")),
+        ("repetition_penalty", "1.3"),
+        ("response_format", "[]"),
+        ("regex", 5),
+    ],
+)
+def test_a_feature_column_no_writer_could_have_written_is_refused(name: str, column: Any) -> None:
+    """A record column is read back as only what the writer writes (a stop column is a JSON list
+    of strings, `n` an integer, a float finite, a response format a JSON object): anything else
+    is a damaged line, never another request (`"abc"` read as three stop strings)."""
+    with pytest.raises(ValueError, match=name):
+        BY_NAME[name].from_column(column)
