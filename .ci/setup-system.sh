@@ -13,6 +13,8 @@
 #   Slurm cluster tests (tests/slurm_cluster.py): Debian 12's Slurm 22.05 (slurmctld, slurmd,
 #     slurm-client, munge) and, for accounting, slurmdbd + mariadb-server
 #   report and nightly tests: chromium (opens reports headless), cron (`crontab`)
+#   history tests (tests/postgres_server.py): postgresql (a throwaway server per test session,
+#     started with initdb/pg_ctl as the `postgres` user; the cluster the package makes is unused)
 # Nothing is configured or started here: every test host writes its own config into its overlay
 # and starts exactly the units its role needs.
 set -euo pipefail
@@ -21,6 +23,7 @@ packages=(
   openssh-server openssh-client util-linux iproute2 systemd dbus sudo
   slurmctld slurmd slurm-client munge slurmdbd mariadb-server
   chromium cron
+  postgresql
 )
 need=()
 for pkg in "${packages[@]}"; do
@@ -46,13 +49,13 @@ if [ ${#need[@]} -gt 0 ]; then
   # tests never use them.
   if [ -d /run/systemd/system ]; then
     systemctl stop slurmctld.service slurmd.service slurmdbd.service munge.service \
-      mariadb.service 2>/dev/null || true
+      mariadb.service postgresql.service 2>/dev/null || true
   fi
 fi
 
 # Host keys must exist so the overlay copies each test host's sshd sees are complete.
 [ -e /etc/ssh/ssh_host_ed25519_key ] || ssh-keygen -A >/dev/null
-for tool in sshd unshare ip slurmctld chromium crontab; do
+for tool in sshd unshare ip slurmctld chromium crontab pg_ctlcluster; do
   command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || { echo "setup-system: $tool missing after install" >&2; exit 1; }
 done
 echo "setup-system: ok (installed: ${need[*]:-nothing new})"

@@ -45,6 +45,9 @@ app.command("best")(one_line(best.command))
 from sweeper.commands import bisect  # noqa: E402
 
 app.command("bisect")(one_line(bisect.command))
+from sweeper.commands import history  # noqa: E402
+
+app.add_typer(history.app, name="history")
 
 
 #: Options whose value may be left out, and what it then is (`--wait-for-hosts` alone waits as

@@ -22,6 +22,7 @@ that commit.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,7 @@ from sweeper.exit_codes import (
     EXIT_UNPROVEN,
     EXIT_VIOLATION,
 )
+from sweeper.results.history import HISTORY_ENV, HISTORY_FILE
 from sweeper.results.reader import is_finished, runs_of_sweep
 from sweeper.spec import Spec
 from sweeper.spec.load import PACKAGE_MARKER
@@ -180,8 +182,17 @@ def run_step(
     with open(log, "a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
+        # A step is a measurement of an old commit, not a night of the sweep: its runs go into
+        # a history of the step's own (beside its results), never the team's (whatever
+        # SWEEPER_HISTORY_URL names), whose series it would break.
+        own = {HISTORY_ENV: str(here / "runs" / HISTORY_FILE)}
         process = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env={**os.environ, **own},
         )
         printed: list[str] = []
         reader = threading.Thread(target=lambda: printed.extend(process.stdout or ()))

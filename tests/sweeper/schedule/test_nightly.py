@@ -3,7 +3,8 @@
 One story: a first night runs while a second invocation overlaps it and is turned away by the
 lock (exit 75); the next night is slower (the fake streams 10x slower), so the job reports the
 comparison, prunes beyond --keep and exits 1 with one line for cron mail; the night after breaks
-exactness, and the line carries the diagnosis of the newly broken config.
+exactness, and the line carries the diagnosis of the newly broken config. The history beside the
+results keeps all three nights, though only the last is left on disk.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.results.history import HISTORY_FILE, history_frame
 from sweeper.schedule.nightly import paths_for
 from tests.sweeper.conftest import free_port
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
@@ -58,6 +60,8 @@ def test_overlap_is_refused_then_a_slower_night_is_a_regression(tmp_path: Path) 
     log = paths_for(spec, results).log.read_text()
     assert "skipped:" in log and f"pruned {night_one}" in log
     assert "run| " in log  # the sweep's own output is in the log
+    recorded = [line for line in log.splitlines() if "run| history: " in line]
+    assert len(recorded) == 2, log  # each night's `sweeper run` recorded itself
 
     wrong = fake_runtime_env(
         tmp_path, {"FAKE_TOKEN_DELAY": "0.02", "FAKE_WRONG_TOKENS": "1", "FAKE_WHEN": "topk=4"}
@@ -69,3 +73,12 @@ def test_overlap_is_refused_then_a_slower_night_is_a_regression(tmp_path: Path) 
     assert "this config: 4/4 broken" in third.stdout
     (night_three,) = sorted((results / "t").iterdir())
     assert "this config: 4/4 broken" in (night_three / "report.html").read_text()
+    # --keep 1 left one run on disk; the history keeps all three nights, each point once.
+    history = history_frame(results / HISTORY_FILE)
+    assert list(history.drop_duplicates("run_id")["run_id"]) == [
+        night_one.name,
+        night_two.name,
+        night_three.name,
+    ]
+    assert not history.duplicated(["run_id", "point_id"]).any()
+    assert history.groupby("run_id")["determinism"].apply(set).iloc[-1] >= {"diverged"}
