@@ -12,6 +12,8 @@ penalties: ``algo.processors``) read the tokens before the round and the node's 
 An AR server (budget 0, or speculative "none") is plain AR through the same forward, cache and
 sampling, but its rows get the causal decode mask (``fill_decode_mask``), never the tree mask:
 it is the reference DDTree is judged against, so it must not share the code under test.
+The one lossy setting, ``accept_threshold`` below 1, changes sampled rows' choices before the walk
+(``algo.verify.relaxed_choices``); at 1, the default, every output is AR's.
 
 The verify width (query length) is fixed at 1 + budget whenever ``cuda_graph`` is requested, as a
 captured graph needs, also where no graph is captured (CPU, feature drafters): a lone request's
@@ -47,6 +49,7 @@ from ddtree_runtime.algo.verify import (
     Verdict,
     blind_tree,
     redrawn_drafted_choices,
+    relaxed_choices,
     target_choices,
     unverified_choices,
     walk,
@@ -319,12 +322,15 @@ class Engine:
         return tree_logits(logits, tree, rows, faults)
 
     def _walk(self, active: list[_Request], tree: TreeBatch, logits: torch.Tensor) -> Verdict:
-        """Choose at every node from its processed `logits` (greedy or sampled) and walk."""
+        """Choose at every node from its processed `logits` (greedy or sampled; the lossy
+        `accept_threshold` rule where the server has one below 1) and walk."""
         rows = [
             self._row_sampling(r, len(r.tokens) - 1, int(tree.depths[i].max()))
             for i, r in enumerate(active)
         ]
-        choices = target_choices(logits, tree, rows)
+        choices = relaxed_choices(
+            logits, tree, rows, target_choices(logits, tree, rows), self.config.accept_threshold
+        )
         if f"unverified_b{self.budget}" in mask_module._FAULTS:  # planted fault, tests only
             choices = unverified_choices(tree, choices)
         for name, wrong in DRAFT_SAMPLING_FAULTS.items():

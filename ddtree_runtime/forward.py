@@ -14,6 +14,7 @@ target layers whose outputs it needs: prefill returns them and verify leaves the
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ class VerifyForward:
         else:
             self.graph_reason = "captured at first verify" if config.cuda_graph else "disabled"
         self._graph: Any = None
+        self.graph_captured_at: float | None = None  # unix seconds (start-up and switch phases)
         self._graph_logits: torch.Tensor | None = None
         self.feature_layers: list[int] | None = None
         self.last_features: torch.Tensor | None = None
@@ -162,6 +164,7 @@ class VerifyForward:
             self._graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self._graph):
                 self._graph_logits = run()
+            self.graph_captured_at = time.time()
         self._graph.replay()
         assert self._graph_logits is not None
         return self._upcast(self._graph_logits)

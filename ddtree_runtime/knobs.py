@@ -3,7 +3,8 @@
 The server refuses `--budget -1` with these words, and the sweeper's spec refuses
 `grid.budget: [-1]` with the same ones: the two packages never import each other, so the sweeper
 holds the same table (`sweeper/config/knobs.py`) and a test holds the two together. Budget 0 is in
-range: a tree of no nodes is autoregressive decoding (the engine's AR path).
+range: a tree of no nodes is autoregressive decoding (the engine's AR path). `accept_threshold`
+is the one lossy knob, a number in (0, 1].
 """
 
 from __future__ import annotations
@@ -41,3 +42,17 @@ def check_knob(name: str, value: object) -> int:
         raise ValueError(problem)
     assert isinstance(value, int)
     return value
+
+
+#: The lossy acceptance knob (SGLang's `threshold_single`): 1 is exact; below it a drafted token
+#: at least this probable under the request's tempered, processed target distribution is
+#: accepted where the coupled sampler drew another token.
+ACCEPT_THRESHOLD_WHY = "1 is exact; below it, a drafted token at least this probable is accepted"
+
+
+def accept_threshold_problem(value: object) -> str | None:
+    """Why `value` is not a valid accept_threshold (a number in (0, 1]), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        why = ACCEPT_THRESHOLD_WHY
+        return f"accept_threshold must be a number in (0, 1] ({why}), got {value!r}"
+    return None

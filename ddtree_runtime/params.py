@@ -12,7 +12,7 @@ from typing import Any
 
 from ddtree_runtime.algo.processors import Processors
 from ddtree_runtime.algo.sampling import choice_seed
-from ddtree_runtime.knobs import TREE_KNOBS, check_knob
+from ddtree_runtime.knobs import TREE_KNOBS, accept_threshold_problem, check_knob
 from ddtree_runtime.stats import RequestStats
 
 
@@ -28,6 +28,9 @@ class EngineConfig:
     max_model_len: int = 2048
     cuda_graph: bool = False  # requested; applied only on CUDA
     seed: int = 0  # base seed for requests without their own seed
+    #: Lossy below 1 (`knobs.accept_threshold_problem`, `algo.verify.relaxed_choices`): at T > 0
+    #: a drafted token at least this probable is accepted where the sampler drew another.
+    accept_threshold: float = 1.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -37,6 +40,9 @@ class EngineConfig:
             raise ValueError(f"speculative must be 'ddtree' or 'none', not {self.speculative!r}")
         for name in TREE_KNOBS:
             check_knob(name, getattr(self, name))
+        threshold_problem = accept_threshold_problem(self.accept_threshold)
+        if threshold_problem is not None:
+            raise ValueError(threshold_problem)
         if self.max_batch < 1 or self.max_model_len < 2:
             raise ValueError("max_batch must be >= 1 and max_model_len >= 2")
 

@@ -50,7 +50,7 @@ import torch
 
 from ddtree_runtime.algo.processors import History, Processors, chain_paths, processed_logits
 from ddtree_runtime.algo.sampling import (
-    mass_above,
+    mass_above_token,
     min_p_cut,
     processed_probs,
     tempered,
@@ -124,7 +124,7 @@ def score_rows(
     # -inf before truncation only where a grammar forbids the token (no processor makes one).
     forbidden = torch.isinf(base.gather(-1, index)[:, 0]).tolist()
     probs = processed_probs(base, temperature, top_k, top_p, min_p)
-    above, _ = mass_above(probs)
+    above = mass_above_token(probs, index)
     p = probs.gather(-1, index)[:, 0]
     out = []
     gaps = truncation_gaps(base, index, temperature, top_k, top_p, min_p)
@@ -141,7 +141,7 @@ def score_rows(
                 logsumexp=float(lse[j]),
                 rank=int(rank[j]),
                 p=float(p[j]),
-                above=float(above[j, token]) if not dropped else float(probs[j].sum()),
+                above=float(above[j]) if not dropped else float(probs[j].sum()),
                 gap=float(gaps[j]) if dropped and not forbidden[j] else None,
                 boundary=float(bounds[j]) if dropped and not forbidden[j] else None,
                 top=best[j],
@@ -152,15 +152,22 @@ def score_rows(
 
 def _best(raw: torch.Tensor, k: int) -> list[tuple[tuple[int, float], ...]]:
     """Per row of raw logprobs, its best `k` as (id, logprob), best first, ties by the lower
-    id (the order the rank uses; a stable sort of the ids by descending logprob)."""
+    id (the order the rank uses, a stable sort of the ids by descending logprob): the k-th
+    value found by `topk`, then only the tokens at or above it ordered, not the vocabulary."""
     if k <= 0:
         return [() for _ in range(raw.shape[0])]
-    order = torch.sort(raw, dim=-1, descending=True, stable=True).indices[:, :k]
-    values = raw.gather(-1, order)
-    return [
-        tuple((int(i), float(v)) for i, v in zip(ids, lps, strict=True))
-        for ids, lps in zip(order.tolist(), values.tolist(), strict=True)
-    ]
+    cut = torch.topk(raw, min(k, raw.shape[-1]), dim=-1).values[:, -1:]
+    out = []
+    for row, at_least in zip(raw, raw >= cut, strict=True):
+        ids = at_least.nonzero()[:, 0]
+        chosen = sorted(zip(ids.tolist(), row[ids].tolist(), strict=True), key=_best_first)
+        out.append(tuple(chosen[:k]))
+    return out
+
+
+def _best_first(pair: tuple[int, float]) -> tuple[float, int]:
+    token, logprob = pair
+    return -logprob, token
 
 
 def below_min_p(
@@ -209,7 +216,7 @@ def truncation_gaps(
     gap = torch.where(outside_min_p, (floor - own).clamp(min=0.0), gap)
     if top_p < 1.0:
         after_k = torch.softmax(cut, dim=-1)
-        before = mass_above(after_k)[0].gather(-1, index)[:, 0]
+        before = mass_above_token(after_k, index)
         kept_mass = tempered_probs.masked_fill(~kept, 0.0).sum(dim=-1)
         outside_p = ~outside_k & (before >= top_p)
         gap = torch.where(outside_p, (before - top_p) * kept_mass, gap)

@@ -72,6 +72,18 @@ def mass_above(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.zeros_like(before).scatter(-1, order, before), order
 
 
+def mass_above_token(probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Per row, the mass strictly above token `index[i]` in `mass_above`'s order (descending
+    probability, ties: the lower id first): the quantity `mass_above` gives that token, without
+    sorting the row, for a caller that needs one token a row (scoring: a sort of the vocabulary
+    a position was most of its cost). Summed in id order, so it may differ from `mass_above`'s
+    running sum in the last bits."""
+    own = probs.gather(-1, index)
+    ids = torch.arange(probs.shape[-1], device=probs.device)[None, :]
+    above = (probs > own) | ((probs == own) & (ids < index))
+    return probs.masked_fill(~above, 0.0).sum(dim=-1)
+
+
 def top_p_dropped(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """The tokens top-p removes: those with at least `top_p` of the mass strictly above them,
     which keeps the smallest prefix reaching top_p (none below 1)."""

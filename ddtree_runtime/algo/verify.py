@@ -5,6 +5,10 @@ it). A node is accepted iff it is real, its token equals its parent's choice and
 accepted. Siblings carry distinct tokens, so the accepted nodes form one path from the root; the
 emitted tokens are the choices along that path (the accepted tokens, then the bonus token chosen at
 the deepest accepted node). Padding is never accepted whatever its token id.
+
+`relaxed_choices` is the one lossy rule (a server's `accept_threshold` below 1, SGLang's
+`threshold_single`): it changes sampled rows' choices before the walk, so the walk itself is the
+same exact walk.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ddtree_runtime.algo.sampling import choose
+from ddtree_runtime.algo.sampling import choose, processed_probs
 from ddtree_runtime.algo.tree import TreeBatch
 
 
@@ -49,6 +53,41 @@ def target_choices(logits: torch.Tensor, tree: TreeBatch, rows: list[RowSampling
             u = u_by_depth[tree.depths[i].clamp(max=len(row.uniforms) - 1)]
             choices[i] = choose(logits[i], row.temperature, row.top_k, row.top_p, row.min_p, u)
     return choices
+
+
+def relaxed_choices(
+    logits: torch.Tensor,
+    tree: TreeBatch,
+    rows: list[RowSampling],
+    choices: torch.Tensor,
+    threshold: float,
+) -> torch.Tensor:
+    """`choices` with the lossy acceptance rule applied (threshold < 1; 1 returns them as they
+    are): at a sampled row's node whose choice is none of its drafted children's tokens, the
+    child whose token is most probable there under the row's processed distribution (`logits`
+    after the request's processors, then temperature and the cuts: `processed_probs`) becomes
+    the choice if that probability is at least `threshold`, so `walk` accepts it and goes on
+    from it. Greedy rows keep their choices: the rule is on the sampled branch only."""
+    if threshold >= 1.0:
+        return choices
+    out = choices.clone()
+    drafted = tree.real & (tree.depths > 0)
+    for i, row in enumerate(rows):
+        if row.temperature <= 0 or not bool(drafted[i].any()):
+            continue
+        probs = processed_probs(logits[i], row.temperature, row.top_k, row.top_p, row.min_p)
+        nodes = drafted[i].nonzero()[:, 0]
+        parents, tokens = tree.parents[i, nodes], tree.tokens[i, nodes]
+        # p[c]: the probability of child c's token at its parent, where the target chose.
+        p = probs[parents, tokens]
+        matched = set(parents[tokens == choices[i, parents]].tolist())
+        best: dict[int, tuple[float, int]] = {}
+        for parent, token, prob in zip(parents.tolist(), tokens.tolist(), p.tolist(), strict=True):
+            if parent not in matched and prob >= threshold and prob > best.get(parent, (0.0, 0))[0]:
+                best[parent] = (prob, token)
+        for parent, (_, token) in best.items():
+            out[i, parent] = token
+    return out
 
 
 def walk(tree: TreeBatch, choices: torch.Tensor) -> Verdict:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ddtree_runtime.score import score_continuation
+from ddtree_runtime.server.config import SwitchRefused
 from ddtree_runtime.server.engine_loop import EngineFailure
 from ddtree_runtime.server.formatting import (
     Accumulated,
@@ -56,6 +57,7 @@ from ddtree_runtime.server.protocol import (
     validation_error,
 )
 from ddtree_runtime.server.state import SCORING, RuntimeState, request_stats_dict
+from ddtree_runtime.server.switch import Gate, Switcher
 from ddtree_runtime.stats import merged
 
 if TYPE_CHECKING:
@@ -91,10 +93,10 @@ def chat_inputs(state: RuntimeState, body: bytes) -> tuple[ChatCompletionRequest
 
 
 def score_inputs(
-    state: RuntimeState, body: bytes
+    state: RuntimeState, engine: Any, body: bytes
 ) -> tuple[ScoreRequest, list[int], torch.Tensor | None]:
     """POST /score's request, prompt ids and grammar bitmask per position (None without a
-    grammar), every check but the engine's (worker thread)."""
+    grammar; `engine`'s grammar compiler), every check but the engine's (worker thread)."""
     request = parse_body(ScoreRequest, body)
     request.one_prompt()
     if request.model != state.config.served_model_name:
@@ -105,7 +107,7 @@ def score_inputs(
         assert request.prompt is not None
         prompt = completion_prompt_ids(state, request.prompt)
     continuation = request.continuation
-    vocab = state.engine.limits.vocab_size
+    vocab = engine.limits.vocab_size
     if any(not 0 <= token < vocab for token in continuation):
         raise RequestError(f"continuation ids must be in [0, {vocab})", param="continuation")
     try:
@@ -120,7 +122,7 @@ def score_inputs(
             param="continuation",
         )
     try:
-        grammar = state.engine.request_grammar(request.response_format, request.regex)
+        grammar = engine.request_grammar(request.response_format, request.regex)
     except ValueError as error:
         raise RequestError(str(error)) from error
     masks = None if grammar is None else grammar.chain_bitmask(prompt[-1], continuation)
@@ -193,9 +195,9 @@ class Job:
         """usage (the prompt once, every choice's tokens) + ddtree stats (the choices merged),
         recorded in the live totals as one request."""
         # pop: the engine keeps a finished request's stats until the server has read them.
-        parts = [self.state.engine.pop_stats(choice.request_id) for choice in choices]
+        parts = [choice.engine.pop_stats(choice.request_id) for choice in choices]
         stats = request_stats_dict(merged(parts))
-        self.state.stats.record(stats)
+        choices[0].stats.record(stats)
         return {"usage": usage(len(self.prompt_ids), completion_tokens), "ddtree": stats}
 
 
@@ -305,9 +307,10 @@ async def stream(job: Job, choices: list[EngineRequest]) -> AsyncIterator[str]:
     yield sse("[DONE]")
 
 
-async def respond(job: Job, http: Request, max_tokens: int | None) -> Any:
+async def respond(job: Job, http: Request, max_tokens: int | None, gate: Gate) -> Any:
     state = job.state
     params = sampling_params(state, job.request, len(job.prompt_ids), max_tokens, job.top_logprobs)
+    await gate.enter()  # behind a switch; nothing awaits from here until it is submitted
     choices = submit_choices(state, job.head.id, job.prompt_ids, params)
     if job.request.stream:
         return StreamingResponse(stream(job, choices), media_type="text/event-stream")
@@ -325,6 +328,7 @@ def create_app(state: RuntimeState) -> FastAPI:
     app.add_middleware(BodyLimit, limits=state.limits)
     token_text = TokenText(state.loaded.tokenizer)
     app.state.runtime = state
+    switcher = Switcher(state)
 
     @app.exception_handler(RequestError)
     async def request_error(_: Request, error: RequestError) -> JSONResponse:
@@ -353,6 +357,21 @@ def create_app(state: RuntimeState) -> FastAPI:
     async def server_info() -> dict[str, Any]:
         return state.server_info()
 
+    @app.post("/admin/switch")
+    async def admin_switch(http: Request) -> dict[str, Any]:
+        """Switch the speculative config in place (`server.switch`); 409 before the server is
+        ready (its own warm-up runs) or once a failed switch left it without an engine."""
+        if not state.ready:
+            raise RequestError("the server is not ready: it cannot switch now", status=409)
+        try:
+            changes = json.loads(await http.body())
+        except ValueError as error:
+            raise RequestError(f"a switch body is a JSON object: {error}") from error
+        try:
+            return await switcher.switch(changes)
+        except SwitchRefused as error:
+            raise RequestError(str(error), param=error.field) from error
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         model = {
@@ -376,7 +395,12 @@ def create_app(state: RuntimeState) -> FastAPI:
         """A sampled continuation scored by the target's own prefill under the parameters it
         was drawn with (`ddtree_runtime.score`); the forward runs on the engine thread between
         steps."""
-        request, prompt, grammar = await asyncio.to_thread(score_inputs, state, await http.body())
+        # Behind a switch; the engine then serving compiles the grammar, even if a switch
+        # replaces it meanwhile (its compiler is the same model's).
+        await switcher.gate.enter()
+        engine = state.engine
+        body = await http.body()
+        request, prompt, grammar = await asyncio.to_thread(score_inputs, state, engine, body)
         continuation = request.continuation
         model, top_k = state.loaded.model, max(request.top_k, 0)
 
@@ -413,7 +437,7 @@ def create_app(state: RuntimeState) -> FastAPI:
             top_logprobs=request.logprobs,
             token_text=token_text,
         )
-        return await respond(job, http, request.max_tokens)
+        return await respond(job, http, request.max_tokens, switcher.gate)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(http: Request) -> Any:
@@ -427,6 +451,6 @@ def create_app(state: RuntimeState) -> FastAPI:
             top_logprobs=top,
             token_text=token_text,
         )
-        return await respond(job, http, request.token_limit())
+        return await respond(job, http, request.token_limit(), switcher.gate)
 
     return app

@@ -117,12 +117,16 @@ def sampling_params(
 class EngineRequest:
     """One request submitted to the engine loop (on construction); `events()` yields its
     TokenEvents as they are accepted, ending after the finished one. Always `close()` it: closing
-    before the end aborts the request, so no work is done for a client that is gone."""
+    before the end aborts the request, so no work is done for a client that is gone. It keeps
+    the engine and the live counters it was submitted to: a switch may replace both between its
+    last event and its answer, and its stats are that engine's and count for that config."""
 
     def __init__(
         self, state: RuntimeState, request_id: str, prompt_ids: list[int], params: SamplingParams
     ) -> None:
         self.state = state
+        self.engine = state.engine
+        self.stats = state.stats
         self.request_id = request_id
         self.finished = False
         self._loop = asyncio.get_running_loop()
@@ -145,7 +149,7 @@ class EngineRequest:
             item = await self._queue.get()
             if isinstance(item, EngineFailure):
                 self.finished = True
-                self.state.stats.failed += 1
+                self.stats.failed += 1
                 raise item
             self.finished = bool(item.finished)
             yield item
@@ -154,7 +158,7 @@ class EngineRequest:
         if not self.finished:
             self.finished = True
             self.state.loop.abort(self.request_id)
-            self.state.stats.aborted += 1
+            self.stats.aborted += 1
 
 
 def submit_choices(

@@ -56,8 +56,9 @@ class LocalServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        log = self.log()  # stop() removes it
         self.stop()
-        raise RuntimeError(f"server not healthy after {timeout_s} s:\n{self.log()}")
+        raise RuntimeError(f"server not healthy after {timeout_s} s:\n{log}")
 
     def terminate(self, timeout_s: float = 10.0) -> int:
         """SIGTERM and wait; returns the exit code (raises TimeoutExpired if it hangs)."""

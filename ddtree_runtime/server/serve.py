@@ -2,6 +2,7 @@
 
 A bad flag, a missing model or a bad draft spec is one line on stderr and exit 2 at once (torch is
 imported only after the flags parsed). /health turns 200 once a one-token generation succeeded.
+Each start-up phase is logged as it is reached and kept for /server_info (`phases`).
 SIGTERM: uvicorn stops accepting, gives in-flight requests a short grace period, then the engine
 thread is stopped and the process exits 0.
 """
@@ -16,13 +17,13 @@ import signal
 import sys
 import threading
 import time
-import uuid
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from ddtree_runtime.params import EngineConfig
 from ddtree_runtime.server.config import ServeConfig, source_hash
+from ddtree_runtime.server.phases import STARTUP, Phases, process_start_time
 
 log = logging.getLogger("ddtree_runtime.serve")
 
@@ -73,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-batch", type=positive_int, default=8)
     p.add_argument("--max-model-len", type=positive_int, default=2048)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--accept-threshold",
+        type=float,
+        default=1.0,
+        help="lossy below 1: at T > 0 accept a drafted token at least this probable",
+    )
     p.add_argument("--launch-id", default="", help="echoed in /server_info, not fingerprinted")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
@@ -87,29 +94,22 @@ def resolve_device(device: str) -> str:
 
 
 def warm_up(state: Any, server: Any, outcome: dict[str, Any]) -> None:
-    """One-token generation through the engine thread; /health turns 200 only if it succeeds."""
-    from ddtree_runtime.engine import SamplingParams
-
-    done = threading.Event()
-    result: list[Any] = []
-
-    def sink(item: Any) -> None:
-        if getattr(item, "finished", True):
-            result.append(item)
-            done.set()
+    """The engine's warm-up (`switch.warm`) on the engine thread; /health turns 200 only if it
+    succeeds. Marks the start-up's last phases."""
+    from ddtree_runtime.server.switch import warm
 
     started = time.monotonic()
+    engine = state.engine
     try:
-        prompt = list(state.loaded.tokenizer.encode("Hello")) or [0]
-        params = SamplingParams(max_tokens=1, temperature=0.0)
-        state.loop.submit(f"warmup-{uuid.uuid4().hex}", prompt, params, sink)
-        if not done.wait(WARMUP_TIMEOUT_S) or not hasattr(result[0], "token_ids"):
-            raise RuntimeError(f"warm-up generation failed: {result[0] if result else 'timeout'}")
+        state.loop.call(lambda: warm(engine)).result(WARMUP_TIMEOUT_S)
     except Exception as error:  # noqa: BLE001 - reported, then the server exits non-zero
         log.error("warm-up failed, shutting down: %s", error)
         outcome["exit_code"] = 1
         server.should_exit = True
         return
+    if engine.forward.graph_captured_at is not None:
+        state.startup.mark("graphs_captured", engine.forward.graph_captured_at)
+    state.startup.mark("ready")
     state.ready = True
     c = state.config
     line = (
@@ -122,6 +122,7 @@ def warm_up(state: Any, server: Any, outcome: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    startup = Phases(STARTUP, process_start_time(), log_prefix="ddtree_runtime phase")
     args = build_parser().parse_args(argv)
     # The engine's one check of its settings (tree knobs: `ddtree_runtime.knobs`), before the
     # model loads: a bad flag costs a second, not a model load.
@@ -134,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    startup.mark("process_start", startup.origin)
     # Import torch-heavy modules only after the flags are known to be good.
-    from ddtree_runtime.drafters import make_drafter
-    from ddtree_runtime.engine import Engine
     from ddtree_runtime.models import ModelNotFound, load_model
+    from ddtree_runtime.server.switch import build_engine
 
     device = resolve_device(args.device)
     try:
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"cannot load model {args.model!r}: {error}")
     except Exception as error:  # noqa: BLE001 - e.g. a CUDA device on a machine without one
         fail(f"cannot load model {args.model!r} on {device}: {type(error).__name__}: {error}")
+    startup.mark("weights_loaded")
     try:
         # Every flag is the config's field of the same name; what was resolved above replaces
         # what was asked (the loaded model's dtype, the device for `auto`).
@@ -154,18 +156,15 @@ def main(argv: list[str] | None = None) -> int:
         flags["dtype"] = str(loaded.dtype).removeprefix("torch.")
         flags["device"] = device
         config = ServeConfig(**flags)
-        drafter = make_drafter(args.draft, loaded)
-        # The engine's settings are the config's fields of the same names.
-        settings = {f.name: getattr(config, f.name) for f in dataclasses.fields(EngineConfig)}
-        engine = Engine(loaded, drafter, EngineConfig(**settings))
+        engine = build_engine(loaded, config)
     except (ValueError, ValidationError) as error:
         fail(str(error).splitlines()[0])
     except Exception as error:  # noqa: BLE001 - a drafter that cannot load, say
         fail(f"cannot build the engine: {type(error).__name__}: {error}")
-    return run_server(config, loaded, engine)
+    return run_server(config, loaded, engine, startup)
 
 
-def run_server(config: ServeConfig, loaded: Any, engine: Any) -> int:
+def run_server(config: ServeConfig, loaded: Any, engine: Any, startup: Phases) -> int:
     import uvicorn
 
     from ddtree_runtime.server.app import create_app
@@ -174,7 +173,7 @@ def run_server(config: ServeConfig, loaded: Any, engine: Any) -> int:
 
     loop = EngineLoop(engine)
     state = RuntimeState(
-        config=config, loaded=loaded, engine=engine, loop=loop, source_hash=source_hash()
+        config=config, loaded=loaded, loop=loop, source_hash=source_hash(), startup=startup
     )
 
     class GracefulServer(uvicorn.Server):

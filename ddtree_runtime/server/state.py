@@ -1,7 +1,8 @@
 """What a running server knows about itself: config, identity, model, engine loop and live stats.
 
 `server_info()` is the body of `GET /server_info`, the sweeper's proof of which configuration
-answers (see README "Runtime HTTP API").
+answers (docs/runtime-api.md). A switch (`server.switch`) replaces the loop's engine and then
+`adopt`s its config: the identity follows it and the live counters start again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ddtree_runtime.score import ORDER
 from ddtree_runtime.server.config import ServeConfig, fingerprint, fingerprint_inputs
 from ddtree_runtime.server.engine_loop import EngineLoop
 from ddtree_runtime.server.limits import RequestLimits, longest_token_chars
+from ddtree_runtime.server.phases import Phases
 from ddtree_runtime.stats import TOTALLED, RequestStats
 
 #: How this runtime samples (``algo.sampling``), so a controller knows it may compare sampled output
@@ -86,21 +88,41 @@ class LiveStats:
 class RuntimeState:
     config: ServeConfig
     loaded: Any  # models.LoadedModel
-    engine: Any  # engine.Engine
     loop: EngineLoop
     source_hash: str
+    startup: Phases
     start_time: float = field(default_factory=time.time)
     ready: bool = False
     stats: LiveStats = field(default_factory=LiveStats)
+    switches: int = 0
+    last_switch: dict[str, float | None] | None = None
 
     def __post_init__(self) -> None:
+        self._identify()
+        # Switches keep max_model_len and the tokenizer: the limits are the process's.
+        self.limits = RequestLimits(
+            self.config.max_model_len, longest_token_chars(self.loaded.tokenizer)
+        )
+
+    @property
+    def engine(self) -> Any:
+        """The engine serving now (engine.Engine): the loop's."""
+        return self.loop.engine
+
+    def _identify(self) -> None:
         self.fingerprint_inputs = fingerprint_inputs(
             self.config, self.loaded.weights_hash, self.source_hash
         )
         self.fingerprint = fingerprint(self.fingerprint_inputs)
-        self.limits = RequestLimits(
-            self.config.max_model_len, longest_token_chars(self.loaded.tokenizer)
-        )
+
+    def adopt(self, config: ServeConfig, phases: dict[str, float | None]) -> None:
+        """After a switch to `config` (its engine already the loop's): its identity, counters
+        from zero, and the switch's phases."""
+        self.config = config
+        self._identify()
+        self.stats = LiveStats()
+        self.switches += 1
+        self.last_switch = phases
 
     def server_info(self) -> dict[str, Any]:
         return {
@@ -113,6 +135,9 @@ class RuntimeState:
             "pid": os.getpid(),
             "start_time": self.start_time,
             "ready": self.ready,
+            "startup": self.startup.as_dict(),
+            "switches": self.switches,
+            "last_switch": self.last_switch,
             "model": {
                 "name": self.loaded.name,
                 "served_model_name": self.config.served_model_name,

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from ddtree_runtime.algo.sampling import choose, processed_probs, sample_with_uniform, uniform
+from ddtree_runtime.algo.sampling import (
+    choose,
+    mass_above,
+    mass_above_token,
+    processed_probs,
+    sample_with_uniform,
+    uniform,
+)
 
 
 def test_inverse_cdf_and_filters() -> None:
@@ -46,3 +54,18 @@ def test_min_p_keeps_the_tokens_within_its_share_of_the_top_tempered_probability
     assert choose(logits, 0.5, 0, 1.0, 0.1, u).tolist() == [1]  # the last kept, not id 3
     rows = torch.randn(64, 50, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     assert torch.equal(choose(rows, 0.0, 0, 1.0, 0.1, None), rows.argmax(dim=-1))
+
+
+def test_the_mass_above_one_token_is_what_the_sorted_order_gives_it() -> None:
+    gen = torch.Generator().manual_seed(3)
+    probs = torch.softmax(torch.randn(5, 40, generator=gen, dtype=torch.float64), dim=-1)
+    probs[0, 9] = probs[0, 4]  # a tie: the lower id is above the higher, not the reverse
+    probs[1, 6] = probs[1, 30]
+    probs[2] = 1 / 40  # every token tied
+    probs[3, 0] = 0.0  # a removed token: everything kept is above it
+    index = torch.tensor([[9], [6], [17], [0], [39]])
+    by_sort = mass_above(probs)[0].gather(-1, index)[:, 0]
+    got = mass_above_token(probs, index)
+    assert torch.allclose(got, by_sort, rtol=0.0, atol=1e-15)
+    assert got[0] > mass_above_token(probs, torch.tensor([[4]] * 5))[0]  # 9 ties 4, 4 first
+    assert got[2] == pytest.approx(17 / 40)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ddtree_runtime.algo.tree import TreeBatch
-from ddtree_runtime.algo.verify import walk
+from ddtree_runtime.algo.verify import RowSampling, relaxed_choices, target_choices, walk
 
 
 def tree_with_padding(pad_token: int) -> TreeBatch:
@@ -30,3 +30,36 @@ def test_padding_whose_token_equals_the_choice_is_never_accepted() -> None:
     choices = torch.tensor([[4, 4, 4, 4, 4, 4]])  # every node (padding too) "predicts" 4
     v = walk(tree, choices)
     assert int(v.n_accepted[0]) == 0 and v.emitted(0) == ([4], [0])
+
+
+def relaxed_case() -> tuple[torch.Tensor, TreeBatch, torch.Tensor]:
+    """root(0)=9 with drafted children 5 (node 1) and 6 (node 2); node 1 has child 7 (node 3).
+    At the root the target's probabilities are 3: 0.5, 5: 0.3, 6: 0.2 (T = 1); node 1 always
+    picks 8. Logits [1, 4, 10]."""
+    tree = tree_with_padding(0).narrow(4)
+    logits = torch.full((1, 4, 10), float("-inf"), dtype=torch.float64)
+    logits[0, 0, [3, 5, 6]] = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64).log()
+    logits[0, 1:, 8] = 0.0
+    return logits, tree, logits.argmax(dim=-1)
+
+
+def test_accept_threshold_accepts_a_probable_draft_the_exact_rule_rejects() -> None:
+    logits, tree, _ = relaxed_case()
+    # u = 0.25 draws token 3 at the root (its CDF interval is [0, 0.5)): no child matches.
+    sampled = [RowSampling(1.0, 0, 1.0, 0.0, [0.25, 0.25, 0.25])]
+    choices = target_choices(logits, tree, sampled)
+    assert choices[0, 0] == 3 and walk(tree, choices).emitted(0) == ([3], [0])
+    # Both children reach 0.2; the more probable one (5, p = 0.3) is accepted, then node 1's 8.
+    relaxed = relaxed_choices(logits, tree, sampled, choices, 0.2)
+    assert walk(tree, relaxed).emitted(0) == ([5, 8], [0, 1])
+    # Above every child's probability, and 1.0 (off): the exact rule's choices, unchanged.
+    for threshold in (0.35, 1.0):
+        assert torch.equal(relaxed_choices(logits, tree, sampled, choices, threshold), choices)
+    # Tempered: at T = 0.5 child 5's probability is 0.09 / 0.38 = 0.24 < 0.3.
+    colder = [RowSampling(0.5, 0, 1.0, 0.0, [0.25, 0.25, 0.25])]
+    cold_choices = target_choices(logits, tree, colder)
+    assert torch.equal(relaxed_choices(logits, tree, colder, cold_choices, 0.3), cold_choices)
+    # The greedy branch ignores it: argmax 3 stays, nothing accepted.
+    greedy = [RowSampling(0.0, 0, 1.0, 0.0, None)]
+    greedy_choices = target_choices(logits, tree, greedy)
+    assert torch.equal(relaxed_choices(logits, tree, greedy, greedy_choices, 0.2), greedy_choices)

@@ -32,6 +32,7 @@ CHANGED = {
     "max_batch": 4,
     "max_model_len": 4096,
     "seed": 7,
+    "accept_threshold": 0.5,
 }
 
 

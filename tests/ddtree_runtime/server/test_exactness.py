@@ -1,6 +1,8 @@
 """Lossless over HTTP: at temperature 0, DDTree servers answer token for token like an AR server
 (`--speculative none`) on smollm2-135m, with simultaneous requests of different lengths, so the
-engine verifies them together in one padded batch."""
+engine verifies them together in one padded batch. The AR server is switched in place
+(`POST /admin/switch`) to each DDTree config it takes; a config that needs another `--max-batch`
+is a server of its own."""
 
 from __future__ import annotations
 
@@ -27,14 +29,15 @@ PROMPTS = [
 ]
 CHAT = [{"role": "user", "content": "List three colours of the rainbow."}]
 
-SERVER_FLAGS = {
-    "ar": ["--speculative", "none"],
-    "ddtree-topk1": ["--speculative", "ddtree", "--budget", "16", "--topk", "1"],
-    "ddtree-topk4": ["--speculative", "ddtree", "--budget", "16", "--topk", "4"],
-    # The seed's case: chains of at most 7 in a verify held at 17 wide (no graph on CPU), one
-    # request at a time (the later --max-batch wins), so the fixed width alone makes it pad.
-    "ddtree-topk1-fixed": ["--budget", "16", "--topk", "1", "--cuda-graph", "--max-batch", "1"],
+FLAGS = ["--model", MODEL, "--block-size", "8", "--max-batch", "8", "--budget", "16"]
+# Switched to, in this order, on the AR server.
+SWITCHES = {
+    "ddtree-topk1": {"speculative": "ddtree", "topk": 1},
+    "ddtree-topk4": {"topk": 4},
 }
+# The seed's case: chains of at most 7 in a verify held at 17 wide (no graph on CPU), one
+# request at a time (the later --max-batch wins), so the fixed width alone makes it pad.
+FIXED = ["--topk", "1", "--cuda-graph", "--max-batch", "1"]
 
 
 Outputs = tuple[list[list[int]], int, int]
@@ -58,10 +61,14 @@ async def token_ids_of_simultaneous_requests(url: str) -> Outputs:
 @pytest.fixture(scope="module")
 def outputs() -> Iterator[dict[str, Outputs]]:
     results = {}
-    for name, flags in SERVER_FLAGS.items():
-        flags = ["--model", MODEL, "--block-size", "8", "--max-batch", "8", *flags]
-        with LocalServer(flags) as server:
+    with LocalServer([*FLAGS, "--speculative", "none"]) as server:
+        results["ar"] = asyncio.run(token_ids_of_simultaneous_requests(server.url))
+        for name, change in SWITCHES.items():
+            switched = httpx.post(f"{server.url}/admin/switch", json=change, timeout=300)
+            assert switched.status_code == 200, switched.text
             results[name] = asyncio.run(token_ids_of_simultaneous_requests(server.url))
+    with LocalServer([*FLAGS, *FIXED]) as server:
+        results["ddtree-topk1-fixed"] = asyncio.run(token_ids_of_simultaneous_requests(server.url))
     yield results
 
 

@@ -116,6 +116,7 @@ CHANGED_FLAGS = {
     "max_batch": "4",
     "max_model_len": "384",
     "seed": "3",
+    "accept_threshold": "0.5",
 }
 
 
