@@ -76,6 +76,8 @@ FAULTS = (
      "rpco-penalty_committed_only-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
     ("repetition penalty 1.3 over the whole tree (`penalty_whole_tree`), oracle drafts",
      "rpwo-penalty_whole_tree-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
+    ("repetition penalty 1.3 over the whole batch (`penalty_whole_batch`), oracle drafts",
+     "rpbo-penalty_whole_batch-t0.7-p1.0-s1600000000-rp1.3-oracle", "arrp13"),
 )  # fmt: skip
 #: The logit bias of the logit-bias rows: -5 on ',' (token 28), a token every prompt draws
 #: often, so the bias moves the distribution at temperature 0.7.

@@ -27,6 +27,7 @@ class SweepProgress(Protocol):
     def __enter__(self) -> SweepProgress: ...
     def __exit__(self, *exc: object) -> None: ...
     def host_started(self, host: str, total: int, done: int) -> None: ...
+    def planned_more(self, host: str, points: int) -> None: ...
     def status(self, host: str, text: str) -> None: ...
     def tokens(self, host: str, n: int) -> None: ...
     def point_done(self, host: str, point_id: str, status: str, detail: str) -> None: ...
@@ -80,6 +81,13 @@ class RichProgress:
                 host, total=total, completed=done, host=host, rate=0.0, current="starting"
             )
 
+    def planned_more(self, host: str, points: int) -> None:
+        """`points` more than the plan's on `host` (a winner confirmed on a fresh process)."""
+        with self._lock:
+            task = self._tasks[host]
+            total = next(t.total for t in self._progress.tasks if t.id == task) or 0
+            self._progress.update(task, total=total + points)
+
     def status(self, host: str, text: str) -> None:
         with self._lock:
             self._rates[host].reset()
@@ -122,6 +130,11 @@ class PlainProgress:
         with self._lock:
             self._done[host] = [done, total]
             self.console.print(f"{host}: {done}/{total} points already done", soft_wrap=True)
+
+    def planned_more(self, host: str, points: int) -> None:
+        """`points` more than the plan's on `host` (a winner confirmed on a fresh process)."""
+        with self._lock:
+            self._done[host][1] += points
 
     def status(self, host: str, text: str) -> None:
         with self._lock:

@@ -7,6 +7,10 @@ is listed apart with its reason. With intervals (2+ restarts) a winner whose int
 the runner-up's is no winner: the two are `tied` inside the noise. A speedup against an AR
 baseline that drifted over the run (`sweeper.analysis.drift`) is withheld, as is an impossible
 one (above its tau: `sweeper.analysis.impossible`, marked after the drift so it names it).
+A winner measured only on processes switched to it in place (`served_by`: `switch` on every
+row) is not named until a fresh process (a load) of it is measured too: `unconfirmed`, so no
+switch artefact can crown a config; the runner measures those again on a fresh process before
+it ends (`to_confirm`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,17 @@ from sweeper.results.rows import is_missing
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
 
 _SERVER_COLUMNS = tuple(c for c in ServerConfigColumns.model_fields if c != "engine")
+#: What a load level is ranked by where nobody asked for an objective (the report's answer, the
+#: configs the runner confirms): at a closed loop the throughput speedup, at a rate (where
+#: throughput is the offered rate) the E2E one, among configs meeting the SLO.
+CLOSED = ObjectiveSpec(column="speedup")
+OPEN = ObjectiveSpec(column="e2e_speedup")
+#: Where every speedup at a level is withheld, the answer names the fastest proven config.
+CLOSED_FALLBACK = ObjectiveSpec(column="output_tok_s")
+OPEN_FALLBACK = ObjectiveSpec(column="e2e_p50", goal="minimize")
+#: How a row's server came to serve it (`load` | `switch`), from the manifest's identities
+#: (`IdentityRecord.served_by`); absent: a load.
+SERVED_BY = "served_by"
 
 
 @dataclass(frozen=True)
@@ -47,10 +62,13 @@ class Ranking:
     baseline: Score | None = None
     #: Whether the winner's interval overlaps the runner-up's (no winner inside the noise).
     tied: bool = False
+    #: Whether the first was measured only after in-place switches (no fresh process yet).
+    unconfirmed: bool = False
 
     @property
     def winner(self) -> Entry | None:
-        return self.ranked[0] if self.ranked and not self.tied else None
+        named = self.ranked and not self.tied and not self.unconfirmed
+        return self.ranked[0] if named else None
 
     @property
     def runner_up(self) -> Entry | None:
@@ -62,6 +80,18 @@ class _Group:
     label: str
     mode: str
     rows: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+def served_rows(
+    rows: Iterable[Mapping[str, Any]], identities: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The rows with how their server came to serve them (`SERVED_BY`), from the manifest's
+    identities (`host/label` -> its record, as written); a row without one: a load."""
+    out = []
+    for row in rows:
+        identity = identities.get(f"{row.get('host')}/{row.get('server_label')}") or {}
+        out.append({**row, SERVED_BY: identity.get(SERVED_BY) or "load"})
+    return out
 
 
 def config_key(row: Mapping[str, Any], extra: Sequence[str]) -> tuple[Any, ...]:
@@ -79,7 +109,7 @@ def group_configs(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[Any, ...], _G
     """Point rows by server config, restarts together, in first-seen order."""
     rows = list(rows)
     extra = extra_config_columns({c for r in rows for c in r})
-    derived = ("restart", *DRIFT_COLUMNS, *IMPOSSIBLE_COLUMNS, *CALIBRATED_COLUMNS)
+    derived = ("restart", SERVED_BY, *DRIFT_COLUMNS, *IMPOSSIBLE_COLUMNS, *CALIBRATED_COLUMNS)
     extra = [c for c in extra if c not in derived]
     groups: dict[tuple[Any, ...], _Group] = {}
     for row in rows:
@@ -120,9 +150,47 @@ def rank(
         ok = [e for e in entries if e.score.state == "ok" and e.score.value is not None]
         ok = _sorted(ok, objective.goal)
         tied = len(ok) > 1 and _inside_noise(ok[0].score, ok[1].score)
+        first = groups[ok[0].key].rows if ok else []
+        unconfirmed = bool(first) and all(r.get(SERVED_BY) == "switch" for r in first)
         others = tuple(e for e in entries if e not in ok)
-        rankings.append(Ranking(level, tuple(ok), others, baseline, tied))
+        rankings.append(Ranking(level, tuple(ok), others, baseline, tied, unconfirmed))
     return rankings
+
+
+def level_ranking(
+    rows: Sequence[Mapping[str, Any]],
+    level: str,
+    constraints: ConstraintsSpec | None = None,
+    *,
+    fallback: bool = False,
+) -> Ranking:
+    """One host's load level ranked as the report's answer ranks it (`CLOSED`, or at a rate
+    `OPEN` held to `constraints`, the spec's SLO); `fallback`: by the fastest proven config's
+    measure instead (`CLOSED_FALLBACK`, `OPEN_FALLBACK`)."""
+    here = next(r for r in rows if request_config_id(r) == level)
+    opened = not is_missing(here.get("rate"))
+    objective = (OPEN_FALLBACK if fallback else OPEN) if opened else CLOSED
+    objective = CLOSED_FALLBACK if fallback and not opened else objective
+    (ranking,) = rank(rows, objective, constraints if opened else None, [level])
+    return ranking
+
+
+def to_confirm(
+    rows: Sequence[Mapping[str, Any]], constraints: ConstraintsSpec | None = None
+) -> list[str]:
+    """The `server_config_id`s of one host's configs the answer would name at some load level
+    (its winner, or where every speedup is withheld the fastest proven config) but that were
+    measured only after in-place switches (`Ranking.unconfirmed`), in level order: the configs
+    a fresh process must measure again before any is named."""
+    groups = group_configs(marked(rows))
+    out: list[str] = []
+    for level in dict.fromkeys(request_config_id(r) for r in rows):
+        ranking = level_ranking(rows, level, constraints)
+        if not ranking.ranked:
+            ranking = level_ranking(rows, level, constraints, fallback=True)
+        if ranking.unconfirmed:
+            out.append(str(groups[ranking.ranked[0].key].rows[0]["server_config_id"]))
+    return list(dict.fromkeys(out))
 
 
 def _sorted(entries: list[Entry], goal: str) -> list[Entry]:

@@ -129,7 +129,10 @@ def parse_threshold(text: str, above_zero: bool = False, below: float = 10.0) ->
     return value
 
 
-def _key_frame(points: pd.DataFrame, cols: list[str]) -> pd.Series:
+def config_keys(points: pd.DataFrame, cols: list[str]) -> pd.Series:
+    """Each point's identity over `cols` (`identity_columns`) as a tuple of strings: exact
+    numbers, a missing value and a column the frame lacks alike as unset."""
+
     def norm(v: Any) -> str:
         if v is None or (isinstance(v, float) and np.isnan(v)):
             return "-"
@@ -199,22 +202,34 @@ def compare_loaded(run_a: Run, run_b: Run, threshold: float) -> Comparison:
     """Compare run B against A, reading only what the comparison needs."""
     frames, impossible = [], []
     for run in (run_a, run_b):
-        points = run.points
-        # Judged as every judge reads a run: near-ties above the AR-vs-AR control are violations.
-        points = calibrated_frame(points, run) if points is not None else None
+        points, requests = run_frames(run)
         impossible.append(impossible_by_point(points))
-        frames.append(
-            (
-                points if points is not None else pd.DataFrame(columns=["point_id"]),
-                run.requests(COMPARED_COLUMNS, categorical=False),
-            )
-        )
+        frames.append((points, requests))
     if all(has_datasets(requests) for _, requests in frames):
         frames = [(dataset_points(p, r), dataset_requests(r)) for p, r in frames]
     (points_a, requests_a), (points_b, requests_b) = frames
     return compare_runs(
         points_a, points_b, requests_a, requests_b, threshold, run_a.dir.name, *impossible
     )
+
+
+def run_frames(run: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A run's points as every judge reads them (near-ties above the AR-vs-AR control are
+    violations; no points: an empty frame) and the request columns compare reads."""
+    points = run.points
+    points = (
+        calibrated_frame(points, run) if points is not None else pd.DataFrame(columns=["point_id"])
+    )
+    return points, run.requests(COMPARED_COLUMNS, categorical=False)
+
+
+def identity_columns(*frames: pd.DataFrame) -> list[str]:
+    """What a point is, over every frame given: host, config columns, every extra grid flag of
+    any of them (a flag only one has must still tell its points apart: left out, they would
+    share one key and all but one would silently vanish), and dataset; those some frame has."""
+    names = [c for frame in frames for c in frame.columns]
+    identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra_config_columns(names)), "dataset"]
+    return [c for c in identity if any(c in frame for frame in frames)]
 
 
 def impossible_by_point(points: pd.DataFrame | None) -> dict[str, str]:
@@ -243,19 +258,15 @@ def compare_runs(
     """Every point of A and B matched by identity, with deltas of B relative to A and flags;
     `impossible_a`/`_b`: each run's impossible speedups by point id (`impossible_by_point`, of
     the points before a per-dataset split: a dataset point answers to its point's id)."""
-    # Every config column of either run: a flag column only B has must tell B's points apart
-    # (left out, they would share one key and all but one would silently vanish).
-    extra = extra_config_columns([*points_a.columns, *points_b.columns])
-    identity = ["host", *CONFIG_COLUMNS, *dict.fromkeys(extra), "dataset"]
-    cols = [c for c in identity if c in points_a or c in points_b]
-    ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
+    cols = identity_columns(points_a, points_b)
+    ka, kb = config_keys(points_a, cols), config_keys(points_b, cols)
     held_a = _by_key(points_a, ka, impossible_a or {})
     held_b = _by_key(points_b, kb, impossible_b or {})
     # Restarts of one config share its key: one row each, with their intervals.
     points_a, spread_a = collapse_restarts(points_a, ka, METRICS)
     points_b, spread_b = collapse_restarts(points_b, kb, METRICS)
     if spread_a or spread_b:
-        ka, kb = _key_frame(points_a, cols), _key_frame(points_b, cols)
+        ka, kb = config_keys(points_a, cols), config_keys(points_b, cols)
     noise_a = request_noise(requests_a if requests_a is not None else pd.DataFrame())
     noise_b = request_noise(requests_b if requests_b is not None else pd.DataFrame())
     index_a, index_b = _index(ka), _index(kb)

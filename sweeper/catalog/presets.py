@@ -25,8 +25,22 @@ DDTREE_RUNTIME_PRESETS: dict[str, EngineMapping] = {
             "budget": ParamTarget(flag="--budget"),
             "topk": ParamTarget(flag="--topk"),
             "block_size": ParamTarget(flag="--block-size"),
+            # Lossy below 1.0 (docs/runtime-api.md): a speculative knob, so one AR baseline
+            # serves every threshold.
+            "accept_threshold": ParamTarget(flag="--accept-threshold"),
         },
     ),
+}
+
+#: SGLang's lossy acceptance knobs (a drafted token is accepted when its target probability is at
+#: least `threshold_single`; 1.0, the default, is exact), flags of every SGLang build we drive
+#: (0.5.15, 0.5.23, PR #29907) and the keys its `/set_internal_state` switches in place
+#: (`sweeper.engines.sglang_switch`). Speculative keys: an AR baseline carries none.
+SGLANG_ACCEPT_THRESHOLDS: dict[str, ParamTarget] = {
+    "speculative_accept_threshold_single": ParamTarget(
+        flag="--speculative-accept-threshold-single"
+    ),
+    "speculative_accept_threshold_acc": ParamTarget(flag="--speculative-accept-threshold-acc"),
 }
 
 SGLANG_PRESETS: dict[str, EngineMapping] = {
@@ -34,7 +48,10 @@ SGLANG_PRESETS: dict[str, EngineMapping] = {
         description="stock SGLang DFLASH: block-diffusion drafting, one chain per step",
         speculative_args=["--speculative-algorithm", "DFLASH"],
         # Under DFLASH, --speculative-num-draft-tokens is the draft block size.
-        params={"block_size": ParamTarget(flag="--speculative-num-draft-tokens")},
+        params={
+            "block_size": ParamTarget(flag="--speculative-num-draft-tokens"),
+            **SGLANG_ACCEPT_THRESHOLDS,
+        },
         draft=ParamTarget(flag="--speculative-draft-model-path"),
         unused={
             "budget": "SGLang's DFLASH has no tree budget (--speculative-num-draft-tokens "
@@ -54,6 +71,7 @@ SGLANG_PRESETS: dict[str, EngineMapping] = {
             "block_size": ParamTarget(flag="--speculative-num-draft-tokens"),
             # PR #29907 has no flag for topk: an environment cap read at start.
             "topk": ParamTarget(env="SGLANG_DDTREE_MAX_TOPK"),
+            **SGLANG_ACCEPT_THRESHOLDS,
         },
         draft=ParamTarget(flag="--speculative-draft-model-path"),
         effective=EffectiveRules(

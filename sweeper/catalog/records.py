@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sweeper.catalog.mapping import EngineMapping
-from sweeper.catalog.presets import DDTREE_RUNTIME_PRESETS, SGLANG_PRESETS, VLLM_PRESETS
+from sweeper.catalog.mapping import EngineMapping, JsonValue
+from sweeper.catalog.presets import (
+    DDTREE_RUNTIME_PRESETS,
+    SGLANG_ACCEPT_THRESHOLDS,
+    SGLANG_PRESETS,
+    VLLM_PRESETS,
+)
 
 #: Runtime settings (`runtime.device`, ...) a grid flag of the same name overrides, in the order
 #: their flags are rendered.
@@ -41,6 +46,12 @@ class ServerCommand:
     cuda_graph_off: tuple[str, ...] = ()
     cuda_graph_on: tuple[str, ...] = ()
     launch_id_flag: str | None = None
+    #: The server fields its builds switch in place, without a new process (the bundled
+    #: runtime's `POST /admin/switch`), by the name the server reports each under (the grid
+    #: key where there is one) -> the value a start that does not pass the field runs with.
+    #: A switch sends every one of them, so a field a config leaves unset is the start's
+    #: default again, never the previous config's value. Empty: every change is a load.
+    switchable: Mapping[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,16 @@ RECORDS: dict[str, EngineRecord] = {
                 cuda_graph_off=("--disable-cuda-graph",),
                 cuda_graph_on=("--cuda-graph",),
                 launch_id_flag="--launch-id",
+                # ddtree_runtime.server.config.ServeConfig's defaults (a test holds them).
+                switchable={
+                    "speculative": "ddtree",
+                    "draft": "ngram",
+                    "budget": 16,
+                    "topk": 4,
+                    "block_size": 8,
+                    "cuda_graph": False,
+                    "accept_threshold": 1.0,
+                },
             ),
             runs_bundled_runtime=True,
             presets=DDTREE_RUNTIME_PRESETS,
@@ -114,6 +135,9 @@ RECORDS: dict[str, EngineRecord] = {
                 # Per phase: these spellings parse in 0.5.23 and in PR #29907's build (the
                 # single --disable-cuda-graph is deprecated in the one and absent from the other).
                 cuda_graph_off=("--disable-decode-cuda-graph", "--disable-prefill-cuda-graph"),
+                # Its `/set_internal_state` keys (1.0, exact, by default); each build's own
+                # handler is negotiated at run time (`sweeper.engines.sglang_switch`).
+                switchable=dict.fromkeys(SGLANG_ACCEPT_THRESHOLDS, 1.0),
             ),
             presets=SGLANG_PRESETS,
             # 0.5.15's ServerArgs: grpc_port = port + 10000, refused above 65535, even in

@@ -6,6 +6,9 @@ winner is named when the first two are inside each other's noise (their interval
 A speedup objective is withheld where it is no result (a busy host, a drifted baseline measured
 once, or impossible: above the point's tau), with the reason; the lines at the top say why.
 
+A config measured only after in-place switches is named no winner until a fresh process of it
+is measured (`runtime.inplace`): the line says how to confirm it.
+
 The objective defaults to the run's `search.objective`, else output_tok_s maximized;
 `--objective COLUMN[:min|:max]` and `--at REQUEST_CONFIG` override it. Exit 0 with a winner
 somewhere, 3 when no config is feasible anywhere, 2 on bad usage.
@@ -18,7 +21,7 @@ from pathlib import Path
 import typer
 from pydantic import ValidationError
 
-from sweeper.analysis.best import Entry, Ranking, rank
+from sweeper.analysis.best import Entry, Ranking, rank, served_rows
 from sweeper.analysis.drift import baseline_drift, drift_line
 from sweeper.analysis.impossible import impossible_lines
 from sweeper.analysis.objective import Interval, Score
@@ -63,8 +66,10 @@ def command(
             typer.echo(f"error: --objective {objective}: {exc.errors()[0]['msg']}", err=True)
             raise typer.Exit(EXIT_BAD_SPEC) from None
     points = calibrated_frame(points, loaded)  # near-ties above the control are violations
+    identities = {where: i.model_dump() for where, i in manifest.identities.items()}
+    rows = served_rows(points.to_dict("records"), identities)
     try:
-        rankings = rank(points.to_dict("records"), chosen, constraints, at or None)
+        rankings = rank(rows, chosen, constraints, at or None)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_BAD_SPEC) from None
@@ -94,6 +99,11 @@ def render(ranking: Ranking) -> list[str]:
     first = ranking.ranked[0] if ranking.ranked else None
     if first is None:
         head = f"{ranking.at}: no feasible config"
+    elif ranking.unconfirmed:
+        head = (
+            f"{ranking.at}: no winner yet: {_entry(first)} was measured only after in-place "
+            "switches, and the run ended before a fresh process of it was measured (resume it)"
+        )
     elif ranking.tied:
         second = ranking.ranked[1]
         head = (

@@ -58,11 +58,12 @@ def _table(
 
 
 def measured_rates(manifest: Manifest, points: Any) -> tuple[float, float]:
-    """Seconds per restart and tokens/s per stream as the run measured them (defaults else)."""
+    """Seconds per load and tokens/s per stream as the run measured them (defaults else); a
+    run written before loads were counted apart from switches counted its loads as `restarts`."""
     timings = manifest.timings
     ready = sum(v for k, v in timings.items() if k.endswith(".ready_s"))
-    restarts = sum(v for k, v in timings.items() if k.endswith(".restarts"))
-    load_s = ready / restarts if restarts else DEFAULT_LOAD_S
+    loads = sum(v for k, v in timings.items() if k.endswith((".loads", ".restarts")))
+    load_s = ready / loads if loads else DEFAULT_LOAD_S
     speeds: list[float] = []
     if points is not None and {"output_tok_s", "concurrency", "status"} <= set(points):
         ok = points[(points["status"] == "ok") & points["output_tok_s"].notna()]

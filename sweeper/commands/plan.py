@@ -1,12 +1,13 @@
-"""`sweeper plan SPEC`: the dry run: server configs (restarts), their request configs, each
-config's exact command line and environment (secrets masked), notes on dropped points, totals and
-a rough time estimate, and a search's stop and first configs; `--json` for machine output."""
+"""`sweeper plan SPEC`: the dry run: server configs (each a load or an in-place switch), their
+request configs, each config's exact command line and environment (secrets masked), notes on
+dropped points, totals, per host its loads and switches, a rough time estimate with switches and
+with every config a load, and a search's stop and first configs; `--json` for machine output."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -14,8 +15,15 @@ from rich.table import Table
 
 from sweeper.commands.commandlines import command_lines
 from sweeper.commands.validate import load_plan
-from sweeper.plan import DEFAULT_LOAD_S, DEFAULT_TOK_S, Plan, estimate_seconds
-from sweeper.plan.model import proof_seconds
+from sweeper.plan import (
+    DEFAULT_LOAD_S,
+    DEFAULT_SWITCH_S,
+    DEFAULT_TOK_S,
+    Plan,
+    build_plan,
+    estimate_seconds,
+)
+from sweeper.plan.model import confirmation, proof_time, provision_of
 from sweeper.proof.power import planned_statement
 from sweeper.proof.scored.judge import expected_power
 from sweeper.search import preview
@@ -28,10 +36,21 @@ T = TypeVar("T")
 SHOWN = 40
 
 
+def every_config_a_load(plan: Plan, *, load_s: float, tok_s: float) -> float:
+    """The estimate of the same spec with `runtime.inplace: off`: every config a load, and so
+    no winner to confirm."""
+    spec = plan.spec
+    off = spec.model_copy(update={"runtime": spec.runtime.model_copy(update={"inplace": False})})
+    return estimate_seconds(build_plan(off), load_s=load_s, tok_s=tok_s)
+
+
 def command(
     spec: Path = typer.Argument(..., help="Sweep spec (YAML)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
-    load_s: float = typer.Option(DEFAULT_LOAD_S, help="Assumed seconds per restart (estimate)."),
+    load_s: float = typer.Option(DEFAULT_LOAD_S, help="Assumed seconds per load (estimate)."),
+    switch_s: float = typer.Option(
+        DEFAULT_SWITCH_S, help="Assumed seconds per in-place switch (estimate)."
+    ),
     tok_s: float = typer.Option(DEFAULT_TOK_S, help="Assumed tokens/s per stream (estimate)."),
     show_all: bool = typer.Option(
         False, "--all", help=f"List every server config (beyond {SHOWN} they are summarised)."
@@ -39,14 +58,24 @@ def command(
 ) -> None:
     """Show what a sweep would run, without running anything."""
     plan = load_plan(spec)
-    seconds = estimate_seconds(plan, load_s=load_s, tok_s=tok_s)
+    seconds = estimate_seconds(plan, load_s=load_s, tok_s=tok_s, switch_s=switch_s)
+    all_loads = every_config_a_load(plan, load_s=load_s, tok_s=tok_s)
     if as_json:
         data = plan.to_dict()
         data["estimated_seconds"] = round(seconds, 1)
+        data["estimated_seconds_every_config_a_load"] = round(all_loads, 1)
+        for host, plan_host in zip(data["hosts"], plan.hosts, strict=True):
+            host["loads"] = plan_host.loads
+            host["switches"] = len(plan_host.steps) - plan_host.loads
+            confirmed = confirmation(plan_host, plan.spec, load_s, tok_s)
+            host["confirmation"] = {"loads": confirmed.restarts, "points": confirmed.points}
         data["search"] = preview(plan)
         power = sampled_power(plan)
         if power:
             data["sampled_power"] = power
+        proof = sampled_proof(plan)
+        if proof:
+            data["sampled_proof"] = proof
         data["datasets"] = dataset_sources(plan.spec.workload, spec.resolve().parent)
         data["commands"] = [
             {"host": c.host, "label": c.label, "argv": list(c.argv), "env": c.env}
@@ -62,18 +91,43 @@ def command(
         spec=spec,
         tok_s=tok_s,
         load_s=load_s,
+        switch_s=switch_s,
     )
+
+
+def sampled_proof(plan: Plan) -> list[dict[str, Any]]:
+    """Per sampled point whose proof draws samples: how many per prompt it needs, how many its
+    measured requests give, how many are drawn beside them (by which point), and why."""
+    out = []
+    for point in plan.points():
+        provision = provision_of(point, plan.spec)
+        if provision.needed:
+            drawn_by = point.samples_from or (point.point_id if point.samples else None)
+            out.append(
+                {
+                    "point_id": point.point_id,
+                    "needed": provision.needed,
+                    "provided": provision.provided,
+                    "extra": provision.extra,
+                    "drawn_by": drawn_by,
+                    "why": provision.why,
+                }
+            )
+    return out
 
 
 def sampled_power(plan: Plan) -> str:
     """The sampled test's expected power at the plan's sizes: the distribution test's, or the
-    scored test's on the tokens each config's samples hold ("" when no point draws samples)."""
-    drawing = [p for p in plan.points() if p.samples]
-    check = drawing[0].sampled_check if drawing else None
+    scored test's on the tokens of `determinism.samples` per prompt, which the measured
+    requests and the samples drawn beside them hold ("" when no point's proof counts samples)."""
+    sampled = [p for p in plan.points() if p.sampled_check in ("distribution", "scored")]
+    check = sampled[0].sampled_check if sampled else None
+    if check == "distribution" and not any(p.samples for p in sampled):
+        return ""  # nothing to compare with: none drawn (the plan's note says why)
     if check not in ("distribution", "scored"):
         return ""
     policy = plan.spec.determinism
-    tokens = max(policy.sample_length(p.request_config.max_tokens) for p in drawing)
+    tokens = max(policy.sample_length(p.request_config.max_tokens) for p in sampled)
     prompts = len(plan.spec.workload.prompts)
     if check == "scored":
         return expected_power(prompts * policy.samples * tokens, policy).text()
@@ -97,14 +151,20 @@ def render(
     spec: Path | None = None,
     tok_s: float = DEFAULT_TOK_S,
     load_s: float = DEFAULT_LOAD_S,
+    switch_s: float = DEFAULT_SWITCH_S,
 ) -> None:
     """The human view: one table per host, then notes and totals; beyond `limit` server configs
     (or notes) the rest is counted, with the command that lists them all."""
     see_all = f"sweeper plan {spec} --all" if spec else "sweeper plan SPEC --all"
     left_out = 0
     for host in plan.hosts:
-        table = Table(title=f"host {host.name}: {len(host.steps)} server configs (restarts)")
+        switches = len(host.steps) - host.loads
+        table = Table(
+            title=f"host {host.name}: {len(host.steps)} server configs: {host.loads} load(s), "
+            f"{switches} in-place switch(es)"
+        )
         table.add_column("#", justify="right")
+        table.add_column("start")
         table.add_column("server config")
         table.add_column("id")
         table.add_column("request configs")
@@ -115,12 +175,13 @@ def render(
             scores = f"scores the samples of {len(host.scored_by(step))} point(s)"
             table.add_row(
                 str(number),
+                "switch" if step.switch else "load",
                 step.server_config.label + (f" (also {', '.join(covers)})" if covers else ""),
                 step.server_config.id,
                 scores if step.scoring else ", ".join(rc.id for rc in step.request_configs),
             )
         if hidden:
-            table.add_row("...", f"{hidden} more", "", "")
+            table.add_row("...", "", f"{hidden} more", "", "")
         console.print(table)
     lines, hidden = _cut(command_lines(plan), limit)
     for line in lines:
@@ -168,19 +229,38 @@ def render(
         per_point += f"; {length} per open loop, {load.arrival} arrivals"
     samples = ""
     if plan.n_samples or plan.n_scores:
-        proof = proof_seconds(plan, load_s=load_s, tok_s=tok_s)
+        proof = proof_time(plan, load_s=load_s, tok_s=tok_s, switch_s=switch_s)
         parts = [f"{plan.n_samples} seeded samples"] if plan.n_samples else []
         parts += [f"{plan.n_scores} scoring prefills"] if plan.n_scores else []
         restarts = sum(step.scoring for host in plan.hosts for step in host.steps)
-        parts += [f"{restarts} scoring restart(s)"] if restarts else []
-        samples = f" + {', '.join(parts)} (the T > 0 proof: ~{proof / 60:.1f} min, in the estimate)"
+        parts += [f"{restarts} scoring step(s)"] if restarts else []
+        spent = [f"drawing {proof.drawing / 60:.1f}", f"scoring {proof.scoring / 60:.1f}"]
+        spent += [f"scoring steps {proof.restarts / 60:.1f}"] if restarts else []
+        samples = (
+            f" + {', '.join(parts)} (the T > 0 proof: ~{proof.total / 60:.1f} min, in the "
+            f"estimate: {', '.join(spent)})"
+        )
     console.print(
         f"{plan.restarts} restarts, {plan.n_points} points, {plan.n_requests} measured requests "
         f"({per_point}, max_tokens {workload.max_tokens}){samples}",
         markup=False,
     )
+    confirmed = sum(confirmation(h, plan.spec, load_s, tok_s).restarts for h in plan.hosts)
+    then = (
+        f"; then {confirmed} more load(s) and their points: the winner measured only after "
+        "switches, measured again on a fresh process (one per host assumed)"
+        if confirmed
+        else ""
+    )
     console.print(
-        f"estimate: about {seconds / 60:.1f} min (a rough model: restarts x load time + "
-        "requests x max_tokens / tok/s; see --load-s, --tok-s)",
+        f"{plan.loads} load(s), {plan.switches} in-place switch(es) (runtime.inplace: "
+        f"{'on' if plan.spec.runtime.inplace else 'off'}){then}",
+        markup=False,
+    )
+    all_loads = every_config_a_load(plan, load_s=load_s, tok_s=tok_s)
+    console.print(
+        f"estimate: about {seconds / 60:.1f} min; {all_loads / 60:.1f} min with every config a "
+        "load (a rough model: loads x load time + switches x switch time + requests x "
+        "max_tokens / tok/s; see --load-s, --switch-s, --tok-s)",
         markup=False,
     )

@@ -15,6 +15,8 @@ from sweeper.exit_codes import EXIT_IO
 from sweeper.report.assemble import build_view
 from sweeper.report.paper import paper_csv, paper_markdown, run_paper_table
 from sweeper.report.paper_layout import StoredReferenceError, reference_of
+from sweeper.results.history import default_url
+from sweeper.results.manifest import Manifest
 from sweeper.results.reader import (
     MANIFEST,
     Run,
@@ -93,6 +95,12 @@ def command(
         help="Table columns: 'method' (AR, chain, tree: each its best config) "
         "or 'config' (every config).",
     ),
+    startup: list[Path] = typer.Option(
+        [],
+        "--startup",
+        help="Another run whose loads the Start-up section shows beside this run's (repeat it: "
+        "several engines' starts in one report).",
+    ),
 ) -> None:
     """Write one self-contained HTML report; the file's path is the last line printed. With
     `--table paper`, print the paper-layout table instead (markdown or CSV)."""
@@ -101,6 +109,7 @@ def command(
         if table is not None:
             _print_table(target, table, table_format, by)
             return
+        from sweeper.report.history_note import TRENDS_PAGE, history_note
         from sweeper.report.render import write_report  # matplotlib: only when a report is made
 
         if out is not None and out.is_dir():
@@ -117,13 +126,33 @@ def command(
             )
         reference_of(run.manifest.spec if run.manifest else None)  # before any figure is drawn
         comparison = _comparison(run, against, baseline, threshold_option(threshold), force)
-        path = write_report(build_view(run), out or target / "report.html", comparison)
+        others = [_manifest_of(other) for other in startup]
+        root = target.parent.parent  # a run's results root: where its history and trends are
+        note = history_note(default_url(root), run, root / TRENDS_PAGE)
+        path = write_report(
+            build_view(run),
+            out or target / "report.html",
+            comparison,
+            None,
+            startup=others,
+            history=note,
+        )
     except StoredReferenceError as exc:  # as `diagnose` says of a spec that no longer validates
         raise _fail(
             f"{target / MANIFEST}: the run's reference does not validate today ({exc}); the "
             "manifest was edited or written by another version: restore it"
         ) from None
     typer.echo(str(path))
+
+
+def _manifest_of(run_dir: Path) -> Manifest:
+    """`--startup RUN`'s manifest (its loads), or exit 2 saying why it has none."""
+    if not is_run_dir(run_dir):
+        raise _fail(f"--startup {run_dir}: no run directory there")
+    manifest = read_run(run_dir).manifest
+    if manifest is None:
+        raise _fail(f"--startup {run_dir}: its {MANIFEST} is unreadable")
+    return manifest
 
 
 def _print_table(target: Path, table: str, table_format: str, by: str) -> None:

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from sweeper import __version__
 from sweeper.analysis.ending import closing_lines
+from sweeper.analysis.history import record_finished
 from sweeper.catalog.records import RECORDS
 from sweeper.commands.errors import describe
 from sweeper.commands.plan import render
@@ -36,9 +37,10 @@ from sweeper.hosts import HostError
 from sweeper.hosts.lease import LeaseBusy
 from sweeper.plan import Plan, estimate_seconds
 from sweeper.progress import PlainProgress, RichProgress, SweepProgress
+from sweeper.results.history import default_url
 from sweeper.results.lock import LockBusy, run_lock
 from sweeper.results.pinned import changed_inputs, file_hashes
-from sweeper.results.reader import is_run_dir, latest_run, sweep_lock
+from sweeper.results.reader import is_run_dir, latest_run, read_run, sweep_lock
 from sweeper.results.store import RunStore
 from sweeper.runner import Runner
 from sweeper.search import SearchOrder, SearchStateError
@@ -298,7 +300,8 @@ def execute(plan: Plan, store: RunStore, plain: bool, leases: RunLeases | None =
             soft_wrap=True,
         )
     console.print(
-        f"sweep {plan.spec.name}: {plan.n_points} points, {plan.restarts} restarts, "
+        f"sweep {plan.spec.name}: {plan.n_points} points, {plan.loads} load(s) + "
+        f"{plan.switches} switch(es), "
         f"estimate ~{estimate_seconds(plan) / 60:.0f} min; run {store.dir}",
         markup=False,
         highlight=False,
@@ -317,6 +320,12 @@ def execute(plan: Plan, store: RunStore, plain: bool, leases: RunLeases | None =
         for backend in backends.values():
             backend.host.close()
     points = runner.judged or runner.judged_points(store.points())
+    # A completed run goes into the history (beside the results, or SWEEPER_HISTORY_URL).
+    finished = read_run(store.dir)
+    said = record_finished(default_url(store.dir.parent.parent), finished)
+    finished.close()
+    if said is not None:
+        console.print(said[1], markup=False, highlight=False, soft_wrap=True)
     # The summary of what the report flags, the report's command, then the code's meaning.
     ending = closing_lines(
         points.values(), status=store.manifest.status, planned=plan.n_points, run_dir=str(store.dir)

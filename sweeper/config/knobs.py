@@ -4,7 +4,8 @@ The tree knobs' ranges (`TREE_KNOBS`) are checked at the spec, and nowhere else 
 controller. The runtime's server refuses the same ranges with the same words: the controller and
 the runtime never import each other (the runtime ships alone to hosts), so the runtime holds its
 own table (`ddtree_runtime/knobs.py`) and a test holds the two to one another, value by value and
-word by word. The request knobs' ranges are the spec's field bounds (`RANGES`).
+word by word. The request knobs' ranges are the spec's field bounds (`RANGES`); the ranges of
+server knobs given as extra grid flags (`accept_threshold`) are `FLAG_RANGES`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,39 @@ RANGES: dict[str, dict[str, float]] = {
     # OpenAI's top_logprobs range (a completions request's `logprobs` takes up to 5 there).
     "logprobs": {"ge": 0, "le": 20},
 }
+
+
+class FlagRange(NamedTuple):
+    """A number knob's open lower and closed upper bound and what the value means."""
+
+    above: float
+    most: float
+    why: str
+
+
+#: Server knobs given as extra grid flags (no named grid key) -> their range; checked at the
+#: spec (`sweeper.spec.grid`). The runtime refuses the same range (`--accept-threshold`).
+FLAG_RANGES: dict[str, FlagRange] = {
+    "accept_threshold": FlagRange(
+        0.0,
+        1.0,
+        "1 is exact; below it, a drafted token at least this probable is accepted",
+    ),
+}
+
+
+def flag_problem(name: str, value: object) -> str | None:
+    """Why `value` is not a valid `name` of `FLAG_RANGES`, or None (a flag without a range)."""
+    knob = FLAG_RANGES.get(name)
+    if knob is None:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not knob.above < value <= knob.most:  # type: ignore[operator]
+        bounds = f"({knob.above:g}, {knob.most:g}]"
+        return f"{name} must be a number in {bounds} ({knob.why}), got {value!r}"
+    return None
+
+
 #: A logit bias's range per token (OpenAI's).
 LOGIT_BIAS_RANGE: dict[str, float] = {"ge": -100, "le": 100}
 

@@ -2,13 +2,14 @@
 
 An engine owns the argv and environment of a server config (`launch`), what "ready" means
 (`health_path`), how the running server's effective config is proven (`prove`), how a request
-body is written (`request`), and how token ids, top-2 margins and acceptance are read from its
-stream (`reader`, `acceptance_counters`). Which of its paths a running build actually gives is
-negotiated after the proof (`negotiate`, see `capabilities.py`); `bind` then gives the engine
-that writes requests for the paths chosen (never logprobs to a speculative server). One module
-per engine: its class registers against the engine's catalog record (`register`, in the
-spirit of GuideLLM's `@Backend.register`), and `registry.py` finds it by name; nothing outside
-`sweeper/engines/` branches on an engine's name.
+body is written (`request`), how token ids, top-2 margins and acceptance are read from its
+stream (`reader`, `acceptance_counters`), and which server knobs a running build switches in
+place (`switchable`, `switch`: a new config without a new process). Which of its paths a
+running build actually gives is negotiated after the proof (`negotiate`, see
+`capabilities.py`); `bind` then gives the engine that writes requests for the paths chosen
+(never logprobs to a speculative server). One module per engine: its class registers against
+the engine's catalog record (`register`, in the spirit of GuideLLM's `@Backend.register`), and
+`registry.py` finds it by name; nothing outside `sweeper/engines/` branches on an engine's name.
 
 The proof that the process on the port is the one launched (pid, cmdline, environment, sockets)
 needs no engine and lives in `sweeper.services.identity`; an engine adds what it reports itself.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from sweeper.config import ServerConfig
     from sweeper.engines.launch import Launch
     from sweeper.engines.stream import ChunkReader
+    from sweeper.results.loads import StartPhase
     from sweeper.spec import RuntimeSpec
 
 
@@ -291,10 +293,28 @@ class Engine(Protocol):
         """What a host needs for this engine."""
         ...
 
+    def startup_phases(self, log: str, info: Mapping[str, Any], started: float) -> list[StartPhase]:
+        """Where one start went, as the server itself reports it: the phases its log since
+        the start (`log`) or its proof's `/server_info` (`info`) give, in seconds since its
+        process started (`started`: that start's unix time as the sweeper saw it);
+        `sweeper.results.loads` names the phases. A phase it does not report is absent."""
+        ...
+
+    def switchable(self, capabilities: Capabilities | None) -> frozenset[str]:
+        """The server knobs this build switches in place (`capabilities`: what negotiation
+        found for it; None: not yet negotiated, the declared set); empty: every change of
+        config is a load."""
+        ...
+
+    def switch(self, client: httpx.Client, base_url: str, sc: ServerConfig) -> None:
+        """Switch the running server to `sc` in place (no new process); EngineError, one line
+        naming engine, build and key, when it refuses. The caller proves the config after."""
+        ...
+
 
 class Registered:
     """Base of the engine classes: the catalog record a class drives (set by `register`) gives
-    its name and whether it is launched."""
+    its name, whether it is launched, and the knobs it declares switchable in place."""
 
     record: ClassVar[EngineRecord]
 
@@ -305,6 +325,16 @@ class Registered:
     @property
     def launched(self) -> bool:
         return self.record.launched
+
+    def switchable(self, capabilities: Capabilities | None) -> frozenset[str]:
+        """The knobs its record declares (`ServerCommand.switchable`; none for an endpoint
+        the sweeper does not start). An engine whose builds differ negotiates its own."""
+        command = self.record.command
+        return frozenset(command.switchable) if command is not None else frozenset()
+
+    def switch(self, client: httpx.Client, base_url: str, sc: ServerConfig) -> None:
+        """Engines that switch nothing in place refuse: the runner loads instead."""
+        raise EngineError(f"{self.name} switches no server config in place ({sc.label})")
 
 
 #: Engine name -> the class driving it, made with the runtime section and the manifest's runtime

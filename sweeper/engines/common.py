@@ -1,11 +1,13 @@
-"""What every engine shares: the OpenAI request body, reading a JSON endpoint, comparing a
-reported config with the expected one, and the launched servers' command (rendered by
-`sweeper.engines.render`)."""
+"""What every engine shares: the OpenAI request body, reading a JSON endpoint and a Prometheus
+page, comparing a reported config with the expected one, a run's cache of prompt ids, and what
+the launched servers do alike: their command (rendered by `sweeper.engines.render`), health
+path, length control, token-id request and the scoring they are asked for."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from secrets import token_hex
 from typing import Any
 
@@ -15,11 +17,12 @@ from sweeper.catalog.features import FEATURE_TABLE
 from sweeper.catalog.records import ServerCommand
 from sweeper.config import ServerConfig
 from sweeper.config.features import used
-from sweeper.engines.base import EngineError, Registered, RequestSpec
+from sweeper.engines.base import EngineError, HttpRequest, Registered, RequestSpec, ScoringPath
 from sweeper.engines.capabilities import Negotiated
 from sweeper.engines.feature_probes import probe_features
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered, extra_args_of, split_config
+from sweeper.engines.scoring import not_asked
 from sweeper.proof.scored.catalog import SCORING
 from sweeper.spec import RuntimeSpec
 
@@ -152,10 +155,48 @@ def mismatches(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list
     return wrong
 
 
+def metric_samples(text: str) -> Iterator[tuple[str, str, float]]:
+    """(metric name, the whole line, its value) of each sample line of a Prometheus text page;
+    comments and blank lines skipped."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        yield name, line, float(line.rsplit(" ", 1)[1])
+
+
+class PromptIds:
+    """Prompt key -> its token ids, asked of a server once and shared by every server config and
+    host of the run (one tokenizer), so every config is sent the same ids."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str, ask: Callable[[], list[int]]) -> list[int]:
+        """The ids cached under `key`, asked (`ask`, which raises when it gets none) the first
+        time; a copy, so a caller may change it."""
+        with self._lock:
+            if key not in self._ids:
+                self._ids[key] = ask()
+            return list(self._ids[key])
+
+    def clear(self) -> None:
+        """Forget every prompt's ids (another run, another tokenizer)."""
+        with self._lock:
+            self._ids.clear()
+
+
 class LaunchedServer(Registered, Negotiated):
     """An engine whose server the sweeper starts as its record's `ServerCommand` says:
     `PYTHON <entry> <command()'s flags> --host H --port P`, then the launch id where the server
-    takes one. A fresh launch id names every start (in logs and the systemd unit)."""
+    takes one. A fresh launch id names every start (in logs and the systemd unit). The engines'
+    module docstrings say what their `/health` 200 means."""
+
+    health_path = "/health"
+    #: Output-length fields it takes (the bundled runtime, vLLM and SGLang take both, under
+    #: vLLM's names, as extra sampling fields).
+    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None = None) -> None:
         self.runtime = runtime
@@ -178,6 +219,30 @@ class LaunchedServer(Registered, Negotiated):
         """The server's flags (without --host/--port/launch id) and the mapped environment."""
         rendered = self.render(server_config)
         return rendered.argv, rendered.env
+
+    def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
+        """The OpenAI streaming request, asking for the output's ids on every chunk."""
+        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
+        return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
+
+    def negotiate_scoring(
+        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
+        probe: RequestSpec, model: str | None, version: str | None,
+    ) -> ScoringPath:  # fmt: skip
+        """`none` for a speculative server whose engine's speculative servers are not asked
+        (`not_asked`: the AR server scores their samples); otherwise `scoring_path`."""
+        skipped = not_asked(self.name, server_config)
+        if skipped is not None:
+            return skipped
+        return self.scoring_path(client, base_url, probe, model, version)
+
+    def scoring_path(
+        self, client: httpx.Client, base_url: str, probe: RequestSpec, model: str | None,
+        version: str | None,
+    ) -> ScoringPath:  # fmt: skip
+        """How this proven server scores sampled outputs, probed with one short request (each
+        engine its own: the runtime's `/score`, vLLM's prompt logprobs)."""
+        raise NotImplementedError
 
     def launch(
         self,

@@ -6,13 +6,16 @@ its own inputs, the requested fingerprinted config, and the source hash the mani
 code that runs is the code the run says ran). Token ids ride on every chunk (`return_token_ids`);
 per-request acceptance on the `ddtree` extension of the final usage chunk. Sampled outputs are
 scored exactly by its `POST /score` (the prompt sent as the request sent it, so the server makes
-the same ids), on any server, speculative or not: it is a plain prefill.
+the same ids), on any server, speculative or not: it is a plain prefill. It switches its
+speculative config in place (`POST /admin/switch`, docs/runtime-api.md): the fields its record
+declares (`ServerCommand.switchable`), AR (speculative none) included.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -24,20 +27,60 @@ from sweeper.engines.base import (
     EngineError,
     EngineProof,
     HostRequirements,
-    HttpRequest,
     RequestSpec,
     Scored,
     ScoringError,
     ScoringPath,
     register,
 )
-from sweeper.engines.common import LaunchedServer, api_path, get_json, mismatches, openai_body
+from sweeper.engines.capabilities import error_message
+from sweeper.engines.common import LaunchedServer, get_json, mismatches
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered, extra_args_of, split_config
-from sweeper.engines.scoring import exact_positions, not_asked, post_json, score_fields
+from sweeper.engines.scoring import exact_positions, post_json, score_fields
 from sweeper.engines.stream import ChunkReader
 from sweeper.proof.scored.catalog import SCORING
+from sweeper.results.loads import PHASES, PhaseName, StartPhase
 from sweeper.spec import RuntimeSpec
+
+#: The runtime's names of its start's phases (`/server_info` `startup` keys and its log lines)
+#: -> the sweeper's (`sweeper.results.loads`).
+STARTUP_PHASES: dict[str, PhaseName] = {
+    "process_start": "process_up",
+    "weights_loaded": "weights_loaded",
+    "graphs_captured": "graphs_captured",
+    "ready": "ready",
+}
+#: `ddtree_runtime phase weights_loaded at +3.21s`: seconds since its own process start.
+PHASE_LINE = re.compile(r"ddtree_runtime phase (?P<name>\w+) at \+(?P<at>\d+(?:\.\d+)?)s")
+
+
+def startup_phases(log: str, info: Mapping[str, Any]) -> list[StartPhase]:
+    """The runtime's own account of its start, in seconds since its own process start:
+    `/server_info`'s `startup` (unix seconds, counted from its `process_start`; a null
+    `graphs_captured`: none captured), else its `ddtree_runtime phase NAME at +S.SSs` lines."""
+    block = info.get("startup")
+    if isinstance(block, Mapping) and _seconds(block.get("process_start")) is not None:
+        zero = float(block["process_start"])
+        return [
+            StartPhase(name=name, at_s=at - zero, source="api", evidence=f"startup.{key}")
+            for key, name in STARTUP_PHASES.items()
+            if (at := _seconds(block.get(key))) is not None
+        ]
+    found = {
+        STARTUP_PHASES[m["name"]]: StartPhase(
+            name=STARTUP_PHASES[m["name"]], at_s=float(m["at"]), source="log", evidence=m[0]
+        )
+        for m in PHASE_LINE.finditer(log)
+        if m["name"] in STARTUP_PHASES
+    }
+    return [found[name] for name in PHASES if name in found]
+
+
+def _seconds(value: Any) -> float | None:
+    """A JSON number as float (never a bool), else None."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if is_number else None
 
 
 def fingerprint_of(inputs: Mapping[str, Any]) -> str:
@@ -57,10 +100,6 @@ class DDTreeReader(ChunkReader):
 @register("ddtree_runtime")
 class DDTreeRuntime(LaunchedServer):
     """See the module docstring."""
-
-    health_path = "/health"
-    #: Output-length fields it takes (the bundled runtime takes both, under vLLM's names).
-    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
 
     def __init__(self, runtime: RuntimeSpec, source_hash: str | None) -> None:
         super().__init__(runtime)
@@ -142,20 +181,13 @@ class DDTreeRuntime(LaunchedServer):
             ),
         )
 
-    def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
-        return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
-
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return DDTreeReader(spec.chat)
 
-    def negotiate_scoring(
-        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
-        probe: RequestSpec, model: str | None, version: str | None,
+    def scoring_path(
+        self, client: httpx.Client, base_url: str, probe: RequestSpec, model: str | None,
+        version: str | None,
     ) -> ScoringPath:  # fmt: skip
-        skipped = not_asked(self.name, server_config)
-        if skipped is not None:
-            return skipped
         try:
             # The probe is greedy; the route scores sampled outputs: ask at temperature 1.
             scored = self.score(client, base_url, replace(probe, temperature=1.0), [0], model)
@@ -197,6 +229,35 @@ class DDTreeRuntime(LaunchedServer):
     def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
         return None
 
+    def switch_body(self, server_config: ServerConfig) -> dict[str, Any]:
+        """The `/admin/switch` body: every switchable field, the config's rendered value where
+        it has one, else the value a start without that flag runs with, so a switch leaves
+        nothing of the previous config (an AR switch resets the tree knobs as a fresh AR
+        start has them)."""
+        expected = self.render(server_config).expected
+        return {key: expected.get(key, start) for key, start in self.server.switchable.items()}
+
+    def switch(self, client: httpx.Client, base_url: str, sc: ServerConfig) -> None:
+        """POST the switch and wait for it (it drains in-flight requests and captures what the
+        new config needs: as long as a start may take); EngineError naming the runtime's
+        build and the field it refused."""
+        build = f"ddtree_runtime (source {self.source_hash or 'not named'})"
+        try:
+            resp = client.post(
+                f"{base_url}/admin/switch",
+                json=self.switch_body(sc),
+                timeout=self.runtime.ready_timeout_s,
+            )
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{build}: switch to {sc.label} failed: {exc}") from None
+        if resp.status_code != 200:
+            said = error_message(resp.text) or f"HTTP {resp.status_code}"
+            raise EngineError(f"{build} refuses to switch to {sc.label}: {said}")
+
     def requirements(self) -> HostRequirements:
         gpu = (self.runtime.device or "").startswith("cuda")
         return HostRequirements(("torch", "transformers"), gpu)
+
+    def startup_phases(self, log: str, info: Mapping[str, Any], started: float) -> list[StartPhase]:
+        """`startup_phases` above: the runtime counts from its own process start."""
+        return startup_phases(log, info)

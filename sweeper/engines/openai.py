@@ -39,6 +39,7 @@ from sweeper.engines.common import api_path, openai_body
 from sweeper.engines.launch import Launch
 from sweeper.engines.sglang import SGLangReader
 from sweeper.engines.stream import ChunkReader
+from sweeper.results.loads import StartPhase
 from sweeper.spec import RuntimeSpec
 
 #: What an endpoint the sweeper did not start can never prove.
@@ -174,6 +175,10 @@ class OpenAIEndpoint(Registered, Negotiated):
 
     def requirements(self) -> HostRequirements:
         return HostRequirements((), gpu=False)
+
+    def startup_phases(self, log: str, info: Mapping[str, Any], started: float) -> list[StartPhase]:
+        """None: the sweeper did not start this server and sees no start of it."""
+        return []
 
 
 def _identify(client: httpx.Client, base_url: str) -> tuple[str, str | None, dict[str, Any]]:

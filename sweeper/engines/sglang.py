@@ -11,7 +11,9 @@ with the reported args (two configs differing only in a cap are two servers). Wh
 ids, acceptance and margins is negotiated per server (`sglang_negotiate`): SGLang's OpenAI id
 extensions where the build has them, else its native streamed `/generate`; streams are read by
 `sglang_stream.SGLangReader`. Acceptance from `/metrics` counter deltas where no stream carries
-it. Sampled outputs are scored by an AR server's input-token logprobs (`sglang_score`). Facts
+it. Sampled outputs are scored by an AR server's input-token logprobs (`sglang_score`). The
+accept thresholds switch in place through SGLang's `/set_internal_state`, where negotiation
+found the build takes them, and are proven from its schedulers' state (`sglang_switch`). Facts
 and file:line references into SGLang 0.5.23: tests/engines_oracles and the oracle tests that
 check them.
 """
@@ -20,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
+import re
 from collections.abc import Mapping
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
@@ -42,10 +45,13 @@ from sweeper.engines.base import (
 from sweeper.engines.capabilities import Capabilities
 from sweeper.engines.common import (
     ModuleServer,
+    PromptIds,
     api_path,
     build_named,
+    metric_samples,
     mismatches,
     openai_body,
+    same_value,
 )
 from sweeper.engines.launch import Launch
 from sweeper.engines.render import Rendered
@@ -56,7 +62,16 @@ from sweeper.engines.sglang_negotiate import (
     prompt_ids,
 )
 from sweeper.engines.sglang_stream import GENERATE_PATH, SGLangReader, generate_body
+from sweeper.engines.sglang_switch import (
+    SWITCH_KEYS,
+    SWITCHABLE,
+    live_values,
+    negotiate_switchable,
+)
+from sweeper.engines.sglang_switch import switch as switch_knobs
+from sweeper.engines.startup import LogClock, log_phases
 from sweeper.engines.stream import ChunkReader
+from sweeper.results.loads import PhaseName, StartPhase
 
 #: SGLang's /metrics counters (`--enable-metrics`): tau = generation tokens / verify calls, as
 #: SGLang's own per-request `spec_accept_length` counts it.
@@ -68,6 +83,19 @@ __all__ = ["SGLang", "SGLangReader", "read_metrics"]
 
 #: The request features that need a grammar mask.
 GRAMMAR_FEATURES = ("response_format", "regex")
+#: SGLang's log lines: `[2026-12-06 13:28:06 TP0] Load weight end. ...` (milliseconds after the
+#: seconds under SGLANG_LOG_MS); uvicorn's lines under it carry the same stamp.
+LOG_CLOCK = LogClock(
+    re.compile(r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(?P<frac>\d+))?[ \]]"),
+    "%Y-%m-%d %H:%M:%S",
+)
+#: The lines that end a start's phases (0.5.15's model runner; the last of each, so a draft
+#: model's load and graphs count): weights loaded, then every graph captured (CUDA or CPU
+#: graphs, prefill and decode; torch.compile runs inside that capture).
+LOG_MARKS: tuple[tuple[PhaseName, tuple[str, ...]], ...] = (
+    ("weights_loaded", ("Load weight end.",)),
+    ("graphs_captured", ("graph end.",)),
+)
 
 
 def read_metrics(text: str) -> dict[str, float] | None:
@@ -75,12 +103,9 @@ def read_metrics(text: str) -> dict[str, float] | None:
     from a Prometheus page, summed over label sets; None without speculative counters."""
     sums = {GENERATION_TOKENS: 0.0, VERIFY_CALLS: 0.0}
     seen = False
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
+    for name, _line, value in metric_samples(text):
         if name in sums:
-            sums[name] += float(line.rsplit(" ", 1)[1])
+            sums[name] += value
             seen = seen or name == VERIFY_CALLS
     if not seen:
         return None
@@ -92,15 +117,10 @@ def read_metrics(text: str) -> dict[str, float] | None:
 class SGLang(ModuleServer):
     """See the module docstring (its command line: the catalog's record)."""
 
-    health_path = "/health"
-    #: Output-length fields it takes (SGLang's OpenAI server takes both as extra sampling fields).
-    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
-
     #: Prompt text (or messages) -> token ids from /tokenize or the chat route, shared by every
     #: server config and host of the run (the AR baseline, which starts first, asks), so all
     #: get the same.
-    _prompt_ids: dict[str, list[int]] = {}
-    _prompt_lock = threading.Lock()
+    _prompt_ids = PromptIds()
 
     def render(self, server_config: ServerConfig) -> Rendered:
         """`ModuleServer.render`; SGLang's resolved server args must also say an AR baseline
@@ -117,15 +137,37 @@ class SGLang(ModuleServer):
     def prove(
         self, client: httpx.Client, base_url: str, launch: Launch, server_config: ServerConfig
     ) -> EngineProof:
+        """Every flag of the launch as /server_info reports it; the knobs a switch changes
+        (`sglang_switch.SWITCH_KEYS`) as `server_config` asks them (the launch's value where it
+        names none), read from the schedulers' live state where the build reports one, so a
+        switched threshold is proven, and recorded in the fingerprint, as it runs."""
         info = self._server_info(client, base_url)
         want = launch.expected
-        wrong = mismatches(want, info)
+        asked = self.expected(server_config)
+        moved = sorted(
+            k
+            for k in {*want, *asked}
+            if k not in SWITCH_KEYS and not same_value(want.get(k), asked.get(k))
+        )
+        if moved:
+            raise EngineError(
+                f"{server_config.label} differs from the launched config where no switch "
+                "reaches: "
+                + "; ".join(f"{k}: asked {asked.get(k)!r}, launched {want.get(k)!r}" for k in moved)
+            )
+        live = live_values(info)
+        wrong = mismatches({k: v for k, v in want.items() if k not in live}, info)
+        for key, value in live.items():
+            target = asked.get(key, info.get(key))
+            if not same_value(target, value):
+                wrong.append(f"{key}: requested {target!r}, its schedulers run {value!r}")
         if wrong:
             raise EngineError(
                 "SGLang resolved other values than requested (its rules override some flags "
                 "with only a warning): " + "; ".join(wrong)
             )
         reported = {key: info.get(key) for key in sorted(want)}
+        reported.update(live)  # the threshold in effect, whatever the config names
         # Environment SGLang reads at start (PR #29907's topk cap) is not in /server_info: its
         # values, proven from /proc, enter the fingerprint so two caps are two servers.
         env = {k: v for k, v in sorted(launch.env.items()) if k.startswith("SGLANG_")}
@@ -133,11 +175,15 @@ class SGLang(ModuleServer):
             {"version": info.get("version"), "server_args": reported, "env": env},
             sort_keys=True,
         )
+        proven = [f"/server_info reports every requested flag ({len(want)})"]
+        if live:
+            said = ", ".join(f"{k} {v!r}" for k, v in sorted(live.items()))
+            proven.append(f"its schedulers run {said} (/server_info internal_states)")
         return EngineProof(
             fingerprint=hashlib.sha256(digest.encode()).hexdigest(),
             version=str(info.get("version")) if info.get("version") else None,
             info={"engine": "sglang", "server_args": reported, "env": env},
-            proven=(f"/server_info reports every requested flag ({len(want)})",),
+            proven=tuple(proven),
             unproven=tuple(
                 f"environment {name}: SGLang does not report it (proven from /proc only)"
                 for name in sorted(launch.env)
@@ -169,7 +215,37 @@ class SGLang(ModuleServer):
         probe: RequestSpec, model: str | None,
     ) -> Capabilities:  # fmt: skip
         speculative = server_config.mode == "speculative"
-        return negotiate_sglang(self, client, base_url, speculative, probe, model)
+        caps = negotiate_sglang(self, client, base_url, speculative, probe, model)
+        keys, said = negotiate_switchable(
+            client, base_url, lambda: self._server_info(client, base_url)
+        )
+        details = {**caps.details, SWITCHABLE: list(keys)}
+        return replace(caps, evidence=(*caps.evidence, *said), details=details)
+
+    def switchable(self, capabilities: Capabilities | None) -> frozenset[str]:
+        """The accept thresholds negotiation found this build's `/set_internal_state` takes
+        and reads back (`sglang_switch`); none before negotiation."""
+        found = capabilities.details.get(SWITCHABLE, ()) if capabilities else ()
+        return frozenset(found)
+
+    def switch(self, client: httpx.Client, base_url: str, sc: ServerConfig) -> None:
+        """Set the running server's switchable knobs to `sc`'s (the launch's value where `sc`
+        names none) through `/set_internal_state`, and read them back; EngineError with one
+        line naming engine, build and key when the build cannot switch one or it did not
+        take. The planner switches only between configs that differ in those knobs alone."""
+        info = self._server_info(client, base_url)
+        asked = self.expected(sc)
+        wanted = {k: asked.get(k, info[k]) for k in SWITCH_KEYS if k in asked or k in info}
+        version = info.get("version")
+        named = build_named(self.name, str(version) if version else None, sc)
+        switch_knobs(
+            client,
+            base_url,
+            lambda: self._server_info(client, base_url),
+            wanted,
+            self.switchable(self.capabilities),
+            named,
+        )
 
     def negotiate_scoring(
         self, client: httpx.Client, base_url: str, server_config: ServerConfig,
@@ -238,14 +314,15 @@ class SGLang(ModuleServer):
         source; EngineError when the source that answered in negotiation no longer does."""
         key = json.dumps([self.runtime.model, spec.prompt, spec.messages, spec.chat], default=list)
         source = str(self.capabilities.details.get("prompt")) if self.capabilities else ""
-        with self._prompt_lock:
-            if key not in self._prompt_ids:
-                with httpx.Client(timeout=30.0) as client:
-                    ids = prompt_ids(client, base_url, spec, model, source)
-                if ids is None:
-                    raise EngineError(f"{base_url}: {source} gave none for {spec.prompt_id}")
-                self._prompt_ids[key] = ids
-            return list(self._prompt_ids[key])
+
+        def ask() -> list[int]:
+            with httpx.Client(timeout=30.0) as client:
+                ids = prompt_ids(client, base_url, spec, model, source)
+            if ids is None:
+                raise EngineError(f"{base_url}: {source} gave none for {spec.prompt_id}")
+            return ids
+
+        return self._prompt_ids.get(key, ask)
 
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return SGLangReader(spec.chat)
@@ -268,3 +345,8 @@ class SGLang(ModuleServer):
             or ("--device", "cpu") in pairwise(args)
         )
         return HostRequirements(("torch", "transformers", "sglang"), gpu=not on_cpu)
+
+    def startup_phases(self, log: str, info: Mapping[str, Any], started: float) -> list[StartPhase]:
+        """From the log alone (`LOG_MARKS`); its ready is the health poll's (SGLang answers
+        /health 503 until its own warm-up request is done)."""
+        return log_phases(log, started, LOG_CLOCK, LOG_MARKS)

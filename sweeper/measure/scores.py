@@ -3,8 +3,8 @@ coupling): which outputs a point has, each with the request that drew it, and th
 one prefill each (`Engine.score`), `sample_concurrency` in flight.
 
 An output is a seeded sample (`samples.jsonl`, its request rebuilt exactly as it was drawn:
-`sample_specs`) or a sampled measured request (a coupled server's: its prompt and the point's
-sampling parameters). A failed scoring request is a `ScoreRecord` with its error, never dropped.
+`sample_specs`) or a sampled measured request (its prompt and the point's sampling
+parameters). A failed scoring request is a `ScoreRecord` with its error, never dropped.
 """
 
 from __future__ import annotations
@@ -85,14 +85,17 @@ def request_outputs(
     *,
     inputs: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Output]:
-    """A sampled point's measured requests (not failed, not empty), each with its prompt and
-    the point's sampling parameters: role `control` on an AR point, `test` otherwise. One
-    request per seed: a coupled sampler's uniform is a function of seed and position, so every
-    request at one seed (the workload's, every prompt and repeat) draws with the same uniforms,
-    and their scores are one draw, not many (the scored test assumes independent tokens). The
-    choices of one request (`n` > 1) draw at seeds derived from its seed and their index: each
-    is a draw of its own, indexed request index x n + choice."""
-    prompts = {p.prompt_id: p for p in point_prompts(point.request_config, workload, inputs=inputs)}
+    """A sampled point's measured requests (not failed, not empty, not of a held prompt: where
+    the engine takes `min_tokens` it masks EOS, so a held output does not sample the target's
+    distribution), each with its prompt and the point's sampling parameters: role `control` on
+    an AR point, `test` otherwise. Each draws its own seed (`sweeper.measure.drive`); where two
+    share one (an older run's, all at the workload's seed) one is kept: a coupled sampler's
+    uniform is a function of seed and position, so requests at one seed draw with the same
+    uniforms, and their scores are one draw, not many (the scored test assumes independent
+    tokens). The choices of one request (`n` > 1) draw at seeds derived from its seed and their
+    index: each is a draw of its own, indexed request index x n + choice."""
+    asked = point_prompts(point.request_config, workload, inputs=inputs)
+    prompts = {p.prompt_id: p for p in asked if p.hold_tokens is None}
     role = "control" if point.server_config.mode == "ar" else "test"
     out = []
     seeds: set[Any] = set()

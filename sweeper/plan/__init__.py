@@ -1,4 +1,5 @@
-"""The plan: a spec's grid expanded into server configs (restarts) and request configs.
+"""The plan: a spec's grid expanded into server configs (loads and in-place switches) and
+request configs.
 
 `build_plan(spec)` is the entry point; the configs themselves are `sweeper.config`'s, the points
 `points.py`, the plan's hosts, steps and totals `model.py`.
@@ -8,6 +9,7 @@ from sweeper.plan.build import build_plan
 from sweeper.plan.checks import MAX_COMBINATIONS, PlanError
 from sweeper.plan.model import (
     DEFAULT_LOAD_S,
+    DEFAULT_SWITCH_S,
     DEFAULT_TOK_S,
     HostPlan,
     Plan,
@@ -20,6 +22,7 @@ from sweeper.plan.points import Point
 
 __all__ = [
     "DEFAULT_LOAD_S",
+    "DEFAULT_SWITCH_S",
     "DEFAULT_TOK_S",
     "MAX_COMBINATIONS",
     "HostPlan",

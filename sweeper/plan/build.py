@@ -29,7 +29,8 @@ from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, mode_of
 from sweeper.config.features import SCALAR_FEATURES, used
 from sweeper.plan.checks import guard_size, review, same_request
 from sweeper.plan.features import check_features
-from sweeper.plan.model import HostPlan, Plan, Step
+from sweeper.plan.loads import in_loads
+from sweeper.plan.model import HostPlan, Plan, Step, provision_of
 from sweeper.plan.only import only_points
 from sweeper.plan.sampling import SampledChecks, sampling_notes
 from sweeper.spec import REQUEST_KEYS, SERVER_KEYS, GridSpec, Spec
@@ -113,6 +114,7 @@ def build_plan(spec: Spec) -> Plan:
         notes.append(f"only: {len(spec.only)} named point(s) and the AR points they compare with")
     if sampled_checks.ar_scores_speculative and spec.search is None:
         host_plans = [with_scoring_step(hp) for hp in host_plans]
+    host_plans = [replace(hp, steps=in_loads(spec, hp.steps)) for hp in host_plans]
     checks = sum(
         s.server_config.restart >= spec.repeats.restarts and not s.scoring
         for h in host_plans
@@ -126,9 +128,12 @@ def build_plan(spec: Spec) -> Plan:
         )
     plan = Plan(spec, tuple(host_plans), tuple(notes))
     points = list(plan.points())
-    sampled = sum(p.request_config.temperature > 0 and p.server_config.mode != "ar" for p in points)
-    drawing = sum(bool(p.samples) and p.server_config.mode != "ar" for p in points)
-    notes += sampling_notes(spec, sampled_checks, sampled, drawing, plan.n_samples)
+    sampled = [
+        p for p in points if p.request_config.temperature > 0 and p.server_config.mode != "ar"
+    ]
+    drawing = sum(bool(p.samples) for p in sampled)
+    provisions = [provision_of(p, spec) for p in sampled]
+    notes += sampling_notes(spec, sampled_checks, provisions, drawing, plan.n_samples)
     return Plan(spec, plan.hosts, (*notes, *review(plan, len(spec_configs))))
 
 
@@ -246,8 +251,10 @@ class _Shape:
         return ServerConfig.of(self.flags(combo, extra_keys), self.speculative(combo))
 
     def speculative(self, combo: Mapping[str, Any]) -> dict[str, Any]:
-        """The combo's values for the speculative keys the engine's mapping uses."""
-        return {k: combo[k] for k in self.speculative_keys}
+        """The combo's values for the speculative keys the engine's mapping uses and the grid
+        names (a mapping's optional knob, SGLang's accept thresholds, is left to the engine's
+        default where the grid has no axis for it)."""
+        return {k: combo[k] for k in self.speculative_keys if k in combo}
 
 
 def _redundancy(combo: Mapping[str, Any], baseline: bool, shape: _Shape) -> str | None:

@@ -14,49 +14,69 @@ from typing import Any, NamedTuple
 from sweeper.config import SPEED_BASELINE, RequestConfig, ServerConfig, point_id, short_hash
 from sweeper.plan.points import Point
 from sweeper.plan.rungs import rung_sizes
-from sweeper.plan.sampling import SPECULATIVE_ROLES, SampledChecks
+from sweeper.plan.sampling import SPECULATIVE_ROLES, Provision, SampledChecks
 from sweeper.spec import HostSpec, Spec, WorkloadSpec
 
 #: Rough figures for `estimate_seconds` when nothing better is known (CPU, smollm2-135m).
 DEFAULT_LOAD_S = 10.0
 DEFAULT_TOK_S = 12.0
+#: Seconds of one in-place switch of the bundled runtime (smollm2-135m on CPU; docs/spec.md's
+#: in-place section says how it was measured).
+DEFAULT_SWITCH_S = 0.5
 
 
-def with_samples(points: list[Point], baseline_roles: tuple[str, ...]) -> list[Point]:
+def with_samples(points: list[Point], checks: SampledChecks) -> list[Point]:
     """The points with the samples they draw: at temperature > 0 every speculative point, and
-    every AR point some speculative point is compared with (`baseline_roles`); the first point
-    of a server config and sampling key draws, the others at other loads share its samples
-    (`samples_from`)."""
+    every AR point some speculative point is compared with (`checks.baseline_roles`), as many
+    per prompt as their measured requests lack (`SampledChecks.provision`); the first point of a
+    server config and sampling key draws what the neediest of them lacks, the others at other
+    loads share its samples (`samples_from`); where none lacks any, none draws."""
     wanted = {
         (p.server_config.baseline_key, p.request_config.sampling_key)
         for p in points
         if p.server_config.mode != "ar" and p.request_config.temperature > 0
     }
+    workload = checks.workload
+
+    def draws(point: Point) -> bool:
+        sc, rc = point.server_config, point.request_config
+        ar = sc.mode == "ar"
+        return rc.temperature > 0 and (not ar or (sc.baseline_key, rc.sampling_key) in wanted)
+
+    def lacks(point: Point) -> int:
+        requests = point_requests_count(point.request_config, workload) if workload else 0
+        return checks.provision(point, requests * point.length).extra
+
+    extra: dict[tuple[str, tuple[Any, ...]], int] = {}
+    for point in filter(draws, points):
+        key = (point.server_config.id, point.request_config.sampling_key)
+        extra[key] = max(extra.get(key, 0), lacks(point))
     first: dict[tuple[str, tuple[Any, ...]], str] = {}
     out = []
     for point in points:
-        sc, rc = point.server_config, point.request_config
-        ar = sc.mode == "ar"
-        if rc.temperature <= 0 or (ar and (sc.baseline_key, rc.sampling_key) not in wanted):
+        key = (point.server_config.id, point.request_config.sampling_key)
+        if not draws(point) or not extra[key]:
             out.append(point)
-            continue
-        key = (sc.id, rc.sampling_key)
-        if key in first:
+        elif key in first:
             out.append(replace(point, samples_from=first[key]))
         else:
             first[key] = point.point_id
-            out.append(replace(point, samples=baseline_roles if ar else SPECULATIVE_ROLES))
+            ar = point.server_config.mode == "ar"
+            roles = checks.baseline_roles if ar else SPECULATIVE_ROLES
+            out.append(replace(point, samples=roles, samples_per_prompt=extra[key]))
     return out
 
 
 class Step(NamedTuple):
-    """One restart on a host: a server config and the request configs measured against it; or
-    (`scoring`) an AR server started again after the speculative configs to score their
-    samples (`sweeper.plan.sampling`), measuring nothing."""
+    """One server config on a host: the request configs measured against it; or (`scoring`)
+    an AR server served again after the speculative configs to score their samples
+    (`sweeper.plan.sampling`), measuring nothing. `switch`: the running server is switched to
+    it in place (`sweeper.plan.loads`); otherwise it is a load (a fresh process)."""
 
     server_config: ServerConfig
     request_configs: tuple[RequestConfig, ...]
     scoring: bool = False
+    switch: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,6 +92,20 @@ class HostPlan:
     def name(self) -> str:
         return self.host.name
 
+    @property
+    def loads(self) -> int:
+        """Its steps that start a fresh process (`Step.switch` false). Where several Slurm
+        allocations share the host's configs, each may load a group another one also loads:
+        a load group of n configs counts up to min(n, allocations) loads (an upper bound)."""
+        workers = getattr(self.host, "allocations", 1)
+        groups: list[int] = []
+        for step in self.steps:
+            if step.switch and groups:
+                groups[-1] += 1
+            else:
+                groups.append(1)
+        return sum(min(n, workers) for n in groups)
+
     def points(self) -> Iterator[Point]:
         yield from self.carrying(list(self._points()))
 
@@ -79,8 +113,7 @@ class HostPlan:
         """The points with the checks they carry (`SampledChecks.carried`) and the samples
         they draw (`with_samples`, where sampled points draw)."""
         carried = [self.checks.carried(p) for p in points]
-        roles = self.checks.baseline_roles
-        return with_samples(carried, roles) if roles else carried
+        return with_samples(carried, self.checks) if self.checks.baseline_roles else carried
 
     def scored_by(self, step: Step) -> list[Point]:
         """The points whose samples a scoring step scores: those that wait for the AR server
@@ -130,6 +163,17 @@ class Plan:
             for host in self.hosts
         )
 
+    @property
+    def loads(self) -> int:
+        """Fresh processes (loads of the target's weights) over every host, with at most what
+        a halving search's later rungs add (each a fresh restart): an upper bound."""
+        return sum(host.loads + self._extra(host).restarts for host in self.hosts)
+
+    @property
+    def switches(self) -> int:
+        """In-place switches over every host: its server configs that are not loads."""
+        return self.restarts - self.loads
+
     def _extra(self, host: HostPlan) -> Extra:
         return halving_extra(host, self.spec, DEFAULT_LOAD_S, DEFAULT_TOK_S)
 
@@ -169,6 +213,8 @@ class Plan:
         return {
             "name": self.spec.name,
             "restarts": self.restarts,
+            "loads": self.loads,
+            "switches": self.switches,
             "n_points": self.n_points,
             "n_requests": self.n_requests,
             **({"n_samples": n} if (n := self.n_samples) else {}),
@@ -184,6 +230,7 @@ class Plan:
                             "label": step.server_config.label,
                             "request_configs": [rc.to_dict() for rc in step.request_configs],
                             **({"scoring": True} if step.scoring else {}),
+                            **({"switch": True} if step.switch else {}),
                         }
                         for step in host.steps
                     ],
@@ -207,8 +254,15 @@ def point_requests_count(rc: RequestConfig, workload: WorkloadSpec) -> int:
 
 
 def samples_count(point: Point, spec: Spec) -> int:
-    """The seeded samples one point draws: per role, `determinism.samples` per prompt."""
-    return len(point.samples) * len(spec.workload.prompts) * spec.determinism.samples
+    """The seeded samples one point draws: per role, `samples_per_prompt` per prompt."""
+    return len(point.samples) * len(spec.workload.prompts) * point.samples_per_prompt
+
+
+def provision_of(point: Point, spec: Spec) -> Provision:
+    """What the point's sampled proof needs, what its measured requests give and what it draws
+    beside them, per prompt (`SampledChecks.provision`)."""
+    requests = point_requests_count(point.request_config, spec.workload) * point.length
+    return SampledChecks.of(spec).provision(point, requests)
 
 
 def samples_seconds(point: Point, spec: Spec, *, tok_s: float = DEFAULT_TOK_S) -> float:
@@ -226,16 +280,22 @@ SCORE_STEPS = 3.0
 
 
 def scores_count(host: HostPlan, spec: Spec) -> int:
-    """The scoring requests one host sends: each sample its scored points draw, or (coupled)
-    their sampled measured requests, and one AR sample per prompt and AR point rescored by each
-    scorer other than the AR itself (the agreement check: the scoring restarts, and each
-    speculative config that scores its own)."""
+    """The scoring requests one host sends: each sample its scored points draw and each of
+    their sampled measured requests, and one output per prompt of each AR point they are
+    judged beside, rescored by each scorer other than the AR itself (the agreement check: the
+    scoring restarts, and each speculative config that scores its own)."""
     points = list(host.points())
     scored = [p for p in points if p.scored_by]
-    n = sum(samples_count(p, spec) for p in scored)
-    if not n:  # coupled: the sampled measured requests
-        n = sum(point_requests_count(p.request_config, spec.workload) for p in scored)
-    controls = [p for p in points if p.server_config.mode == "ar" and "control" in p.samples]
+    n = sum(
+        samples_count(p, spec) + point_requests_count(p.request_config, spec.workload) * p.length
+        for p in scored
+    )
+    by_id = {p.point_id: p for p in points}
+    controls = {
+        source.samples_from or source.point_id
+        for p in scored
+        if p.server_config.mode != "ar" and (source := by_id.get(p.baseline_point_id or ""))
+    }
     own = {
         p.server_config.id for p in scored if p.server_config.mode != "ar" and p.scored_by == "self"
     }
@@ -250,49 +310,84 @@ def scores_seconds(host: HostPlan, spec: Spec, *, tok_s: float = DEFAULT_TOK_S) 
 
 
 def estimate_seconds(
-    plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
+    plan: Plan,
+    *,
+    load_s: float = DEFAULT_LOAD_S,
+    tok_s: float = DEFAULT_TOK_S,
+    switch_s: float = DEFAULT_SWITCH_S,
 ) -> float:
     """An estimate, not a promise: hosts run in parallel, so the slowest host's sum of
-    `step_seconds` over its restarts, plus its samples' (`samples_seconds`) and their scoring
-    (`scores_seconds`)."""
+    `step_seconds` over its server configs, plus its samples' (`samples_seconds`), their
+    scoring (`scores_seconds`) and the winner's confirmation (`confirmation`)."""
     return max(
         (
-            sum(step_seconds(plan.spec, step, load_s=load_s, tok_s=tok_s) for step in host.steps)
+            sum(step_seconds(plan.spec, s, load_s=load_s, tok_s=tok_s, switch_s=switch_s)
+                for s in host.steps)
             + sum(samples_seconds(p, plan.spec, tok_s=tok_s) for p in host.points())
             + scores_seconds(host, plan.spec, tok_s=tok_s)
             + halving_extra(host, plan.spec, load_s, tok_s).seconds
+            + confirmation(host, plan.spec, load_s, tok_s).seconds
             for host in plan.hosts
         ),
         default=0.0,
-    )
+    )  # fmt: skip
 
 
-def proof_seconds(
-    plan: Plan, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
-) -> float:
-    """What the sampled proof adds, summed over hosts: drawing samples, scoring them, and the
-    scoring restarts (`SampledChecks.ar_scores_speculative`)."""
+class ProofTime(NamedTuple):
+    """What the sampled proof adds, summed over hosts, in seconds: drawing the samples the
+    measured requests lack, scoring every sampled output, and the scoring restarts."""
+
+    drawing: float
+    scoring: float
+    restarts: float
+
+    @property
+    def total(self) -> float:
+        return self.drawing + self.scoring + self.restarts
+
+
+def proof_time(
+    plan: Plan,
+    *,
+    load_s: float = DEFAULT_LOAD_S,
+    tok_s: float = DEFAULT_TOK_S,
+    switch_s: float = DEFAULT_SWITCH_S,
+) -> ProofTime:
+    """What the sampled proof adds (`ProofTime`): the samples drawn beside the measured
+    requests (`samples_seconds`), their scoring (`scores_seconds`) and the scoring steps' loads
+    or switches (`SampledChecks.ar_scores_speculative`)."""
     spec = plan.spec
-    return sum(
-        sum(samples_seconds(p, spec, tok_s=tok_s) for p in host.points())
-        + scores_seconds(host, spec, tok_s=tok_s)
-        + load_s * sum(step.scoring for step in host.steps)
-        for host in plan.hosts
+    return ProofTime(
+        sum(samples_seconds(p, spec, tok_s=tok_s) for host in plan.hosts for p in host.points()),
+        sum(scores_seconds(host, spec, tok_s=tok_s) for host in plan.hosts),
+        sum(
+            switch_s if step.switch else load_s
+            for host in plan.hosts
+            for step in host.steps
+            if step.scoring
+        ),
     )
 
 
 def step_seconds(
-    spec: Spec, step: Step, *, load_s: float = DEFAULT_LOAD_S, tok_s: float = DEFAULT_TOK_S
+    spec: Spec,
+    step: Step,
+    *,
+    load_s: float = DEFAULT_LOAD_S,
+    tok_s: float = DEFAULT_TOK_S,
+    switch_s: float = DEFAULT_SWITCH_S,
 ) -> float:
-    """One restart: `load_s` plus warmup and, per point, rounds of `concurrency` requests each
-    taking max_tokens / `tok_s` (no speedup assumed, batching assumed free); an open loop lasts
-    its schedule (requests / rate, or its duration) plus one request. A scoring restart
-    measures nothing: its load alone (its scoring is `scores_seconds`)."""
+    """One server config: `load_s` (`switch_s` for an in-place switch) plus warmup and, per
+    point, rounds of `concurrency` requests each taking max_tokens / `tok_s` (no speedup
+    assumed, batching assumed free); an open loop lasts its schedule (requests / rate, or its
+    duration) plus one request. A scoring step measures nothing: its start alone (its scoring
+    is `scores_seconds`)."""
     workload = spec.workload
     per_request = workload.max_tokens / tok_s
+    start = switch_s if step.switch else load_s
     if step.scoring:
-        return load_s
-    total = load_s + workload.warmup * per_request
+        return start
+    total = start + workload.warmup * per_request
     for rc in step.request_configs:
         n_requests = point_requests_count(rc, workload)
         if rc.rate is None:
@@ -332,3 +427,19 @@ def halving_extra(host: HostPlan, spec: Spec, load_s: float, tok_s: float) -> Ex
         points = size * len(widest.request_configs)
         extra = Extra(extra.restarts + size, extra.points + points, extra.seconds + seconds)
     return extra
+
+
+def confirmation(host: HostPlan, spec: Spec, load_s: float, tok_s: float) -> Extra:
+    """What confirming the host's winner on a fresh process adds, where its speculative
+    configs are switched to (`sweeper.runner.sweep`: the answer names no config measured only
+    after switches): one load and the widest such config's points again. One per host, the
+    usual case; a host whose load levels have different winners confirms each."""
+    switched = [
+        s for s in host.steps if s.switch and not s.scoring and s.server_config.mode != "ar"
+    ]
+    if not switched or spec.search is not None:
+        return Extra()
+    widest = max(switched, key=lambda s: len(s.request_configs))
+    fresh = widest._replace(switch=False)
+    seconds = step_seconds(spec, fresh, load_s=load_s, tok_s=tok_s)
+    return Extra(1, len(widest.request_configs), seconds)

@@ -36,9 +36,11 @@ class Point:
     #: (`sweeper.plan.sampling`).
     sampled_check: SampledCheck | None = None
     scored_by: ScoredBy | None = None
-    #: The sample roles it draws for its distribution test (`sweeper.plan.sampling`), and the
+    #: The sample roles it draws for its sampled proof (`sweeper.plan.sampling`), how many per
+    #: prompt and role (what its measured requests lack: `SampledChecks.provision`), and the
     #: point of the same server config whose samples it shares (same sampling, another load).
     samples: tuple[str, ...] = ()
+    samples_per_prompt: int = 0
     samples_from: str | None = None
 
     @property
@@ -59,5 +61,6 @@ class Point:
             | ({"sampled_check": self.sampled_check} if self.sampled_check else {})
             | ({"scored_by": self.scored_by} if self.scored_by else {})
             | ({"samples": list(self.samples)} if self.samples else {})
+            | ({"samples_per_prompt": self.samples_per_prompt} if self.samples else {})
             | ({"samples_from": self.samples_from} if self.samples_from else {})
         )

@@ -22,14 +22,16 @@ it advertises) decides:
 
 - `coupled` (a server whose uniform is a function of seed and position: the bundled runtime):
   the output is compared with the AR baseline's at the same seed, token for token, as at
-  temperature 0. A divergence is a sampled `near-tie` when the baseline's sample margin there
-  (how far its uniform lay from the edge of the chosen token's CDF interval, in probability
-  mass: `sample_margins`) is below the policy's `sampled_near_tie_margin`: a CDF moved that
-  little by numerics changes the sample;
+  temperature 0 (each measured request draws its own seed, its AR twin the same: requests
+  that share a seed, an older run's, are repeats that must agree). A divergence is a sampled
+  `near-tie` when the baseline's sample margin there (how far its uniform lay from the edge of
+  the chosen token's CDF interval, in probability mass: `sample_margins`) is below the policy's
+  `sampled_near_tie_margin`: a CDF moved that little by numerics changes the sample;
 - `distribution` (rejection sampling: SGLang, vLLM): every request carries its point's
   two-sample test verdict (`sweeper.proof.distribution`, judged from the point's samples by
   the caller): `distribution-ok`, `shifted`, or `unproven` with why;
-- `repeats` (asked for by name): only the repeats are compared. They prove determinism only:
+- `repeats` (asked for by name): only the repeats (all at the workload's seed) are compared.
+  They prove determinism only:
   disagreeing repeats are `nondeterministic` (a violation), identical ones `unproven` with why,
   never `exact`: a server sampling the wrong distribution repeats itself just as well.
 
@@ -365,20 +367,24 @@ def _ids(row: Mapping[str, Any]) -> list[int] | None:
     return None if ids is None else [int(i) for i in ids]
 
 
-def output_key(row: Mapping[str, Any], sampled: bool) -> tuple[str, int]:
+def output_key(row: Mapping[str, Any], sampled: bool) -> tuple[str, Any, int]:
     """The one pairing rule: the rows that must give one output (compared with each other as
     repeats) and the baseline row they are compared with share this key. Greedy, every choice
-    of every repeat of a prompt is the prompt's greedy output (choice 0); sampled, choice i of
-    a request is its own draw (its seed derived from the request's and i), so it pairs only
-    with choice i of the same prompt, sent the same seed and n."""
-    return str(row["prompt_id"]), choice_of(row) if sampled else 0
+    of every repeat of a prompt is the prompt's greedy output (choice 0); sampled, a request is
+    a draw at its seed (each measured request draws its own: `sweeper.measure.drive`; its AR
+    twin the same), and choice i of it its own draw (its seed derived from the request's and
+    i), so it pairs only with choice i of the same prompt, sent the same seed and n."""
+    if not sampled:
+        return str(row["prompt_id"]), None, 0
+    seed: Any = row.get("seed")
+    return str(row["prompt_id"]), None if is_missing(seed) else int(seed), choice_of(row)
 
 
 def _outputs(
     rows: list[Mapping[str, Any]], sampled: bool
-) -> dict[tuple[str, int], list[Mapping[str, Any]]]:
+) -> dict[tuple[str, Any, int], list[Mapping[str, Any]]]:
     """Rows grouped by `output_key`, each group in repeat then choice order."""
-    grouped: dict[tuple[str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    grouped: dict[tuple[str, Any, int], list[Mapping[str, Any]]] = defaultdict(list)
     order = sorted(rows, key=lambda r: (str(r["prompt_id"]), int(r["repeat"]), choice_of(r)))
     for row in order:
         grouped[output_key(row, sampled)].append(row)

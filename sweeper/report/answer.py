@@ -20,7 +20,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sweeper.analysis.best import Entry, Ranking, group_configs, marked, rank
+from sweeper.analysis.best import (
+    CLOSED,
+    OPEN,
+    Entry,
+    Ranking,
+    group_configs,
+    level_ranking,
+    marked,
+)
 from sweeper.analysis.ending import finding_line, findings
 from sweeper.analysis.objective import (
     NO_BASELINE,
@@ -31,14 +39,8 @@ from sweeper.analysis.objective import (
 from sweeper.config.labels import load_label
 from sweeper.proof.verdicts import worst
 from sweeper.results.rows import is_missing
-from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
+from sweeper.spec.search import ConstraintsSpec
 
-#: What the answer ranks by: at a closed loop the throughput speedup, at a rate the E2E one.
-CLOSED = ObjectiveSpec(column="speedup")
-OPEN = ObjectiveSpec(column="e2e_speedup")
-#: Where every speedup is withheld, the fastest proven config (its speedup struck through).
-CLOSED_FALLBACK = ObjectiveSpec(column="output_tok_s")
-OPEN_FALLBACK = ObjectiveSpec(column="e2e_p50", goal="minimize")
 #: The section each kind of finding links to (the template's ids).
 ANCHORS = {
     "violations": "outputs",
@@ -122,8 +124,7 @@ def _answer(
     if not any(r.get("mode") != "ar" for r in here):
         return replace(base, note="no speculative config measured here")
     objective = OPEN if opened else CLOSED
-    slo = constraints if opened else None
-    (ranking,) = rank(mine, objective, slo, at=[level])
+    ranking = level_ranking(mine, level, constraints)
     if ranking.tied:
         a, b = ranking.ranked[0], ranking.ranked[1]
         return replace(
@@ -131,9 +132,17 @@ def _answer(
             note=f"no winner inside the noise: {a.label} {_value(a)} and {b.label} {_value(b)} "
             "overlap",
         )
+    if ranking.unconfirmed:
+        switched = ranking.ranked[0]
+        return replace(
+            base,
+            note=f"no winner yet: {switched.label} {_value(switched)} was measured only after "
+            "in-place switches (the run ended before a fresh process of it was measured; "
+            "resume it)",
+        )
     if ranking.winner is not None:
         return _named(base, ranking.winner, ranking, groups[ranking.winner.key], level)
-    (fastest,) = rank(mine, OPEN_FALLBACK if opened else CLOSED_FALLBACK, slo, at=[level])
+    fastest = level_ranking(mine, level, constraints, fallback=True)
     if fastest.winner is not None:
         rows = groups[fastest.winner.key]
         at_level = [r for r in rows if request_config_id(r) == level]

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.analysis.best import served_rows
 from sweeper.analysis.drift import mark_drift
 from sweeper.analysis.impossible import IMPOSSIBLE_COLUMNS, mark_impossible
 from sweeper.analysis.objective import withheld_speedup
@@ -266,6 +267,7 @@ def build_view(run: Run, max_divergences: int = 200) -> RunView:
     # The answer is `sweeper best`'s, from the points as written (the view's own columns would
     # read as grid flags); its winners are the summary table's stars.
     written = points.drop(columns=list(VIEW_COLUMNS), errors="ignore").to_dict("records")
+    written = served_rows(written, (manifest or {}).get("identities") or {})
     found = answers(written, _slo((manifest or {}).get("spec")))
     points["best"] = points["point_id"].astype(str).isin(starred(found))
     return RunView(

@@ -11,6 +11,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,11 @@ from sweeper.report.datasets import dataset_section
 from sweeper.report.diagnosis import load_diagnosis
 from sweeper.report.figures import all_charts
 from sweeper.report.formatting import fmt, ms, pct
+from sweeper.report.history_note import HistoryNote, anchor
 from sweeper.report.knees import knee_rows, rate_text
 from sweeper.report.paper import PaperGrid, paper_grid, run_paper_table
+from sweeper.report.startup import PHASE_HEADS, startup_chart, startup_tables
+from sweeper.results.manifest import Manifest
 from sweeper.results.reader import Run
 
 #: The negotiated capabilities the report shows per server (`_servers`).
@@ -265,10 +269,18 @@ def _hosts(manifest: dict[str, Any]) -> tuple[list[tuple[str, dict[str, str]]], 
 
 
 def render_html(
-    view: RunView, comparison: Comparison | None = None, bisect: str | None = None
+    view: RunView,
+    comparison: Comparison | None = None,
+    bisect: str | None = None,
+    *,
+    startup: Sequence[Manifest] = (),
+    history: HistoryNote | None = None,
 ) -> str:
-    """The report page as a string."""
+    """The report page as a string; `startup`: other runs whose loads the Start-up section
+    shows beside this run's; `history`: where tonight stands in each config's history."""
     hosts, host_columns = _hosts(view.manifest)
+    own = [view.run.manifest] if view.run.manifest is not None else []
+    starts = startup_tables([*own, *startup])
     pts = view.points
     counts = {
         "header": header_counts(pts.to_dict("records")),
@@ -303,8 +315,13 @@ def render_html(
             slo=(spec or {}).get("slo") if isinstance(spec, dict) else None,
             judged="meets_slo" in pts and bool(pts["meets_slo"].notna().any()),
             charts=all_charts(view),
+            startup=starts,
+            startup_chart=startup_chart(starts),
+            phase_heads=list(PHASE_HEADS.values()),
             comparison=comparison,
             bisect=bisect,
+            history=history,
+            anchor=anchor,
             diagnosis=load_diagnosis(view.run, view.manifest.get("follows")),
             datasets=dataset_section(view.run, written),
             paper=_paper(view.run, written),
@@ -337,11 +354,18 @@ def _alpha(spec: Any) -> str:
 
 
 def write_report(
-    view: RunView, out: Path, comparison: Comparison | None = None, bisect: str | None = None
+    view: RunView,
+    out: Path,
+    comparison: Comparison | None = None,
+    bisect: str | None = None,
+    *,
+    startup: Sequence[Manifest] = (),
+    history: HistoryNote | None = None,
 ) -> Path:
     """Render and write atomically to `out`; returns the path. `bisect`: the nightly's bisect
-    of the regression, in one line."""
-    html = render_html(view, comparison, bisect)
+    of the regression, in one line; `startup`: other runs' loads to show; `history`: the
+    report's history section (`render_html`)."""
+    html = render_html(view, comparison, bisect, startup=startup, history=history)
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sweeper.results.loads import LoadRecord
+
 #: The engine of a run whose spec names none (the spec's default before `runtime.engine`).
 DEFAULT_ENGINE = "ddtree_runtime"
 
@@ -72,6 +74,11 @@ class IdentityRecord(BaseModel):
     #: What the server gives and the paths chosen, with the probes' evidence
     #: (`sweeper.engines.capabilities.Capabilities.to_dict`); None before negotiation.
     capabilities: dict[str, Any] | None = None
+    #: How the config came to be served: a `load` (a fresh process) or an in-place `switch`
+    #: of the process serving the config before it (`sweeper.plan.loads`).
+    served_by: Literal["load", "switch"] = "load"
+    #: Why a switch the plan allowed was refused at run time, so the config was loaded.
+    switch_refused: str | None = None
 
 
 class Manifest(BaseModel):
@@ -107,6 +114,9 @@ class Manifest(BaseModel):
     #: sha256 of every input file's bytes (datasets, prompts_file), by path: a resume with
     #: any of them changed is another experiment (`sweeper.results.pinned`).
     input_files: dict[str, str] = Field(default_factory=dict)
+    #: Every start of a server in this run, in order, with where its time went
+    #: (`sweeper.results.loads`); empty in a run written before they were recorded.
+    loads: list[LoadRecord] = Field(default_factory=list)
 
     @property
     def engine(self) -> str:

@@ -136,7 +136,7 @@ class PointMeasurer:
         # The others are on disk already, written as they were drawn.
         samples = [SampleRecord(**row) for row in drawn if row.get("error")]
         self.recorder.commit(record, requests, samples, scored.records)
-        if sc.mode == "ar":
+        if sc.mode == "ar" or point.scored_by:  # a baseline, or outputs scored later
             known.baseline_rows[point.point_id] = [r.model_dump() for r in requests]
         self.overhead_s.append(time.monotonic() - t0 - result.wall_s)
         detail = f"{record.output_tok_s or 0:.1f} tok/s  {record.determinism}"

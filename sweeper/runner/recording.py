@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from sweeper.measure.point import failed_point, point_columns
 from sweeper.plan import Point
 from sweeper.progress import SweepProgress
+from sweeper.results.loads import LoadRecord, StartPhase, within_start
 from sweeper.results.manifest import HostFacts, IdentityRecord
 from sweeper.results.records import PointRecord, RequestRecord, SampleRecord
 from sweeper.results.scores import ScoreRecord, SettledRecord
@@ -95,6 +97,42 @@ class Recorder:
         with self.lock:
             self.store.manifest.hosts[host] = facts
             self.store.manifest.identities[f"{host}/{label}"] = identity
+            self.store.save_manifest()
+
+    def load(
+        self, host: str, label: str, launch_id: str, started: float, ready_s: float,
+        phases: list[StartPhase],
+    ) -> None:  # fmt: skip
+        """One start of `label` on `host` (process started at unix `started`, healthy
+        `ready_s` later) into the manifest, with the phases the server reported
+        (`sweeper.results.loads.within_start`), ready from the health poll where it gave none."""
+        kept = within_start(phases, ready_s)
+        if not any(p.name == "ready" for p in kept):
+            kept.append(
+                StartPhase(name="ready", at_s=ready_s, source="health", evidence="/health 200")
+            )
+        with self.lock:
+            loads = self.store.manifest.loads
+            index = sum(1 for record in loads if record.host == host)
+            at = datetime.fromtimestamp(started, timezone.utc).isoformat()
+            loads.append(
+                LoadRecord(
+                    host=host,
+                    label=label,
+                    index=index,
+                    launch_id=launch_id,
+                    started_at=at,
+                    ready_s=ready_s,
+                    phases=kept,
+                )
+            )
+            self.store.save_manifest()
+
+    def planned_more(self, points: int) -> None:
+        """`points` more than the plan's into the manifest's total (a winner confirmed on a
+        fresh process: `sweeper.runner.sweep`)."""
+        with self.lock:
+            self.store.manifest.points_total += points
             self.store.save_manifest()
 
     def timing(self, key: str, value: float) -> None:

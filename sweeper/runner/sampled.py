@@ -29,9 +29,10 @@ from sweeper.spec import Spec
 
 @dataclass
 class Known:
-    """What one host thread knows of its recorded points: their rows, the AR points' request
-    rows, every point's samples and scores, the plan's points by id, and the label of the
-    server that scores its speculative points' samples after them (None: none does)."""
+    """What one host thread knows of its recorded points: their rows, the request rows of the
+    AR points and of the points whose sampled outputs are scored (`baseline_rows`), every
+    point's samples and scores, the plan's points by id, and the label of the server that
+    scores its speculative points' samples after them (None: none does)."""
 
     done: dict[str, dict[str, Any]]
     baseline_rows: dict[str, list[dict[str, Any]]]
@@ -48,6 +49,13 @@ class Known:
 
     def scores_of(self, point_id: str | None) -> list[dict[str, Any]]:
         return list(self.scores.get(point_id or "", []))
+
+    def proof_scores(self, point: Point) -> list[dict[str, Any]]:
+        """The scores a point's sampled proof judges: its own outputs' (its measured requests,
+        its samples where it drew them) and those of the samples it shares (`samples_from`:
+        never that point's measured requests, another load's)."""
+        shared = self.scores_of(point.samples_from) if point.samples_from else []
+        return [*self.scores_of(point.point_id), *(r for r in shared if r["source"] == "sample")]
 
     def add_score(self, row: dict[str, Any]) -> None:
         """A score of one output by one scorer, as the store reads them back: the first that

@@ -4,9 +4,10 @@ point: `Point.scored_by`), when, and what the point records.
 
 - A point whose server scores its own outputs (every AR server that accepts logprob requests; a
   speculative one where its engine's prefill never runs the speculative path) scores them after
-  drawing them, before its point line: its samples (or, coupled, its sampled measured requests)
-  scored by `self`. An AR point's scores are the run's false-alarm control (`control`); a
-  speculative point's are judged (`at_measurement`). A speculative scorer also rescores one AR
+  drawing them, before its point line: its sampled measured requests and the samples drawn
+  beside them (`sweeper.plan.sampling`; coupled: none) scored by `self`. An AR point's scores
+  are the run's false-alarm control (`control`); a speculative point's are judged
+  (`at_measurement`). A speculative scorer also rescores one AR
   output per prompt, so two servers scored the same tokens: their raw probabilities must agree
   within `determinism.score_agreement` over enough tokens (`sweeper.proof.scored.agreement`), else
   its verdict is `unproven` (the scoring path is not the AR's, or not shown to be).
@@ -115,8 +116,7 @@ class ScoredProof:
             return PointScores([], verdict, columns)
         outputs = self._outputs(point, serving, drawn, requests)
         records = self._score(serving, outputs, SELF, known)
-        source = point.samples_from or point.point_id
-        rows = [r for r in known.scores_of(source) if r.get("scorer") == SELF]
+        rows = [r for r in known.proof_scores(point) if r.get("scorer") == SELF]
         if ar:
             control = scored_proof.control(rows, self.spec.determinism)
             return PointScores(records, None, {**control, "scored_by": SELF})
@@ -155,22 +155,28 @@ class ScoredProof:
         drawn: Sequence[Mapping[str, Any]],
         requests: Sequence[Mapping[str, Any]],
     ) -> list[Output]:
-        """The point's sampled outputs: its samples (scored), or its measured requests
-        (coupled)."""
+        """The point's sampled outputs: the samples it drew (`drawn`; none where it shares
+        another load's or its measured requests gave enough) and its measured requests."""
         inputs = self._inputs(serving, point)
-        if point.sampled_check == "scored":
-            length_control = getattr(serving.engine, "length_control", ())
-            workload, policy = self.spec.workload, self.spec.determinism
-            return sample_outputs(
+        length_control = getattr(serving.engine, "length_control", ())
+        workload, policy = self.spec.workload, self.spec.determinism
+        return [
+            *sample_outputs(
                 point, drawn, workload, policy, length_control=length_control, inputs=inputs
-            )
-        return request_outputs(point, requests, self.spec.workload, inputs=inputs)
+            ),
+            *request_outputs(point, requests, workload, inputs=inputs),
+        ]
 
     def _recorded(self, point: Point, serving: Serving, known: Known) -> list[Output]:
-        """A recorded point's sampled outputs (its samples, or an AR point's requests)."""
+        """A recorded point's sampled outputs: its measured requests, and the samples it drew or
+        shares (those of the point that drew them)."""
         source = known.points.get(point.samples_from or point.point_id, point)
         drawn = known.samples_of(source.point_id)
-        return self._outputs(source, serving, drawn, known.baseline_rows.get(point.point_id, []))
+        requests = known.baseline_rows.get(point.point_id, [])
+        return [
+            *self._outputs(source, serving, drawn, []),
+            *self._outputs(point, serving, [], requests),
+        ]
 
     def _inputs(self, serving: Serving, point: Point) -> Any:
         if self.inputs is None:
@@ -217,8 +223,7 @@ class ScoredProof:
         outputs: list[Output] = []
         seen: set[tuple[Any, ...]] = set()
         for point in pending:
-            source = point.samples_from or point.point_id
-            done = {score_key(r) for r in known.scores_of(source) if not r.get("error")}
+            done = {score_key(r) for r in known.proof_scores(point) if not r.get("error")}
             for output in self._recorded(point, serving, known):
                 key = output.key(scorer)
                 if key not in done and key not in seen:
@@ -233,9 +238,8 @@ class ScoredProof:
         ]
         settled = []
         for point in pending:
-            source = point.samples_from or point.point_id
             columns = judging.settled(
-                [r for r in known.scores_of(source) if r.get("scorer") == scorer],
+                [r for r in known.proof_scores(point) if r.get("scorer") == scorer],
                 _scores_of(ar_of[point.point_id], known),
                 scorer=serving.scorer,
                 label=label,

@@ -6,7 +6,8 @@ tail. Identity then needs two proofs, and a failure of either fails the server c
 with the reason (the runner never measures it):
 - from /proc, needing nothing of the engine (`sweeper.services.identity`): the launched process is
   alive and new (not the previous instance), runs the requested argv with the requested
-  environment, and it alone holds the listening sockets on the port;
+  environment, and it alone holds the listening sockets on the port; after an in-place switch
+  it is the SAME process as before the switch (a switch never restarts);
 - from the engine (`Engine.prove`): what the server reports of its effective config (the
   runtime's fingerprint, launch id and source hash; SGLang's resolved server args).
 An endpoint the sweeper did not start (`engine: openai`) gets only what the engine can prove,
@@ -115,8 +116,12 @@ def prove_identity(
     server_config: ServerConfig,
     where: Where,
     previous: Identity | None,
+    *,
+    switched_from: Identity | None = None,
 ) -> Identity:
-    """Both proofs of the module docstring; ReadinessError with every mismatch found."""
+    """Both proofs of the module docstring; ReadinessError with every mismatch found.
+    `switched_from`: the instance was switched in place from that proven one, whose process
+    it must still be (`instance.launch` is the load's, its `expected` the new config's)."""
     launch = instance.launch
     process = None
     proven: list[str] = []
@@ -142,12 +147,24 @@ def prove_identity(
             env=launch.env,
             secret_env=launch.secret_env,
             port=launch.port,
-            previous=previous.process if previous else None,
+            previous=previous.process if previous and not switched_from else None,
         )
+        before = switched_from.process if switched_from else None
+        if before is not None and (before.pid, before.start_ticks) != (
+            process.pid,
+            process.start_ticks,
+        ):
+            problems.append(
+                f"a switch keeps its process: pid {before.pid} served before it, pid "
+                f"{process.pid} (or a new process of that pid) answers now"
+            )
         if problems:
             raise ReadinessError("process identity: " + "; ".join(problems))
         proven += [
-            f"pid {process.pid} is new, runs the requested argv and environment",
+            f"pid {process.pid} is the process switched in place, runs the loaded argv and "
+            "environment"
+            if switched_from
+            else f"pid {process.pid} is new, runs the requested argv and environment",
             f"only its process tree listens on port {launch.port}",
         ]
     else:

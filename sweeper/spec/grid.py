@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from sweeper.config import REQUEST_KEYS, SERVER_KEYS
-from sweeper.config.knobs import RANGES, knob_problem
+from sweeper.config.knobs import RANGES, flag_problem, knob_problem
 from sweeper.spec.base import INT64_MAX, INT64_MIN, Int, Number
 from sweeper.spec.errors import problem, suggest
 from sweeper.spec.open_loop import LoadSpec
@@ -139,7 +139,7 @@ class GridSpec(BaseModel):
             if not isinstance(values, list) or not values:
                 raise problem(f"grid value for {key!r} must be a non-empty list", at=(key,))
             for index, value in enumerate(values):
-                wrong = flag_value_problem(value)
+                wrong = flag_value_problem(value) or flag_problem(key, value)
                 if wrong:
                     raise problem(wrong, at=(key, index))
         return data

@@ -7,7 +7,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, model_validator
 
 from sweeper.catalog.mapping import EngineMapping
 from sweeper.catalog.records import PRESETS, RECORDS, presets_of
@@ -87,6 +87,9 @@ class RuntimeSpec(StrictModel):
     #: Resolved at run time (`resolve_secrets`), never stored in results or logs.
     secrets: dict[EnvName, str] = Field(default_factory=dict)
     ready_timeout_s: Annotated[Number, Field(gt=0)] = 300.0
+    #: Switch server configs in place where the engine can (`sweeper.plan.loads`): one load
+    #: per group of configs that differ only in knobs it switches; off loads every config.
+    inplace: StrictBool = True
     device: NonEmptyStr | None = None
     dtype: NonEmptyStr | None = None
     max_batch: Annotated[Int, Field(ge=1)] | None = None

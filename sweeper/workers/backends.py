@@ -243,7 +243,9 @@ def open_slurm_backend(host_spec: SlurmHostSpec, spec: Spec, run_id: str) -> Bac
         login,
         on_node,
         policy,
-        estimate=lambda step: step_seconds(spec, step),
+        # Each config as a load: a config planned as a switch is loaded by an allocation
+        # that did not serve its load group (`HostPlan.loads`).
+        estimate=lambda step: step_seconds(spec, step._replace(switch=False)),
         prepare=lambda: deploy(ssh, host_spec.shared_dir, bundle),
     )
     return Backend(

@@ -7,7 +7,10 @@ it (routes, request models, serving_chat/serving_completions, the TokenizerManag
 logprob and speculative-metric bookkeeping) is SGLang's code. What it answers is a script: per
 generate request, the steps a real scheduler would stream (text delta, token ids, logprobs,
 cumulative verify count and accepted drafts). It also answers GetInternalStateReq the way
-SGLang's scheduler does (`InternalStateMixin.get_internal_state`), less the GPU-only parts.
+SGLang's scheduler does (`InternalStateMixin.get_internal_state`), less the GPU-only parts, and
+SetInternalStateReq with the release's own handler on a shim scheduler
+(`sglang_compat.internal_state_setter`), so `/set_internal_state` takes, refuses and reads back
+as that release does.
 
 `refuse_logprobs` plays PR #29907's scheduler-side check: its scheduler runs DFLASH's
 `validate_dflash_request` on DDTREE requests, which (as in SGLang 0.5.15's dflash_utils.py:776)
@@ -29,7 +32,7 @@ import time
 from array import array
 from typing import Any
 
-from sglang_compat import batch_output, internal_state
+from sglang_compat import batch_output, internal_state, internal_state_setter
 
 #: How PR #29907's scheduler finishes a DDTREE request that asks for logprobs (see docstring).
 _REFUSAL = {
@@ -46,6 +49,7 @@ class ScriptedScheduler:
     def __init__(
         self,
         port_args: Any,
+        server_args: Any,
         *,
         step_delay_s: float = 0.05,
         refuse_logprobs: bool = False,
@@ -62,6 +66,7 @@ class ScriptedScheduler:
         self._to_tokenizer = get_zmq_socket(
             self._context, zmq.PUSH, port_args.tokenizer_ipc_name, False
         )
+        self._set_internal_state = internal_state_setter(server_args)
         self._scripts: queue.Queue[dict[str, Any]] = queue.Queue()
         self.step_delay_s = step_delay_s
         self.refuse_logprobs = refuse_logprobs
@@ -85,6 +90,8 @@ class ScriptedScheduler:
             try:
                 if isinstance(message, io.GetInternalStateReq):
                     io.sock_send(self._to_tokenizer, _internal_state())
+                elif isinstance(message, io.SetInternalStateReq):
+                    io.sock_send(self._to_tokenizer, self._set_internal_state(message))
                 elif isinstance(message, io.TokenizedGenerateReqInput):
                     if str(message.rid).startswith(HEALTH_CHECK_RID_PREFIX):
                         script: dict[str, Any] = {"steps": [{"text": "the", "ids": [6]}]}

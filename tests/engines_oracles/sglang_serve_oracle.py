@@ -61,6 +61,7 @@ def build_app(
     server_args, port_args, tokenizer_manager, template_manager = server_args_and_templates(argv)
     scheduler = ScriptedScheduler(
         port_args,
+        server_args,
         step_delay_s=step_delay_s,
         refuse_logprobs=refuse_logprobs,
         auto=auto,
@@ -182,18 +183,21 @@ async def _send_all(app: Any, scheduler: ScriptedScheduler, requests: list[dict[
 
 def _listen(app: Any, port: int, out: Any) -> None:
     """Serve the app on 127.0.0.1:port with uvicorn (no lifespan: nothing to warm up, the app is
-    wired above); one JSON line on stdout says it is up."""
+    wired above); one JSON line on stdout says it is up. The socket listens before that line,
+    so a client that connects while uvicorn is still starting (seconds on a loaded machine)
+    waits in the backlog instead of being refused (a socket only bound answers ECONNREFUSED)."""
     import socket
 
     import sglang
     import uvicorn
 
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    sock.listen(config.backlog)
     out.write(json.dumps({"listening": port, "sglang_version": sglang.__version__}) + "\n")
     out.flush()
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
     os._exit(0)
 

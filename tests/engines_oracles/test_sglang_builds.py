@@ -7,6 +7,8 @@ scheduler that answers every prompt with the same ids and refuses logprobs as PR
 scheduler does on DDTREE requests (scripted_scheduler.py). The engine negotiates with each as
 it would with a real server: on 0.5.15 it must take the native `/generate` path, and every
 request it then sends must carry ids back and never ask the speculative server for logprobs.
+`/set_internal_state` is answered by each release's own handler (sglang_compat.py
+`internal_state_setter`), so the accept thresholds negotiate and switch as on that release.
 One oracle process per release (~25 s to import SGLang on an idle 2-core machine).
 """
 
@@ -23,10 +25,12 @@ import httpx
 import pytest
 
 from sweeper.config import ServerConfig
-from sweeper.engines.base import Capabilities, RequestSpec
+from sweeper.engines.base import Capabilities, EngineError, RequestSpec
 from sweeper.engines.capabilities import probe
 from sweeper.engines.sglang import SGLang
 from sweeper.engines.sglang_negotiate import PROMPT_IDS_AT, chat_route_ids, tokenize
+from sweeper.engines.sglang_switch import ROUTE, SWITCH_KEYS, SWITCHABLE
+from sweeper.engines.sglang_switch import switch as switch_knobs
 from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_PLAIN_CHAT
 from sweeper.spec import RuntimeSpec
 from tests.engines_oracles.oracle_process import (
@@ -56,6 +60,7 @@ DDTREE = ServerConfig.make(
 )
 PROMPTS = {"tide": "the tide comes in", "sea": "the sea goes out", "user": "user assistant"}
 REFUSAL = "DFLASH speculative decoding does not support return_logprob yet."
+THRESHOLD = "speculative_accept_threshold_single"
 
 
 @pytest.fixture(scope="module", params=[OLD_SGLANG_VERSION, SGLANG_VERSION])
@@ -183,3 +188,46 @@ def test_the_scheduler_refuses_logprobs_as_pr_29907s_does(live: tuple[str, str])
         assert final["finish_reason"]["type"] == "abort", (version, final)
         assert final["finish_reason"]["message"] == REFUSAL
         assert final["completion_tokens"] == 0 and events[-1]["output_ids"] == []
+
+
+def test_both_accept_thresholds_switch_in_place_through_each_releases_handler(
+    live: tuple[str, str],
+) -> None:
+    """Each release's own `/set_internal_state` handler (0.5.15 `Scheduler.set_internal_state`,
+    0.5.23 `SchedulerInternalStateController`) takes both thresholds at their values and
+    reports them back, so negotiation finds both switchable; a switch to 0.5 shows in the
+    schedulers' `internal_states` (the top-level field stays the launch's 1.0), a config naming
+    none switches back to the launch's value, and a key the handler lacks is refused by the
+    handler itself, in one line naming build and key."""
+    version, url = live
+    engine = _negotiated(url)
+    caps = engine.capabilities
+    assert caps is not None
+    assert caps.details[SWITCHABLE] == list(SWITCH_KEYS), caps.evidence
+    for key in SWITCH_KEYS:
+        assert f"switch {key}: {ROUTE} took 1.0, read back alike" in caps.evidence, caps.evidence
+    relaxed = ServerConfig.make(
+        "speculative", {**DDTREE.params, THRESHOLD: 0.5}, (*DDTREE.speculative_keys, THRESHOLD)
+    )
+    named = f"sglang {version} (speculative)"
+    with httpx.Client() as client:
+        engine.switch(client, url, relaxed)
+        info = client.get(url + "/server_info").json()
+        assert [s[THRESHOLD] for s in info["internal_states"]] == [0.5], version
+        assert info[THRESHOLD] == 1.0  # the HTTP process's copy of the launch's args
+        engine.switch(client, url, DDTREE)  # a config naming none gets the launch's value back
+        info = client.get(url + "/server_info").json()
+        assert [s[THRESHOLD] for s in info["internal_states"]] == [1.0], version
+        with pytest.raises(EngineError) as refused:
+            switch_knobs(
+                client,
+                url,
+                lambda: client.get(url + "/server_info").json(),
+                {"speculative_eagle_topk": 4},
+                frozenset({"speculative_eagle_topk"}),
+                named,
+            )
+    assert str(refused.value) == (
+        f"{named} refused to switch speculative_eagle_topk: its {ROUTE} handler refused it "
+        "(answered [False])"
+    )

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -27,9 +28,12 @@ import pandas as pd
 import pytest
 import yaml
 
+from sweeper.config import ServerConfig
 from sweeper.config.features import BY_NAME
-from sweeper.engines.base import Capabilities, RequestSpec
+from sweeper.engines.base import Capabilities, EngineError, RequestSpec
 from sweeper.engines.sglang import SGLang
+from sweeper.engines.sglang_switch import SWITCH_KEYS, SWITCHABLE
+from sweeper.engines.sglang_switch import switch as switch_knobs
 from sweeper.plan import build_plan
 from sweeper.poll import wait_until
 from sweeper.spec import load_spec
@@ -44,6 +48,7 @@ from tests.exported_model import SMOLLM2_HF, smollm2_hf
 from tests.sweeper.conftest import free_port
 
 SPEC = REPO / "sweeps" / "sglang-cpu.yaml"
+THRESHOLD = "speculative_accept_threshold_single"
 
 
 @pytest.fixture(scope="module")
@@ -272,3 +277,65 @@ def test_request_features_are_probed_on_the_real_sglang(hand_started: str, spec_
         ),
     }
     assert all("honoured" in said[0] for name, (_, said) in answers.items() if name not in refused)
+
+
+@pytest.mark.slow
+def test_the_accept_threshold_switches_in_place_through_the_real_handler(
+    hand_started: str, spec_file: Path
+) -> None:
+    """SGLang 0.5.15's own `/set_internal_state` (scheduler.py:3788) on a real server: the
+    engine negotiates both accept thresholds as switchable (each set to its value and read
+    back), switches `speculative_accept_threshold_single` to 0.5 and back, and the identity
+    proof reads the threshold in effect from the schedulers (`internal_states`: the top-level
+    field stays the launch's 1.0), so the relaxed server is never proven as the exact config.
+    0.5.15 takes the thresholds on an AR server too (its handler checks neither the value nor
+    the algorithm). A key its handler lacks is refused by the handler itself, in one line
+    naming build and key; one negotiation did not find switchable is refused unsent."""
+    url = hand_started
+    spec = load_spec(spec_file)
+    engine = SGLang(spec.runtime)
+    exact = build_plan(spec).hosts[0].steps[0].server_config
+    relaxed = ServerConfig.make("ar", {**exact.params, THRESHOLD: 0.5})
+    launch = engine.launch(
+        exact, python="python", listen_host="127.0.0.1", workdir=None, secrets={}
+    )
+    probe = RequestSpec("capital", "The capital of France is", 8, 0.0)
+    with httpx.Client(timeout=300) as client:
+        caps = engine.negotiate(client, url, exact, probe, None)
+        bound = engine.bind(caps)
+        assert bound.switchable(caps) == frozenset(SWITCH_KEYS), caps.evidence
+        before = bound.prove(client, url, launch, exact)
+        bound.switch(client, url, relaxed)
+        info = client.get(url + "/server_info").json()
+        assert [s[THRESHOLD] for s in info["internal_states"]] == [0.5]
+        assert info[THRESHOLD] == 1.0  # the HTTP process's copy of the launch's args
+        after = bound.prove(client, url, launch, relaxed)
+        assert after.info["server_args"][THRESHOLD] == 0.5
+        assert after.fingerprint != before.fingerprint
+        with pytest.raises(
+            EngineError, match=f"{THRESHOLD}: requested 1.0, its schedulers run 0.5"
+        ):
+            bound.prove(client, url, launch, exact)
+        bound.switch(client, url, exact)  # a config naming none gets the launch's value back
+        assert bound.prove(client, url, launch, exact).fingerprint == before.fingerprint
+        with pytest.raises(EngineError) as handler_refused:
+            switch_knobs(
+                client,
+                url,
+                lambda: client.get(url + "/server_info").json(),
+                {"speculative_eagle_topk": 4},
+                frozenset({"speculative_eagle_topk"}),
+                "sglang 0.5.15 (ar)",
+            )
+        unswitchable = engine.bind(replace(caps, details={**caps.details, SWITCHABLE: []}))
+        with pytest.raises(EngineError) as not_negotiated:
+            unswitchable.switch(client, url, relaxed)
+        assert client.get(url + "/server_info").json()["internal_states"][0][THRESHOLD] == 1.0
+    assert str(handler_refused.value) == (
+        "sglang 0.5.15 (ar) refused to switch speculative_eagle_topk: its /set_internal_state "
+        "handler refused it (answered [False])"
+    )
+    assert str(not_negotiated.value) == (
+        f"sglang 0.5.15 (ar) cannot switch {THRESHOLD} in place: negotiation found it not "
+        "switchable (a load is needed)"
+    )

@@ -19,10 +19,14 @@ the real-SGLang oracles are in tests/engines_oracles):
   the PR build's names (`spec_accepted_drafts`, `spec_proposed_drafts`,
   `spec_accept_histogram`), or 0.5.23's (`spec_num_correct_drafts`, ...) with
   FAKE_SPELLING=0.5.23; none with FAKE_NO_META_ACCEPTANCE=1 (a fork that dropped them).
-- `/server_info` with the resolved args: every flag passed, typed, and
-  `speculative_algorithm` (None without one); `/tokenize`; `/metrics` (`--enable-metrics`)
-  with `sglang:generation_tokens_total` and `sglang:spec_verify_calls_total`; FAKE_NO_TOKENIZE=1
-  removes `/tokenize` (a build without it: 404), FAKE_NO_GENERATE=1 `/generate`.
+- `/server_info` with the resolved args: every flag passed, typed, the accept thresholds (1.0
+  by default) and `speculative_algorithm` (None without one), and the scheduler's copy in
+  `internal_states`, which `/set_internal_state` changes for the keys its handler takes (the
+  accept thresholds, `pp_max_micro_batch_size`; any other: `[false]`, nothing set);
+  FAKE_NO_SET_INTERNAL_STATE=1 removes the route (a build before it: 404); `/tokenize`;
+  `/metrics` (`--enable-metrics`) with `sglang:generation_tokens_total` and
+  `sglang:spec_verify_calls_total`; FAKE_NO_TOKENIZE=1 removes `/tokenize` (a build without it:
+  404), FAKE_NO_GENERATE=1 `/generate`.
 - A non-streamed chat completion with `return_prompt_token_ids` (SGLang >= PR #19731, March
   2026) carries the prompt's ids as the chat route rendered them in `choices[0]`;
   FAKE_NO_PROMPT_IDS=1 ignores the field (an older build or a fork), as SGLang ignores unknown
@@ -51,6 +55,9 @@ VOCAB = 997
 VERSION = "0.5.10.pr29907-fake"
 SAMPLING_KEYS = {"max_new_tokens", "min_new_tokens", "ignore_eos", "temperature", "top_p"}
 SAMPLING_KEYS |= {"top_k", "sampling_seed", "stop"}
+#: The keys the build's `Scheduler.set_internal_state` takes (93e9850e, as in 0.5.15).
+SWITCHABLE = {"pp_max_micro_batch_size", "speculative_accept_threshold_single"}
+SWITCHABLE |= {"speculative_accept_threshold_acc"}
 
 
 def parse_args(argv: list[str]) -> dict[str, Any]:
@@ -109,11 +116,14 @@ class FakeSGLang:
         # Tokens per verify step: one more accepted draft per extra branch, within the depth.
         self.per_step = min(1 + self.depth, 1 + width + self.depth // 4) if self.algorithm else 1
         self.info = {
+            **{key: 1.0 for key in SWITCHABLE if key.startswith("speculative")},
             **self.args,
             "speculative_algorithm": self.algorithm,
             "version": VERSION,
             "effective": {"width": width, "depth": self.depth},
         }
+        # The scheduler's copy of the args, the one /set_internal_state changes.
+        self.scheduler = {k: v for k, v in self.info.items() if k != "version"}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -129,7 +139,13 @@ class FakeSGLang:
             ready = time.time() >= self.ready_at
             await _json(send, 200 if ready else 503, {})
         elif path in ("/server_info", "/get_server_info"):
-            await _json(send, 200, self.info)
+            await _json(send, 200, {**self.info, "internal_states": [dict(self.scheduler)]})
+        elif path == "/set_internal_state" and not os.environ.get("FAKE_NO_SET_INTERNAL_STATE"):
+            wanted = (await _body(receive))["server_args"]
+            taken = all(key in SWITCHABLE for key in wanted)
+            if taken:
+                self.scheduler.update(wanted)
+            await _json(send, 200, [taken])
         elif path == "/v1/models":
             model = {"id": str(self.args.get("model_path")), "object": "model"}
             await _json(send, 200, {"object": "list", "data": [model]})
@@ -324,7 +340,7 @@ async def _event(send: Any, obj: dict) -> None:
     await send({"type": "http.response.body", "body": data, "more_body": True})
 
 
-async def _json(send: Any, status: int, obj: dict) -> None:
+async def _json(send: Any, status: int, obj: dict | list) -> None:
     await _text(send, status, json.dumps(obj), b"application/json")
 
 

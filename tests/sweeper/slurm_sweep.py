@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from sweeper.analysis.best import SERVED_BY, served_rows
 from sweeper.hosts.slurm_commands import job_name, parse_run_jobs, run_jobs_argv
 from tests.signals import default_signals
 from tests.slurm_cluster import GPUS_PER_NODE, PARTITION, SlurmCluster
@@ -161,6 +162,22 @@ def points(run_dir: Path) -> pd.DataFrame:
 
 def squeue_name(run_dir: Path) -> str:
     return job_name(run_dir.name)
+
+
+def planned_and_confirming(table: pd.DataFrame, run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The plan's points (restart 0) and those of each config the answer would name that was
+    measured only after a switch, again on a fresh process (restart 1, served by a load). Which
+    config wins on tiny-random is chance, so a run has none or one such config; asserted here."""
+    identities = json.loads((run_dir / "manifest.json").read_text())["identities"]
+    served = pd.DataFrame(served_rows(table.to_dict("records"), identities))
+    plan, again = served[served.restart == 0], served[served.restart > 0]
+    assert set(again.restart) <= {1} and again.server_config_id.nunique() <= 1
+    assert set(again[SERVED_BY]) <= {"load"}
+    tree = ["budget", "topk", "block_size"]
+    for shape, fresh in again.groupby(tree):
+        twin = plan[(plan[tree] == pd.Series(shape, index=tree)).all(axis=1)]
+        assert len(twin) == len(fresh) and set(twin[SERVED_BY]) == {"switch"}
+    return plan, again
 
 
 def failures(table: pd.DataFrame, log: str = "") -> str:

@@ -46,10 +46,10 @@ the prefixes, so every token of every sample counts and no AR samples are needed
   raw logprobs (`sweeper.proof.scored.rebuilt`: its processing is not the asked one), no scored
   samples, a failed scorer, no AR control, a control drawn with other processors, a control
   that fails the same test (the scoring path does not match the sampler: wrong order,
-  parameters or numerics), positions whose processors cannot be rebuilt from what the scorer
-  returned (`sweeper.proof.scored.processors`: named; the other positions still prove a violation,
-  never a pass), no top logprobs to state the power with, or a test too weak to see the shift
-  it must.
+  parameters or numerics; an impossible token stands where the control drew none), positions
+  whose processors cannot be rebuilt from what the scorer returned
+  (`sweeper.proof.scored.processors`: named; the other positions still prove a violation, never
+  a pass), no top logprobs to state the power with, or a test too weak to see the shift it must.
 
 The AR server's own samples scored the same way are the control of every run (`control`): their
 p-value, impossible tokens and near-tie rate, stored on the AR point.
@@ -518,8 +518,13 @@ def verdict_of(
             f"{facts}; the AR control was drawn with other processors ({other}), so no "
             "false-alarm check for these"
         )
-    control_impossible = int(_number(control_point.get("scored_control_impossible")) or 0)
-    if control_p <= alpha or control_impossible:
+    counted = _number(control_point.get("scored_control_impossible"))
+    if counted is None:
+        return _unproven(f"{facts}; the AR control's impossible-token count is not recorded")
+    control_impossible = int(counted)
+    # A token of probability 0 needs no statistic: where the AR control, drawn and rebuilt the
+    # same way, drew none, the cuts are rebuilt right whatever its score (alarming at alpha) says.
+    if (control_p <= alpha and not found.impossible) or control_impossible:
         return _unproven(
             f"{facts}; the AR server's own samples fail the same test (p = {control_p:.4g}, "
             f"{control_impossible} impossible token(s)): the scoring path does not match the "

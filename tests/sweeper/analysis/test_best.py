@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sweeper.analysis.best import best_of, rank
+from sweeper.analysis.best import best_of, rank, to_confirm
 from sweeper.analysis.objective import Interval, score, separate_regimes
 from sweeper.config import ServerConfig
 from sweeper.spec.search import ConstraintsSpec, ObjectiveSpec
@@ -116,3 +116,36 @@ def test_winners_that_differ_only_in_an_extra_flag_are_told_apart() -> None:
         "b8 k2 bs4 dtype=bfloat16",
         "b8 k2 bs4 dtype=float32",
     ]
+
+
+def test_a_winner_measured_only_after_in_place_switches_is_not_named() -> None:
+    # b8 wins on a process that was switched to it; no fresh process confirms it yet.
+    rows = [_row(None, 5.0, served_by="load"), _row(4, 10.0, served_by="switch")]
+    rows += [_row(8, 12.0, served_by="switch")]
+    (level,) = rank(rows, ObjectiveSpec())
+    assert level.unconfirmed and level.winner is None
+    assert [e.label for e in level.ranked] == ["b8 k2 bs4", "b4 k2 bs4"]
+    # A fresh process of it (a load, restart 1) measured within the noise confirms it.
+    confirmed = [*rows, _row(8, 12.2, served_by="load", restart=1)]
+    (level,) = rank(confirmed, ObjectiveSpec())
+    assert not level.unconfirmed and level.winner is not None
+    interval = level.winner.score.interval
+    assert level.winner.label == "b8 k2 bs4" and interval is not None and interval.n == 2
+
+
+def test_the_configs_to_confirm_are_the_named_ones_measured_only_after_switches() -> None:
+    # The answer's ranking (speedup): b8 first, switched to; b4 (a load) second.
+    def row(budget: int | None, speedup: float | None, **extra: Any) -> dict[str, Any]:
+        return _row(budget, 10.0, speedup=speedup, server_config_id=f"id{budget}", **extra)
+
+    rows = [row(None, None, served_by="load"), row(4, 1.2, served_by="load")]
+    rows += [row(8, 1.5, served_by="switch")]
+    assert to_confirm(rows) == ["id8"]
+    # Measured on a fresh process, it is named: nothing left to confirm.
+    assert to_confirm([*rows, row(8, 1.5, served_by="load", restart=1)]) == []
+    # b4 switched-to and first: it is the one; a switched config that does not rank first is not.
+    assert to_confirm([rows[0], row(4, 1.6, served_by="switch"), rows[2]]) == ["id4"]
+    # Every speedup withheld (a busy host): the fastest proven config, which the answer names.
+    busy = [{**r, "speedup": None} for r in rows]
+    busy[1]["output_tok_s"], busy[2]["output_tok_s"] = 9.0, 11.0
+    assert to_confirm(busy) == ["id8"]

@@ -44,17 +44,26 @@ def test_plan_table_lists_restarts_notes_and_estimate(tmp_path: Path) -> None:
 
 
 def test_plan_json() -> None:
-    result = runner.invoke(app, ["plan", LOCAL, "--json", "--load-s", "8", "--tok-s", "12"])
+    args = ["plan", LOCAL, "--json", "--load-s", "8", "--switch-s", "1", "--tok-s", "12"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert (data["restarts"], data["n_points"], data["n_requests"]) == (10, 30, 240)
+    assert (data["loads"], data["switches"]) == (1, 9)
+    assert (data["hosts"][0]["loads"], data["hosts"][0]["switches"]) == (1, 9)
     steps = data["hosts"][0]["steps"]
     assert steps[0]["server_config"]["mode"] == "ar"
-    # 10 x 8 s load + (10 warmup + 20 points x 8 requests one by one + 10 points x 2 rounds of
-    # 4 at once) x 32 tokens / 12 tok/s: the rough model, batching taken as free; and the
-    # sampled requests scored beside coupling, 8 at a time, 3 decode steps each.
+    # 1 x 8 s load + 9 x 1 s switch + (10 warmup + 20 points x 8 requests one by one + 10
+    # points x 2 rounds of 4 at once) x 32 tokens / 12 tok/s: the rough model, batching taken
+    # as free; and the sampled requests scored beside coupling, 8 at a time, 3 decode steps each.
     scoring = -(-data["n_scores"] // 8) * 3 / 12
-    assert data["estimated_seconds"] == round(10 * 8 + (10 + 160 + 20) * 32 / 12 + scoring, 1)
+    measuring = (10 + 160 + 20) * 32 / 12 + scoring
+    # Then the winner measured only after a switch, loaded once more: 8 s + 1 warmup + its
+    # three points again (2 x 8 requests one by one, 2 rounds of 4).
+    confirming = 8 + (1 + 16 + 2) * 32 / 12
+    assert data["hosts"][0]["confirmation"] == {"loads": 1, "points": 3}
+    assert data["estimated_seconds"] == round(8 + 9 * 1 + measuring + confirming, 1)
+    assert data["estimated_seconds_every_config_a_load"] == round(10 * 8 + measuring, 1)
     assert data["hosts"][0]["points"][0]["point_id"] == "local-ar-cg1-t0-c1"
 
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from sweeper.config import ServerConfig
-from sweeper.engines.base import Capabilities, RequestSpec
+from sweeper.engines.base import Capabilities, EngineError, RequestSpec
 from sweeper.engines.capabilities import CapabilityError, probe
 from sweeper.engines.sglang import SGLang, read_metrics
 from sweeper.results.manifest import PROMPT_CHAT_ROUTE, PROMPT_PLAIN_CHAT, PROMPT_TEXT
@@ -130,7 +130,8 @@ def test_acceptance_falls_back_to_metrics_counters(port: int) -> None:
 def test_without_metrics_the_build_lacks_acceptance_and_says_so(port: int) -> None:
     with served(port, *SPEC_ARGS, env={"FAKE_NO_META_ACCEPTANCE": "1"}) as url:
         caps = _negotiate(url, DDTREE)
-    assert caps.acceptance == "none" and "--enable-metrics" in caps.evidence[-1]
+    assert caps.acceptance == "none"
+    assert "/metrics: no speculative counters (is --enable-metrics on?)" in caps.evidence
 
 
 def test_a_build_with_no_ids_anywhere_fails_with_one_line(port: int) -> None:
@@ -200,3 +201,52 @@ def test_read_metrics_sums_label_sets() -> None:
     )
     assert read_metrics(page) == {"drafts": 8.0, "accepted_tokens": 32.0}
     assert read_metrics("sglang:generation_tokens_total 5\n") is None
+
+
+THRESHOLD = "speculative_accept_threshold_single"
+
+
+def test_a_ddtree_server_switches_its_accept_threshold_in_place(port: int) -> None:
+    """The PR build's handler (93e9850e's `Scheduler.set_internal_state`, as the fake plays
+    it): both thresholds negotiated switchable, one switched to 0.3 on a DDTREE server and
+    proven from the schedulers' state, so the relaxed server never passes as the exact one."""
+    engine = SGLang(RUNTIME)
+    relaxed = replace(DDTREE, params={**DDTREE.params, THRESHOLD: 0.3})
+    launch = engine.launch(DDTREE, python="python", listen_host="h", workdir=None, secrets={})
+    with served(port, *engine.command(DDTREE)[0]) as url, httpx.Client() as client:
+        caps = engine.negotiate(client, url, DDTREE, PROMPT, "m")
+        bound = engine.bind(caps)
+        assert bound.switchable(caps) == {THRESHOLD, "speculative_accept_threshold_acc"}
+        bound.switch(client, url, relaxed)
+        proof = bound.prove(client, url, launch, relaxed)
+        with pytest.raises(
+            EngineError, match=f"{THRESHOLD}: requested 1.0, its schedulers run 0.3"
+        ):
+            bound.prove(client, url, launch, DDTREE)
+        wider = replace(relaxed, params={**relaxed.params, "budget": 24})
+        with pytest.raises(EngineError, match="no switch reaches: speculative_ddtree_budget: "):
+            bound.prove(client, url, launch, wider)  # a budget is a load, never a switch
+    assert proof.info["server_args"][THRESHOLD] == 0.3
+    assert f"its schedulers run speculative_accept_threshold_acc 1.0, {THRESHOLD} 0.3" in " ".join(
+        proof.proven
+    )
+
+
+def test_a_build_without_the_handler_refuses_the_switch_in_one_line(port: int) -> None:
+    """A build before `/set_internal_state` (404): negotiation finds no switchable knob, says
+    why, and a switch is refused unsent, naming engine, build and key."""
+    engine = SGLang(RUNTIME)
+    relaxed = replace(DDTREE, params={**DDTREE.params, THRESHOLD: 0.3})
+    env = {"FAKE_NO_SET_INTERNAL_STATE": "1"}
+    with served(port, *SPEC_ARGS, env=env) as url, httpx.Client() as client:
+        caps = engine.negotiate(client, url, DDTREE, PROMPT, "m")
+        with pytest.raises(EngineError) as refused:
+            engine.bind(caps).switch(client, url, relaxed)
+    assert engine.switchable(caps) == frozenset()
+    assert f"switch {THRESHOLD}: the build has no /set_internal_state (404): not switchable" in (
+        caps.evidence
+    )
+    assert str(refused.value) == (
+        f"sglang {fake_sglang.VERSION} (speculative) cannot switch {THRESHOLD} in place: "
+        "negotiation found it not switchable (a load is needed)"
+    )

@@ -293,15 +293,19 @@ def test_the_ar_server_scores_the_builds_samples_and_a_killed_scorer_resumes(
     store = RunStore.open(run_dir)
     settled = store.points()[point]
     assert settled["scored_pending"] is False and settled["scored_by"] == "ar-cg0-rs1"
-    # Settled by the judge on all of its tokens (2 prompts x 4 samples x 6), whatever it says.
+    # Settled by the judge on all of its tokens, whatever it says: the proof rides on the 2
+    # measured requests (12 tokens each, their own seeds), and 2 samples per prompt of 6 tokens
+    # are drawn beside them for the 4 x 6 per prompt it needs (2 x 12 + 2 x 2 x 6 = 48).
     assert settled["scored_n_tokens"] == 48 and "settled then" not in settled["sampled_detail"]
     assert settled["score_agreement"] == 0.0 and settled["score_agreement_n"] > 0
     lines = [json.loads(line) for line in (run_dir / "scores.jsonl").read_text().splitlines()]
     scorer = store.manifest.identities["local/ar-cg0-rs1"]
     assert scorer.capabilities is not None and scorer.capabilities["scoring"] == "topk"
     tests = [r for r in lines if r["point_id"] == point]
-    scored = [(r["prompt_id"], r["index"]) for r in tests if r["error"] is None]
-    assert sorted(scored) == [(f"p{i}", n) for i in range(2) for n in range(4)]  # each once
+    scored = [(r["source"], r["prompt_id"], r["index"]) for r in tests if r["error"] is None]
+    samples = [("sample", f"p{i}", n) for i in range(2) for n in range(2)]
+    measured = [("request", "p0", 0), ("request", "p1", 1)]  # request i carries prompt i mod 2
+    assert sorted(scored) == sorted(samples + measured)  # each once
     assert {r["scorer"] for r in tests} == {steps[-1]["server_config"]["id"]}
     assert any(r["error"] for r in tests)  # the scorer's death is recorded, never dropped
     logged = [json.loads(line) for line in log.read_text().splitlines()]

@@ -196,8 +196,17 @@ def test_estimate_arithmetic() -> None:
         "grid: {budget: [8], topk: [1]}\n",
         WORKLOAD + "  max_tokens: 12\n  repeats: 3\n  warmup: 1\n  concurrency: [1, 4]\n",
     )
-    # 2 restarts x (10 s load + 1 warmup x 1 s) + per server config: c1 -> 6 rounds, c4 -> 2.
-    assert estimate_seconds(plan, load_s=10, tok_s=12) == pytest.approx(2 * (10 + 1 + 6 + 2))
+    # Two 10 s loads (AR, and b8-k1: a lone speculative config is loaded, not switched to),
+    # each + 1 warmup x 1 s + per server config: c1 -> 6 rounds, c4 -> 2.
+    seconds = estimate_seconds(plan, load_s=10, tok_s=12, switch_s=2)
+    assert seconds == pytest.approx(2 * (10 + 1 + 6 + 2))
+    # Two speculative configs: one load, two switches, then the winner loaded once more.
+    two = plan_of(
+        "grid: {budget: [8, 16], topk: [1]}\n",
+        WORKLOAD + "  max_tokens: 12\n  repeats: 3\n  warmup: 1\n  concurrency: [1, 4]\n",
+    )
+    seconds = estimate_seconds(two, load_s=10, tok_s=12, switch_s=2)
+    assert seconds == pytest.approx(2 * (10 + 1 + 6 + 2) + 2 * (2 + 1 + 6 + 2))
 
 
 def test_ar_only_sweep_when_every_speculative_point_is_excluded() -> None:

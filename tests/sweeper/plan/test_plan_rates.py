@@ -88,7 +88,8 @@ def test_open_loop_estimate_counts_the_schedule_span() -> None:
     plan = plan_of("{budget: [8], topk: [1]}", "    rate: [0.5, inf]\n    requests: 10\n")
     workload = plan.spec.workload
     per_request = workload.max_tokens / 12.0
-    restarts = 2 * (10.0 + workload.warmup * per_request)
+    # The AR's load, then the speculative config's (a lone one is loaded, never switched to).
+    restarts = 2 * 10.0 + 2 * workload.warmup * per_request
     # Per config: 10 arrivals at 0.5/s span 20 s, at inf none; each point adds one request.
     expected = restarts + 2 * ((20.0 + per_request) + (0.0 + per_request))
     assert plan.estimated_seconds == pytest.approx(expected)

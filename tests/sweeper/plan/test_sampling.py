@@ -6,6 +6,7 @@ turn without an AR baseline refused, and `sweeper plan --json`'s sampled power l
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,16 @@ from sweeper.catalog.records import RECORDS
 from sweeper.cli import app
 from sweeper.config import RequestConfig, ServerConfig
 from sweeper.plan import Plan, PlanError, build_plan, estimate_seconds
-from sweeper.plan.model import samples_count, with_samples
+from sweeper.plan.model import (
+    DEFAULT_TOK_S,
+    SCORE_STEPS,
+    proof_time,
+    provision_of,
+    samples_count,
+    with_samples,
+)
 from sweeper.plan.points import Point
-from sweeper.plan.sampling import SampledChecks, sample_seeds
+from sweeper.plan.sampling import Provision, SampledChecks, sample_seeds
 from sweeper.spec import Spec, parse_spec
 
 VLLM = "runtime: {engine: vllm, preset: vllm-ngram, model: m}\n"
@@ -148,7 +156,7 @@ def test_an_ar_point_draws_only_where_a_speculative_point_samples_alike() -> Non
         _point(spec, sampled),
         _point(spec, greedy),
     ]
-    out = with_samples(points, ("ar", "control"))
+    out = with_samples(points, SampledChecks.of(distribution_plan().spec))
     assert [(p.samples, p.samples_from) for p in out] == [
         (("ar", "control"), None),
         ((), None),
@@ -166,7 +174,9 @@ def test_a_point_at_another_load_but_other_sampling_draws_its_own() -> None:
     c1, c4 = RequestConfig.make(0.7, 24, 1), RequestConfig.make(0.7, 24, 4)
     hotter = RequestConfig.make(1.0, 24, 4)
     cut = RequestConfig.make(0.7, 24, 4, top_k=40)
-    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)], ("control",))
+    checks = SampledChecks.of(plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n").spec)
+    assert checks.baseline_roles == ("control",)
+    out = with_samples([_point(spec, rc) for rc in (c1, c4, hotter, cut)], checks)
     first = out[0].point_id
     assert [(p.samples, p.samples_from) for p in out] == [
         (("test",), None),
@@ -389,20 +399,22 @@ SGLANG = RUNTIMES["sglang"]
 
 
 def test_scored_draws_the_speculative_samples_and_only_the_ar_control() -> None:
-    """Scored needs no AR reference set: the AR baseline draws its control once, half the AR
-    samples of a distribution test; each sample is scored once, plus one AR sample per prompt
-    rescored by the speculative server (its scoring path's agreement)."""
+    """Scored needs no AR reference set: the AR baseline draws its control once, and only what
+    its measured requests lack (7 of 8 per prompt here: `test_scored_draws_only_what_the_
+    measured_tokens_lack`); a distribution test draws two full sets; each sample and each
+    sampled measured request is scored once, plus one AR output per prompt rescored by the
+    speculative server (its scoring path's agreement)."""
     scored = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
     distribution = distribution_plan(samples=8)
     assert SampledChecks.of(scored.spec).check == "scored"
     assert all(host.checks.baseline_roles == ("control",) for host in scored.hosts)
     assert draws(scored)["local-ar-cg0-t0.7-c1"] == (("control",), None)
     assert draws(scored)["local-b2-cg0-t0.7-c1"] == (("test",), None)
-    assert (scored.n_samples, distribution.n_samples) == (32, 48)
-    assert scored.n_scores == 32 + 2 and distribution.n_scores == 0
+    assert (scored.n_samples, distribution.n_samples) == (28, 48)
+    assert scored.n_scores == 28 + 8 + 2 and distribution.n_scores == 0
     assert scored.restarts == distribution.restarts  # vLLM scores its own: no extra start
     (note,) = sampled_notes(scored)
-    assert "scored: 1 of them draw 8 seeded samples per prompt" in note
+    assert "7 per prompt drawn beside them (1 of them draw" in note
     assert "each server scores its own samples" in note
 
 
@@ -434,3 +446,85 @@ def test_scored_forced_on_an_engine_without_a_scoring_path_says_it_will_be_unpro
     )
     (note,) = sampled_notes(plan)
     assert "openai has no scoring path" in note and "unproven" in note
+
+
+# --- what the measured requests provide ----------------------------------------------------------
+
+
+def _provisions(plan: Plan) -> dict[str, Provision]:
+    return {p.point_id: provision_of(p, plan.spec) for p in plan.points()}
+
+
+def test_scored_draws_only_what_the_measured_tokens_lack() -> None:
+    """Needed: the tokens of `samples` samples of `sample_length` per prompt (2 x 8 x 24 = 384:
+    the power the plan states); each point's 2 measured requests give up to 2 x 24 = 48 of them
+    (1 sample's worth per prompt), so 7 per prompt are drawn, once per server config and
+    sampling, and the plan counts and times only those."""
+    plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    provisions = _provisions(plan)
+    spec_point = provisions["local-b2-cg0-t0.7-c1"]
+    assert (spec_point.needed, spec_point.provided, spec_point.extra) == (8, 1, 7)
+    assert provisions["local-ar-cg0-t0.7-c1"] == spec_point  # the AR control alike
+    assert provisions["local-b2-cg0-t0-c1"].needed == 0  # greedy: no sampled proof
+    per_prompt = {p.point_id: (p.samples, p.samples_per_prompt) for p in plan.points()}
+    assert per_prompt["local-b2-cg0-t0.7-c1"] == (("test",), 7)
+    assert per_prompt["local-ar-cg0-t0.7-c1"] == (("control",), 7)
+    assert plan.n_samples == 2 * 2 * 7  # two drawing points (AR, speculative) x 2 prompts x 7
+    # Each measured sampled request is scored (2 points x 2 loads x 2 requests) beside the
+    # samples, and the speculative server rescores one AR output per prompt.
+    assert plan.n_scores == 28 + 8 + 2
+
+
+def test_no_sample_is_drawn_where_the_measured_tokens_suffice() -> None:
+    """4 samples of 8 tokens per prompt (32 tokens) are needed; 3 repeats of up to 24 tokens
+    give 72 per prompt: no point draws, the T > 0 proof costs only its scoring."""
+    workload = WORKLOAD + "  repeats: 3\n"
+    plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 4, sample_tokens: 8}\n", workload)
+    sampled = [p for p in plan.points() if p.request_config.temperature > 0]
+    assert {(p.samples, p.samples_per_prompt, p.samples_from) for p in sampled} == {((), 0, None)}
+    assert {provision_of(p, plan.spec).extra for p in sampled} == {0}
+    # 3 x 24 tokens give 9 samples of 8 per prompt: all 4 needed.
+    assert provision_of(sampled[0], plan.spec).provided == 4
+    assert plan.n_samples == 0 and plan.n_scores == 4 * 2 * 3 + 2 * 2
+    assert proof_time(plan).total == pytest.approx(
+        math.ceil((4 * 2 * 3 + 2 * 2) / 8) * SCORE_STEPS / DEFAULT_TOK_S
+    )
+
+
+def test_held_prompts_provide_nothing() -> None:
+    """A held prompt's measured requests mask EOS where the engine takes `min_tokens`, so they
+    do not sample the target's distribution: they provide no sample."""
+    held = WORKLOAD.replace("text: hi}", "text: hi, hold_output: true}")
+    plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n", held)
+    point = next(p for p in plan.points() if p.point_id == "local-b2-cg0-t0.7-c1")
+    # Only prompt b's request counts: 24 of the 384 tokens, under one sample per prompt.
+    assert (provision_of(point, plan.spec).provided, point.samples_per_prompt) == (0, 8)
+
+
+def test_distribution_draws_all_its_samples_and_says_why() -> None:
+    provision = provision_of(
+        next(p for p in distribution_plan(samples=8).points() if p.samples == ("test",)),
+        distribution_plan(samples=8).spec,
+    )
+    assert (provision.needed, provision.provided, provision.extra) == (8, 0, 8)
+    assert "two-sample test" in provision.why
+
+
+def test_the_plan_says_what_is_needed_provided_and_drawn_and_why(tmp_path: Path) -> None:
+    plan = plan_of(VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    (note,) = sampled_notes(plan)
+    assert "needs 8 samples of 24 tokens per prompt" in note
+    assert "measured requests give up to 1 per prompt" in note
+    assert "7 per prompt drawn beside them" in note
+    assert "detects a sampler" in note  # the power that needs them
+    data = _plan_json(tmp_path, VLLM + SAMPLED_GRID + "determinism: {samples: 8}\n")
+    proof = {row["point_id"]: row for row in data["sampled_proof"]}
+    assert proof["local-b2-cg0-t0.7-c4"] == {
+        "point_id": "local-b2-cg0-t0.7-c4",
+        "needed": 8,
+        "provided": 1,
+        "extra": 7,
+        "drawn_by": "local-b2-cg0-t0.7-c1",
+        "why": proof["local-b2-cg0-t0.7-c1"]["why"],
+    }
+    assert "local-b2-cg0-t0-c1" not in proof

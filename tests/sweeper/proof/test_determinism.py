@@ -272,6 +272,30 @@ def test_a_coupled_divergence_at_a_tiny_sample_margin_is_a_sampled_near_tie() ->
     assert result.status == "nondeterministic"
 
 
+def test_coupled_requests_at_their_own_seeds_pair_with_the_ar_twin_at_that_seed() -> None:
+    """Each measured request draws its own seed: repeat r is compared with the AR's output at
+    its seed (not the AR's first repeat), and repeats at other seeds differ without being
+    nondeterministic; a request whose seed the AR never drew has nothing to compare."""
+    other = POEM_IDS[:5] + [42] * 5
+    base = [
+        rec("poem", 0, POEM_IDS, POEM, seed=11, sample_margins=[0.3] * 10),
+        rec("poem", 1, other, POEM, seed=12, sample_margins=[0.3] * 10),
+    ]
+    own = [rec("poem", 0, POEM_IDS, POEM, seed=11), rec("poem", 1, other, POEM, seed=12)]
+    result = judge_point(own, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "exact"
+    assert [(v.repeat, v.verdict) for v in result.requests] == [(0, "exact"), (1, "exact")]
+    swapped = [rec("poem", 0, other, POEM, seed=11), rec("poem", 1, other, POEM, seed=12)]
+    result = judge_point(swapped, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert [(v.verdict, v.divergence_index) for v in result.requests] == [
+        ("diverged", 5),
+        ("exact", None),
+    ]
+    unmatched = [rec("poem", 0, POEM_IDS, POEM, seed=13)]
+    result = judge_point(unmatched, base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "unproven"
+
+
 def test_distribution_checked_points_carry_their_tests_verdict() -> None:
     outputs = [rec("poem", 0, [1, 2], "ab"), rec("poem", 1, [1, 3], "ac")]
     for verdict in ("distribution-ok", "shifted", "unproven"):

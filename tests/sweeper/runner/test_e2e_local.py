@@ -1,8 +1,10 @@
 """End to end: `sweeper run` on a small sweep against the real bundled runtime (tiny-random model):
 AR baseline + 2 speculative configs, greedy and sampled (temperature 0.7, seed 7), 2 prompts x 2
-repeats, 16 tokens; every point proven, measured, recorded, and exact (or a near tie) against
-the baseline: the sampled ones token for token at the same seed, since the runtime advertises
-coupled sampling."""
+repeats, 16 tokens; one load, the two speculative configs switched in place; every point
+proven (after each switch: the same process, reporting the new config), measured, recorded, and
+exact (or a near tie) against the baseline: the sampled ones token for token at the same seed,
+since the runtime advertises coupled sampling. The config the answer names, measured only after
+a switch, is measured again on a fresh process before the run ends: token for token its twin."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sweeper.analysis.best import served_rows, to_confirm
 from sweeper.proof.scored.catalog import SCORING
 from sweeper.results.store import RunStore
+from sweeper.runner.start import CARRIED
 from sweeper.services.runtime_package import runtime_source_hash
 from tests.sweeper.sweep_fixtures import write_spec
 
@@ -51,13 +55,33 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     points = pd.read_parquet(run_dir / "points.parquet")
     assert done.returncode == 0, done.stderr[-3000:] + "\n" + points.to_string()
     requests = pd.read_parquet(run_dir / "requests.parquet")
-    assert list(points["mode"]) == ["ar"] * 2 + ["speculative"] * 4
+    # The plan's six points, then those of each config the answer names at some level (it
+    # was only switched to) again on a fresh process: restart 1, one or both configs.
+    plan, again = points[points.restart == 0], points[points.restart == 1]
+    assert list(plan["mode"]) == ["ar"] * 2 + ["speculative"] * 4
+    assert len(again) in (2, 4) and len(points) == 6 + len(again)
     assert (points.status == "ok").all()
     assert set(points.determinism[2:]) <= {"exact", "near-tie"}
     sampled = points[points["temperature"] > 0]
-    assert list(sampled["sampled_check"]) == ["coupled"] * 3
+    assert list(sampled["sampled_check"]) == ["coupled"] * (3 + len(again) // 2)
     assert points.fingerprint.nunique() == 3  # three distinct configs, each proven
-    assert len(requests) == 24 and (requests.output_tokens > 0).all()
+    assert len(requests) == 4 * len(points) and (requests.output_tokens > 0).all()
+    # Nothing the answer names is left unconfirmed.
+    manifest = RunStore.open(run_dir).manifest
+    identities = {k: v.model_dump() for k, v in manifest.identities.items()}
+    assert to_confirm(served_rows(points.to_dict("records"), identities)) == []
+
+    # Each fresh process's outputs are its switched twin's, token for token (T 0 and 0.7).
+    def ids(point_ids: pd.Series) -> list[list[int]]:
+        chosen = requests[requests.point_id.isin(point_ids)]
+        order = chosen.sort_values(["temperature", "prompt_id", "repeat"])
+        return [list(t) for t in order.token_ids]
+
+    tree = ["budget", "topk", "block_size"]
+    for shape, fresh in again.groupby(tree):
+        switched = plan[(plan[tree] == pd.Series(shape, index=tree)).all(axis=1)]
+        assert len(switched) == len(fresh) == 2
+        assert ids(switched.point_id) == ids(fresh.point_id) and len(ids(fresh.point_id)) == 8
     # The engine's calibrated near-tie margin on every request: what the greedy judge reads.
     assert set(requests.near_tie_margin) == {SCORING["ddtree_runtime"].near_tie_margin}
     ar_sampled = requests[(requests["mode"] == "ar") & (requests["temperature"] > 0)]
@@ -66,8 +90,25 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     assert all(len(m) == n for m, n in margins)
     assert (requests.output_tokens <= 16).all()
     assert requests[requests["mode"] == "speculative"].tau.ge(1).all()
-    manifest = RunStore.open(run_dir).manifest
     assert manifest.status == "complete"
+    # One load; the speculative configs are switched in place, each proven on the same process.
+    timings = manifest.timings
+    confirmed = len(again) // 2
+    assert (timings["local.loads"], timings["local.switches"]) == (1 + confirmed, 2)
+    assert 0 < timings["local.switch_s"] < timings["local.ready_s"]
+    served = list(manifest.identities.values())
+    assert [i.served_by for i in served] == ["load", "switch", "switch"] + ["load"] * confirmed
+    assert len({i.pid for i in served}) == 1 + confirmed
+    # The AR -> speculative switch negotiates the new mode's paths; the speculative ->
+    # speculative one keeps them (same build, same mode), saying so.
+    kept = [CARRIED in (i.capabilities or {}).get("evidence", ()) for i in served]
+    assert kept == [False, False, True] + [False] * confirmed
+    assert served[2].capabilities == {
+        **(served[1].capabilities or {}),
+        "evidence": [*(served[1].capabilities or {})["evidence"], CARRIED],
+    }
+    assert manifest.points_total == manifest.points_done == len(points)
+    assert all(i.switch_refused is None for i in served)
     # The runtime reports the source hash the controller computed from the package files at the
     # start of the run (a tree edited during the run would differ, and the manifest shows it).
     assert manifest.hosts["local"].reported_source_hash == manifest.runtime_source_hash

@@ -110,10 +110,16 @@ def test_a_damaged_lease_never_lets_two_runs_share_the_host(tmp_path: Path, port
     lease.write_bytes(b"")
     env = {**os.environ, "SWEEPER_STATE_DIR": str(state)}
     slow = fake_runtime_env(tmp_path, {"FAKE_TOKEN_DELAY": "0.1"})
+    # alpha must still hold the lease when it is interrupted below, after a refused second
+    # `sweeper run` (seconds of CLI start-up, tens on a loaded host): 20 repeats of 2.4 s
+    # requests per config keep it running for minutes, and Ctrl-C ends it within seconds.
     alpha, beta = (
-        write_spec(tmp_path, port, fake_env=slow, name=name, topk=(4,), prompts=1, max_tokens=24)
+        write_spec(
+            tmp_path, port, fake_env=slow, name=name, topk=(4,), prompts=1, max_tokens=24,
+            repeats=20,
+        )
         for name in ("alpha", "beta")
-    )
+    )  # fmt: skip
     results = tmp_path / "results"
     said = f"error: host local: the lease file {lease} is empty; if no run is using host local, "
     said += f"remove it (rm {lease}) and start again"

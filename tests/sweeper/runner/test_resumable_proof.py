@@ -167,13 +167,17 @@ def test_a_scorer_killed_after_sampling_leaves_its_point_pending_and_resume_sett
     assert settled["scored_pending"] is False and settled["scored_by"] == "self"
     assert "could not be scored yet" not in settled["sampled_detail"]
     assert (run_dir / SAMPLES_LOG).read_text() == samples_before  # nothing drawn again
-    # Scored on its own samples, each once (the failed scores stay on disk, superseded).
+    # Scored on its measured requests (each at its own seed) and the samples drawn beside them,
+    # each once (the failed scores stay on disk, superseded): 4 samples of 4 tokens per prompt
+    # are needed, one measured request of up to 8 gives 2 of them, so 2 are drawn per prompt.
     own = [s for s in store.samples(points) if s["point_id"] == point]
+    measured = [r for r in store.requests(points) if r["point_id"] == point]
     scored = [s for s in store.scores(points) if s["point_id"] == point]
-    assert len(own) == PROMPTS * 4 and not any(s["error"] for s in scored)
-    assert {(s["role"], s["prompt_id"], s["index"]) for s in scored} == {
-        (s["role"], s["prompt_id"], s["index"]) for s in own
-    }
-    assert settled["scored_n_tokens"] == sum(len(s["token_ids"]) for s in own)
+    assert len(own) == PROMPTS * 2 and not any(s["error"] for s in scored)
+    assert len({r["seed"] for r in measured}) == len(measured) == PROMPTS
+    assert {(s["source"], s["role"], s["prompt_id"], s["index"]) for s in scored} == {
+        ("sample", s["role"], s["prompt_id"], s["index"]) for s in own
+    } | {("request", "test", r["prompt_id"], r["index"]) for r in measured}
+    assert settled["scored_n_tokens"] == sum(len(s["token_ids"]) for s in [*own, *measured])
     assert settled["score_agreement_n"] > 0
     assert len(read_jsonl(run_dir / SETTLED_LOG)) == 1

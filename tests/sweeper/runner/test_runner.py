@@ -175,12 +175,29 @@ def test_lingering_instance_on_the_port_is_never_measured(tmp_path: Path, port: 
 
 
 def test_request_configs_share_one_restart(tmp_path: Path, port: int) -> None:
-    code, store, points, _ = _run(tmp_path, port, {}, temperature=(0.0, 0.7), topk=(1,))
-    assert code == 0 and len(points) == 4
-    assert sorted(points.temperature) == [0.0, 0.0, 0.7, 0.7]
-    assert store.manifest.timings["local.restarts"] == 2  # AR + one ddtree config
-    # Each restart's instance got its own launch: two fingerprints, two per temperature.
-    assert points.fingerprint.nunique() == 2
+    code, store, points, _ = _run(tmp_path, port, {}, temperature=(0.0, 0.7), topk=(1, 2))
+    assert code == 0 and len(points) == 6
+    assert sorted(points.temperature) == [0.0] * 3 + [0.7] * 3
+    # AR + two ddtree configs: the plan switches both in place, but the fake runtime has no
+    # switch route, so each refused switch falls back to a load, its reason in the manifest
+    # (and, every config loaded, no winner needs confirming on a fresh process).
+    assert store.manifest.timings["local.loads"] == 3
+    assert "local.switches" not in store.manifest.timings
+    ar, *ddtree = store.manifest.identities.values()
+    assert (ar.served_by, ar.switch_refused) == ("load", None)
+    for identity, label in zip(ddtree, ("b8-k1", "b8-k2"), strict=True):
+        assert identity.served_by == "load"
+        assert f"refuses to switch to {label}" in str(identity.switch_refused)
+    # Each load's instance got its own launch: three fingerprints, two points each.
+    assert points.fingerprint.nunique() == 3
+    # Each start recorded where it went: the fake reports no phase, so ready is the health
+    # poll's, within the start.
+    loads = store.manifest.loads
+    assert [load.index for load in loads] == [0, 1, 2]
+    assert len({load.launch_id for load in loads}) == 3
+    for load in loads:
+        (ready,) = load.phases
+        assert (ready.name, ready.source, ready.at_s) == ("ready", "health", load.ready_s)
 
 
 def test_a_lingering_instance_sharing_the_port_through_so_reuseport_is_never_measured(

@@ -82,10 +82,14 @@ def test_a_sampling_only_fault_in_the_runtime_is_diverged_at_the_same_seed(
     # Each position's top k came back with its score: the power is stated, never unknown.
     assert sampled["scored_power"] > 0
     assert sampled["scored_control_tokens"] == ar["scored_control_tokens"]
-    assert sampled["scored_by"] == "self" and sampled["scored_verdict"] in (
-        "shifted",
-        "distribution-ok",
-    )
+    # Every sampled measured request drew its own seed and was scored (2 prompts x 2 repeats);
+    # its verdict is decided where its tokens can state the power, else unproven for that.
+    measured = spec_sampled[spec_sampled["seed"].notna()]
+    assert measured["seed"].nunique() == len(measured) == 4
+    assert sampled["scored_n_tokens"] == sum(len(ids) for ids in measured["token_ids"])
+    assert sampled["scored_by"] == "self" and "of 4 sample(s) scored" in sampled["scored_detail"]
+    decided = sampled["scored_verdict"] in ("shifted", "distribution-ok")
+    assert decided or "too few tokens to prove anything" in sampled["scored_detail"]
     assert (sampled["score_agreement"], sampled["score_agreement_n"] > 0) == (0.0, True)
     scores = pd.read_json(run_dir / "scores.jsonl", lines=True)
     assert set(scores["basis"]) == {"exact"} and set(scores["source"]) == {"request"}

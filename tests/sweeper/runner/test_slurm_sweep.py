@@ -21,6 +21,7 @@ from tests.sweeper.slurm_sweep import (
     failures,
     interrupt,
     job_state,
+    planned_and_confirming,
     points,
     recorded,
     run_dir_of,
@@ -43,10 +44,11 @@ def test_a_two_node_sweep_is_exact_and_leaves_no_job(
     code, run_dir, stderr = run_sweep(spec, tmp_path / "results", env={"SLURM_T": secret})
     table = points(run_dir)
     assert code == 0, failures(table, stderr)
-    assert len(table) == 6  # AR + 2 speculative configs, temperature {0, 0.7}
+    plan, again = planned_and_confirming(table, run_dir)
+    assert len(plan) == 6  # AR + 2 speculative configs, temperature {0, 0.7}
     assert (table.status == "ok").all()
     speculative = table[table["mode"] == "speculative"]
-    assert len(speculative) == 4 and set(speculative.determinism) == {"exact"}
+    assert len(speculative) == 4 + len(again) and set(speculative.determinism) == {"exact"}
     # (the AR baseline at temperature 0 is the reference itself: n/a)
     assert set(table[table["mode"] == "ar"].determinism) <= {"exact", "n/a"}
     # Each point names its allocation and its server's step; both nodes served.
@@ -54,14 +56,32 @@ def test_a_two_node_sweep_is_exact_and_leaves_no_job(
     steps = zip(table.slurm_job_id, table.slurm_step_id, strict=True)
     assert all(step.startswith(f"{job}.") for job, step in steps)
     assert table.groupby("server_config_id").slurm_step_id.nunique().eq(1).all()
-    assert table.slurm_step_id.nunique() == 3  # one step per server config
-    assert table.slurm_job_id.nunique() == 2
-    assert set(table.slurm_node) == {n.name for n in slurm_cluster.nodes}
+    # One step per load: the three configs differ only in knobs the runtime switches, so each
+    # allocation loads once and the config it runs next is switched in place in the same step.
+    assert plan.slurm_job_id.nunique() == 2
+    assert plan.groupby("slurm_job_id").slurm_step_id.nunique().eq(1).all()
+    configs_per_step = plan.groupby("slurm_step_id").server_config_id.nunique()
+    assert sorted(configs_per_step) == [1, 2]  # a load alone; a load and its switch
+    # A switched winner is measured again on a fresh process: a step of its own.
+    assert not set(again.slurm_step_id) & set(plan.slurm_step_id)
+    assert set(plan.slurm_node) == {n.name for n in slurm_cluster.nodes}
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["timings"]["cluster.allocations"] == 2
-    assert "cluster.queue_s" in manifest["timings"] and "cluster.ready_s" in manifest["timings"]
+    timings = manifest["timings"]
+    confirmed = again.server_config_id.nunique()
+    # (the plan's work done, its allocations are released: a confirmation queues for its own)
+    assert timings["cluster.allocations"] == 2 + confirmed
+    assert timings["cluster.loads"] == 2 + confirmed and timings["cluster.switches"] == 1
+    served = sorted(proof["served_by"] for proof in manifest["identities"].values())
+    assert served == sorted(["load", "load", "switch"] + ["load"] * confirmed)
+    assert not [p["switch_refused"] for p in manifest["identities"].values() if p["switch_refused"]]
+    assert "cluster.queue_s" in timings and "cluster.ready_s" in timings
+    # A load proves its new process; a switch proves the same process as the load before it.
+    said = {
+        "load": "is new, runs the requested argv and environment",
+        "switch": "is the process switched in place, runs the loaded argv and environment",
+    }
     for label, proof in manifest["identities"].items():
-        assert any("runs the requested argv and environment" in p for p in proof["proven"]), label
+        assert any(said[proof["served_by"]] in p for p in proof["proven"]), label
     # Each point's log is its own slice of its step's output.
     first = table.sort_values("started_at").iloc[0]
     assert "ddtree_runtime ready" in (run_dir / first.log_path).read_text()
@@ -116,10 +136,11 @@ def test_an_allocation_too_short_for_the_next_config_is_replaced_before_it(
     shortener.join()
     table = points(run_dir).sort_values("started_at")
     assert code == 0, failures(table, stderr)
-    assert (table.status == "ok").all() and len(table) == 3
+    plan, _ = planned_and_confirming(table, run_dir)
+    assert (table.status == "ok").all() and len(plan) == 3
     first = shortened[0]
-    assert list(table.slurm_job_id) == [first] + [table.slurm_job_id.iloc[1]] * 2
-    assert table.slurm_job_id.iloc[1] != first
+    assert list(plan.slurm_job_id) == [first] + [plan.slurm_job_id.iloc[1]] * 2
+    assert plan.slurm_job_id.iloc[1] != first
     assert "replacing the allocation before it starts" in stderr
     assert job_state(slurm_cluster, first) == "CANCELLED"  # by the sweeper, not TIMEOUT
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -148,7 +169,8 @@ def test_a_killed_controller_resumes_without_duplicates_or_orphan_jobs(
     table = points(run_dir)
     assert code == 0, failures(table, stderr)
     lines = [p["point_id"] for p in recorded(run_dir)]
-    assert len(lines) == len(set(lines)) == 6  # every point once
+    plan, again = planned_and_confirming(table, run_dir)
+    assert len(lines) == len(set(lines)) == len(plan) + len(again) and len(plan) == 6  # each once
     assert (table.status == "ok").all()
     assert "cancelled the run's jobs left from before" in stderr
     for job in orphans:

@@ -218,5 +218,5 @@ def test_make_setup_installs_every_suite_at_the_version_read_here() -> None:
         if suite.no_deps:
             assert f"--no-deps {pin}" in makefile, pin
         else:
-            extras = re.search(r"\.\[([a-z,]+)\]", makefile)
+            extras = re.search(r"\.\[([a-z,-]+)\]", makefile)
             assert f'"{pin}"' in pyproject and extras and "suites" in extras[1].split(","), pin

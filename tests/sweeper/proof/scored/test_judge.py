@@ -240,3 +240,32 @@ def test_the_colder_part_keeps_its_level_on_a_correct_sampler() -> None:
 def test_enough_simulations_that_each_part_can_reject_at_alpha(alpha: float) -> None:
     smallest = 1 / (simulations(alpha) + 1)
     assert smallest <= alpha * min(HOT_SHARE, COLD_SHARE) / 2
+
+
+def test_an_impossible_token_is_a_violation_though_the_control_statistic_alarms() -> None:
+    """A token the processed distribution gives probability 0 needs no statistic: where the
+    AR control drew none (its cuts rebuilt right), the control's own score alarming at its
+    rate alpha does not make the sampler's impossible token unproven."""
+    cold_ar = records(LOGITS, N, role="ar", seed=1, top_p=0.9, drawn_as={"temperature": 0.42})
+    alarmed_ar = control(cold_ar, POLICY)
+    assert (
+        alarmed_ar["scored_control_p"] <= POLICY.alpha
+        and not alarmed_ar["scored_control_impossible"]
+    )
+    rows = records(LOGITS, N, seed=2, top_p=0.9, drawn_as={"top_p": None})
+    found, columns = judge(rows, POLICY, control_point=alarmed_ar)
+    assert found.verdict == "impossible-token", found.detail
+    assert columns["scored_impossible_n"] > 0
+
+
+def test_a_control_without_its_impossible_token_count_proves_nothing() -> None:
+    """The AR control's impossible-token count is what lets a point's impossible token stand
+    beside an alarming control, and what makes a control with its own impossible tokens
+    disqualify the test: a control missing it (a damaged or hand-edited record) is not read as
+    none."""
+    ar = control(records(LOGITS, N, role="ar", seed=1, top_p=0.9), POLICY)
+    rows = records(LOGITS, N, seed=2, top_p=0.9, drawn_as={"top_p": None})
+    assert judge(rows, POLICY, control_point=ar)[0].verdict == "impossible-token"
+    missing = {k: v for k, v in ar.items() if k != "scored_control_impossible"}
+    found, _ = judge(rows, POLICY, control_point=missing)
+    assert found.verdict == "unproven" and "impossible-token count" in found.detail, found.detail
