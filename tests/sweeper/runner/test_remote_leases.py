@@ -55,13 +55,28 @@ def _spec(tmp: Path, name: str, hosts: str, topk: list[int], max_tokens: int) ->
     )
 
 
+def _serving(hosts: list[TestHost], unit: str, deadline_s: float) -> list[TestHost]:
+    """The hosts whose `unit` is active, as soon as there is one (polled up to the deadline)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        active = [
+            h for h in hosts if h.exec(["systemctl", "is-active", unit]).stdout.strip() == "active"
+        ]
+        if active or time.monotonic() > deadline:
+            assert active, f"{unit} was never active on any host"
+            return active
+        time.sleep(0.05)
+
+
 def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
     testhost_pair: list[TestHost], session_known_hosts: str, tmp_path: Path
 ) -> None:
     for host in testhost_pair:
         _install_shim(host, session_known_hosts, None)
     hosts = hosts_yaml(testhost_pair, session_known_hosts, access="tunnel")
-    alpha = _spec(tmp_path, "leasealpha", hosts, [1, 4], max_tokens=16)
+    # Alpha's plan (8 configs) outlasts the ~20 s beta takes to be refused, checked by `doctor`
+    # and start waiting, so alpha is killed mid-plan rather than in its end-of-run work.
+    alpha = _spec(tmp_path, "leasealpha", hosts, [1, 2, 3, 4, 5, 6, 7, 8], max_tokens=16)
     beta = _spec(tmp_path, "leasebeta", hosts, [2], max_tokens=4)
     results = tmp_path / "results"
     first = subprocess.Popen(
@@ -106,6 +121,10 @@ def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
         while "waiting for host" not in log.read_text():
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        # Killed while its unit serves on some host (not between one config's stop and the
+        # next one's start), so a take-over has a server of alpha's to stop.
+        serving = _serving(testhost_pair, "ddtree-leasealpha", deadline_s=60)
+        assert first.poll() is None, "alpha ended before it could be killed mid-run"
     finally:
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=10)
@@ -119,8 +138,12 @@ def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
     for line in took:
         assert f"sweep 'leasealpha' run {run_alpha.name}" in line
         assert f"its sweeper (pid {first.pid}) is gone" in line
-    # alpha's unit was running a point when it was killed on at least one host: stopped.
-    assert any("stopped its server (unit ddtree-leasealpha.service)" in line for line in took)
+    # alpha's unit was serving when it was killed: the take-over stopped it. (One host may have
+    # begun a restart in the instant between the check and the kill: nothing of alpha's to stop.)
+    stopped = [
+        line for line in took if "stopped its server (unit ddtree-leasealpha.service)" in line
+    ]
+    assert {line.split(":")[0] for line in stopped} & {f"host {h.name}" for h in serving}, stderr
     beta_points = pd.read_parquet(Path(out.strip().splitlines()[-1]) / "points.parquet")
     assert len(beta_points) == 4 and (beta_points.status == "ok").all()
     recorded = (run_alpha / POINTS_LOG).read_text().splitlines()
