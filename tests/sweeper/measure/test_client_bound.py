@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from tests.sweeper.measure.sse_server import start_server
 
 LOAD_CLIENT = Path(__file__).with_name("load_client.py")
 PROJECT = Path(__file__).resolve().parents[3]
+#: The whole starved client (start, warm-up, the point at 3% of a core) takes ~22 s here.
+RESULT_TIMEOUT_S = 120.0
 
 
 def stats(worker: int = 0, *, cpu: float = 0.2, lag_ms: float = 1.0) -> WorkerStats:
@@ -115,6 +118,10 @@ def run_client(base: str, quota: float | None) -> dict:
             set_quota(quota)
             proc.stdin.write("go\n")
             proc.stdin.flush()
+            # Bounded: a client that cannot finish the point at its quota fails the test here,
+            # naming it, rather than holding the quiet lane until CI's own limit.
+            ready, _, _ = select.select([proc.stdout], [], [], RESULT_TIMEOUT_S)
+            assert ready, f"no result in {RESULT_TIMEOUT_S:.0f} s at quota {quota}"
             out = json.loads(proc.stdout.readline())
         finally:
             proc.kill()
