@@ -7,10 +7,10 @@ is listed apart with its reason. With intervals (2+ restarts) a winner whose int
 the runner-up's is no winner: the two are `tied` inside the noise. A speedup against an AR
 baseline that drifted over the run (`sweeper.analysis.drift`) is withheld, as is an impossible
 one (above its tau: `sweeper.analysis.impossible`, marked after the drift so it names it).
-A winner measured only on processes switched to it in place (`served_by`: `switch` on every
-row) is not named until a fresh process (a load) of it is measured too: `unconfirmed`, so no
-switch artefact can crown a config; the runner measures those again on a fresh process before
-it ends (`to_confirm`).
+A winner measured at a level only on processes switched to it in place (`served_by`: `switch`
+on every row there) is not named there until a fresh process (a load) of it is measured there
+too: `unconfirmed`, so no switch artefact can crown a config; the runner measures those again
+there on a fresh process before it ends (`to_confirm`).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Ranking:
     baseline: Score | None = None
     #: Whether the winner's interval overlaps the runner-up's (no winner inside the noise).
     tied: bool = False
-    #: Whether the first was measured only after in-place switches (no fresh process yet).
+    #: Whether the first was measured here only after in-place switches (no fresh process yet).
     unconfirmed: bool = False
 
     @property
@@ -150,7 +150,7 @@ def rank(
         ok = [e for e in entries if e.score.state == "ok" and e.score.value is not None]
         ok = _sorted(ok, objective.goal)
         tied = len(ok) > 1 and _inside_noise(ok[0].score, ok[1].score)
-        first = groups[ok[0].key].rows if ok else []
+        first = [r for r in groups[ok[0].key].rows if request_config_id(r) == level] if ok else []
         unconfirmed = bool(first) and all(r.get(SERVED_BY) == "switch" for r in first)
         others = tuple(e for e in entries if e not in ok)
         rankings.append(Ranking(level, tuple(ok), others, baseline, tied, unconfirmed))
@@ -177,20 +177,22 @@ def level_ranking(
 
 def to_confirm(
     rows: Sequence[Mapping[str, Any]], constraints: ConstraintsSpec | None = None
-) -> list[str]:
+) -> dict[str, tuple[str, ...]]:
     """The `server_config_id`s of one host's configs the answer would name at some load level
     (its winner, or where every speedup is withheld the fastest proven config) but that were
-    measured only after in-place switches (`Ranking.unconfirmed`), in level order: the configs
-    a fresh process must measure again before any is named."""
+    measured there only after in-place switches (`Ranking.unconfirmed`), each with those
+    levels, in level order: what a fresh process must measure again before it is named. Only
+    the levels it is named at: elsewhere no answer rests on its switched figures."""
     groups = group_configs(marked(rows))
-    out: list[str] = []
+    out: dict[str, tuple[str, ...]] = {}
     for level in dict.fromkeys(request_config_id(r) for r in rows):
         ranking = level_ranking(rows, level, constraints)
         if not ranking.ranked:
             ranking = level_ranking(rows, level, constraints, fallback=True)
         if ranking.unconfirmed:
-            out.append(str(groups[ranking.ranked[0].key].rows[0]["server_config_id"]))
-    return list(dict.fromkeys(out))
+            config_id = str(groups[ranking.ranked[0].key].rows[0]["server_config_id"])
+            out[config_id] = (*out.get(config_id, ()), level)
+    return out
 
 
 def _sorted(entries: list[Entry], goal: str) -> list[Entry]:

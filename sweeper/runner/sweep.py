@@ -214,35 +214,43 @@ class Runner:
             return
         workers = backend.workers or InOrder(backend)
         workers.run(host_plan.name, pending_work(host_plan, done.keys() - own, settled), hooks)
-        confirmed: set[str] = set()
+        confirmed: set[tuple[str, str]] = set()
         while not self.stop_event.is_set() and (work := self._confirmation(host_plan, confirmed)):
-            confirmed.add(work.step.server_config.id)
             self._recorder.planned_more(len(work.points))
             self.progress.planned_more(host_plan.name, len(work.points))
             workers.run(host_plan.name, [work], hooks)
 
-    def _confirmation(self, host_plan: HostPlan, confirmed: set[str]) -> Work | None:
-        """The next config that ranks first at a load level but was measured only after
-        in-place switches (`sweeper.analysis.best.to_confirm`), as a fresh process of it: its
-        next restart (a load), every point again; None when no such config is left. Each is
-        confirmed once; a confirmation that moves another switched config to first is followed
-        by that one's."""
+    def _confirmation(self, host_plan: HostPlan, confirmed: set[tuple[str, str]]) -> Work | None:
+        """The next config that ranks first at some load levels but was measured there only
+        after in-place switches (`sweeper.analysis.best.to_confirm`), as a fresh process of it:
+        its next restart (a load), its points at those levels again; None when none is left.
+        `confirmed` holds the (config, level) pairs measured so: each is confirmed once (added
+        here); a confirmation that moves another switched config to first is followed by
+        that one's."""
         points = self.judged_points(self.store.points())
         identities = {k: v.model_dump() for k, v in self.store.manifest.identities.items()}
         mine = [r for r in points.values() if r.get("host") == host_plan.name]
         constraints = self.spec.search.constraints if self.spec.search else None
         pending = to_confirm(served_rows(mine, identities), constraints)
         steps = {s.server_config.id: s for s in host_plan.steps}
-        for config_id in (c for c in pending if c not in confirmed and c in steps):
+        for config_id, named_at in pending.items():
+            levels = [level for level in named_at if (config_id, level) not in confirmed]
+            if config_id not in steps or not levels:
+                continue
             step = steps[config_id]
             taken = steps.keys() | {str(r.get("server_config_id")) for r in mine}
             restart = step.server_config.restart + 1
             while step.server_config.again(restart).id in taken:
                 restart += 1
             fresh = step.server_config.again(restart)
-            planned = [p for p in host_plan.points() if p.server_config.id == config_id]
-            again = [replace(p, server_config=fresh) for p in planned]
-            return Work(Step(fresh, step.request_configs), again)
+            again = [
+                replace(p, server_config=fresh)
+                for p in host_plan.points()
+                if p.server_config.id == config_id and p.request_config.id in levels
+            ]
+            kept = tuple(rc for rc in step.request_configs if rc.id in levels)
+            confirmed.update((config_id, level) for level in levels)
+            return Work(Step(fresh, kept), again)
         return None
 
     def _serve(

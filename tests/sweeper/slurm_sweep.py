@@ -165,18 +165,19 @@ def squeue_name(run_dir: Path) -> str:
 
 
 def planned_and_confirming(table: pd.DataFrame, run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The plan's points (restart 0) and those of each config the answer would name that was
-    measured only after a switch, again on a fresh process (restart 1, served by a load). Which
-    config wins on tiny-random is chance, so a run has none or one such config; asserted here."""
+    """The plan's points (restart 0) and those of each config the answer would name at a level
+    that was measured there only after a switch, again there on a fresh process (restart 1,
+    served by a load). Which config wins on tiny-random is chance, so a run has none or one
+    such config; asserted here."""
     identities = json.loads((run_dir / "manifest.json").read_text())["identities"]
     served = pd.DataFrame(served_rows(table.to_dict("records"), identities))
     plan, again = served[served.restart == 0], served[served.restart > 0]
     assert set(again.restart) <= {1} and again.server_config_id.nunique() <= 1
     assert set(again[SERVED_BY]) <= {"load"}
-    tree = ["budget", "topk", "block_size"]
-    for shape, fresh in again.groupby(tree):
-        twin = plan[(plan[tree] == pd.Series(shape, index=tree)).all(axis=1)]
-        assert len(twin) == len(fresh) and set(twin[SERVED_BY]) == {"switch"}
+    twin_of = ["budget", "topk", "block_size", "request_config_id"]
+    for _, fresh in again.iterrows():
+        twin = plan[(plan[twin_of] == fresh[twin_of]).all(axis=1)]
+        assert len(twin) == 1 and set(twin[SERVED_BY]) == {"switch"}
     return plan, again
 
 

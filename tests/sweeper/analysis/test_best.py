@@ -140,12 +140,29 @@ def test_the_configs_to_confirm_are_the_named_ones_measured_only_after_switches(
 
     rows = [row(None, None, served_by="load"), row(4, 1.2, served_by="load")]
     rows += [row(8, 1.5, served_by="switch")]
-    assert to_confirm(rows) == ["id8"]
+    assert to_confirm(rows) == {"id8": ("t0-c1",)}
     # Measured on a fresh process, it is named: nothing left to confirm.
-    assert to_confirm([*rows, row(8, 1.5, served_by="load", restart=1)]) == []
+    assert to_confirm([*rows, row(8, 1.5, served_by="load", restart=1)]) == {}
     # b4 switched-to and first: it is the one; a switched config that does not rank first is not.
-    assert to_confirm([rows[0], row(4, 1.6, served_by="switch"), rows[2]]) == ["id4"]
+    assert to_confirm([rows[0], row(4, 1.6, served_by="switch"), rows[2]]) == {"id4": ("t0-c1",)}
     # Every speedup withheld (a busy host): the fastest proven config, which the answer names.
     busy = [{**r, "speedup": None} for r in rows]
     busy[1]["output_tok_s"], busy[2]["output_tok_s"] = 9.0, 11.0
-    assert to_confirm(busy) == ["id8"]
+    assert to_confirm(busy) == {"id8": ("t0-c1",)}
+
+
+def test_a_confirmation_counts_only_at_the_levels_it_measured() -> None:
+    # b8 first at c1 and c2, switched to at both; b4 (a load) second at both.
+    def row(budget: int | None, conc: int, **extra: Any) -> dict[str, Any]:
+        speedup = {None: None, 4: 1.2, 8: 1.5}[budget]
+        return _row(budget, 10.0, conc, speedup=speedup, server_config_id=f"id{budget}", **extra)
+
+    rows = [row(None, c, served_by="load") for c in (1, 2)]
+    rows += [row(4, c, served_by="load") for c in (1, 2)]
+    rows += [row(8, c, served_by="switch") for c in (1, 2)]
+    assert to_confirm(rows) == {"id8": ("t0-c1", "t0-c2")}
+    # A fresh process measured it at c1 only: named there, still unconfirmed at c2.
+    fresh_c1 = [*rows, row(8, 1, served_by="load", restart=1)]
+    c1, c2 = rank(fresh_c1, ObjectiveSpec(column="speedup"))
+    assert (c1.at, c1.unconfirmed, c2.at, c2.unconfirmed) == ("t0-c1", False, "t0-c2", True)
+    assert to_confirm(fresh_c1) == {"id8": ("t0-c2",)}
