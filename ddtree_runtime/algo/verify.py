@@ -67,7 +67,11 @@ def relaxed_choices(
     child whose token is most probable there under the row's processed distribution (`logits`
     after the request's processors, then temperature and the cuts: `processed_probs`) becomes
     the choice if that probability is at least `threshold`, so `walk` accepts it and goes on
-    from it. Greedy rows keep their choices: the rule is on the sampled branch only."""
+    from it. Greedy rows keep their choices: the rule is on the sampled branch only.
+
+    The rule is applied along the path `walk` will take, from the root down, so the processed
+    distribution is computed at the at most depth + 1 nodes that path reaches, not at every
+    node: a node off that path never emits, whatever its choice."""
     if threshold >= 1.0:
         return choices
     out = choices.clone()
@@ -75,18 +79,27 @@ def relaxed_choices(
     for i, row in enumerate(rows):
         if row.temperature <= 0 or not bool(drafted[i].any()):
             continue
-        probs = processed_probs(logits[i], row.temperature, row.top_k, row.top_p, row.min_p)
-        nodes = drafted[i].nonzero()[:, 0]
-        parents, tokens = tree.parents[i, nodes], tree.tokens[i, nodes]
-        # p[c]: the probability of child c's token at its parent, where the target chose.
-        p = probs[parents, tokens]
-        matched = set(parents[tokens == choices[i, parents]].tolist())
-        best: dict[int, tuple[float, int]] = {}
-        for parent, token, prob in zip(parents.tolist(), tokens.tolist(), p.tolist(), strict=True):
-            if parent not in matched and prob >= threshold and prob > best.get(parent, (0.0, 0))[0]:
-                best[parent] = (prob, token)
-        for parent, (_, token) in best.items():
-            out[i, parent] = token
+        nodes = drafted[i].nonzero()[:, 0].tolist()
+        children: dict[int, list[tuple[int, int]]] = {}
+        for node, parent, token in zip(
+            nodes, tree.parents[i, nodes].tolist(), tree.tokens[i, nodes].tolist(), strict=True
+        ):
+            children.setdefault(parent, []).append((token, node))
+        node = 0
+        while node in children:
+            by_token = dict(children[node])
+            choice = int(out[i, node])
+            if choice not in by_token:
+                probs = processed_probs(
+                    logits[i, node], row.temperature, row.top_k, row.top_p, row.min_p
+                )
+                # The most probable drafted child at this node (the first, on a tie), where the
+                # target chose none.
+                choice = max(by_token, key=lambda token: float(probs[token]))
+                if float(probs[choice]) < threshold:
+                    break
+                out[i, node] = choice
+            node = by_token[choice]
     return out
 
 

@@ -63,3 +63,62 @@ def test_accept_threshold_accepts_a_probable_draft_the_exact_rule_rejects() -> N
     greedy = [RowSampling(0.0, 0, 1.0, 0.0, None)]
     greedy_choices = target_choices(logits, tree, greedy)
     assert torch.equal(relaxed_choices(logits, tree, greedy, greedy_choices, 0.2), greedy_choices)
+
+
+def every_node_relaxed(
+    logits: torch.Tensor, tree: TreeBatch, row: RowSampling, choices: torch.Tensor, threshold: float
+) -> torch.Tensor:
+    """The rule by its definition, at every node of row 0 (the reference for the path-only one)."""
+    out = choices.clone()
+    for parent in range(tree.tokens.shape[1]):
+        kids = [
+            int(c)
+            for c in range(tree.tokens.shape[1])
+            if bool(tree.real[0, c]) and int(tree.parents[0, c]) == parent
+        ]
+        tokens = [int(tree.tokens[0, c]) for c in kids]
+        if not kids or int(choices[0, parent]) in tokens:
+            continue
+        probs = torch.softmax(logits[0, parent].double() / row.temperature, dim=-1)
+        best = max(tokens, key=lambda t: float(probs[t]))
+        if float(probs[best]) >= threshold:
+            out[0, parent] = best
+    return out
+
+
+def test_the_path_only_rule_emits_what_the_every_node_rule_emits() -> None:
+    """Random trees (distinct sibling tokens, a small vocabulary so children are often
+    probable) at thresholds that relax some nodes and not others: the same emitted tokens."""
+    gen = torch.Generator().manual_seed(0)
+    vocab, q = 6, 9
+    relaxed_somewhere = 0
+    for case in range(200):
+        parents, depths, tokens = [-1], [0], [int(torch.randint(vocab, (1,), generator=gen))]
+        used: dict[int, set[int]] = {}
+        for node in range(1, q):
+            open_parents = [p for p in range(node) if len(used.setdefault(p, set())) < vocab]
+            parent = open_parents[int(torch.randint(len(open_parents), (1,), generator=gen))]
+            free = [t for t in range(vocab) if t not in used[parent]]
+            token = free[int(torch.randint(len(free), (1,), generator=gen))]
+            used[parent].add(token)
+            parents.append(parent)
+            depths.append(depths[parent] + 1)
+            tokens.append(token)
+        real = [True] * q
+        tree = TreeBatch(
+            torch.tensor([tokens]),
+            torch.tensor([parents]),
+            torch.tensor([depths]),
+            torch.tensor([real]),
+            torch.tensor([q - 1]),
+        )
+        logits = torch.randn((1, q, vocab), generator=gen, dtype=torch.float64) * 2
+        u = torch.rand(max(depths) + 1, generator=gen, dtype=torch.float64).tolist()
+        row = RowSampling(0.7, 0, 1.0, 0.0, u)
+        choices = target_choices(logits, tree, [row])
+        threshold = (0.15, 0.3, 0.5)[case % 3]
+        ours = walk(tree, relaxed_choices(logits, tree, [row], choices, threshold)).emitted(0)
+        theirs = walk(tree, every_node_relaxed(logits, tree, row, choices, threshold)).emitted(0)
+        assert ours == theirs, case
+        relaxed_somewhere += ours != walk(tree, choices).emitted(0)
+    assert relaxed_somewhere > 20  # the rule acted in many cases, not only the trivial ones

@@ -1,0 +1,100 @@
+"""What the lossy `accept_threshold` buys on the real model: tok/s, tau and seconds per verify
+round at each threshold against AR, one process, the engines interleaved.
+
+`sweeps/local-accept.yaml` measures the same through the server, one point per config; on this
+2-core machine two points of one config differ by 10-20%, more than the knob moves. Here every
+engine shares one loaded model and the repetitions alternate between them, so drift hits all
+alike, and every output is held at `--max-tokens` (ignore_eos) so lengths do not differ. The
+prompts and temperature are the spec's; each request has its own seed, the same across engines.
+
+    python bench/accept_threshold.py [--thresholds 1.0 0.5 0.2] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from ddtree_runtime.drafters import make_drafter
+from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
+from ddtree_runtime.models import LoadedModel, load_model
+
+SPEC = Path(__file__).resolve().parents[1] / "sweeps" / "local-accept.yaml"
+
+
+def chat_prompts(model: LoadedModel, texts: list[str]) -> list[list[int]]:
+    """Each text as one user turn in the model's chat template (plain tokens without one)."""
+    prompts = []
+    for text in texts:
+        if not model.chat_template:
+            prompts.append(list(model.tokenizer.encode(text)))
+            continue
+        enc = model.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+        )
+        prompts.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
+    return prompts
+
+
+def main() -> None:
+    spec = yaml.safe_load(SPEC.read_text())
+    grid = spec["grid"]
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--thresholds", type=float, nargs="+", default=grid["accept_threshold"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=spec["workload"]["max_tokens"])
+    a = ap.parse_args()
+    model = load_model(spec["runtime"]["model"])
+    prompts = chat_prompts(model, [p["text"] for p in spec["workload"]["prompts"]])
+    temperature = grid["temperature"][0]
+    shape = {"budget": grid["budget"][0], "topk": grid["topk"][0]}
+    shape["block_size"] = grid["block_size"][0]
+    configs = {"ar": EngineConfig(speculative="none", **shape)}
+    for threshold in a.thresholds:
+        configs[f"t{threshold:g}"] = EngineConfig(accept_threshold=threshold, **shape)
+    engines = {
+        name: Engine(model, make_drafter(spec["runtime"]["draft"], model), cfg)
+        for name, cfg in configs.items()
+    }
+    for engine in engines.values():
+        engine.generate([prompts[0]], [SamplingParams(max_tokens=4)])  # warm up
+    totals = {name: [0.0, 0, 0] for name in engines}  # seconds, tokens, rounds
+    for rep in range(a.repeats):
+        params = [
+            SamplingParams(
+                max_tokens=a.max_tokens,
+                temperature=temperature,
+                seed=1000 * rep + i,
+                ignore_eos=True,
+            )
+            for i in range(len(prompts))
+        ]
+        for name, engine in engines.items():
+            for prompt, param in zip(prompts, params, strict=True):
+                start = time.perf_counter()
+                (out,) = engine.generate([prompt], [param])
+                totals[name][0] += time.perf_counter() - start
+                totals[name][1] += len(out.token_ids)
+                totals[name][2] += out.stats.verify_rounds
+    print(
+        f"{spec['runtime']['model']}, drafter {spec['runtime']['draft']}, {shape}, T {temperature}, "
+        f"{len(prompts)} prompts x {a.repeats} repeats x {a.max_tokens} tokens, torch threads "
+        f"{torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus"
+    )
+    ar_tps = totals["ar"][1] / totals["ar"][0]
+    print(f"{'engine':>7} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'tau':>5} {'ms/round':>9} {'speedup':>8}")
+    for name, (seconds, tokens, rounds) in totals.items():
+        tps = tokens / seconds
+        print(
+            f"{name:>7} {tokens:>7} {seconds:>8.1f} {tps:>7.2f} {tokens / rounds:>5.2f} "
+            f"{1000 * seconds / rounds:>9.1f} {tps / ar_tps:>7.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
