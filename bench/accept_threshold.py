@@ -22,23 +22,9 @@ import yaml
 
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
-from ddtree_runtime.models import LoadedModel, load_model
+from ddtree_runtime.models import load_model, user_turn_ids
 
 SPEC = Path(__file__).resolve().parents[1] / "sweeps" / "local-accept.yaml"
-
-
-def chat_prompts(model: LoadedModel, texts: list[str]) -> list[list[int]]:
-    """Each text as one user turn in the model's chat template (plain tokens without one)."""
-    prompts = []
-    for text in texts:
-        if not model.chat_template:
-            prompts.append(list(model.tokenizer.encode(text)))
-            continue
-        enc = model.tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
-        )
-        prompts.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
-    return prompts
 
 
 def main() -> None:
@@ -50,7 +36,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=spec["workload"]["max_tokens"])
     a = ap.parse_args()
     model = load_model(spec["runtime"]["model"])
-    prompts = chat_prompts(model, [p["text"] for p in spec["workload"]["prompts"]])
+    prompts = [user_turn_ids(model, p["text"]) for p in spec["workload"]["prompts"]]
     temperature = grid["temperature"][0]
     shape = {"budget": grid["budget"][0], "topk": grid["topk"][0]}
     shape["block_size"] = grid["block_size"][0]
@@ -81,13 +67,15 @@ def main() -> None:
                 totals[name][0] += time.perf_counter() - start
                 totals[name][1] += len(out.token_ids)
                 totals[name][2] += out.stats.verify_rounds
+    runtime = spec["runtime"]
     print(
-        f"{spec['runtime']['model']}, drafter {spec['runtime']['draft']}, {shape}, T {temperature}, "
+        f"{runtime['model']}, drafter {runtime['draft']}, {shape}, T {temperature}, "
         f"{len(prompts)} prompts x {a.repeats} repeats x {a.max_tokens} tokens, torch threads "
         f"{torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus"
     )
     ar_tps = totals["ar"][1] / totals["ar"][0]
-    print(f"{'engine':>7} {'tokens':>7} {'seconds':>8} {'tok/s':>7} {'tau':>5} {'ms/round':>9} {'speedup':>8}")
+    header = ("engine", "tokens", "seconds", "tok/s", "tau", "ms/round", "speedup")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(header, (7, 7, 8, 7, 5, 9, 8), strict=True)))
     for name, (seconds, tokens, rounds) in totals.items():
         tps = tokens / seconds
         print(

@@ -16,7 +16,7 @@ import torch
 
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
-from ddtree_runtime.models import load_model
+from ddtree_runtime.models import load_model, user_turn_ids
 from ddtree_runtime.selftest import PROMPTS
 
 
@@ -33,15 +33,7 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     m = load_model(a.model)
-    prompts = []
-    for text in PROMPTS:
-        if m.chat_template:
-            enc = m.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
-            )
-            prompts.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
-        else:
-            prompts.append(m.tokenizer.encode(text))
+    prompts = [user_turn_ids(m, text) for text in PROMPTS]
     params = [SamplingParams(max_tokens=a.max_new_tokens) for _ in prompts]
     rows = {}
     for name, spec in (("ar", "none"), ("ddtree", "ddtree")):

@@ -26,7 +26,7 @@ import yaml
 
 from ddtree_runtime.drafters import make_drafter
 from ddtree_runtime.engine import Engine, EngineConfig, GenerationResult, SamplingParams
-from ddtree_runtime.models import LoadedModel, load_model
+from ddtree_runtime.models import LoadedModel, load_model, user_turn_ids
 
 Timed = tuple[list[GenerationResult], float]
 
@@ -36,14 +36,7 @@ def spec_prompts(m: LoadedModel, spec: Path) -> tuple[list[list[int]], int]:
     workload = yaml.safe_load(spec.read_text())["workload"]
     prompts = []
     for entry in workload["prompts"]:
-        text = entry["text"] if isinstance(entry, dict) else str(entry)
-        if m.chat_template:
-            enc = m.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
-            )
-            prompts.append(list(enc["input_ids"] if hasattr(enc, "keys") else enc))
-        else:
-            prompts.append(m.tokenizer.encode(text))
+        prompts.append(user_turn_ids(m, entry["text"] if isinstance(entry, dict) else str(entry)))
     return prompts, int(workload.get("max_tokens", 32))
 
 

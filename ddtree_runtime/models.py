@@ -45,6 +45,17 @@ class LoadedModel:
     chat_template: bool
 
 
+def user_turn_ids(loaded: LoadedModel, text: str) -> list[int]:
+    """`text` as one user turn in the model's chat template with the assistant's turn opened (its
+    plain ids where the model has no template): how the self-test and the benches prompt."""
+    if not loaded.chat_template:
+        return [int(t) for t in loaded.tokenizer.encode(text)]
+    ids = loaded.tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+    )
+    return [int(t) for t in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
+
+
 def cache_root() -> Path:
     """Where converted weights live (env DDTREE_CACHE overrides)."""
     return Path(os.environ.get("DDTREE_CACHE", Path.home() / ".cache" / "ddtree_runtime"))

@@ -103,24 +103,14 @@ def load_prompts(path: Path | None) -> list[str]:
 def run(a: argparse.Namespace) -> list[ConfigResult]:
     from ddtree_runtime.drafters import make_drafter
     from ddtree_runtime.engine import Engine, EngineConfig, SamplingParams
-    from ddtree_runtime.models import ModelNotFound, load_model
+    from ddtree_runtime.models import ModelNotFound, load_model, user_turn_ids
     from ddtree_runtime.reference import divergence_index, greedy_reference
 
     try:
         loaded = load_model(a.model, dtype=a.dtype, device=a.device)
     except (ModelNotFound, OSError, ValueError) as e:
         raise BadInput(str(e).splitlines()[0] if str(e) else type(e).__name__) from None
-    tok = loaded.tokenizer
-    prompts = []
-    for text in load_prompts(a.prompts):
-        if loaded.chat_template:
-            ids = tok.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
-            )
-            ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
-        else:
-            ids = tok.encode(text)
-        prompts.append([int(t) for t in ids])
+    prompts = [user_turn_ids(loaded, text) for text in load_prompts(a.prompts)]
     refs = [
         greedy_reference(loaded.model, p, a.max_new_tokens, loaded.eos_token_ids) for p in prompts
     ]
