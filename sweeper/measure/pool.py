@@ -45,6 +45,8 @@ from sweeper.measure.senders import DEFAULT_SENDER, load_sender
 START_LEAD_S = 0.1
 START_LEAD_THREAD_S = 0.005
 DEFAULT_GRACE_S = 30.0
+#: How long a message a worker put before it ended may take to arrive (`_collect`).
+LAST_WORDS_S = 5.0
 NOT_SENT = "not sent: still queued at the end of duration_s (+ grace_s)"
 
 
@@ -267,7 +269,12 @@ def _context() -> Any:
 
 
 def _collect(results: Any, workers: list[Any], kind: str, deadline: float | None) -> list[Any]:
-    """One `kind` message from every worker; a worker's error or death raises RuntimeError."""
+    """One `kind` message from every worker; a worker's error or death raises RuntimeError.
+
+    A worker that has ended is dead only once what it put before ending has had
+    `LAST_WORDS_S` to arrive: a put can still be on its way when the worker is gone (a
+    multiprocessing queue's feeder thread writes it to the pipe after `put` returns), and a
+    worker that reported and ended must not fail its point."""
     got: dict[int, Any] = {}
     while len(got) < len(workers):
         try:
@@ -275,13 +282,18 @@ def _collect(results: Any, workers: list[Any], kind: str, deadline: float | None
         except queue.Empty:
             dead = [w for k, w in enumerate(workers) if k not in got and not w.is_alive()]
             if dead:
-                code = getattr(dead[0], "exitcode", None)
-                raise RuntimeError(
-                    f"load worker {dead[0].name} ended (exit code {code}) before reporting {kind}"
-                ) from None
-            if deadline is not None and time.monotonic() > deadline:
+                try:
+                    msg = results.get(timeout=LAST_WORDS_S)
+                except queue.Empty:
+                    code = getattr(dead[0], "exitcode", None)
+                    raise RuntimeError(
+                        f"load worker {dead[0].name} ended (exit code {code}) before reporting "
+                        f"{kind}"
+                    ) from None
+            elif deadline is not None and time.monotonic() > deadline:
                 raise RuntimeError(f"load workers not {kind} in time") from None
-            continue
+            else:
+                continue
         if msg[0] == "error":
             raise RuntimeError(f"load worker {msg[1]} failed:\n{msg[2]}")
         if msg[0] != kind:

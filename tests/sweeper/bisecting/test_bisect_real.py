@@ -44,12 +44,13 @@ def test_planted_fault_found_through_a_kill_and_a_resume(tmp_path: Path, port: i
         if found and len(state_of(found[0].parent).steps) >= 2:
             break
         time.sleep(0.5)
-    # Killed as a terminal or a scheduler stops it: SIGTERM, the third commit in flight.
+    # Killed as a terminal or a scheduler stops it: SIGTERM, a later commit in flight. A step
+    # may be recorded between the poll and the signal, so at least 2, and still no answer.
     os.kill(first.pid, signal.SIGTERM)
     assert first.wait(timeout=120) == 130, (tmp_path / "first.log").read_text()[-3000:]
     log.close()
     directory = state_files()[0].parent
-    assert len(state_of(directory).steps) == 2 and state_of(directory).answer is None
+    assert len(state_of(directory).steps) >= 2 and state_of(directory).answer is None
 
     code, resumed, stderr = run_bisect(spec, shas[0], "main", results, "--resume")
     assert code == 0, stderr[-3000:]
