@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 USAGE = "usage: ddtree_runtime {selftest,serve,export} [options]"
@@ -18,6 +19,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return selftest.main(rest)
     if command == "serve":
+        # Before torch (and its OpenMP runtime, which reads this once, at load) is imported. A
+        # server shares its cores with other processes (the client, a second server, the test
+        # suite); OpenMP's default wait spins a thread between parallel regions, and under
+        # such contention a spinning team burns its share of the cores waiting on a descheduled
+        # peer: on 2 cores beside a busy process, a switched engine ran 3x slower than a fresh
+        # one of the same config, and both ran faster with passive waits
+        # (bench/cpu_contention.py). Passive waits cost nothing measurable on an idle machine.
+        # A value the user set is kept.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from ddtree_runtime.server import serve  # torch and the server load only for `serve`
 
         return int(serve.main(rest) or 0)
