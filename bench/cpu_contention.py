@@ -64,8 +64,11 @@ def switched(prompts: list[str]) -> tuple[float, float]:
 
 
 def fresh(prompts: list[str]) -> tuple[float, float]:
-    flags = ["--speculative", "ddtree", "--budget", "4", "--topk", "1", "--block-size", "8"]
-    with LocalServer([*BASE, *flags, "--cuda-graph"]) as server:
+    flags: list[str] = []  # TREE as serve's flags (a true switch is a bare flag)
+    for key, value in TREE.items():
+        flag = f"--{key.replace('_', '-')}"
+        flags += [flag] if value is True else [flag, str(value)]
+    with LocalServer([*BASE, *flags]) as server:
         server.wait_healthy()
         return tok_s(server.url, prompts)
 

@@ -80,14 +80,15 @@ def relaxed_choices(
         if row.temperature <= 0 or not bool(drafted[i].any()):
             continue
         nodes = drafted[i].nonzero()[:, 0].tolist()
-        children: dict[int, list[tuple[int, int]]] = {}
+        # Per parent, its drafted children: token -> node, in node order.
+        children: dict[int, dict[int, int]] = {}
         for node, parent, token in zip(
             nodes, tree.parents[i, nodes].tolist(), tree.tokens[i, nodes].tolist(), strict=True
         ):
-            children.setdefault(parent, []).append((token, node))
+            children.setdefault(parent, {})[token] = node
         node = 0
         while node in children:
-            by_token = dict(children[node])
+            by_token = children[node]
             choice = int(out[i, node])
             if choice not in by_token:
                 probs = processed_probs(
