@@ -256,7 +256,10 @@ class SSHHost:
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise _ConnectionLost(repr(exc)) from None
         finally:
-            channel.close()
+            # Closing a channel sends a message: on a transport that just died that raises
+            # too, and must not replace the _ConnectionLost that `run` retries on.
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                channel.close()
         if code == -1:
             raise _ConnectionLost("no exit status (killed session?)")
         return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")

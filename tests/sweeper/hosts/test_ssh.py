@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import paramiko
 import pytest
 
 from sweeper.hosts import HostError
@@ -200,6 +201,34 @@ def test_reconnects_after_the_connection_drops(
     for pid in sessions:
         testhost_pair[0].exec(["kill", "-9", pid])
     assert host_a.run(["echo", "back"]).stdout == "back\n"
+    assert host_a.connects == 2
+
+
+def test_a_connection_lost_mid_command_is_retried_even_where_closing_its_channel_fails(
+    host_a: SSHHost, testhost_pair: list[TestHost], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session dies while a command runs; closing the dead channel raises (it sends a
+    message on the dead transport: paramiko raises EOFError when the close wins the race with
+    its reader thread, forced here); the command still runs again on a fresh connection."""
+    close = paramiko.Channel.close
+
+    def close_on_a_dead_transport(channel: paramiko.Channel) -> None:
+        transport = channel.get_transport()
+        if transport is None or not transport.is_active():
+            raise EOFError()
+        close(channel)
+
+    monkeypatch.setattr(paramiko.Channel, "close", close_on_a_dead_transport)
+    assert host_a.run(["true"]).ok
+    sessions = _sshd_session_pids(testhost_pair[0])
+    killer = threading.Timer(
+        1.0, lambda: [testhost_pair[0].exec(["kill", "-9", pid]) for pid in sessions]
+    )
+    killer.start()
+    try:
+        assert host_a.run(["sh", "-c", "sleep 3; echo done"]).stdout == "done\n"
+    finally:
+        killer.join()
     assert host_a.connects == 2
 
 
