@@ -21,9 +21,7 @@ from sweeper.results.reader import POINTS_LOG
 from tests.sweeper.hosts.lease_damage import gone_text
 from tests.sweeper.sweep_fixtures import fake_runtime_env, write_spec
 
-# quiet (tests/lanes.py): the second sweep must find the first one still running and say it
-# waits within a deadline; beside the parallel lane the first one can finish before that.
-pytestmark = [pytest.mark.slow, pytest.mark.quiet]
+pytestmark = pytest.mark.slow
 
 
 def _sweeper(spec: Path, results: Path, *extra: str) -> list[str]:
@@ -44,7 +42,11 @@ def _wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60) -> 
 
 def test_two_specs_on_one_host_refuse_wait_and_take_over(tmp_path: Path, port: int) -> None:
     slow = fake_runtime_env(tmp_path, {"FAKE_TOKEN_DELAY": "0.08", "FAKE_START_DELAY": "0.2"})
-    alpha = write_spec(tmp_path, port, fake_env=slow, name="alpha", max_tokens=12)
+    # Alpha's 9 configs take minutes: it is still running however long beta's refused run, `ls`
+    # and waiting start take on a loaded host, and it is killed as soon as beta waits.
+    alpha = write_spec(
+        tmp_path, port, fake_env=slow, name="alpha", topk=tuple(range(1, 9)), max_tokens=12
+    )
     beta = write_spec(tmp_path, port, fake_env=slow, name="beta", topk=(2,), max_tokens=4)
     results = tmp_path / "results"
     first = subprocess.Popen(

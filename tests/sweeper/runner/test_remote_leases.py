@@ -26,9 +26,7 @@ from tests.sweeper.sweep_fixtures import shim_env
 from tests.sweeper.testhost_fixture import hosts_yaml
 from tests.testhosts import TestHost
 
-# quiet (tests/lanes.py): the second sweep must find the first one still running and say it
-# waits within a deadline; beside the parallel lane the first one can finish before that.
-pytestmark = [pytest.mark.slow, pytest.mark.quiet]
+pytestmark = pytest.mark.slow
 
 
 def _sweeper(spec: Path, results: Path, *extra: str) -> list[str]:
@@ -74,9 +72,10 @@ def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
     for host in testhost_pair:
         _install_shim(host, session_known_hosts, None)
     hosts = hosts_yaml(testhost_pair, session_known_hosts, access="tunnel")
-    # Alpha's plan (8 configs) outlasts the ~20 s beta takes to be refused, checked by `doctor`
-    # and start waiting, so alpha is killed mid-plan rather than in its end-of-run work.
-    alpha = _spec(tmp_path, "leasealpha", hosts, [1, 2, 3, 4, 5, 6, 7, 8], max_tokens=16)
+    # Alpha's plan (9 configs of 2.6 s requests: minutes) outlasts the ~20 s beta takes to be
+    # refused, checked by `doctor` and start waiting, several times over on a loaded host, so
+    # alpha is killed mid-plan rather than in its end-of-run work.
+    alpha = _spec(tmp_path, "leasealpha", hosts, [1, 2, 3, 4, 5, 6, 7, 8], max_tokens=32)
     beta = _spec(tmp_path, "leasebeta", hosts, [2], max_tokens=4)
     results = tmp_path / "results"
     first = subprocess.Popen(
