@@ -4,10 +4,11 @@ does on planted tests."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from tests.lanes import group_of, scope_of, unit_rank
+from tests.lanes import QUIET_IDS_ENV, group_of, scope_of, unit_rank
 from tests.planted_pytest import run_pytest
 
 GROUPED = """
@@ -46,3 +47,35 @@ def test_an_at_sign_in_a_parameter_is_no_group() -> None:
     assert unit_rank("tests/a.py", ["tests/a.py::test[x@y]", "tests/a.py::other"]) == (0, 2)
     assert unit_rank("tests/a.py", ["tests/a.py::test@tests/a.py"]) == (1, 1)
     assert unit_rank("slurm", ["tests/b.py::test@slurm"]) == (2, 1)
+
+
+QUIET_AND_NOT = """
+import pytest
+
+@pytest.mark.quiet
+@pytest.mark.parametrize("i", range(2))
+def test_timed(i):
+    pass
+
+def test_free():
+    pass
+"""
+
+
+def test_the_quiet_lane_runs_what_the_parallel_lane_left_out(tmp_path: Path) -> None:
+    """The parallel lane (`-m "not quiet"`, xdist) names the quiet tests it collected; the quiet
+    lane runs exactly those, from the file (`pytest @FILE`), as `make test` does."""
+    (tmp_path / "test_one.py").write_text(QUIET_AND_NOT)
+    ids = tmp_path / "quiet.ids"
+    env = {**os.environ, QUIET_IDS_ENV: str(ids)}
+    lane = ("-p", "tests.lanes", "-n", "2", "--dist", "loadgroup", "-m", "not quiet")
+    parallel = run_pytest(tmp_path, "-v", *lane, env=env)
+    assert parallel.returncode == 0, parallel.stdout + parallel.stderr
+    assert "PASSED test_one.py::test_free" in parallel.stdout
+    assert "test_timed" not in parallel.stdout
+    assert ids.read_text().splitlines() == [f"test_one.py::test_timed[{i}]" for i in range(2)]
+    quiet = run_pytest(tmp_path, "-v", "-p", "tests.lanes", "-m", "quiet", f"@{ids}")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert re.findall(r"test_timed\[\d\] PASSED", quiet.stdout) == [
+        f"test_timed[{i}] PASSED" for i in range(2)
+    ]
