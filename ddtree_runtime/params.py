@@ -8,12 +8,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ddtree_runtime.algo.processors import Processors
-from ddtree_runtime.algo.sampling import choice_seed
 from ddtree_runtime.knobs import TREE_KNOBS, accept_threshold_problem, check_knob
 from ddtree_runtime.stats import RequestStats
+
+if TYPE_CHECKING:
+    from ddtree_runtime.algo.processors import Processors
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,10 @@ class SamplingParams:
     n: int = 1
 
     def processors(self) -> Processors:
+        # torch loads with the algorithm, not with this module: `serve` checks its flags with
+        # EngineConfig before torch is imported, so a bad flag fails in a fraction of a second.
+        from ddtree_runtime.algo.processors import Processors
+
         return Processors(
             self.repetition_penalty,
             self.frequency_penalty,
@@ -101,6 +106,8 @@ class SamplingParams:
         """The `n` independent requests this one stands for: choice i draws with
         `choice_seed(seed, i)` (choice 0 with the seed itself), or, without a seed, each with
         its own default seed."""
+        from ddtree_runtime.algo.sampling import choice_seed
+
         seeds = [None if self.seed is None else choice_seed(self.seed, i) for i in range(self.n)]
         return [replace(self, n=1, seed=seed) for seed in seeds]
 
