@@ -122,12 +122,12 @@ PARALLEL_LANE := -n $(TEST_WORKERS) --dist loadgroup
 PARALLEL_ENV := OMP_NUM_THREADS=1
 # The quiet lane runs the quiet tests the parallel lane collected (their ids in $(QUIET_IDS),
 # tests/lanes.py), so it imports their files only; without that file, it collects the suite.
-QUIET_IDS = $(TIMES)/$@/quiet.ids
+QUIET_IDS = $(abspath $(TIMES)/$@/quiet.ids)
 test: setup
 	rm -rf $(TIMES)/$@ && mkdir -p $(TIMES)/$@
 	rc=0; \
-	$(PARALLEL_ENV) SWEEPER_QUIET_IDS=$(QUIET_IDS) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) \
-		-m "not quiet" --durations=25 --junitxml=$(TIMES)/$@/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
+	$(PARALLEL_ENV) $(BIN)/python -m pytest -q -rs $(PARALLEL_LANE) -m "not quiet" --durations=25 \
+		--quiet-ids $(QUIET_IDS) --junitxml=$(TIMES)/$@/parallel.xml $(PYTEST_ARGS) || rc=$$?; \
 	$(BIN)/python -m pytest -q -rs -m quiet --durations=10 --junitxml=$(TIMES)/$@/quiet.xml \
 		$$([ -s $(QUIET_IDS) ] && echo @$(QUIET_IDS)) $(PYTEST_ARGS) || rc2=$$?; \
 	rc2=$${rc2:-0}; \

@@ -3,7 +3,7 @@
 `make test` runs the suite in two lanes: the parallel lane on three pytest-xdist workers
 (`-n 3 --dist loadgroup -m "not quiet"`: two cores, but many units mostly wait on servers, test
 hosts or the Slurm cluster), then the quiet lane alone (`-m quiet`, on the quiet tests the
-parallel lane collected: `QUIET_IDS_ENV`).
+parallel lane collected: `QUIET_IDS_OPTION`).
 
 - A **work unit** is what one worker runs from start to end: by default a test file, so a
   module-scoped fixture (a server, a loaded model, a run directory built once) is paid once per
@@ -46,10 +46,21 @@ import pytest
 
 from tests.root_marker import needs_root_fixture
 
-#: Where `make test`'s parallel lane writes the ids of the quiet tests it collected (before
-#: `-m "not quiet"` leaves them out); the quiet lane then runs exactly those (`pytest @FILE`),
-#: importing only their files instead of collecting the whole suite again (~15 s of one core).
-QUIET_IDS_ENV = "SWEEPER_QUIET_IDS"
+#: The option by which `make test`'s parallel lane names a file for the ids of the quiet tests
+#: it collected (before `-m "not quiet"` leaves them out); the quiet lane then runs exactly those
+#: (`pytest @FILE`), importing only their files instead of collecting the whole suite again
+#: (~15 s of one core). An option, not the environment: a pytest that a test runs on planted
+#: files inherits the environment, and must not write its own ids there.
+QUIET_IDS_OPTION = "--quiet-ids"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        QUIET_IDS_OPTION,
+        metavar="FILE",
+        help="write the ids of the collected quiet tests to FILE (make test's quiet lane)",
+    )
+
 
 #: Session fixtures one worker owns, so they are built once per run: fixture -> xdist group.
 GROUP_FIXTURES = {"slurm_cluster": "slurm"}
@@ -123,7 +134,7 @@ def pytest_collection_modifyitems(
             group = item.nodeid.split("::", 1)[0]
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    record_quiet_ids(items)
+    record_quiet_ids(items, config.getoption(QUIET_IDS_OPTION))
     yield
     if not config.getoption("loadgroup", default=False):
         return
@@ -138,11 +149,10 @@ def pytest_collection_modifyitems(
             raise pytest.UsageError(said)
 
 
-def record_quiet_ids(items: Iterable[pytest.Item]) -> None:
-    """The collected quiet tests' ids, one a line, to the file `QUIET_IDS_ENV` names (if set).
-    Every xdist worker collects the same items and writes the same text; each replaces the file
-    whole, so the quiet lane never reads a half-written one."""
-    target = os.environ.get(QUIET_IDS_ENV)
+def record_quiet_ids(items: Iterable[pytest.Item], target: str | None) -> None:
+    """The collected quiet tests' ids, one a line, to the file `target` (None: nowhere). Every
+    xdist worker collects the same items and writes the same text; each replaces the file whole,
+    so the quiet lane never reads a half-written one."""
     if not target:
         return
     ids = "".join(f"{item.nodeid}\n" for item in items if item.get_closest_marker("quiet"))

@@ -4,11 +4,10 @@ does on planted tests."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
-from tests.lanes import QUIET_IDS_ENV, group_of, scope_of, unit_rank
+from tests.lanes import QUIET_IDS_OPTION, group_of, scope_of, unit_rank
 from tests.planted_pytest import run_pytest
 
 GROUPED = """
@@ -67,9 +66,8 @@ def test_the_quiet_lane_runs_what_the_parallel_lane_left_out(tmp_path: Path) -> 
     lane runs exactly those, from the file (`pytest @FILE`), as `make test` does."""
     (tmp_path / "test_one.py").write_text(QUIET_AND_NOT)
     ids = tmp_path / "quiet.ids"
-    env = {**os.environ, QUIET_IDS_ENV: str(ids)}
     lane = ("-p", "tests.lanes", "-n", "2", "--dist", "loadgroup", "-m", "not quiet")
-    parallel = run_pytest(tmp_path, "-v", *lane, env=env)
+    parallel = run_pytest(tmp_path, "-v", *lane, QUIET_IDS_OPTION, str(ids))
     assert parallel.returncode == 0, parallel.stdout + parallel.stderr
     assert "PASSED test_one.py::test_free" in parallel.stdout
     assert "test_timed" not in parallel.stdout
