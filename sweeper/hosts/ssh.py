@@ -155,8 +155,14 @@ class SSHHost:
         self.connects += 1
         return transport
 
-    def _drop(self) -> None:
+    def _drop(self, lost: paramiko.Transport | None = None) -> None:
+        """Close the connection; given the transport a command `lost`, only if that is still
+        the one in use: threads share the connection, and one retrying must not close the
+        fresh connection another thread has just made."""
         with self._lock:
+            current = self._client.get_transport() if self._client else None
+            if lost is not None and current is not lost:
+                return
             for closable in (self._sftp, self._client, self._jump):
                 try:
                     if closable is not None:
@@ -208,7 +214,7 @@ class SSHHost:
                     raise HostError(
                         f"{self.name}: connection lost running {argv[0]!r}: {exc}"
                     ) from None
-                self._drop()
+                self._drop(exc.transport)
         result = CommandResult(tuple(argv), exit_code, out, err)
         if check and not result.ok:
             raise HostError(
@@ -217,15 +223,18 @@ class SSHHost:
         return result
 
     def _exec(self, line: str, timeout: float | None) -> tuple[int, str, str]:
+        transport = self._transport()
         try:
-            channel = self._transport().open_session(timeout=self.connect_timeout)
+            channel = transport.open_session(timeout=self.connect_timeout)
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise _ConnectionLost(repr(exc)) from None
+            raise _ConnectionLost(repr(exc), transport) from None
         deadline = None if timeout is None else time.monotonic() + timeout
         out, err = bytearray(), bytearray()
         try:
-            channel.exec_command(line)
-            channel.shutdown_write()  # no stdin
+            # No stdin, and no channel EOF to say so: paramiko may send that EOF after the CLOSE
+            # it answers a quick command's exit with (paramiko #1115, #1705), and OpenSSH then
+            # drops the whole connection ("ieof packet referred to nonexistent channel").
+            channel.exec_command(f"{line} </dev/null")
             while True:
                 while channel.recv_ready():
                     out += channel.recv(65536)
@@ -234,7 +243,7 @@ class SSHHost:
                 if channel.exit_status_ready() or channel.closed:
                     break
                 if not channel.get_transport() or not channel.get_transport().is_active():
-                    raise _ConnectionLost("transport closed")
+                    raise _ConnectionLost("transport closed", transport)
                 wait = 0.02 if deadline is None else min(0.02, deadline - time.monotonic())
                 if wait <= 0:
                     raise HostError(
@@ -251,17 +260,17 @@ class SSHHost:
                 while chunk := channel.recv_stderr(65536):
                     err += chunk
             if not channel.exit_status_ready():
-                raise _ConnectionLost("channel closed without an exit status")
+                raise _ConnectionLost("channel closed without an exit status", transport)
             code = channel.recv_exit_status()
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise _ConnectionLost(repr(exc)) from None
+            raise _ConnectionLost(repr(exc), transport) from None
         finally:
             # Closing a channel sends a message: on a transport that just died that raises
             # too, and must not replace the _ConnectionLost that `run` retries on.
             with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
                 channel.close()
         if code == -1:
-            raise _ConnectionLost("no exit status (killed session?)")
+            raise _ConnectionLost("no exit status (killed session?)", transport)
         return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ files
@@ -279,8 +288,10 @@ class SSHHost:
         parent, _, base = path.rpartition("/")
         tmp = f"{parent}/.{base}.{uuid.uuid4().hex[:8]}.tmp"
         for attempt in (1, 2):
+            used: paramiko.Transport | None = None
             try:
                 with self._sftp_client() as sftp:
+                    used = sftp.get_channel().get_transport()  # type: ignore[union-attr]
                     _sftp_makedirs(sftp, parent or "/")
                     # Create with the final mode from the start: a secret is never world-readable.
                     with sftp.open(tmp, "wb") as fh:
@@ -293,7 +304,7 @@ class SSHHost:
                 # dropped connection does not and is worth one retry on a fresh one.
                 if (isinstance(exc, OSError) and exc.errno is not None) or attempt == 2:
                     raise HostError(f"{self.name}: cannot write {path}: {exc}") from None
-                self._drop()
+                self._drop(used)
 
     def read_file(self, path: str) -> bytes:
         with self._sftp_client() as sftp:
@@ -335,6 +346,11 @@ class SSHHost:
 class _ConnectionLost(Exception):
     """The SSH connection dropped under a command (internal: triggers one reconnect + retry).
     Its text is the cause's repr: paramiko raises EOFError() and timeouts with no message."""
+
+    def __init__(self, reason: str, transport: paramiko.Transport) -> None:
+        super().__init__(reason)
+        #: The connection that was lost (the one to drop, if no thread has replaced it yet).
+        self.transport = transport
 
 
 def _sftp_makedirs(sftp: paramiko.SFTPClient, path: str) -> None:

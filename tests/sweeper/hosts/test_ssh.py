@@ -269,6 +269,55 @@ def test_threads_share_one_connection(host_a: SSHHost) -> None:
     assert host_a.connects == 1
 
 
+def test_threads_that_lose_the_connection_together_reconnect_once(
+    host_a: SSHHost, testhost_pair: list[TestHost]
+) -> None:
+    """Every thread's command dies with the connection; each retries, and none closes the
+    fresh connection another thread has made meanwhile."""
+    assert host_a.run(["true"]).ok
+    sessions = _sshd_session_pids(testhost_pair[0])
+    results: list[str] = []
+
+    def work(i: int) -> None:
+        results.append(host_a.run(["sh", "-c", f"sleep 2; echo {i}"]).stdout.strip())
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    for pid in sessions:
+        testhost_pair[0].exec(["kill", "-9", pid])
+    for t in threads:
+        t.join(30)
+    assert sorted(results, key=int) == [str(i) for i in range(8)]
+    assert host_a.connects == 2
+
+
+def test_a_quick_command_exiting_before_the_client_says_eof_keeps_the_connection(
+    host_a: SSHHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving that loaded hosts hit: the command exits and its channel closes before
+    the client thread gets to send the channel's EOF. OpenSSH drops the whole connection on an
+    EOF for a closed channel, so the client must never send one (stdin is /dev/null instead)."""
+
+    def shutdown_after_the_channel_closed(channel: paramiko.Channel, how: int) -> None:
+        # paramiko's own steps (build the EOF under the channel lock, send it after), with the
+        # thread descheduled in between until the command's exit has closed the channel.
+        with channel.lock:
+            eof = channel._send_eof()  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5
+        while not channel.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if eof is not None:
+            channel.transport._send_user_message(eof)  # type: ignore[union-attr]
+
+    monkeypatch.setattr(paramiko.Channel, "shutdown", shutdown_after_the_channel_closed)
+    for i in range(3):
+        assert host_a.run(["echo", str(i)]).stdout == f"{i}\n"
+    assert host_a.run(["cat"]).stdout == ""  # stdin is empty, not left open
+    assert host_a.connects == 1
+
+
 def test_tunnel_reaches_a_loopback_port_on_the_host(host_a: SSHHost) -> None:
     unit = f"sweeper-tunnel-{uuid.uuid4().hex[:8]}"
     port = 18000 + uuid.uuid4().int % 1000
