@@ -132,6 +132,28 @@ def _output(
     )
 
 
+def score_header(output: Output, scorer: str, engine: str) -> dict[str, Any]:
+    """A score record's fields before the scores: which output, who scored it, and the
+    distribution it is scored against (its sampling and the engine's processors)."""
+    spec = output.spec
+    return {
+        "run_id": output.run_id,
+        "host": output.host,
+        "point_id": output.point_id,
+        "attempt": output.attempt,
+        "source": output.source,
+        "role": output.role,
+        "prompt_id": output.prompt_id,
+        "index": output.index,
+        "scorer": scorer,
+        "temperature": spec.temperature,
+        "top_p": spec.top_p,
+        "top_k": spec.top_k,
+        **scored_under(engine, spec),
+        "near_tie_margin": near_tie_margin(engine),
+    }
+
+
 def score_outputs(
     base_url: str,
     engine: Engine,
@@ -144,28 +166,11 @@ def score_outputs(
     id), in order; a failed one recorded with its error."""
     caps = engine.capabilities
     basis: Literal["exact", "topk"] = "exact" if caps and caps.scoring == "exact" else "topk"
-    margin = near_tie_margin(engine.name)
 
     def one(client: httpx.Client, output: Output) -> ScoreRecord:
-        spec = output.spec
-        fields: dict[str, Any] = {
-            "run_id": output.run_id,
-            "host": output.host,
-            "point_id": output.point_id,
-            "attempt": output.attempt,
-            "source": output.source,
-            "role": output.role,
-            "prompt_id": output.prompt_id,
-            "index": output.index,
-            "scorer": scorer,
-            "temperature": spec.temperature,
-            "top_p": spec.top_p,
-            "top_k": spec.top_k,
-            **scored_under(engine.name, spec),
-            "near_tie_margin": margin,
-        }
+        fields = score_header(output, scorer, engine.name)
         try:
-            scored = engine.score(client, base_url, spec, list(output.token_ids), model)
+            scored = engine.score(client, base_url, output.spec, list(output.token_ids), model)
         except EngineError as exc:
             order = list(caps.scoring_order) if caps is not None else []
             return ScoreRecord(**fields, basis=basis, order=order, error=str(exc))

@@ -110,6 +110,9 @@ class ScoreRecord(_ScoredUnder):
     positions: list[PositionScore] = Field(default_factory=list)
     #: Why scoring failed (recorded, never dropped); then `positions` is empty.
     error: str | None = None
+    #: A coupled output token-identical to its AR twin's is not scored again: this is the AR
+    #: twin point's own score of the same tokens (its id here; `scorer`: the AR config).
+    twin_of: str | None = None
 
 
 def score_key(row: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from sweeper.engines.base import Engine
 from sweeper.measure.inputs import Inputs, InputsError
-from sweeper.measure.scores import Output, request_outputs, sample_outputs, score_outputs
+from sweeper.measure.scores import (
+    Output,
+    request_outputs,
+    sample_outputs,
+    score_header,
+    score_outputs,
+)
 from sweeper.plan import Point
 from sweeper.proof.determinism import SampledVerdict
 from sweeper.proof.scored import judge as scored_proof
@@ -115,13 +121,17 @@ class ScoredProof:
             verdict, columns = judging.unscorable(point.sampled_check, _evidence(caps), ar=ar)
             return PointScores([], verdict, columns)
         outputs = self._outputs(point, serving, drawn, requests)
-        records = self._score(serving, outputs, SELF, known)
-        rows = [r for r in known.proof_scores(point) if r.get("scorer") == SELF]
+        twins, outputs = self._twins(point, outputs, serving.engine.name, known)
+        records = [*twins, *self._score(serving, outputs, SELF, known)]
+        rows = [r for r in known.proof_scores(point) if _judged_as(r, SELF)]
         if ar:
             control = scored_proof.control(rows, self.spec.determinism)
             return PointScores(records, None, {**control, "scored_by": SELF})
         ar_points = known.ar_points(point)
-        agreeing = self._score(serving, self._agreement(ar_points, known, serving), None, known)
+        # The agreement shows this server scores as the AR's does; with every output its AR
+        # twin's, this server scored nothing, and nothing it scored needs showing.
+        checks = self._agreement(ar_points, known, serving) if outputs else []
+        agreeing = self._score(serving, checks, None, known)
         verdict, columns = judging.at_measurement(
             point.sampled_check,
             rows,
@@ -147,6 +157,38 @@ class ScoredProof:
         for record in records:
             known.add_score(record.model_dump())
         return records
+
+    def _twins(
+        self, point: Point, outputs: Sequence[Output], engine: str, known: Known
+    ) -> tuple[list[ScoreRecord], list[Output]]:
+        """A coupled point's outputs that are token-identical to their AR twin's (the same
+        prompt, request index and sampling: the same draw), each with the score the twin's own
+        server gave those tokens (the score is a function of prompt, tokens and sampling, so
+        scoring them again only repeats it), and the outputs left to score."""
+        twin = known.points.get(point.baseline_point_id or "")
+        if point.sampled_check != "coupled" or twin is None or twin.server_config.mode != "ar":
+            return [], list(outputs)
+        twin_rows = {
+            (r["source"], r["prompt_id"], r["index"]): r
+            for r in known.scores_of(twin.point_id)
+            if r.get("scorer") == SELF and not r.get("error")
+        }
+        taken, rest = [], []
+        for output in outputs:
+            row = twin_rows.get((output.source, output.prompt_id, output.index))
+            header = score_header(output, twin.server_config.id, engine)
+            same = row is not None and all(
+                row.get(k) == v for k, v in header.items() if k not in _WHOSE
+            )
+            tokens = [p["token"] for p in row["positions"]] if row is not None else None
+            if same and row is not None and tokens == list(output.token_ids):
+                scores = {k: row[k] for k in _SCORES if k in row}
+                taken.append(ScoreRecord(**header, **scores, twin_of=twin.point_id))
+            else:
+                rest.append(output)
+        for record in taken:
+            known.add_score(record.model_dump())
+        return taken, rest
 
     def _outputs(
         self,
@@ -267,6 +309,18 @@ class ScoredProof:
             settled_at=utc_now(),
             **columns,
         )
+
+
+#: A score record's fields that say whose output it is and who scored it, not what was scored.
+_WHOSE = ("run_id", "host", "point_id", "attempt", "role", "scorer")
+#: A score record's fields that are the scorer's answer: what a twin's score lends.
+_SCORES = ("basis", "order", "k", "positions", "prompt_token_ids")
+
+
+def _judged_as(row: Mapping[str, Any], scorer: str) -> bool:
+    """Whether a point's score row is one its verdict judges when `scorer` scored its outputs:
+    that scorer's, or its AR twin's score of the same tokens."""
+    return row.get("scorer") == scorer or bool(row.get("twin_of"))
 
 
 def _scores_of(points: Sequence[Point], known: Known) -> list[dict[str, Any]]:

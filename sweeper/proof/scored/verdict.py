@@ -102,14 +102,21 @@ def judged(
     verdict, columns = judge(rows, policy, role="test", control_point=control_point)
     mine = [r for r in ar_rows if r.get("scorer") == scorer]
     delta, n = agreement(mine, [r for r in ar_rows if r.get("scorer") == SELF])
+    twins = sum(1 for r in rows if r.get("twin_of"))
+    detail = verdict.detail
+    if twins:
+        detail += f" ({twins} of {len(rows)} outputs identical to their AR twin's: its scores)"
     columns = {
         **columns,
         "scored_by": label,
         "score_agreement": delta,
         "score_agreement_n": n,
         "scored_verdict": verdict.verdict,
-        "scored_detail": verdict.detail,
+        "scored_detail": detail,
     }
+    verdict = SampledVerdict(verdict.verdict, detail)
+    if rows and twins == len(rows):  # the AR server scored every one: no path to agree with
+        return verdict, columns
     return agreed(verdict, delta, n, policy), columns
 
 

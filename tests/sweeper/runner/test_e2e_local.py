@@ -89,6 +89,24 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
         assert len(switched) == 1
         confirming = ids(pd.Series([fresh.point_id]))
         assert ids(switched.point_id) == confirming and len(confirming) == 4
+    # Beside coupling, an output token-identical to its AR twin's takes the twin's own score
+    # instead of being scored again; a point whose every output is its twin's scores nothing
+    # itself, not even the agreement (no scoring path of its own to show).
+    scores = pd.read_json(run_dir / "scores.jsonl", lines=True)
+    ar_twin = plan[(plan["mode"] == "ar") & (plan["temperature"] > 0)].iloc[0]
+    exact = sampled[(sampled["mode"] == "speculative") & (sampled["determinism"] == "exact")]
+    assert len(exact) > 0
+    for _, point in exact.iterrows():
+        mine = scores[scores.point_id == point.point_id]
+        assert len(mine) == 4 and set(mine.twin_of) == {ar_twin.point_id}
+        assert set(mine.scorer) == {ar_twin.server_config_id}
+        twin = scores[(scores.point_id == ar_twin.point_id) & (scores.scorer == "self")]
+        twin = twin.set_index(["prompt_id", "index"])
+        for _, row in mine.iterrows():
+            assert row.positions == twin.loc[(row.prompt_id, row["index"]), "positions"]
+        assert not (scores.scorer == point.server_config_id).any()
+        assert "4 of 4 outputs identical to their AR twin's" in point.scored_detail
+        assert point.scored_verdict != "unproven" or "agreement" not in point.scored_detail
     # The engine's calibrated near-tie margin on every request: what the greedy judge reads.
     assert set(requests.near_tie_margin) == {SCORING["ddtree_runtime"].near_tie_margin}
     ar_sampled = requests[(requests["mode"] == "ar") & (requests["temperature"] > 0)]

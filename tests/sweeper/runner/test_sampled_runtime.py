@@ -94,5 +94,14 @@ def test_a_sampling_only_fault_in_the_runtime_is_diverged_at_the_same_seed(
     scores = pd.read_json(run_dir / "scores.jsonl", lines=True)
     assert set(scores["basis"]) == {"exact"} and set(scores["source"]) == {"request"}
     assert set(scores["role"]) == {"test", "control"} and scores["error"].isna().all()
+    # An output that is token-identical to its AR twin's carries the twin's own score; the
+    # diverged ones (one at least) were scored by the speculative server itself.
+    mine = scores[scores.point_id == sampled.name]
+    twins, own = mine[mine.twin_of.notna()], mine[mine.scorer == "self"]
+    assert len(own) >= 1 and len(own) + len(twins) == 4
+    control = scores[(scores.point_id == ar.name) & (scores.scorer == "self")]
+    control = control.set_index(["prompt_id", "index"])
+    for _, row in twins.iterrows():
+        assert row.positions == control.loc[(row.prompt_id, row["index"]), "positions"]
     # Each score states its scorer's near-tie margin (nats), the catalog's for the runtime.
     assert set(scores["near_tie_margin"]) == {SCORING["ddtree_runtime"].near_tie_margin}

@@ -71,6 +71,22 @@ def test_an_agreement_over_enough_tokens_keeps_the_verdict() -> None:
     assert verdict.verdict == "distribution-ok", verdict.detail
 
 
+def test_outputs_all_scored_by_their_ar_twin_need_no_agreement() -> None:
+    """Every output carries its AR twin's own score: no other server scored, so there is no
+    scoring path to agree with the AR's; one output scored by the point's own server brings
+    the agreement back."""
+    twins = [{**r, "scorer": "ar-cg0", "twin_of": "ar"} for r in SAMPLES]
+    kw: dict[str, Any] = {"scorer": SCORER, "label": SELF, "control_point": CONTROL}
+    verdict, columns = judged(twins, _rescored(0), policy=POLICY, **kw)
+    assert verdict.verdict == "distribution-ok", verdict.detail
+    n = len(SAMPLES)
+    assert f"({n} of {n} outputs identical to their AR twin's: its scores)" in verdict.detail
+    assert columns["scored_detail"] == verdict.detail
+    own = [{**SAMPLES[0], "scorer": SELF}, *twins[1:]]
+    verdict, _ = judged(own, _rescored(0), policy=POLICY, **kw)
+    assert verdict.verdict == "unproven" and "agreement over 0 tokens" in verdict.detail
+
+
 def test_samples_not_all_scored_leave_the_point_pending() -> None:
     failed = {**SAMPLES[0], "error": "connection refused", "positions": []}
     rows = [failed, *SAMPLES[1:]]
