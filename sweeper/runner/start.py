@@ -140,7 +140,12 @@ class Starter:
             raise SwitchRefused(str(exc)) from None
         except ReadinessError as exc:
             raise SwitchRefused(f"the switched server failed its proof: {exc.reason}") from None
-        state = Serving(base_url=live.base_url, log_cursor=live.log_cursor, instance=instance)
+        # As warm as it was: the process served before, and the engine's switch warms what the
+        # new config needs itself (the runtime's first verify, where a graph is captured), so a
+        # warm-up request here would only cost a generation in every config's gap.
+        state = Serving(
+            base_url=live.base_url, log_cursor=live.log_cursor, instance=instance, warm=live.warm
+        )
         self._serving(backend, host, sc, state, identity, None, switched=True)
         self.recorder.timing(f"{host}.switch_s", switched)
         self.recorder.timing(f"{host}.switches", 1)
