@@ -7,7 +7,7 @@ engine shares one loaded model and the repetitions alternate between them, so dr
 alike, and every output is held at `--max-tokens` (ignore_eos) so lengths do not differ. The
 prompts and temperature are the spec's; each request has its own seed, the same across engines.
 
-    python bench/accept_threshold.py [--thresholds 1.0 0.5 0.2] [--repeats 3]
+    python bench/accept_threshold.py [--spec SPEC] [--thresholds 1.0 0.5 0.2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ SPEC = Path(__file__).resolve().parents[1] / "sweeps" / "local-accept.yaml"
 
 
 def main() -> None:
-    spec = yaml.safe_load(SPEC.read_text())
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--spec", type=Path, default=SPEC, help="the sweep whose knobs and prompts")
+    spec = yaml.safe_load(first.parse_known_args()[0].spec.read_text())
+    ap = argparse.ArgumentParser(description=__doc__, parents=[first])
     grid = spec["grid"]
-    ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--thresholds", type=float, nargs="+", default=grid["accept_threshold"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=spec["workload"]["max_tokens"])
