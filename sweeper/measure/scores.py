@@ -136,15 +136,9 @@ def score_header(output: Output, scorer: str, engine: str) -> dict[str, Any]:
     """A score record's fields before the scores: which output, who scored it, and the
     distribution it is scored against (its sampling and the engine's processors)."""
     spec = output.spec
+    which = ("run_id", "host", "point_id", "attempt", "source", "role", "prompt_id", "index")
     return {
-        "run_id": output.run_id,
-        "host": output.host,
-        "point_id": output.point_id,
-        "attempt": output.attempt,
-        "source": output.source,
-        "role": output.role,
-        "prompt_id": output.prompt_id,
-        "index": output.index,
+        **{name: getattr(output, name) for name in which},
         "scorer": scorer,
         "temperature": spec.temperature,
         "top_p": spec.top_p,
