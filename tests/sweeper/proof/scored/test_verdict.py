@@ -87,6 +87,21 @@ def test_outputs_all_scored_by_their_ar_twin_need_no_agreement() -> None:
     assert verdict.verdict == "unproven" and "agreement over 0 tokens" in verdict.detail
 
 
+def test_a_sampler_hot_on_both_paths_is_never_passed_on_the_twins_scores() -> None:
+    """A fault the speculative path shares with the AR it is coupled to (both sample hotter than
+    asked) leaves every output token-identical to its twin. Taking the twin's scores judges
+    exactly as scoring the same tokens again would: never a pass (the AR's own samples fail the
+    same test, so the point is unproven, saying so)."""
+    hot = records(LOGITS, 32, role="control", point_id="ar", seed=3, drawn_as={"temperature": 1.1})
+    kw: dict[str, Any] = {"label": SELF, "control_point": control(hot, POLICY), "policy": POLICY}
+    twins = [{**r, "role": "test", "scorer": "ar-cg0", "twin_of": "ar"} for r in hot]
+    verdict, _ = judged(twins, [], scorer=SCORER, **kw)
+    rescored = [{**r, "role": "test", "scorer": SELF} for r in hot]
+    again, _ = judged(rescored, _rescored(None, SELF), scorer=SELF, **kw)
+    assert verdict.verdict == again.verdict == "unproven"
+    assert "the AR server's own samples fail the same test" in verdict.detail
+
+
 def test_samples_not_all_scored_leave_the_point_pending() -> None:
     failed = {**SAMPLES[0], "error": "connection refused", "positions": []}
     rows = [failed, *SAMPLES[1:]]
