@@ -53,17 +53,33 @@ def _spec(tmp: Path, name: str, hosts: str, topk: list[int], max_tokens: int) ->
     )
 
 
-def _serving(hosts: list[TestHost], unit: str, deadline_s: float) -> list[TestHost]:
-    """The hosts whose `unit` is active, as soon as there is one (polled up to the deadline)."""
+def _frozen_serving(
+    first: subprocess.Popen[str], hosts: list[TestHost], unit: str, deadline_s: float
+) -> list[TestHost]:
+    """Freeze `first` (SIGSTOP) while its `unit` is active on some host and return the hosts
+    where it is active then. Frozen, the sweeper changes no unit, so what is read after its
+    in-flight remote commands settle is what a take-over finds once it is killed; a freeze that
+    caught every unit between a stop and a start is thawed and tried again."""
     deadline = time.monotonic() + deadline_s
-    while True:
-        active = [
+
+    def active() -> list[TestHost]:
+        return [
             h for h in hosts if h.exec(["systemctl", "is-active", unit]).stdout.strip() == "active"
         ]
-        if active or time.monotonic() > deadline:
-            assert active, f"{unit} was never active on any host"
-            return active
-        time.sleep(0.05)
+
+    while True:
+        assert time.monotonic() < deadline, f"{unit} was never active while its sweeper was frozen"
+        assert first.poll() is None, "alpha ended before it could be killed mid-run"
+        if not active():
+            time.sleep(0.05)
+            continue
+        first.send_signal(signal.SIGSTOP)
+        time.sleep(2.0)  # a `systemctl` already sent runs to its end on the host
+        settled = active()
+        time.sleep(0.5)
+        if settled and [h.name for h in active()] == [h.name for h in settled]:
+            return settled
+        first.send_signal(signal.SIGCONT)
 
 
 def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
@@ -122,8 +138,7 @@ def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
             time.sleep(0.1)
         # Killed while its unit serves on some host (not between one config's stop and the
         # next one's start), so a take-over has a server of alpha's to stop.
-        serving = _serving(testhost_pair, "ddtree-leasealpha", deadline_s=60)
-        assert first.poll() is None, "alpha ended before it could be killed mid-run"
+        serving = _frozen_serving(first, testhost_pair, "ddtree-leasealpha", deadline_s=60)
     finally:
         first.send_signal(signal.SIGKILL)
         first.communicate(timeout=10)
@@ -137,12 +152,13 @@ def test_two_specs_on_two_ssh_hosts_refuse_wait_and_take_over(
     for line in took:
         assert f"sweep 'leasealpha' run {run_alpha.name}" in line
         assert f"its sweeper (pid {first.pid}) is gone" in line
-    # alpha's unit was serving when it was killed: the take-over stopped it. (One host may have
-    # begun a restart in the instant between the check and the kill: nothing of alpha's to stop.)
+    # The take-over stopped alpha's unit on exactly the hosts where it served when alpha died.
     stopped = [
         line for line in took if "stopped its server (unit ddtree-leasealpha.service)" in line
     ]
-    assert {line.split(":")[0] for line in stopped} & {f"host {h.name}" for h in serving}, stderr
+    assert sorted(line.split(":")[0] for line in stopped) == sorted(
+        f"host {h.name}" for h in serving
+    ), stderr
     beta_points = pd.read_parquet(Path(out.strip().splitlines()[-1]) / "points.parquet")
     assert len(beta_points) == 4 and (beta_points.status == "ok").all()
     recorded = (run_alpha / POINTS_LOG).read_text().splitlines()
