@@ -23,10 +23,10 @@ def main(argv: list[str] | None = None) -> int:
         # server shares its cores with other processes (the client, a second server, the test
         # suite); OpenMP's default wait spins a thread between parallel regions, and under
         # such contention a spinning team burns its share of the cores waiting on a descheduled
-        # peer: on 2 cores beside a busy process, a switched engine ran 3x slower than a fresh
-        # one of the same config, and both ran faster with passive waits
-        # (bench/cpu_contention.py). Passive waits cost nothing measurable on an idle machine.
-        # A value the user set is kept.
+        # peer: on 2 cores beside a 2-thread matmul loop, b4 k1 ran at 2.4-3.1 tok/s spinning
+        # and 15.0-15.5 passive. On an idle machine passive costs a third (17.5-17.8 against
+        # 26.0-26.4 tok/s; bench/cpu_contention.py, docs/runtime-api.md). A value the user set
+        # (OMP_WAIT_POLICY, or GOMP_SPINCOUNT, which libgomp puts first) is kept.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from ddtree_runtime.server import serve  # torch and the server load only for `serve`
 
