@@ -136,14 +136,16 @@ def choose(
 
 
 def sample_margins(probs: torch.Tensor, u: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Per row of `probs` [..., V]: how far u lies inside the chosen token's CDF interval.
+    """Per row of `probs` [..., V]: how far u lies inside the token's CDF interval, signed.
 
     The interval is [F(token-1), F(token)) in token-id order, F normalised by the row total as
-    ``sample_with_uniform`` does; the margin is min(u - F_lo, F_hi - u), clamped at >= 0 (0 at an
-    edge, or when `tokens` is not the token u selects). It is how far the CDF would have to move
-    (numerics: another kernel order, another batch shape) to change the sample: a divergence from
-    AR at a position whose AR margin is below a small threshold is a sampled near-tie, like a
-    greedy near-tie's top-1 minus top-2 logprob.
+    ``sample_with_uniform`` does; the margin is min(u - F_lo, F_hi - u): >= 0 for the token u
+    selects (0 at an edge), and minus u's distance to the interval for any other. It is how far
+    the CDF would have to move (numerics: another kernel order, another batch shape) for u to
+    select the token: a divergence from AR at a position whose AR margin is below a small
+    threshold is a sampled near-tie, like a greedy near-tie's top-1 minus top-2 logprob, unless
+    the token emitted there lies farther outside u's draw (a token a lossless coupled sampler
+    never emits: relaxed acceptance, a sampling bug).
     """
     probs = probs.to(torch.float64)
     cdf = probs.cumsum(dim=-1)
@@ -153,5 +155,4 @@ def sample_margins(probs: torch.Tensor, u: torch.Tensor, tokens: torch.Tensor) -
     # cdf[token-1], not hi - p: the same partial sums searchsorted compared u against.
     lo = torch.where(index[..., 0] > 0, cdf.gather(-1, (index - 1).clamp(min=0))[..., 0], 0.0)
     u = u.to(torch.float64)
-    margin = torch.minimum(u - lo / total, hi / total - u)
-    return margin.clamp(min=0.0)
+    return torch.minimum(u - lo / total, hi / total - u)

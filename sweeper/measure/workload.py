@@ -50,7 +50,8 @@ def expand_requests(
     `inputs` holds what the run resolved for a prompt (`sweeper.measure.inputs`): the token ids
     of a synthetic prompt, the messages of a later turn with its history filled. A prompt's own
     `max_tokens` overrides the point's; a held one is sent with the `length_control` fields the
-    engine takes. `sample_margins` asks a coupled AR server for its sample margins."""
+    engine takes. `sample_margins` asks a coupled server for its sample margins (AR's tell a
+    sampled near tie; a speculative output's, whether its token was its own draw)."""
     return [
         _request(p, r, rc, chat, length_control, inputs or {}, sample_margins)
         for p in prompts

@@ -26,7 +26,9 @@ it advertises) decides:
   that share a seed, an older run's, are repeats that must agree). A divergence is a sampled
   `near-tie` when the baseline's sample margin there (how far its uniform lay from the edge of
   the chosen token's CDF interval, in probability mass: `sample_margins`) is below the policy's
-  `sampled_near_tie_margin`: a CDF moved that little by numerics changes the sample;
+  `sampled_near_tie_margin`: a CDF moved that little by numerics changes the sample; unless
+  the output's own sample margin there is below minus that margin (a token its own draw did not
+  select, as relaxed acceptance emits): then `diverged`;
 - `distribution` (rejection sampling: SGLang, vLLM): every request carries its point's
   two-sample test verdict (`sweeper.proof.distribution`, judged from the point's samples by
   the caller): `distribution-ok`, `shifted`, or `unproven` with why;
@@ -246,10 +248,16 @@ def _judge_request(
         )
     text, ref_text = str(row.get("text") or ""), str(reference.get("text") or "")
     garble, ref_garble = garble_score(text), garble_score(ref_text)
+    # A sampled output's own margin where it diverged: numerics that flip a sample leave the
+    # uniform at the edge of the new token's interval, so a token whose interval lies farther
+    # from it was not its own draw (relaxed acceptance, a sampling bug), whatever AR's margin.
+    off_draw: float | None = None
     if how.sampled:
         margin = _margin_at(reference, index, "sample_margins")
         limit, kind, unit = policy.sampled_near_tie_margin, "sample margin", ""
         whence, since = "", ""
+        own = _margin_at(row, index, "sample_margins")
+        off_draw = -own if own is not None and own < -limit else None
     else:  # the top-2 margin is a logprob difference: nats, as the scored near tie's
         margin = _margin_at(reference, index, "top2_margins")
         (limit, whence), kind, unit = greedy_margin(row, policy), "margin", " nats"
@@ -257,6 +265,13 @@ def _judge_request(
     if garble - ref_garble > policy.garble_margin and garble >= policy.garble_min_score:
         verdict: Verdict = "garbled"
         detail = f"garble score {garble:.2f} vs baseline {ref_garble:.2f}"
+    elif off_draw is not None:
+        verdict = "diverged"
+        detail = (
+            f"differs from baseline{seeded} at token {index}, a token its own draw there did "
+            f"not select (its uniform lies {off_draw:.4g} outside the token's interval; "
+            f"near-tie margin {limit:.4g})"
+        )
     elif margin is not None and margin < limit:
         verdict = "near-tie"
         detail = (

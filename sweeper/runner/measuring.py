@@ -71,7 +71,7 @@ class PointMeasurer:
             model=state.model,
             after_warmup=lambda: [f() for f in (counters.start, probe.start)],
             inputs=self.inputs,
-            sample_margins=point.sampled_check == "coupled" and sc.mode == "ar",
+            sample_margins=point.sampled_check == "coupled",
         )
         self.progress.tokens(host, records_tokens(result))
         state.warm = True

@@ -15,11 +15,14 @@ import torch
 
 from ddtree_runtime.algo import mask
 from ddtree_runtime.algo.sampling import sample_margins, sample_with_uniform
-from ddtree_runtime.engine import Engine, GenerationResult, SamplingParams
+from ddtree_runtime.drafters import make_drafter
+from ddtree_runtime.engine import Engine, EngineConfig, GenerationResult, SamplingParams
 from ddtree_runtime.params import TokenLogprob
+from ddtree_runtime.reference import divergence_index
 from ddtree_runtime.server.formatting import TokenText, chat_logprobs, legacy_logprobs
 from tests.ddtree_runtime.engine_helpers import (
     first_divergence,
+    long_refs,
     oracle_engine,
     prompts_and_refs,
     run_greedy,
@@ -55,7 +58,7 @@ def test_sample_margin_normalises_by_the_row_total() -> None:
     assert float(sample_margins(unnormalised, u, torch.tensor(1))) == pytest.approx(0.1)
 
 
-def test_sample_margin_is_nonnegative_and_zero_only_at_an_edge() -> None:
+def test_sample_margin_is_nonnegative_for_the_drawn_token_and_negative_off_it() -> None:
     # Binary fractions, so the edges are exact.
     probs = torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64).expand(7, 3)
     u = torch.tensor([0.0, 0.125, 0.25, 0.5, 0.75, 0.875, 0.999], dtype=torch.float64)
@@ -63,8 +66,9 @@ def test_sample_margin_is_nonnegative_and_zero_only_at_an_edge() -> None:
     assert tokens.tolist() == [0, 0, 1, 1, 2, 2, 2]
     margins = sample_margins(probs, u, tokens).tolist()
     assert margins == pytest.approx([0.0, 0.125, 0.0, 0.25, 0.0, 0.125, 0.001])
-    # A token u does not select is outside its interval: clamped to 0, never negative.
-    assert float(sample_margins(probs[0], u[3], torch.tensor(0))) == 0.0
+    # A token u does not select: minus u's distance to its interval.
+    assert float(sample_margins(probs[0], u[3], torch.tensor(0))) == pytest.approx(-0.25)
+    assert float(sample_margins(probs[0], u[1], torch.tensor(2))) == pytest.approx(-0.625)
     rows = torch.softmax(torch.randn(64, 17, dtype=torch.float64), dim=-1)
     draws = torch.rand(64, dtype=torch.float64)
     got = sample_margins(rows, draws, sample_with_uniform(rows, draws))
@@ -150,3 +154,32 @@ def test_formatting_adds_sample_margins_only_when_sampled() -> None:
     legacy = legacy_logprobs(entries([0.25, 0.125]), text, 2, 0)
     assert legacy["sample_margins"] == [0.25, 0.125]
     assert "sample_margins" not in legacy_logprobs(entries([None, None]), text, 2, 0)
+
+
+# ---- relaxed acceptance: a token its own draw did not select -------------------------------------
+
+
+def test_relaxed_acceptance_emits_tokens_with_negative_sample_margins_where_it_leaves_ar() -> None:
+    """Below `accept_threshold` 1 a drafted token the seed's uniform does not select is emitted:
+    its own sample margin is minus the uniform's distance to its interval, so the first
+    divergence from AR at the same seed carries a negative margin, and every token before it a
+    non-negative one (the judge's evidence that it is not numerics: `sweeper.proof.determinism`)."""
+    m = tiny()
+    drafter = make_drafter("oracle", m, references=long_refs())
+    relaxed = Engine(
+        m, drafter, EngineConfig(budget=16, topk=4, block_size=8, accept_threshold=0.05)
+    )
+    ar = sample(ar_engine(), logprobs=2, **SAMPLED)
+    out = sample(relaxed, logprobs=2, **SAMPLED)
+    left = 0
+    for a, r in zip(ar, out, strict=True):
+        assert r.logprobs is not None
+        margins = [lp.sample_margin for lp in r.logprobs]
+        index = divergence_index(r.token_ids, a.token_ids)
+        if index is None:
+            assert all(m is not None and m >= 0 for m in margins)
+            continue
+        left += 1
+        assert all(m is not None and m >= 0 for m in margins[:index]), margins
+        assert margins[index] is not None and margins[index] < -1e-3, margins[index]
+    assert left > 0, "the relaxed rule changed no output"

@@ -272,6 +272,28 @@ def test_a_coupled_divergence_at_a_tiny_sample_margin_is_a_sampled_near_tie() ->
     assert result.status == "nondeterministic"
 
 
+def test_a_coupled_token_its_own_draw_did_not_select_diverged_whatever_ars_margin() -> None:
+    """Relaxed acceptance emits a drafted token the seed's uniform lies far from (the output's
+    own sample margin there is well below 0): not numerics, though AR's margin is tiny; a flip
+    by numerics leaves the uniform at the new token's edge too (own margin near 0)."""
+    margins = [0.3] * 10
+    margins[4] = 0.0004  # AR's uniform 0.0004 from an edge: a near tie by AR's margin alone
+    base = sampled_baseline(margins)
+    ids = POEM_IDS[:4] + [99] * 6
+
+    def spec(own_at_4: float) -> list[dict[str, object]]:
+        own = [0.3] * 4 + [own_at_4] + [0.3] * 5
+        return [rec("poem", r, ids, POEM[:20] + "x", sample_margins=own) for r in (0, 1)]
+
+    result = judge_point(spec(-0.25), base, temperature=0.7, seed=3, sampled_check="coupled")
+    assert result.status == "diverged"
+    assert result.requests[0].divergence_index == 4
+    assert "did not select (its uniform lies 0.25 outside" in result.requests[0].detail
+    for edge in (0.0, -0.0004):  # at the new token's edge: numerics
+        flipped = judge_point(spec(edge), base, temperature=0.7, seed=3, sampled_check="coupled")
+        assert flipped.status == "near-tie", edge
+
+
 def test_coupled_requests_at_their_own_seeds_pair_with_the_ar_twin_at_that_seed() -> None:
     """Each measured request draws its own seed: repeat r is compared with the AR's output at
     its seed (not the AR's first repeat), and repeats at other seeds differ without being
