@@ -53,7 +53,7 @@ class RequestSpec(RequestFeatures):
     top_p: float | None = None
     top_k: int | None = None
     #: Ask for the server's per-token sample margins (logprobs at temperature > 0, only where
-    #: sampling is coupled and margins are allowed: the AR baseline of a coupled point).
+    #: sampling is coupled: the AR baseline's and the speculative outputs' of a coupled point).
     sample_margins: bool = False
     #: Chat messages ({"role", "content"}); when absent, `prompt` is one user message.
     messages: tuple[dict[str, str], ...] | None = None

@@ -113,8 +113,9 @@ class Negotiated:
         return None, []
 
     def margins_allowed(self) -> bool:
-        """Whether requests may ask for logprobs: never on a server negotiated as speculative
-        (margins then come from the AR baseline), else when the server gives them."""
+        """Whether greedy requests may ask for logprobs (top-2 margins): never on a server
+        negotiated as speculative (margins then come from the AR baseline), else when the server
+        gives them. A coupled request's sample margins are asked regardless (`openai_body`)."""
         return self.capabilities is None or self.capabilities.margins == "logprobs"
 
 

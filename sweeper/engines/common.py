@@ -32,11 +32,13 @@ def openai_body(
 ) -> dict[str, Any]:
     """The standard streaming body; at temperature 0 and where `margins` (an AR server: a
     speculative one is never asked for them, see `capabilities`) it asks for two top logprobs
-    per token, so a divergence can be told from a near tie. The request features the spec
-    asks are written where `engine`'s rows of the feature table say (`feature_fields`: OpenAI's
-    spelling unless an engine names its own); the
-    logprobs a workload asks (`spec.logprobs`) are asked of every server, speculative ones
-    included, at least as many as asked."""
+    per token, so a divergence can be told from a near tie; a coupled request
+    (`spec.sample_margins`, set only for a server that advertised its coupling, margins
+    included) asks for its sample margins of AR and speculative servers alike. The request
+    features the spec asks are written where `engine`'s rows of the feature table say
+    (`feature_fields`: OpenAI's spelling unless an engine names its own); the logprobs a
+    workload asks (`spec.logprobs`) are asked of every server, speculative ones included, at
+    least as many as asked."""
     body: dict[str, Any] = {
         "max_tokens": spec.max_tokens,
         "temperature": spec.temperature,
@@ -52,8 +54,8 @@ def openai_body(
     if spec.top_k is not None:
         body["top_k"] = spec.top_k  # not OpenAI's, but vLLM's, SGLang's and the runtime's
     feature_fields(body, spec, engine)
-    # Greedy: the top-2 margins that tell a near tie; coupled sampling: the sample margins.
-    margins = margins and (spec.temperature == 0 or spec.sample_margins)
+    # A speculative output's own sample margins say whether its tokens were its draws.
+    margins = (margins and spec.temperature == 0) or spec.sample_margins
     asked = [k for k in (spec.logprobs, MARGIN_LOGPROBS if margins else None) if k is not None]
     if spec.chat:
         body["messages"] = (

@@ -59,10 +59,11 @@ def test_chat_logprobs_at_temperature_zero_and_for_sample_margins_only() -> None
     # Sampled: only a coupled AR point asks (its sample margins).
     assert _logprob_keys(openai_body(_chat(SAMPLED), None)) == {}
     assert _logprob_keys(openai_body(_chat(replace(SAMPLED, sample_margins=True)), None)) == asked
-    # A server margins are refused from is never asked, greedy or sampled.
+    # A server top-2 margins are not asked of (a speculative one) is not asked greedy; a
+    # coupled request asks for its sample margins all the same (the coupling includes them).
     assert _logprob_keys(openai_body(_chat(GREEDY), None, margins=False)) == {}
     coupled = _chat(replace(SAMPLED, sample_margins=True))
-    assert _logprob_keys(openai_body(coupled, None, margins=False)) == {}
+    assert _logprob_keys(openai_body(coupled, None, margins=False)) == asked
 
 
 def test_completions_logprobs_at_temperature_zero_and_for_sample_margins_only() -> None:
@@ -73,7 +74,7 @@ def test_completions_logprobs_at_temperature_zero_and_for_sample_margins_only() 
     }
     assert _logprob_keys(openai_body(GREEDY, None, margins=False)) == {}
     coupled = replace(SAMPLED, sample_margins=True)
-    assert _logprob_keys(openai_body(coupled, None, margins=False)) == {}
+    assert _logprob_keys(openai_body(coupled, None, margins=False)) == {"logprobs": 2}
     body = openai_body(coupled, None)
     assert body["prompt"] == "hi" and "messages" not in body and "model" not in body
 

@@ -113,6 +113,11 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     # The AR's sample margins: what tells a sampled near-tie from a divergence.
     margins = zip(ar_sampled.sample_margins, ar_sampled.output_tokens, strict=True)
     assert all(len(m) == n for m, n in margins)
+    # The speculative outputs' own: each token their own draw (>= 0), as a lossless one's are.
+    spec_sampled = requests[(requests["mode"] == "speculative") & (requests["temperature"] > 0)]
+    assert len(spec_sampled) > 0
+    own = zip(spec_sampled.sample_margins, spec_sampled.output_tokens, strict=True)
+    assert all(len(m) == n and min(m) >= 0 for m, n in own)
     assert (requests.output_tokens <= 16).all()
     assert requests[requests["mode"] == "speculative"].tau.ge(1).all()
     assert manifest.status == "complete"
