@@ -1,11 +1,11 @@
 """What the lossy `accept_threshold` buys on the real model: tok/s, tau and seconds per verify
 round at each threshold against AR, one process, the engines interleaved.
 
-`sweeps/local-accept.yaml` measures the same through the server, one point per config; on this
-2-core machine two points of one config differ by 10-20%, more than the knob moves. Here every
-engine shares one loaded model and the repetitions alternate between them, so drift hits all
-alike, and every output is held at `--max-tokens` (ignore_eos) so lengths do not differ. The
-prompts and temperature are the spec's; each request has its own seed, the same across engines.
+`sweeps/local-accept.yaml` measures the same through the server, one point per config, where a
+machine's drift between points lands on the speedups. Here every engine shares one loaded model
+and the repetitions alternate between them, so drift hits all alike, and every output is held at
+`--max-tokens` (ignore_eos) so lengths do not differ. The prompts and temperature are the
+spec's; each request has its own seed, the same across engines.
 
     python bench/accept_threshold.py [--spec SPEC] [--thresholds 1.0 0.5 0.2] [--repeats 3]
 """
