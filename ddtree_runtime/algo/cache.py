@@ -10,10 +10,25 @@ committed length, where no mask ever lets a real row see them.
 
 from __future__ import annotations
 
+import math
+import mmap
 from typing import Any
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
+
+
+def zeroed(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zero tensor. On the CPU, an anonymous mapping, which the kernel fills with zeros a page at
+    a time as it is first touched: a slot cache is mostly never written (max_batch rows of max_len
+    positions, for a few short requests), and `torch.zeros` writes all of it, 761 MB for
+    smollm2-135m at the server's defaults, which made an in-place switch take 1.4 s instead of
+    0.2 s. A fresh mapping holds nothing of an earlier engine's."""
+    count = math.prod(shape)
+    if device.type != "cpu" or count == 0:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    size = count * torch.empty((), dtype=dtype).element_size()
+    return torch.frombuffer(mmap.mmap(-1, size), dtype=dtype, count=count).view(shape)
 
 
 class SlotLayer(CacheLayerMixin):
@@ -28,9 +43,9 @@ class SlotLayer(CacheLayerMixin):
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         o = self.owner
         shape = (o.max_batch, key_states.shape[1], o.max_len, key_states.shape[-1])
-        self.keys = torch.zeros(shape, dtype=key_states.dtype, device=key_states.device)
+        self.keys = zeroed(shape, key_states.dtype, key_states.device)
         vshape = (*shape[:3], value_states.shape[-1])
-        self.values = torch.zeros(vshape, dtype=value_states.dtype, device=value_states.device)
+        self.values = zeroed(vshape, value_states.dtype, value_states.device)
         self.is_initialized = True
 
     def update(
