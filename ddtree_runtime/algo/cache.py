@@ -21,9 +21,9 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 def zeroed(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A zero tensor. On the CPU, an anonymous mapping, which the kernel fills with zeros a page at
     a time as it is first touched: a slot cache is mostly never written (max_batch rows of max_len
-    positions, for a few short requests), and `torch.zeros` writes all of it, 761 MB for
-    smollm2-135m at the server's defaults, which made an in-place switch take 1.4 s instead of
-    0.2 s. A fresh mapping holds nothing of an earlier engine's."""
+    positions, for a few short requests), and `torch.zeros` writes all of it (761 MB for
+    smollm2-135m at the server's defaults: 1.4 s of an in-place switch on 2 cores). A fresh
+    mapping holds nothing of an earlier engine's."""
     count = math.prod(shape)
     if device.type != "cpu" or count == 0:
         return torch.zeros(shape, dtype=dtype, device=device)
