@@ -31,6 +31,9 @@ from tests.ddtree_runtime.engine_helpers import (
 
 MAX_TOKENS = 24
 SAMPLED = {"temperature": 0.9}
+#: How far below 0 a drawn token's margin may read: the sampler's CDF and the margin's are summed
+#: at different precisions, so a uniform on an edge may fall a rounding to either side.
+ROUNDING = 1e-6
 #: Per fault, sampling parameters under which tiny-random shows it on some of the 8 prompts: top-k
 #: must truncate for "untruncated_drafts" to change anything.
 FAULT_PARAMS: dict[str, dict[str, Any]] = {
@@ -104,7 +107,8 @@ def test_sample_margins_are_the_ar_distributions_for_ar_and_ddtree_alike() -> No
         assert a.logprobs is not None and d.logprobs is not None
         ar_margins = [lp.sample_margin for lp in a.logprobs]
         dd_margins = [lp.sample_margin for lp in d.logprobs]
-        assert all(m is not None and 0.0 <= m <= 1.0 for m in (*ar_margins, *dd_margins))
+        # Each token its own draw: >= 0 up to the sampler's float rounding at an edge.
+        assert all(m is not None and -ROUNDING <= m <= 1.0 for m in (*ar_margins, *dd_margins))
         assert dd_margins == pytest.approx(ar_margins, abs=1e-12)  # float64: same up to rounding
     greedy = sample(ddtree_engine(), logprobs=2)
     assert all(lp.sample_margin is None for r in greedy for lp in r.logprobs or [])
@@ -179,9 +183,9 @@ def test_relaxed_acceptance_emits_tokens_with_negative_sample_margins_where_it_l
         own = [float(m or 0.0) for m in margins]
         index = divergence_index(r.token_ids, a.token_ids)
         if index is None:
-            assert min(own) >= 0
+            assert min(own) >= -ROUNDING
             continue
         left += 1
-        assert min(own[:index], default=0.0) >= 0, own
+        assert min(own[:index], default=0.0) >= -ROUNDING, own
         assert own[index] < -1e-3, own[index]
     assert left > 0, "the relaxed rule changed no output"

@@ -188,7 +188,8 @@ def test_sampled_logprobs_carry_sample_margins_and_server_info_says_coupled(
     sampled = {"temperature": 0.9, "seed": 7, "max_tokens": 8}
     legacy = completion(server, **sampled, logprobs=1)["choices"][0]["logprobs"]
     assert len(legacy["sample_margins"]) == len(legacy["tokens"]) > 0
-    assert all(0.0 <= m <= 1.0 for m in legacy["sample_margins"])
+    # Each token its own draw: >= 0 up to the sampler's float rounding at an edge.
+    assert all(-1e-6 <= m <= 1.0 for m in legacy["sample_margins"])
     assert "sample_margins" not in completion(server, logprobs=1)["choices"][0]["logprobs"]
     body = {
         "model": MODEL,
@@ -200,7 +201,7 @@ def test_sampled_logprobs_carry_sample_margins_and_server_info_says_coupled(
     response = post(server, "/v1/chat/completions", body)
     assert response.status_code == 200, response.text
     content = response.json()["choices"][0]["logprobs"]["content"]
-    assert content and all(0.0 <= item["sample_margin"] <= 1.0 for item in content)
+    assert content and all(-1e-6 <= item["sample_margin"] <= 1.0 for item in content)
     assert all("sample_margin" not in top for item in content for top in item["top_logprobs"])
     greedy = post(server, "/v1/chat/completions", {**body, "temperature": 0})
     assert all(

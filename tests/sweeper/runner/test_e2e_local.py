@@ -117,7 +117,7 @@ def test_small_sweep_against_real_runtime(tmp_path: Path, port: int) -> None:
     spec_sampled = requests[(requests["mode"] == "speculative") & (requests["temperature"] > 0)]
     assert len(spec_sampled) > 0
     own = zip(spec_sampled.sample_margins, spec_sampled.output_tokens, strict=True)
-    assert all(len(m) == n and min(m) >= 0 for m, n in own)
+    assert all(len(m) == n and min(m) >= -1e-6 for m, n in own)  # up to float rounding
     assert (requests.output_tokens <= 16).all()
     assert requests[requests["mode"] == "speculative"].tau.ge(1).all()
     assert manifest.status == "complete"
